@@ -1,0 +1,105 @@
+"""Errors raised by the ledger.
+
+Every error a caller can cause is a :class:`LedgerError`; each carries a stable
+``reason`` that the protocol maps to ``data.reason``::
+
+    LedgerError                      reason
+    ├── BodyRejected                 body_rejected
+    ├── BudgetExceeded               budget_exceeded
+    ├── RecordNotFound               not_found
+    ├── InvalidTransition            invalid_transition
+    ├── InvalidInstant               invalid_params
+    ├── ScopeError                   invalid_params
+    ├── InvalidArgument              invalid_params
+    └── LedgerBusy                   busy   (the database stayed locked past every retry)
+
+Messages say what the user can do next. Third-party errors (SQLAlchemy, sqlite3,
+psycopg) are translated at the boundary and never reach a caller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LedgerError(Exception):
+    """Root of every error the ledger raises on purpose."""
+
+    reason = "ledger_error"
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.context = context
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class BodyRejected(LedgerError):
+    """A record body failed screening (empty, too long, credential-shaped).
+
+    ``why`` is a short machine-readable cause: ``empty``, ``too_long`` or ``credential``.
+    """
+
+    reason = "body_rejected"
+
+    def __init__(self, message: str, *, why: str, detail: str | None = None) -> None:
+        super().__init__(message, why=why, detail=detail)
+        self.why = why
+        self.detail = detail
+
+
+class BudgetExceeded(LedgerError):
+    """A write would take a scope past its ``max_records``; nothing was changed."""
+
+    reason = "budget_exceeded"
+
+    def __init__(self, message: str, *, scope_key: str, budget: int, active: int, proposed: int) -> None:
+        super().__init__(message, scope_key=scope_key, budget=budget, active=active, proposed=proposed)
+        self.scope_key = scope_key
+        self.budget = budget
+        self.active = active
+        self.proposed = proposed
+
+    @property
+    def held(self) -> int:
+        return self.active + self.proposed
+
+
+class RecordNotFound(LedgerError):
+    reason = "not_found"
+
+    def __init__(self, message: str, *, record_id: str) -> None:
+        super().__init__(message, record_id=record_id)
+        self.record_id = record_id
+
+
+class InvalidTransition(LedgerError):
+    """The record's status does not allow the requested operation."""
+
+    reason = "invalid_transition"
+
+
+class InvalidInstant(LedgerError):
+    """An instant was naive, of the wrong type, or out of range."""
+
+    reason = "invalid_params"
+
+
+class ScopeError(LedgerError):
+    """A scope key was malformed, or an operation crossed scopes."""
+
+    reason = "invalid_params"
+
+
+class InvalidArgument(LedgerError):
+    """Any other argument a caller got wrong (unknown kind, bad confidence, ...)."""
+
+    reason = "invalid_params"
+
+
+class LedgerBusy(LedgerError):
+    """The database stayed locked or kept failing serialization past every retry."""
+
+    reason = "busy"

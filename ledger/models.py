@@ -1,0 +1,165 @@
+"""Tables (SQLModel) and the domain objects the API hands out.
+
+Storage keeps instants as integer microseconds since the epoch; the domain
+objects (:class:`MemoryRecord`, :class:`LedgerEvent`) carry aware UTC datetimes.
+The allowed lifecycle transitions live in :data:`TRANSITIONS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import BigInteger, Column, Integer, Text
+from sqlmodel import Field, SQLModel
+
+
+class Kind(StrEnum):
+    PREFERENCE = "preference"
+    FACT = "fact"
+    DECISION = "decision"
+    CONSTRAINT = "constraint"
+
+
+class Provenance(StrEnum):
+    USER_EXPLICIT = "user_explicit"
+    MODEL_PROPOSAL = "model_proposal"
+    MODEL_CONSOLIDATION = "model_consolidation"
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    PROPOSED = "proposed"
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+
+
+# Which status may move to which; every write path checks against this table.
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    Status.PROPOSED: frozenset({Status.ACTIVE, Status.REJECTED, Status.EXPIRED, Status.DELETED}),
+    Status.ACTIVE: frozenset({Status.SUPERSEDED, Status.EXPIRED, Status.DELETED}),
+    Status.EXPIRED: frozenset({Status.DELETED}),
+    Status.SUPERSEDED: frozenset(),
+    Status.REJECTED: frozenset(),
+    Status.DELETED: frozenset(),
+}
+
+
+class EventKind(StrEnum):
+    SAVED = "saved"
+    SUPERSEDED = "superseded"
+    DELETED = "deleted"
+    ERASED = "erased"
+    PROPOSED = "proposed"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    PROPOSAL_REFUSED = "proposal_refused"
+    SAVE_REFUSED = "save_refused"
+    BUDGET_SET = "budget_set"
+    CONSOLIDATION_OP_APPLIED = "consolidation_op_applied"
+    CONSOLIDATION_OP_REFUSED = "consolidation_op_refused"
+
+
+def _big(*, nullable: bool = False, index: bool = False) -> Column[int]:
+    return Column(BigInteger, nullable=nullable, index=index)
+
+
+class MemoryRecordRow(SQLModel, table=True):
+    """One row of ``memory_records``. ``seq`` is the FTS rowid; ``id`` is public."""
+
+    __tablename__ = "memory_records"
+
+    seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    id: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    scope_key: str = Field(sa_column=Column(Text, nullable=False))
+    kind: str = Field(sa_column=Column(Text, nullable=False))
+    body: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    provenance: str = Field(sa_column=Column(Text, nullable=False))
+    status: str = Field(sa_column=Column(Text, nullable=False))
+    source_session_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    supersedes: str = Field(default="[]", sa_column=Column(Text, nullable=False))
+    superseded_by: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    confidence_bps: int | None = Field(default=None, sa_column=Column(Integer, nullable=True))
+    rationale: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    valid_from: int = Field(sa_column=_big())
+    valid_to: int | None = Field(default=None, sa_column=_big(nullable=True))
+    expires_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    conflict_group: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    erased_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    created_at: int = Field(sa_column=_big())
+    updated_at: int = Field(sa_column=_big())
+
+
+class ScopeSettingsRow(SQLModel, table=True):
+    """One row per scope; also the lock that serializes a scope's writes."""
+
+    __tablename__ = "scope_settings"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    max_records: int = Field(sa_column=Column(Integer, nullable=False))
+    created_at: int = Field(sa_column=_big())
+    updated_at: int = Field(sa_column=_big())
+
+
+class LedgerEventRow(SQLModel, table=True):
+    """Append-only event log. Never holds a body."""
+
+    __tablename__ = "ledger_events"
+
+    seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    at: int = Field(sa_column=_big())
+    scope_key: str = Field(sa_column=Column(Text, nullable=False))
+    event: str = Field(sa_column=Column(Text, nullable=False))
+    record_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    run_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    detail: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A record as the API hands it out. An erased body reads as ``None``."""
+
+    id: str
+    scope_key: str
+    kind: Kind
+    body: str | None
+    provenance: Provenance
+    status: Status
+    source_session_id: str | None
+    supersedes: list[str]
+    superseded_by: str | None
+    confidence_bps: int | None
+    rationale: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    expires_at: datetime | None
+    conflict_group: str | None
+    created_at: datetime
+    updated_at: datetime
+    erased: bool = False
+
+    def effective_end(self) -> datetime | None:
+        """``min(valid_to, expires_at)``: where the record stops applying."""
+        ends = [e for e in (self.valid_to, self.expires_at) if e is not None]
+        return min(ends) if ends else None
+
+    def applies_at(self, instant: datetime) -> bool:
+        end = self.effective_end()
+        return self.valid_from <= instant and (end is None or instant < end)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEvent:
+    seq: int
+    at: datetime
+    scope_key: str
+    event: str
+    record_id: str | None
+    reason: str | None
+    run_id: str | None
+    detail: dict[str, object] = field(default_factory=dict)
