@@ -1,1 +1,79 @@
-"""The account memory ledger."""
+"""The account memory ledger.
+
+>>> led = open_ledger("sqlite:///memledger.db", account="local")
+>>> rec = led.save("I prefer metric units")
+"""
+
+from __future__ import annotations
+
+from ledger.core import DEFAULT_MAX_RECORDS, Ledger, ScopeUsage
+from ledger.db import make_engine, upgrade
+from ledger.errors import (
+    BodyRejected,
+    BudgetExceeded,
+    InvalidArgument,
+    InvalidInstant,
+    InvalidTransition,
+    LedgerBusy,
+    LedgerError,
+    RecordNotFound,
+    ScopeError,
+)
+from ledger.instants import Clock, system_clock
+from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status
+from ledger.packet import Packet
+from ledger.slash import SlashResult
+
+__all__ = [
+    "DEFAULT_MAX_RECORDS",
+    "BodyRejected",
+    "BudgetExceeded",
+    "Clock",
+    "InvalidArgument",
+    "InvalidInstant",
+    "InvalidTransition",
+    "Kind",
+    "Ledger",
+    "LedgerBusy",
+    "LedgerError",
+    "LedgerEvent",
+    "MemoryRecord",
+    "Packet",
+    "Provenance",
+    "RecordNotFound",
+    "ScopeError",
+    "ScopeUsage",
+    "SlashResult",
+    "Status",
+    "open_ledger",
+]
+
+
+def open_ledger(
+    url: str = "sqlite:///./memledger.db",
+    *,
+    account: str = "local",
+    clock: Clock = system_clock,
+    migrate: bool | None = None,
+    max_body_chars: int | None = None,
+) -> Ledger:
+    """Open (and on SQLite, create and migrate) the ledger at ``url``, bound to ``account:<account>``.
+
+    A fresh SQLite file is ready at once. PostgreSQL is migrated only when
+    ``migrate=True`` (operators run ``memledger db upgrade``); by default it must
+    already be at the head revision.
+
+    Raises:
+        LedgerError: the URL is unsupported, or the database is behind the code.
+    """
+    from ledger.db import current_revision, head_revision
+
+    engine = make_engine(url)
+    do_migrate = migrate if migrate is not None else engine.dialect.name == "sqlite"
+    if do_migrate:
+        upgrade(engine)
+    elif current_revision(engine) != head_revision():
+        engine.dispose()
+        raise LedgerError("the database schema is not up to date: run `memledger db upgrade` first")
+    kwargs = {} if max_body_chars is None else {"max_body_chars": max_body_chars}
+    return Ledger(engine, account=account, clock=clock, **kwargs)

@@ -1,0 +1,739 @@
+"""The :class:`Ledger`: every lifecycle operation of SPEC 3.3 over one database.
+
+Writes run in one transaction each, serialized per scope (``BEGIN IMMEDIATE`` on
+SQLite, a ``FOR UPDATE`` lock on the scope's settings row on PostgreSQL), so the
+budget and the one-active-member rule hold under concurrency. Every write first
+expires, within its scope, what is due at its ``now``, so no write ever acts on a
+record past its expiry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import secrets
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+
+from ledger import rows as R
+from ledger.db import is_sqlite, run_write
+from ledger.erasure import erase_chain, scrub_files
+from ledger.errors import (
+    BudgetExceeded,
+    InvalidArgument,
+    InvalidInstant,
+    InvalidTransition,
+    LedgerError,
+    RecordNotFound,
+    ScopeError,
+)
+from ledger.instants import Clock, from_micros, require_aware, system_clock, to_micros
+from ledger.models import TRANSITIONS, EventKind, Kind, LedgerEvent, MemoryRecord, Provenance, Status
+from ledger.packet import Packet, build_packet
+from ledger.screening import MAX_BODY_CHARS, screen_body
+from ledger.search import search_active
+from ledger.sweep import SWEEP_BATCH, expire_due
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RECORDS = 200
+SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
+GROUP_MAX_CHARS = 200
+
+# Hooks called inside the delete transaction with the ids whose bodies were erased
+# (consolidation uses one to scrub stored prompts and answers).
+EraseHook = Callable[[Connection, Sequence[str], Sequence[str]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeUsage:
+    scope_key: str
+    max_records: int
+    active: int
+    proposed: int
+
+    @property
+    def held(self) -> int:
+        return self.active + self.proposed
+
+
+def check_scope(scope_key: object) -> str:
+    if not isinstance(scope_key, str) or not SCOPE_RE.match(scope_key):
+        raise ScopeError(f"invalid scope key {scope_key!r}: expected 'kind:name', e.g. 'account:local'")
+    return scope_key
+
+
+def _kind(value: object) -> Kind:
+    try:
+        return Kind(value)
+    except ValueError:
+        raise InvalidArgument(f"unknown kind {value!r}: use one of {', '.join(k.value for k in Kind)}") from None
+
+
+def _group(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > GROUP_MAX_CHARS:
+        raise InvalidArgument(f"conflict_group must be a non-empty string of at most {GROUP_MAX_CHARS} characters")
+    return value.strip()
+
+
+def _opt_text(value: object, name: str, limit: int = 200) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limit:
+        raise InvalidArgument(f"{name} must be a string of at most {limit} characters")
+    return value
+
+
+def _confidence(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000:
+        raise InvalidArgument("confidence_bps must be an integer from 0 to 10000")
+    return value
+
+
+def new_record_id() -> str:
+    return "mem_" + secrets.token_hex(12)
+
+
+class Ledger:
+    """An account memory ledger bound to one account scope.
+
+    Use :func:`ledger.open_ledger` to get one. Thread-safe: share one per process.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        account: str = "local",
+        clock: Clock = system_clock,
+        max_body_chars: int = MAX_BODY_CHARS,
+        default_max_records: int = DEFAULT_MAX_RECORDS,
+    ) -> None:
+        self.engine = engine
+        self.scope_key = check_scope(f"account:{account}")
+        self.clock = clock
+        self.max_body_chars = max_body_chars
+        self.default_max_records = default_max_records
+        self._sqlite = is_sqlite(engine)
+        self._erase_hooks: list[EraseHook] = []
+
+    # ------------------------------------------------------------------ plumbing
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def add_erase_hook(self, hook: EraseHook) -> None:
+        """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
+        self._erase_hooks.append(hook)
+
+    def now(self, now: datetime | None = None, *, name: str = "now") -> datetime:
+        return require_aware(self.clock() if now is None else now, name=name)
+
+    def write(self, scope_key: str, fn: Callable[[Connection], Any]) -> Any:
+        """Run ``fn`` in a write transaction serialized for ``scope_key``."""
+
+        def pg_lock(conn: Connection) -> None:
+            self._ensure_scope(conn, scope_key, 0)
+            conn.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": scope_key})
+
+        return run_write(self.engine, fn, pg_lock=pg_lock)
+
+    def _ensure_scope(self, conn: Connection, scope_key: str, now_us: int) -> None:
+        conn.execute(
+            text(
+                "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at) "
+                "VALUES (:s, :m, :n, :n) ON CONFLICT (scope_key) DO NOTHING"
+            ),
+            {"s": scope_key, "m": self.default_max_records, "n": now_us},
+        )
+
+    def event(
+        self,
+        conn: Connection,
+        event: EventKind | str,
+        *,
+        at_us: int,
+        scope_key: str,
+        record_id: str | None = None,
+        reason: str | None = None,
+        run_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one row to ``ledger_events`` (never a body)."""
+        conn.execute(
+            text(
+                "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
+                "VALUES (:at, :s, :e, :r, :why, :run, :d)"
+            ),
+            {
+                "at": at_us,
+                "s": scope_key,
+                "e": str(event),
+                "r": record_id,
+                "why": reason,
+                "run": run_id,
+                "d": json.dumps(dict(detail or {}), sort_keys=True),
+            },
+        )
+
+    def _refusal(self, event: EventKind, scope_key: str, now_us: int, exc: LedgerError, **detail: Any) -> None:
+        """Record a refusal in its own transaction (the refused write changed nothing)."""
+        info = {k: v for k, v in exc.context.items() if k in ("why", "budget", "active", "proposed", "detail")}
+        info.update(detail)
+
+        def fn(conn: Connection) -> None:
+            self.event(conn, event, at_us=now_us, scope_key=scope_key, reason=exc.reason, detail=info)
+
+        run_write(self.engine, fn)
+
+    def usage(self, conn: Connection, scope_key: str) -> ScopeUsage:
+        budget = conn.execute(
+            text("SELECT max_records FROM scope_settings WHERE scope_key = :s"), {"s": scope_key}
+        ).scalar()
+        counts = dict(
+            conn.execute(
+                text(
+                    "SELECT status, COUNT(*) FROM memory_records WHERE scope_key = :s "
+                    "AND status IN ('active', 'proposed') GROUP BY status"
+                ),
+                {"s": scope_key},
+            ).all()
+        )
+        return ScopeUsage(
+            scope_key=scope_key,
+            max_records=self.default_max_records if budget is None else int(budget),
+            active=int(counts.get("active", 0)),
+            proposed=int(counts.get("proposed", 0)),
+        )
+
+    def check_growth(self, conn: Connection, scope_key: str) -> None:
+        """Raise :class:`BudgetExceeded` unless one more record fits in the scope."""
+        use = self.usage(conn, scope_key)
+        if use.held + 1 <= use.max_records:
+            return
+        raise BudgetExceeded(
+            f"{scope_key} holds {use.held} of {use.max_records} "
+            f"({use.active} active, {use.proposed} proposed); nothing was saved. "
+            "Forget a pin you no longer need, reject a waiting proposal, edit an existing pin instead, "
+            "turn on consolidation to merge duplicates, or raise the budget.",
+            scope_key=scope_key,
+            budget=use.max_records,
+            active=use.active,
+            proposed=use.proposed,
+        )
+
+    def _prepare(self, conn: Connection, scope_key: str, now_us: int) -> None:
+        self._ensure_scope(conn, scope_key, now_us)
+        expire_due(conn, self, now_us, scope_key=scope_key)
+
+    def _require_row(self, conn: Connection, record_id: object) -> Mapping[str, Any]:
+        if not isinstance(record_id, str) or not record_id:
+            raise InvalidArgument("a record id must be a non-empty string")
+        row = R.fetch_one(conn, record_id)
+        if row is None:
+            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
+        return row
+
+    def _close(self, conn: Connection, row: Mapping[str, Any], successor: str, now_us: int) -> None:
+        """Supersede ``row`` exactly at ``now_us``."""
+        if row["valid_from"] > now_us:
+            raise InvalidInstant(
+                f"cannot supersede {row['id']} at an instant before it took effect "
+                f"({from_micros(row['valid_from']).isoformat()})"
+            )
+        done = conn.execute(
+            text(
+                "UPDATE memory_records SET status = 'superseded', valid_to = :n, superseded_by = :succ, "
+                "updated_at = :n WHERE id = :id AND status = 'active'"
+            ),
+            {"n": now_us, "succ": successor, "id": row["id"]},
+        ).rowcount
+        if done != 1:
+            raise InvalidTransition(f"record {row['id']} is no longer active")
+        self.event(
+            conn, EventKind.SUPERSEDED, at_us=now_us, scope_key=row["scope_key"], record_id=row["id"],
+            detail={"superseded_by": successor},
+        )
+
+    def _active_in_group(self, conn: Connection, scope_key: str, group: str | None) -> Mapping[str, Any] | None:
+        if group is None:
+            return None
+        found = R.fetch_where(
+            conn, "scope_key = :s AND conflict_group = :g AND status = 'active'", {"s": scope_key, "g": group}
+        )
+        return found[0] if found else None
+
+    def _insert(self, conn: Connection, values: dict[str, Any]) -> None:
+        cols = ", ".join(values)
+        marks = ", ".join(f":{c}" for c in values)
+        conn.execute(text(f"INSERT INTO memory_records ({cols}) VALUES ({marks})"), values)
+
+    # ------------------------------------------------------------------ writes
+    def save(
+        self,
+        body: str,
+        *,
+        kind: Kind | str | None = None,
+        supersedes: str | None = None,
+        expires_at: datetime | None = None,
+        conflict_group: str | None = None,
+        source_session_id: str | None = None,
+        now: datetime | None = None,
+    ) -> MemoryRecord:
+        """Pin ``body`` in the bound account scope; ``supersedes=id`` edits an active record.
+
+        An edit, or a save into a conflict group whose member is active, replaces
+        rather than grows, so it works at the budget ceiling. An edit keeps the
+        target's kind and conflict group unless new ones are given.
+
+        Raises:
+            BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition,
+            InvalidInstant, InvalidArgument.
+        """
+        at = self.now(now)
+        now_us = to_micros(at)
+        scope = self.scope_key
+        try:
+            clean = screen_body(body, max_chars=self.max_body_chars)
+        except LedgerError as exc:
+            self._refusal(EventKind.SAVE_REFUSED, scope, now_us, exc)
+            raise
+        exp_us = self._expiry(expires_at, now_us)
+        group = _group(conflict_group)
+        session = _opt_text(source_session_id, "source_session_id")
+        if supersedes is not None and not isinstance(supersedes, str):
+            raise InvalidArgument("supersedes must be one record id (a string)")
+        new_kind = None if kind is None else _kind(kind)
+        new_id = new_record_id()
+
+        def fn(conn: Connection) -> MemoryRecord:
+            self._prepare(conn, scope, now_us)
+            replaced: list[Mapping[str, Any]] = []
+            final_kind, final_group = new_kind or Kind.FACT, group
+            if supersedes is not None:
+                target = self._require_row(conn, supersedes)
+                if target["scope_key"] != scope:
+                    raise ScopeError(f"record {supersedes} belongs to another scope")
+                if target["status"] != Status.ACTIVE:
+                    raise InvalidTransition(
+                        f"record {supersedes} is {target['status']}, not active: only an active record can be edited"
+                        + (f" (its successor is {target['superseded_by']})" if target["superseded_by"] else "")
+                    )
+                replaced.append(target)
+                final_kind = new_kind or Kind(target["kind"])
+                final_group = group if group is not None else target["conflict_group"]
+            member = self._active_in_group(conn, scope, final_group)
+            if member is not None and all(member["id"] != r["id"] for r in replaced):
+                replaced.append(member)
+            if not replaced:
+                self.check_growth(conn, scope)
+            for row in replaced:
+                self._close(conn, row, new_id, now_us)
+            values = self._values(
+                new_id, scope, final_kind, clean, Provenance.USER_EXPLICIT, Status.ACTIVE, now_us,
+                supersedes=[r["id"] for r in replaced], expires_at=exp_us, conflict_group=final_group,
+                source_session_id=session,
+            )
+            self._insert(conn, values)
+            self.event(conn, EventKind.SAVED, at_us=now_us, scope_key=scope, record_id=new_id,
+                       detail={"supersedes": values["supersedes"] and json.loads(values["supersedes"])})
+            return R.to_record({**values, "seq": None})
+
+        try:
+            record: MemoryRecord = self.write(scope, fn)
+        except BudgetExceeded as exc:
+            self._refusal(EventKind.SAVE_REFUSED, scope, now_us, exc)
+            raise
+        return record
+
+    def _values(
+        self,
+        record_id: str,
+        scope: str,
+        kind: Kind,
+        body: str,
+        provenance: Provenance,
+        status: Status,
+        now_us: int,
+        *,
+        supersedes: Sequence[str] = (),
+        expires_at: int | None = None,
+        conflict_group: str | None = None,
+        source_session_id: str | None = None,
+        confidence_bps: int | None = None,
+        rationale: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "id": record_id,
+            "scope_key": scope,
+            "kind": kind.value,
+            "body": body,
+            "provenance": provenance.value,
+            "status": status.value,
+            "source_session_id": source_session_id,
+            "supersedes": json.dumps(list(supersedes)),
+            "superseded_by": None,
+            "confidence_bps": confidence_bps,
+            "rationale": rationale,
+            "valid_from": now_us,
+            "valid_to": None if status == Status.ACTIVE else now_us,
+            "expires_at": expires_at,
+            "conflict_group": conflict_group,
+            "erased_at": None,
+            "created_at": now_us,
+            "updated_at": now_us,
+        }
+
+    def _expiry(self, expires_at: datetime | None, now_us: int) -> int | None:
+        if expires_at is None:
+            return None
+        exp_us = to_micros(expires_at, name="expires_at")
+        if exp_us <= now_us:
+            raise InvalidInstant("expires_at must be after now: a record that is already expired cannot be written")
+        return exp_us
+
+    def propose(
+        self,
+        body: str,
+        *,
+        kind: Kind | str = Kind.FACT,
+        confidence_bps: int | None = None,
+        rationale: str | None = None,
+        source_session_id: str | None = None,
+        conflict_group: str | None = None,
+        expires_at: datetime | None = None,
+        supersedes: Iterable[str] = (),
+        now: datetime | None = None,
+        provenance: Provenance | str = Provenance.MODEL_PROPOSAL,
+        scope_key: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
+        """Store a proposal (status ``proposed``, empty interval) that waits for accept/reject.
+
+        A proposal is growth: over the budget it is refused before it is stored, and
+        the refusal is recorded as ``proposal_refused``.
+
+        Raises:
+            BodyRejected, BudgetExceeded, InvalidArgument, InvalidInstant.
+        """
+        at = self.now(now)
+        now_us = to_micros(at)
+        scope = check_scope(scope_key or self.scope_key)
+        try:
+            prov = Provenance(provenance)
+            if prov == Provenance.USER_EXPLICIT:
+                raise InvalidArgument("a proposal comes from a model: provenance cannot be user_explicit")
+            clean = screen_body(body, max_chars=self.max_body_chars)
+            rec_kind = _kind(kind)
+            conf = _confidence(confidence_bps)
+            why = _opt_text(rationale, "rationale", limit=self.max_body_chars)
+            session = _opt_text(source_session_id, "source_session_id")
+            group = _group(conflict_group)
+            exp_us = self._expiry(expires_at, now_us)
+            targets = [supersedes] if isinstance(supersedes, str) else list(supersedes)
+            if any(not isinstance(t, str) for t in targets) or len(set(targets)) != len(targets):
+                raise InvalidArgument("supersedes must be a list of distinct record ids")
+        except ValueError:
+            raise InvalidArgument(f"unknown provenance {provenance!r}") from None
+        except LedgerError as exc:
+            self._refusal(EventKind.PROPOSAL_REFUSED, scope, now_us, exc, run_id=run_id)
+            raise
+        new_id = new_record_id()
+
+        def fn(conn: Connection) -> MemoryRecord:
+            self._prepare(conn, scope, now_us)
+            self.check_growth(conn, scope)
+            values = self._values(
+                new_id, scope, rec_kind, clean, prov, Status.PROPOSED, now_us, supersedes=targets,
+                expires_at=exp_us, conflict_group=group, source_session_id=session, confidence_bps=conf,
+                rationale=why,
+            )
+            self._insert(conn, values)
+            self.event(conn, EventKind.PROPOSED, at_us=now_us, scope_key=scope, record_id=new_id, run_id=run_id,
+                       detail={"supersedes": targets, "provenance": prov.value})
+            return R.to_record({**values, "seq": None})
+
+        try:
+            record: MemoryRecord = self.write(scope, fn)
+        except BudgetExceeded as exc:
+            self._refusal(EventKind.PROPOSAL_REFUSED, scope, now_us, exc, run_id=run_id)
+            raise
+        return record
+
+    def accept(self, record_id: str, *, now: datetime | None = None, run_id: str | None = None) -> MemoryRecord:
+        """Activate a proposal at ``now``, closing what it supersedes and its group's active member.
+
+        Raises:
+            RecordNotFound, InvalidTransition (not proposed, or a target is no longer active).
+        """
+        now_us = to_micros(self.now(now))
+        scope = self._scope_of(record_id)
+
+        def fn(conn: Connection) -> MemoryRecord:
+            self._prepare(conn, scope, now_us)
+            row = self._require_row(conn, record_id)
+            self._check_transition(row, Status.ACTIVE, "accept")
+            targets = R.fetch_many(conn, json.loads(row["supersedes"]))
+            found = {t["id"] for t in targets}
+            missing = [t for t in json.loads(row["supersedes"]) if t not in found]
+            stale = [t["id"] for t in targets if t["status"] != Status.ACTIVE or t["scope_key"] != scope]
+            if missing or stale:
+                raise InvalidTransition(
+                    f"cannot accept {record_id}: {', '.join(missing + stale)} no longer active; reject it instead"
+                )
+            member = self._active_in_group(conn, scope, row["conflict_group"])
+            replaced = list(targets)
+            if member is not None and member["id"] not in found:
+                replaced.append(member)
+            for target in replaced:
+                self._close(conn, target, record_id, now_us)
+            conn.execute(
+                text(
+                    "UPDATE memory_records SET status = 'active', valid_from = :n, valid_to = NULL, "
+                    "supersedes = :sup, updated_at = :n WHERE id = :id AND status = 'proposed'"
+                ),
+                {"n": now_us, "id": record_id, "sup": json.dumps([t["id"] for t in replaced])},
+            )
+            self.event(conn, EventKind.ACCEPTED, at_us=now_us, scope_key=scope, record_id=record_id, run_id=run_id)
+            fresh = R.fetch_one(conn, record_id)
+            assert fresh is not None
+            return R.to_record(fresh)
+
+        record: MemoryRecord = self.write(scope, fn)
+        return record
+
+    def reject(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord:
+        """Turn a proposal down; its interval stays empty. Raises RecordNotFound, InvalidTransition."""
+        now_us = to_micros(self.now(now))
+        scope = self._scope_of(record_id)
+
+        def fn(conn: Connection) -> MemoryRecord:
+            self._prepare(conn, scope, now_us)
+            row = self._require_row(conn, record_id)
+            self._check_transition(row, Status.REJECTED, "reject")
+            conn.execute(
+                text("UPDATE memory_records SET status = 'rejected', updated_at = :n WHERE id = :id"),
+                {"n": now_us, "id": record_id},
+            )
+            self.event(conn, EventKind.REJECTED, at_us=now_us, scope_key=scope, record_id=record_id)
+            fresh = R.fetch_one(conn, record_id)
+            assert fresh is not None
+            return R.to_record(fresh)
+
+        record: MemoryRecord = self.write(scope, fn)
+        return record
+
+    def delete(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord:
+        """Forget a record: a tombstone at ``now`` that erases its body and its whole revision chain.
+
+        The body is gone from the rows, the FTS index, free pages and the WAL
+        (SQLite: ``secure_delete``, FTS optimize, a truncating checkpoint).
+
+        Raises:
+            RecordNotFound; InvalidTransition on a superseded record (naming its
+            successor) or one already forgotten.
+        """
+        now_us = to_micros(self.now(now))
+        scope = self._scope_of(record_id)
+
+        def fn(conn: Connection) -> MemoryRecord:
+            self._prepare(conn, scope, now_us)
+            row = self._require_row(conn, record_id)
+            if row["status"] == Status.SUPERSEDED:
+                raise InvalidTransition(
+                    f"{record_id} was superseded by {row['superseded_by']}; forget {row['superseded_by']} instead "
+                    "(forgetting the head erases the whole chain)"
+                )
+            self._check_transition(row, Status.DELETED, "forget")
+            end_us = row["valid_to"]
+            if row["status"] == Status.ACTIVE:
+                if row["valid_from"] > now_us:
+                    raise InvalidInstant("cannot forget a record at an instant before it took effect")
+                end_us = now_us
+            conn.execute(
+                text("UPDATE memory_records SET status = 'deleted', valid_to = :end, updated_at = :n WHERE id = :id"),
+                {"end": end_us, "n": now_us, "id": record_id},
+            )
+            self.event(conn, EventKind.DELETED, at_us=now_us, scope_key=scope, record_id=record_id)
+            erased_ids, bodies = erase_chain(conn, row, now_us)
+            for erased in erased_ids:
+                self.event(conn, EventKind.ERASED, at_us=now_us, scope_key=scope, record_id=erased)
+            for hook in self._erase_hooks:
+                hook(conn, erased_ids, bodies)
+            fresh = R.fetch_one(conn, record_id)
+            assert fresh is not None
+            return R.to_record(fresh)
+
+        record: MemoryRecord = self.write(scope, fn)
+        if self._sqlite:
+            scrub_files(self.engine)
+        return record
+
+    def _check_transition(self, row: Mapping[str, Any], to: Status, verb: str) -> None:
+        current = Status(row["status"])
+        if to not in TRANSITIONS[current]:
+            raise InvalidTransition(f"cannot {verb} {row['id']}: it is {current.value}")
+
+    def _scope_of(self, record_id: object) -> str:
+        with self.engine.connect() as conn:
+            row = self._require_row(conn, record_id)
+            return str(row["scope_key"])
+
+    def set_budget(self, scope_key: str, max_records: int, *, now: datetime | None = None) -> ScopeUsage:
+        """Set a scope's ``max_records``. Never evicts: a budget below what is held refuses growth only.
+
+        Raises:
+            ScopeError, InvalidArgument (not an integer from 0 to 1,000,000).
+        """
+        scope = check_scope(scope_key)
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or not 0 <= max_records <= 1_000_000:
+            raise InvalidArgument("max_records must be an integer from 0 to 1000000")
+        now_us = to_micros(self.now(now))
+
+        def fn(conn: Connection) -> ScopeUsage:
+            self._ensure_scope(conn, scope, now_us)
+            conn.execute(
+                text("UPDATE scope_settings SET max_records = :m, updated_at = :n WHERE scope_key = :s"),
+                {"m": max_records, "n": now_us, "s": scope},
+            )
+            self.event(conn, EventKind.BUDGET_SET, at_us=now_us, scope_key=scope, detail={"max_records": max_records})
+            return self.usage(conn, scope)
+
+        result: ScopeUsage = self.write(scope, fn)
+        return result
+
+    def budget(self, scope_key: str) -> ScopeUsage:
+        scope = check_scope(scope_key)
+        with self.engine.connect() as conn:
+            return self.usage(conn, scope)
+
+    def sweep_expired(self, now: datetime, *, batch_size: int = SWEEP_BATCH,
+                      progress: Callable[[int], None] | None = None) -> int:
+        """Expire every active or proposed record with ``expires_at <= now``; idempotent.
+
+        Active records close at ``expires_at`` (not at ``now``); proposals keep their
+        empty interval. Runs one set-based statement per batch. Returns how many expired.
+        """
+        now_us = to_micros(require_aware(now, name="now"))
+        total = 0
+        while True:
+            done: int = run_write(self.engine, lambda conn: expire_due(conn, self, now_us, limit=batch_size))
+            total += done
+            if progress is not None and done:
+                progress(done)
+            if done < batch_size:
+                return total
+
+    # ------------------------------------------------------------------ reads
+    def get(self, record_id: str) -> MemoryRecord:
+        """One record in any status. Raises RecordNotFound."""
+        with self.engine.connect() as conn:
+            return R.to_record(self._require_row(conn, record_id))
+
+    def history(self, record_id: str) -> list[MemoryRecord]:
+        """The whole revision chain of ``record_id`` (every source of every merge), oldest first."""
+        with self.engine.connect() as conn:
+            row = self._require_row(conn, record_id)
+            head = R.chain_head(conn, row)
+            chain = [*R.ancestors(conn, head), head]
+        chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
+        return [R.to_record(r) for r in chain]
+
+    def list(self, scope_key: str, *, now: datetime | None = None) -> list[MemoryRecord]:
+        """The active set of a scope as of ``now``: never a record past its ``expires_at``."""
+        scope = check_scope(scope_key)
+        now_us = to_micros(self.now(now))
+        with self.engine.connect() as conn:
+            rows = R.fetch_where(
+                conn,
+                "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
+                {"s": scope, "n": now_us},
+            )
+        return [R.to_record(r) for r in rows]
+
+    def list_as_of(self, scope_key: str, as_of: datetime) -> list[MemoryRecord]:
+        """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.
+
+        Forgotten records are left out: a past view must not bring back what the user erased.
+        """
+        scope = check_scope(scope_key)
+        t = to_micros(as_of, name="as_of")
+        where = (
+            "scope_key = :s AND valid_from <= :t AND (expires_at IS NULL OR expires_at > :t) AND erased_at IS NULL "
+            "AND status <> 'deleted'"
+        )
+        with self.engine.connect() as conn:
+            open_rows = R.fetch_where(conn, f"{where} AND valid_to IS NULL", {"s": scope, "t": t})
+            closed_rows = R.fetch_where(conn, f"{where} AND valid_to > :t", {"s": scope, "t": t})
+        merged = sorted([*open_rows, *closed_rows], key=lambda r: (r["valid_from"], r["seq"]))
+        return [R.to_record(r) for r in merged]
+
+    def records(self, scope_key: str) -> list[MemoryRecord]:
+        """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
+        scope = check_scope(scope_key)
+        with self.engine.connect() as conn:
+            rows = R.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
+        return [R.to_record(r) for r in rows]
+
+    def proposals(self, scope_key: str, *, now: datetime | None = None) -> list[MemoryRecord]:
+        """Proposals waiting for a decision (not past their expiry), oldest first."""
+        scope = check_scope(scope_key)
+        now_us = to_micros(self.now(now))
+        with self.engine.connect() as conn:
+            rows = R.fetch_where(
+                conn,
+                "scope_key = :s AND status = 'proposed' AND (expires_at IS NULL OR expires_at > :n)",
+                {"s": scope, "n": now_us},
+            )
+        return [R.to_record(r) for r in rows]
+
+    def search(self, scope_key: str, query: str, *, limit: int = 20, now: datetime | None = None) -> list[MemoryRecord]:
+        """Full-text search over active bodies, best match first. Any text is a valid query."""
+        scope = check_scope(scope_key)
+        if not isinstance(query, str):
+            raise InvalidArgument("query must be a string")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
+            raise InvalidArgument("limit must be an integer from 1 to 200")
+        now_us = to_micros(self.now(now))
+        with self.engine.connect() as conn:
+            rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
+        return [R.to_record(r) for r in rows]
+
+    def build_packet(self, scope_key: str, *, now: datetime | None = None, max_chars: int | None = None) -> Packet:
+        """What a chat turn injects: see :func:`ledger.packet.build_packet`."""
+        at = self.now(now)
+        return build_packet(self.list(scope_key, now=at), now=at, max_chars=max_chars)
+
+    def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> list[LedgerEvent]:
+        """The event log, oldest first, filtered by scope and/or record."""
+        clauses, params = [], {}
+        if scope_key is not None:
+            clauses.append("scope_key = :s")
+            params["s"] = scope_key
+        if record_id is not None:
+            clauses.append("record_id = :r")
+            params["r"] = record_id
+        where = " AND ".join(clauses) or "1 = 1"
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(f"SELECT * FROM ledger_events WHERE {where} ORDER BY seq"), params).mappings()
+            return [
+                LedgerEvent(
+                    seq=r["seq"], at=from_micros(r["at"]), scope_key=r["scope_key"], event=r["event"],
+                    record_id=r["record_id"], reason=r["reason"], run_id=r["run_id"], detail=json.loads(r["detail"]),
+                )
+                for r in rows
+            ]
+
+    def handle_slash(self, text_: str, *, now: datetime | None = None) -> Any:
+        """Handle exactly ``/pin <text>``, ``/pins`` and ``/unpin <id>``; see :mod:`ledger.slash`."""
+        from ledger.slash import handle_slash
+
+        return handle_slash(self, text_, now=now)

@@ -1,0 +1,52 @@
+"""Forgetting: erase a chain's bodies from the rows, the FTS index, free pages and the WAL."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Engine, bindparam, text
+
+from ledger import rows as R
+
+log = logging.getLogger(__name__)
+
+_ERASE = text(
+    "UPDATE memory_records SET body = NULL, rationale = NULL, erased_at = :n, updated_at = :n WHERE id IN :ids"
+).bindparams(bindparam("ids", expanding=True))
+
+
+def erase_chain(conn: Connection, head: Mapping[str, Any], now_us: int) -> tuple[list[str], list[str]]:
+    """Null the body and rationale of ``head`` and every predecessor. Returns (ids, erased bodies).
+
+    The head must already be ``deleted`` so that the FTS trigger has removed its
+    active body; predecessors are superseded and were never indexed.
+    """
+    chain = [head, *R.ancestors(conn, head)]
+    ids = [row["id"] for row in chain]
+    bodies = [row["body"] for row in chain if row["body"]]
+    bodies += [row["rationale"] for row in chain if row["rationale"]]
+    conn.execute(_ERASE, {"n": now_us, "ids": ids})
+    return ids, bodies
+
+
+def scrub_files(engine: Engine, *, attempts: int = 20) -> bool:
+    """SQLite: rewrite the FTS segments and truncate the WAL so erased text leaves the files.
+
+    ``secure_delete`` zeroes freed pages; ``optimize`` rewrites the FTS index without
+    the deleted entries; a TRUNCATE checkpoint drops old page images from the WAL.
+    Returns whether the checkpoint completed (a long-lived reader can hold it off).
+    """
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        raw.execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+        for _ in range(attempts):
+            busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy == 0:
+                return True
+            time.sleep(0.05)
+    log.warning("erasure checkpoint could not complete: a reader held the WAL; it will finish at the next checkpoint")
+    return False

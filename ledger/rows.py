@@ -1,0 +1,92 @@
+"""Reading rows: conversion to domain objects and the shared SELECTs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from ledger.instants import from_micros, opt_from_micros
+from ledger.models import Kind, MemoryRecord, Provenance, Status
+
+COLUMNS = (
+    "seq, id, scope_key, kind, body, provenance, status, source_session_id, supersedes, superseded_by, "
+    "confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at, created_at, updated_at"
+)
+
+
+def to_record(row: Mapping[str, Any]) -> MemoryRecord:
+    return MemoryRecord(
+        id=row["id"],
+        scope_key=row["scope_key"],
+        kind=Kind(row["kind"]),
+        body=row["body"],
+        provenance=Provenance(row["provenance"]),
+        status=Status(row["status"]),
+        source_session_id=row["source_session_id"],
+        supersedes=list(json.loads(row["supersedes"])),
+        superseded_by=row["superseded_by"],
+        confidence_bps=row["confidence_bps"],
+        rationale=row["rationale"],
+        valid_from=from_micros(row["valid_from"]),
+        valid_to=opt_from_micros(row["valid_to"]),
+        expires_at=opt_from_micros(row["expires_at"]),
+        conflict_group=row["conflict_group"],
+        created_at=from_micros(row["created_at"]),
+        updated_at=from_micros(row["updated_at"]),
+        erased=row["erased_at"] is not None,
+    )
+
+
+def fetch_one(conn: Connection, record_id: str) -> Mapping[str, Any] | None:
+    row = conn.execute(text(f"SELECT {COLUMNS} FROM memory_records WHERE id = :id"), {"id": record_id}).mappings()
+    return row.first()
+
+
+def fetch_many(conn: Connection, record_ids: Sequence[str]) -> list[Mapping[str, Any]]:
+    if not record_ids:
+        return []
+    params = {f"i{n}": rid for n, rid in enumerate(record_ids)}
+    marks = ", ".join(f":{k}" for k in params)
+    rows = conn.execute(text(f"SELECT {COLUMNS} FROM memory_records WHERE id IN ({marks})"), params).mappings()
+    return list(rows)
+
+
+def fetch_where(conn: Connection, where: str, params: Mapping[str, Any], *, order: str = "valid_from, seq") -> list[Any]:
+    sql = f"SELECT {COLUMNS} FROM memory_records WHERE {where} ORDER BY {order}"
+    return list(conn.execute(text(sql), dict(params)).mappings())
+
+
+def ancestors(conn: Connection, head: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every predecessor of ``head`` through ``supersedes`` (a merge has several), head excluded.
+
+    Only records actually closed by their successor count: a proposal's ``supersedes``
+    names targets it *would* close, which are not its history until it is accepted.
+    """
+    seen: dict[str, Mapping[str, Any]] = {}
+    frontier = [(rid, head["id"]) for rid in json.loads(head["supersedes"])]
+    while frontier:
+        wanted = {rid: child for rid, child in frontier if rid not in seen}
+        frontier = []
+        for row in fetch_many(conn, list(wanted)):
+            if row["superseded_by"] != wanted[row["id"]]:
+                continue
+            seen[row["id"]] = row
+            frontier.extend((rid, row["id"]) for rid in json.loads(row["supersedes"]) if rid not in seen)
+    return list(seen.values())
+
+
+def chain_head(conn: Connection, row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Follow ``superseded_by`` to the end of the chain."""
+    current = row
+    for _ in range(100_000):
+        successor = current["superseded_by"]
+        if successor is None:
+            return current
+        nxt = fetch_one(conn, successor)
+        if nxt is None:
+            return current
+        current = nxt
+    raise RuntimeError("supersession chain does not end")  # pragma: no cover

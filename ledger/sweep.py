@@ -1,0 +1,46 @@
+"""The expiry sweep: one set-based statement per batch, cost proportional to what is due."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, bindparam, text
+
+if TYPE_CHECKING:
+    from ledger.core import Ledger
+
+SWEEP_BATCH = 1000
+
+# The WHERE repeats the partial index's predicate so the planner can use ix_memory_records_due.
+_DUE = "status IN ('active','proposed') AND expires_at IS NOT NULL AND expires_at <= :n"
+
+_EVENTS = text(
+    "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, detail) "
+    "SELECT :n, scope_key, 'expired', id, NULL, '{}' FROM memory_records WHERE seq IN :seqs"
+).bindparams(bindparam("seqs", expanding=True))
+
+# An active record closes at its expires_at, not at the sweep instant; a proposal's
+# interval stays empty.
+_EXPIRE = text(
+    "UPDATE memory_records SET status = 'expired', "
+    "valid_to = CASE WHEN status = 'active' THEN expires_at ELSE valid_to END, updated_at = :n "
+    "WHERE seq IN :seqs"
+).bindparams(bindparam("seqs", expanding=True))
+
+
+def expire_due(
+    conn: Connection, ledger: Ledger | None, now_us: int, *, scope_key: str | None = None, limit: int = SWEEP_BATCH
+) -> int:
+    """Expire up to ``limit`` due records (of one scope, or all). Returns how many; idempotent."""
+    scope_clause = " AND scope_key = :s" if scope_key is not None else ""
+    seqs = list(
+        conn.execute(
+            text(f"SELECT seq FROM memory_records WHERE {_DUE}{scope_clause} ORDER BY expires_at, seq LIMIT :lim"),
+            {"n": now_us, "s": scope_key, "lim": limit},
+        ).scalars()
+    )
+    if not seqs:
+        return 0
+    conn.execute(_EVENTS, {"n": now_us, "seqs": seqs})
+    conn.execute(_EXPIRE, {"n": now_us, "seqs": seqs})
+    return len(seqs)

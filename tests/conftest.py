@@ -1,0 +1,144 @@
+"""Shared fixtures: backends (SQLite file / real PostgreSQL schema), Redis, a fixed clock.
+
+Services: a test that needs PostgreSQL or Redis skips with a reason on a laptop
+without them, and fails when ``MEMLEDGER_REQUIRE_SERVICES=1`` (as CI sets).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from ledger import Ledger, open_ledger
+
+PG_URL = os.environ.get("MEMLEDGER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("MEMLEDGER_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def require_services() -> bool:
+    return os.environ.get("MEMLEDGER_REQUIRE_SERVICES", "").strip() in ("1", "true", "yes")
+
+
+def service_missing(what: str, exc: BaseException) -> None:
+    """Skip locally; fail in CI where the service must be there."""
+    message = f"{what} is not reachable ({type(exc).__name__}: {exc})"
+    if require_services():
+        pytest.fail(message + " and MEMLEDGER_REQUIRE_SERVICES=1")
+    pytest.skip(message)
+
+
+def _pg_reachable() -> BaseException | None:
+    try:
+        engine = create_engine(PG_URL)
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+    except Exception as exc:
+        return exc
+    return None
+
+
+@pytest.fixture(scope="session")
+def pg_available() -> BaseException | None:
+    return _pg_reachable()
+
+
+class Clock:
+    """A settable clock for the ledger: tests move time explicitly."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **kwargs: float) -> datetime:
+        self.now += timedelta(**kwargs)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def pg_schema_url(schema: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def pg_schema(pg_available: BaseException | None) -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test; its URL points search_path at it."""
+    if pg_available is not None:
+        service_missing("PostgreSQL", pg_available)
+    schema = "t_" + uuid.uuid4().hex[:12]
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database URL on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    return str(request.getfixturevalue("pg_schema"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'ledger.db'}"
+
+
+@pytest.fixture
+def make_ledger(db_url: str, clock: Clock) -> Iterator[Callable[..., Ledger]]:
+    """Factory: ``make_ledger(account="local")`` on the parametrized backend; closed after the test."""
+    opened: list[Ledger] = []
+
+    def factory(**kwargs: object) -> Ledger:
+        kwargs.setdefault("clock", clock)
+        led = open_ledger(db_url, migrate=True, **kwargs)  # type: ignore[arg-type]
+        opened.append(led)
+        return led
+
+    yield factory
+    for led in opened:
+        led.close()
+
+
+@pytest.fixture
+def led(make_ledger: Callable[..., Ledger]) -> Ledger:
+    return make_ledger()
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A Redis database of its own (db 9 by default), flushed before and after."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except Exception as exc:
+        client.close()
+        service_missing("Redis", exc)
+    client.flushdb()
+    try:
+        yield REDIS_URL
+    finally:
+        client.flushdb()
+        client.close()
