@@ -737,3 +737,104 @@ class Ledger:
         from ledger.slash import handle_slash
 
         return handle_slash(self, text_, now=now)
+
+    # ------------------------------------------------------------------ in-transaction API
+    # Used by callers that must make several ledger changes atomically with their own
+    # bookkeeping (consolidation applies a batch and settles its run in one transaction).
+    # ``conn`` must come from :meth:`write` for the same scope.
+
+    def prepare_in(self, conn: Connection, scope_key: str, now_us: int) -> None:
+        """Create the scope's settings row if missing and expire what is due in it."""
+        self._prepare(conn, scope_key, now_us)
+
+    def rows_in(self, conn: Connection, record_ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The named records as they are inside ``conn``'s transaction, by id (missing ids left out)."""
+        return {row["id"]: R.to_record(row) for row in R.fetch_many(conn, list(record_ids))}
+
+    def active_in(self, conn: Connection, scope_key: str, now_us: int) -> list[MemoryRecord]:
+        rows = R.fetch_where(
+            conn,
+            "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
+            {"s": scope_key, "n": now_us},
+        )
+        return [R.to_record(r) for r in rows]
+
+    def replace_in(
+        self,
+        conn: Connection,
+        *,
+        scope_key: str,
+        target_ids: Sequence[str],
+        body: str,
+        kind: Kind,
+        provenance: Provenance,
+        now_us: int,
+        expires_at_us: int | None = None,
+        conflict_group: str | None = None,
+        confidence_bps: int | None = None,
+        rationale: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
+        """Supersede every target (active, in ``scope_key``) by one new active record at ``now_us``.
+
+        A replacement, not growth: no budget check. Raises InvalidTransition when a
+        target is no longer active, BodyRejected when the body fails screening.
+        """
+        clean = screen_body(body, max_chars=self.max_body_chars)
+        rows = R.fetch_many(conn, list(target_ids))
+        by_id = {r["id"]: r for r in rows}
+        targets = [by_id.get(t) for t in target_ids]
+        for tid, row in zip(target_ids, targets, strict=True):
+            if row is None or row["scope_key"] != scope_key or row["status"] != Status.ACTIVE:
+                raise InvalidTransition(f"record {tid} is no longer active in {scope_key}")
+        live = [r for r in targets if r is not None]
+        member = self._active_in_group(conn, scope_key, conflict_group)
+        if member is not None and member["id"] not in by_id:
+            live.append(member)
+        new_id = new_record_id()
+        for row in live:
+            self._close(conn, row, new_id, now_us)
+        values = self._values(
+            new_id, scope_key, kind, clean, provenance, Status.ACTIVE, now_us, supersedes=[r["id"] for r in live],
+            expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
+            conflict_group=conflict_group, confidence_bps=_confidence(confidence_bps),
+            rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
+        )
+        self._insert(conn, values)
+        self.event(conn, EventKind.SAVED, at_us=now_us, scope_key=scope_key, record_id=new_id, run_id=run_id,
+                   detail={"supersedes": [r["id"] for r in live], "provenance": provenance.value})
+        return R.to_record({**values, "seq": None})
+
+    def propose_in(
+        self,
+        conn: Connection,
+        *,
+        scope_key: str,
+        body: str,
+        kind: Kind,
+        provenance: Provenance,
+        now_us: int,
+        supersedes: Sequence[str] = (),
+        expires_at_us: int | None = None,
+        conflict_group: str | None = None,
+        confidence_bps: int | None = None,
+        rationale: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
+        """Store a proposal inside ``conn``; growth, so the budget applies.
+
+        Raises BudgetExceeded (nothing stored; the caller records the refusal) or BodyRejected.
+        """
+        clean = screen_body(body, max_chars=self.max_body_chars)
+        self.check_growth(conn, scope_key)
+        new_id = new_record_id()
+        values = self._values(
+            new_id, scope_key, kind, clean, provenance, Status.PROPOSED, now_us, supersedes=list(supersedes),
+            expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
+            conflict_group=conflict_group, confidence_bps=_confidence(confidence_bps),
+            rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
+        )
+        self._insert(conn, values)
+        self.event(conn, EventKind.PROPOSED, at_us=now_us, scope_key=scope_key, record_id=new_id, run_id=run_id,
+                   detail={"supersedes": list(supersedes), "provenance": provenance.value})
+        return R.to_record({**values, "seq": None})

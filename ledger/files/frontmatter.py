@@ -50,10 +50,9 @@ _CoreResolver.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+0123456789."))
 _CoreResolver.add_implicit_resolver(_NULL, _NULL_RE, ["~", "n", "N", ""])
 
 if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - libyaml is the usual case
-
     from yaml._yaml import CParser
 
-    class _Composer(CParser, _CoreResolver):  # type: ignore[misc]
+    class _Composer(CParser, _CoreResolver):
         def __init__(self, stream: str) -> None:
             CParser.__init__(self, stream)
             _CoreResolver.__init__(self)
@@ -98,7 +97,7 @@ def load_front_matter(text: str, *, first_line: int = 1) -> LoadedYaml:
     """
     out = LoadedYaml()
     try:
-        node = yaml.compose(text, Loader=_Composer)  # noqa: S506 - our loader builds no objects
+        node = _compose(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = first_line + (mark.line if mark is not None else 0)
@@ -113,6 +112,16 @@ def load_front_matter(text: str, *, first_line: int = 1) -> LoadedYaml:
         return out
     out.data = _Converter(out, first_line).convert(node, "", first_line)
     return out
+
+
+def _compose(text: str) -> Node | None:
+    """The node tree of ``text`` (a single document); our loader builds no Python objects."""
+    loader = _Composer(text)
+    try:
+        node: Node | None = loader.get_single_node()
+        return node
+    finally:
+        loader.dispose()
 
 
 _SYNTAX_HINT = "fix the YAML between the '---' lines (indent nested keys with spaces; quote values containing ': ')"

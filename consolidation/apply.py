@@ -1,0 +1,86 @@
+"""Apply a gated batch through the ledger, inside the transaction that settles the run."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection
+
+from ledger import Ledger
+from ledger.errors import BodyRejected, BudgetExceeded, InvalidTransition, LedgerError
+from ledger.instants import to_micros
+from ledger.models import EventKind, Provenance
+
+from consolidation.gate import BODY_REJECTED, BUDGET_EXCEEDED, NOT_ACTIVE, GatedOp, GateResult
+from consolidation.models import Mode, Op
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    applied: int = 0
+    refusals: Counter[str] = field(default_factory=Counter)
+    record_ids: list[str] = field(default_factory=list)
+
+
+def _refuse(led: Ledger, conn: Connection, op: GatedOp | None, reason: str, *, scope: str, now_us: int,
+            run_id: str, index: int, name: str | None, targets: tuple[str, ...] = ()) -> None:
+    led.event(
+        conn, EventKind.CONSOLIDATION_OP_REFUSED, at_us=now_us, scope_key=scope, reason=reason, run_id=run_id,
+        detail={"index": index, "op": name, "targets": list(targets)},
+    )
+    if reason == BUDGET_EXCEEDED:
+        led.event(conn, EventKind.PROPOSAL_REFUSED, at_us=now_us, scope_key=scope, reason=reason, run_id=run_id,
+                  detail={"index": index})
+
+
+def apply_batch(
+    led: Ledger, conn: Connection, gate: GateResult, *, mode: Mode, scope: str, now_us: int, run_id: str
+) -> ApplyResult:
+    """Apply (or propose) every passed op; each in a savepoint so one failure spares the rest."""
+    result = ApplyResult()
+    for refusal in gate.refused:
+        _refuse(led, conn, None, refusal.reason, scope=scope, now_us=now_us, run_id=run_id, index=refusal.index,
+                name=refusal.op, targets=refusal.targets)
+    for op in gate.passed:
+        reason = _apply_one(led, conn, op, mode=mode, scope=scope, now_us=now_us, run_id=run_id, result=result)
+        if reason is not None:
+            result.refusals[reason] += 1
+            _refuse(led, conn, op, reason, scope=scope, now_us=now_us, run_id=run_id, index=op.index,
+                    name=op.op.value, targets=op.targets)
+    return result
+
+
+def _apply_one(led: Ledger, conn: Connection, op: GatedOp, *, mode: Mode, scope: str, now_us: int, run_id: str,
+               result: ApplyResult) -> str | None:
+    if op.op == Op.KEEP:
+        result.applied += 1
+        led.event(conn, EventKind.CONSOLIDATION_OP_APPLIED, at_us=now_us, scope_key=scope, run_id=run_id,
+                  detail={"index": op.index, "op": "keep", "targets": list(op.targets)})
+        return None
+    assert op.body is not None
+    expires_us = None if op.expires_at is None else to_micros(op.expires_at)
+    common = dict(
+        scope_key=scope, body=op.body, kind=op.kind, provenance=Provenance.MODEL_CONSOLIDATION, now_us=now_us,
+        expires_at_us=expires_us, conflict_group=op.conflict_group, confidence_bps=op.confidence_bps,
+        rationale=op.rationale, run_id=run_id,
+    )
+    savepoint = conn.begin_nested()
+    try:
+        if mode == Mode.APPLY:
+            record = led.replace_in(conn, target_ids=op.targets, **common)  # type: ignore[arg-type]
+        else:
+            record = led.propose_in(conn, supersedes=op.targets, **common)  # type: ignore[arg-type]
+    except (InvalidTransition, BodyRejected, BudgetExceeded) as exc:
+        savepoint.rollback()
+        return {InvalidTransition: NOT_ACTIVE, BodyRejected: BODY_REJECTED, BudgetExceeded: BUDGET_EXCEEDED}[type(exc)]
+    except LedgerError:
+        savepoint.rollback()
+        return NOT_ACTIVE
+    savepoint.commit()
+    result.applied += 1
+    result.record_ids.append(record.id)
+    led.event(conn, EventKind.CONSOLIDATION_OP_APPLIED, at_us=now_us, scope_key=scope, record_id=record.id,
+              run_id=run_id, detail={"index": op.index, "op": op.op.value, "targets": list(op.targets),
+                                     "mode": mode.value})
+    return None

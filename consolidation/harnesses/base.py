@@ -1,0 +1,115 @@
+"""What every harness takes and gives back.
+
+A harness makes the one hidden model call of a consolidation run: it receives the
+scope's active records and returns the model's answer with the tokens and spend the
+call observed. It never touches the ledger and never validates the answer's
+semantics; the gate does that.
+
+Two outcomes, and only two:
+
+* :class:`HarnessResult` — a response arrived. ``answer`` is the parsed
+  ``{"operations": [...]}`` or ``None`` when the text did not parse (``error`` says
+  why); usage and spend are recorded either way, because the call was paid for.
+* :class:`HarnessError` — the call failed (timeout, HTTP error, connection, retries
+  exhausted inside the wall-clock cap). The run settles ``failed``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class PromptRecord:
+    """One active record as the model sees it: nothing but id, kind, body and conflict group."""
+
+    id: str
+    kind: str
+    body: str
+    conflict_group: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts reported by the API for one call (all zero for the offline harness)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every input token of the request: uncached, cache writes and cache reads."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessResult:
+    """A response arrived.
+
+    ``prompt`` is the exact user message that was sent; the run stores it (and scrubs it
+    when a record is erased). ``answer`` is ``None`` when ``raw_text`` did not parse, and
+    then ``error`` starts with ``"unparseable answer: "``.
+    """
+
+    answer: dict[str, Any] | None
+    raw_text: str
+    prompt: str
+    usage: Usage
+    spend_micro_usd: int
+    error: str | None = None
+
+
+class HarnessError(Exception):
+    """The model call failed; the run settles ``failed``.
+
+    ``usage`` and ``spend_micro_usd`` carry whatever was observed before the failure
+    (usually nothing: a failed HTTP call reports no usage). ``retryable_exhausted`` is
+    true when every attempt met a retryable condition (429, 529, connection refused) and
+    the wall-clock cap ran out before one succeeded.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        usage: Usage | None = None,
+        spend_micro_usd: int = 0,
+        retryable_exhausted: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.usage = usage if usage is not None else Usage()
+        self.spend_micro_usd = spend_micro_usd
+        self.retryable_exhausted = retryable_exhausted
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Harness(ABC):
+    """One way to make the consolidation call. Implementations are thread-safe."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def call(
+        self,
+        records: Sequence[PromptRecord],
+        *,
+        model: str,
+        max_output_tokens: int,
+        wall_clock_cap_s: float,
+    ) -> HarnessResult:
+        """Ask for consolidation operations over ``records`` and return the answer.
+
+        At most one paid model response per call; the whole call, retries included,
+        stays inside ``wall_clock_cap_s``.
+
+        Raises:
+            HarnessError: the call failed; nothing usable arrived.
+        """

@@ -1,0 +1,164 @@
+"""Settings and runs as the API hands them out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from ledger.instants import format_rfc3339, from_micros, opt_from_micros
+
+
+class Mode(StrEnum):
+    OFF = "off"
+    PROPOSE = "propose"
+    APPLY = "apply"
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SETTLED = "settled"
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"
+    PROPOSED = "proposed"
+    CANCELLED = "cancelled"
+    SKIPPED_BUDGET = "skipped_budget"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+
+class Op(StrEnum):
+    MERGE = "merge"
+    CORRECT = "correct"
+    KEEP = "keep"
+
+
+ALL_OPS: tuple[str, ...] = tuple(op.value for op in Op)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationSettings:
+    scope_key: str
+    mode: Mode
+    allowed_ops: list[str]
+    debounce_s: float
+    max_wait_s: float | None
+    harness: str
+    model: str
+    wall_clock_cap_s: float
+    max_output_tokens: int
+    spend_budget_micro_usd: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scope_key": self.scope_key,
+            "mode": self.mode.value,
+            "allowed_ops": list(self.allowed_ops),
+            "debounce_s": self.debounce_s,
+            "max_wait_s": self.max_wait_s,
+            "harness": self.harness,
+            "model": self.model,
+            "wall_clock_cap_s": self.wall_clock_cap_s,
+            "max_output_tokens": self.max_output_tokens,
+            "spend_budget_micro_usd": self.spend_budget_micro_usd,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationRun:
+    """One run (SPEC 4.2). ``prompt`` and ``answer`` hold bodies: never log or export them."""
+
+    id: str
+    scope_key: str
+    state: RunState
+    outcome: Outcome | None
+    turns: int
+    created_at: datetime
+    due_at: datetime
+    started_at: datetime | None
+    settled_at: datetime | None
+    harness: str | None
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    spend_micro_usd: int
+    model_calls: int
+    ops_proposed: int
+    ops_applied: int
+    ops_refused: int
+    refusals: dict[str, int]
+    error: str | None
+    mode: str | None = None
+    wall_clock_cap_s: float | None = None
+    prompt: str | None = field(default=None, repr=False)
+    answer: dict[str, Any] | None = field(default=None, repr=False)
+    answer_raw: str | None = field(default=None, repr=False)
+    answer_stored_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The SPEC 4.2 fields, RFC 3339 instants; never the prompt or answer (they hold bodies)."""
+        return {
+            "id": self.id,
+            "scope_key": self.scope_key,
+            "state": self.state.value,
+            "outcome": None if self.outcome is None else self.outcome.value,
+            "turns": self.turns,
+            "created_at": format_rfc3339(self.created_at),
+            "due_at": format_rfc3339(self.due_at),
+            "started_at": format_rfc3339(self.started_at),
+            "settled_at": format_rfc3339(self.settled_at),
+            "harness": self.harness,
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "spend_micro_usd": self.spend_micro_usd,
+            "model_calls": self.model_calls,
+            "ops_proposed": self.ops_proposed,
+            "ops_applied": self.ops_applied,
+            "ops_refused": self.ops_refused,
+            "refusals": dict(self.refusals),
+            "error": self.error,
+        }
+
+
+def run_from_row(row: Mapping[str, Any]) -> ConsolidationRun:
+    return ConsolidationRun(
+        id=row["id"],
+        scope_key=row["scope_key"],
+        state=RunState(row["state"]),
+        outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
+        turns=row["turns"],
+        created_at=from_micros(row["created_at"]),
+        due_at=from_micros(row["due_at"]),
+        started_at=opt_from_micros(row["started_at"]),
+        settled_at=opt_from_micros(row["settled_at"]),
+        harness=row["harness"],
+        model=row["model"],
+        input_tokens=row["input_tokens"],
+        output_tokens=row["output_tokens"],
+        cache_creation_input_tokens=row["cache_creation_input_tokens"],
+        cache_read_input_tokens=row["cache_read_input_tokens"],
+        spend_micro_usd=row["spend_micro_usd"],
+        model_calls=row["model_calls"],
+        ops_proposed=row["ops_proposed"],
+        ops_applied=row["ops_applied"],
+        ops_refused=row["ops_refused"],
+        refusals=dict(json.loads(row["refusals"] or "{}")),
+        error=row["error"],
+        mode=row["mode"],
+        wall_clock_cap_s=row["wall_clock_cap_s"],
+        prompt=row["prompt"],
+        answer=None if row["answer"] is None else json.loads(row["answer"]),
+        answer_raw=row["answer_raw"],
+        answer_stored_at=opt_from_micros(row["answer_stored_at"]),
+    )

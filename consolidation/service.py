@@ -1,0 +1,353 @@
+"""The :class:`ConsolidationService`: debounced per-scope runs, settled exactly once.
+
+Life of a run::
+
+    notify_turn ──► pending ──claim──► running ──call──► answer stored ──apply+settle──► settled
+                       │                  │                                   (one transaction)
+                       └─ mode off ──► settled(cancelled)    janitor: running past cap+grace ──► abandoned
+                                                             (or its stored answer applied)
+
+Every move is a conditional UPDATE, so concurrent callers (threads, processes,
+redelivered queue messages) cannot execute or settle a run twice. The answer and
+its usage are stored before anything is applied: a crash after the call never pays
+for a second call. This module knows nothing of queues.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, text
+
+from ledger import Ledger
+from ledger.db import run_write
+from ledger.instants import to_micros
+from ledger.screening import screen_body
+
+from consolidation import runs as R
+from consolidation import settings as S
+from consolidation.apply import apply_batch
+from consolidation.errors import RunNotFound
+from consolidation.gate import UNPARSEABLE, check_batch
+from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
+from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
+from consolidation.pricing import PriceTable, default_price_table
+
+log = logging.getLogger(__name__)
+
+FaultHook = Callable[[str], None]
+DEFAULT_GRACE_S = 30.0
+ERASED = "[erased]"
+
+
+def _month_bounds(now: datetime) -> tuple[int, int]:
+    start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return to_micros(start), to_micros(end)
+
+
+class ConsolidationService:
+    """Consolidation for the scopes of one ledger. Thread-safe; share one per process.
+
+    ``api_key``/``base_url`` default to ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
+    read once here. ``fault_hook`` is called with a step name (``after_claim``,
+    ``after_answer_stored``, ``mid_apply``, ``after_apply``) so fault tests can kill a
+    process at an exact point.
+    """
+
+    def __init__(
+        self,
+        led: Ledger,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        prices: PriceTable | None = None,
+        janitor_grace_s: float = DEFAULT_GRACE_S,
+        harnesses: dict[str, Harness] | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        self.led = led
+        self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY") or None
+        self.base_url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL") or None
+        self.prices = prices or default_price_table()
+        self.janitor_grace_s = janitor_grace_s
+        self._harnesses: dict[str, Harness] = dict(harnesses or {})
+        self._fault = fault_hook or (lambda _step: None)
+        led.add_erase_hook(self._scrub_runs)
+
+    # ------------------------------------------------------------------ settings
+    def _now(self, now: datetime | None) -> int:
+        return to_micros(self.led.now(now))
+
+    def _settings_in(self, conn: Connection, scope_key: str) -> ConsolidationSettings:
+        row = S.load(conn, scope_key)
+        if row is None:
+            return S.defaults(scope_key, api_key=self.api_key, prices=self.prices)
+        return S.from_row(row)
+
+    def settings(self, scope_key: str) -> ConsolidationSettings:
+        from ledger.core import check_scope
+
+        scope = check_scope(scope_key)
+        with self.led.engine.connect() as conn:
+            return self._settings_in(conn, scope)
+
+    def update_settings(self, scope_key: str, *, now: datetime | None = None, **changes: Any) -> ConsolidationSettings:
+        """Validate and store settings. ``mode="off"`` cancels pending runs in the same transaction.
+
+        Raises:
+            InvalidSettings: a field is invalid (nothing is changed); ScopeError.
+        """
+        from ledger.core import check_scope
+
+        scope = check_scope(scope_key)
+        now_us = self._now(now)
+
+        def fn(conn: Connection) -> ConsolidationSettings:
+            new = S.merge(self._settings_in(conn, scope), changes, self.prices)
+            S.store(conn, new, now_us)
+            if new.mode == Mode.OFF:
+                R.cancel_pending(conn, scope, now_us)
+            return new
+
+        result: ConsolidationSettings = self.led.write(scope, fn)
+        return result
+
+    # ------------------------------------------------------------------ runs
+    def notify_turn(self, scope_key: str, *, now: datetime | None = None) -> ConsolidationRun | None:
+        """Record a chat turn: the scope's one pending run is created or pushed back. None when mode is off."""
+        from ledger.core import check_scope
+
+        scope = check_scope(scope_key)
+        now_us = self._now(now)
+
+        def fn(conn: Connection) -> ConsolidationRun | None:
+            settings = self._settings_in(conn, scope)
+            if settings.mode == Mode.OFF:
+                return None
+            return R.debounce(conn, settings, now_us)
+
+        result: ConsolidationRun | None = self.led.write(scope, fn)
+        return result
+
+    def get_run(self, run_id: str) -> ConsolidationRun:
+        with self.led.engine.connect() as conn:
+            run = R.get(conn, run_id)
+        if run is None:
+            raise RunNotFound(f"no consolidation run {run_id!r}")
+        return run
+
+    def runs(self, scope_key: str | None = None, *, limit: int = 100) -> list[ConsolidationRun]:
+        """Runs newest first, of one scope or all."""
+        where, params = ("scope_key = :s", {"s": scope_key}) if scope_key else ("1 = 1", {})
+        with self.led.engine.connect() as conn:
+            return R.select(conn, where, params, order="created_at DESC, id DESC", limit=limit)
+
+    def due_runs(self, *, now: datetime | None = None, limit: int = 1000) -> list[ConsolidationRun]:
+        now_us = self._now(now)
+        with self.led.engine.connect() as conn:
+            return R.select(conn, "state = 'pending' AND due_at <= :n", {"n": now_us}, order="due_at, id", limit=limit)
+
+    def pending_runs(self, *, limit: int = 1000) -> list[ConsolidationRun]:
+        with self.led.engine.connect() as conn:
+            return R.select(conn, "state = 'pending'", {}, order="due_at, id", limit=limit)
+
+    def run_due(self, *, now: datetime | None = None, limit: int = 100) -> list[ConsolidationRun]:
+        """Execute every due pending run; returns the runs this call settled."""
+        settled = []
+        for run in self.due_runs(now=now, limit=limit):
+            done = self.execute(run.id, now=now)
+            if done is not None:
+                settled.append(done)
+        return settled
+
+    def execute(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun | None:
+        """Claim, run and settle one run. None when the call is stale (not pending, not due, scope busy).
+
+        Exactly once: any number of concurrent or repeated calls with one run id
+        lead to one execution and one settlement.
+        """
+        now_us = self._now(now)
+        run = self.get_run(run_id)
+        claimed = self.led.write(run.scope_key, lambda conn: self._claim(conn, run, now_us))
+        if claimed is None:
+            return None
+        self._fault("after_claim")
+        settings = claimed
+        return self._run_claimed(run, settings, now_us)
+
+    def _claim(self, conn: Connection, run: ConsolidationRun, now_us: int) -> ConsolidationSettings | None:
+        settings = self._settings_in(conn, run.scope_key)
+        return settings if R.claim(conn, run.id, settings, now_us) else None
+
+    def _run_claimed(self, run: ConsolidationRun, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
+        scope = run.scope_key
+        start, end = _month_bounds(_dt(now_us))
+        with self.led.engine.connect() as conn:
+            spent = R.month_spend(conn, scope, start, end)
+            records = self.led.active_in(conn, scope, now_us)
+        if spent >= settings.spend_budget_micro_usd:
+            return self._settle(run.id, Outcome.SKIPPED_BUDGET, now_us, error=f"monthly spend {spent} micro-USD "
+                                f"reached the budget of {settings.spend_budget_micro_usd}")
+        if not records:
+            return self._settle(run.id, Outcome.APPLIED if settings.mode != Mode.PROPOSE else Outcome.PROPOSED,
+                                now_us)
+        prompt_records = [PromptRecord(r.id, r.kind.value, r.body or "", r.conflict_group) for r in records]
+        try:
+            result = self._harness(settings.harness).call(
+                prompt_records, model=settings.model, max_output_tokens=settings.max_output_tokens,
+                wall_clock_cap_s=settings.wall_clock_cap_s,
+            )
+        except HarnessError as exc:
+            return self._settle(run.id, Outcome.FAILED, now_us, error=exc.message, usage=exc.usage,
+                                spend=exc.spend_micro_usd, calls=1)
+        except Exception as exc:  # a harness bug must still settle the run
+            log.exception("harness %s crashed for run %s", settings.harness, run.id)
+            return self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}")
+        self._store(run.id, result, now_us)
+        self._fault("after_answer_stored")
+        return self.apply_stored(run.id, now=_dt(now_us))
+
+    def _store(self, run_id: str, result: HarnessResult, now_us: int) -> None:
+        def fn(conn: Connection) -> bool:
+            return R.store_answer(conn, run_id, prompt=result.prompt, answer=result.answer, raw=result.raw_text,
+                                  usage=result.usage, spend_micro_usd=result.spend_micro_usd, now_us=now_us)
+
+        run_write(self.led.engine, fn)
+
+    def apply_stored(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun:
+        """Gate and apply a running run's stored answer, and settle it, in one transaction.
+
+        Used right after the call and by the janitor for a run whose worker died after
+        storing its answer; never calls the model. If the run was settled meanwhile,
+        nothing is applied.
+        """
+        now_us = self._now(now)
+        run = self.get_run(run_id)
+        self.led.write(run.scope_key, lambda conn: self._apply_and_settle(conn, run_id, now_us))
+        self._fault("after_apply")
+        return self.get_run(run_id)
+
+    def _apply_and_settle(self, conn: Connection, run_id: str, now_us: int) -> None:
+        run = R.get(conn, run_id)
+        if run is None or run.state != "running":
+            return
+        if run.answer is None:
+            count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
+            R.settle(conn, run_id, Outcome.FAILED, now_us, error="unparseable answer", ops_proposed=count,
+                     ops_refused=count, refusals={UNPARSEABLE: count})
+            return
+        self.led.prepare_in(conn, run.scope_key, now_us)
+        settings = self._settings_in(conn, run.scope_key)
+        mode = Mode(run.mode or settings.mode)
+        ops = run.answer.get("operations") if isinstance(run.answer, dict) else None
+        named = {t for op in ops or [] if isinstance(op, dict) and isinstance(op.get("targets"), list)
+                 for t in op["targets"] if isinstance(t, str)}
+        gate = check_batch(
+            run.answer, scope_key=run.scope_key, records=self.led.rows_in(conn, sorted(named)),
+            allowed_ops=settings.allowed_ops, now=_dt(now_us),
+            screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
+        )
+        self._fault("mid_apply")
+        applied = apply_batch(self.led, conn, gate, mode=mode, scope=run.scope_key, now_us=now_us, run_id=run_id)
+        refusals = gate.refusals
+        for reason, count in applied.refusals.items():
+            refusals[reason] = refusals.get(reason, 0) + count
+        outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
+        won = R.settle(conn, run_id, outcome, now_us, ops_proposed=gate.proposed, ops_applied=applied.applied,
+                       ops_refused=sum(refusals.values()), refusals=refusals)
+        if not won:
+            raise RuntimeError(f"run {run_id} was settled concurrently; rolling back its batch")
+
+    def _settle(self, run_id: str, outcome: Outcome, now_us: int, *, error: str | None = None,
+                usage: Usage | None = None, spend: int = 0, calls: int = 0) -> ConsolidationRun:
+        def fn(conn: Connection) -> None:
+            if R.settle(conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend) and calls:
+                conn.execute(text("UPDATE consolidation_runs SET model_calls = model_calls + :c WHERE id = :id"),
+                             {"c": calls, "id": run_id})
+
+        run_write(self.led.engine, fn)
+        return self.get_run(run_id)
+
+    def _harness(self, name: str) -> Harness:
+        if name not in self._harnesses:
+            self._harnesses[name] = get_harness(name, api_key=self.api_key, base_url=self.base_url,
+                                                prices=self.prices)
+        return self._harnesses[name]
+
+    # ------------------------------------------------------------------ recovery
+    def recover_stuck(self, *, now: datetime | None = None) -> list[ConsolidationRun]:
+        """Settle runs stuck in ``running`` past cap + grace: apply a stored answer, else ``abandoned``.
+
+        Exactly once with several janitors: every settlement is conditional.
+        """
+        now_us = self._now(now)
+        grace_us = round(self.janitor_grace_s * 1_000_000)
+        with self.led.engine.connect() as conn:
+            stuck = R.select(conn, "state = 'running'", {}, order="started_at, id", limit=1000)
+        recovered = []
+        for run in stuck:
+            assert run.started_at is not None
+            cap_s = run.wall_clock_cap_s if run.wall_clock_cap_s is not None else S.DEFAULT_CAP_S
+            if now_us < to_micros(run.started_at) + round(cap_s * 1_000_000) + grace_us:
+                continue
+            if run.answer_stored_at is not None:
+                done = self.apply_stored(run.id, now=_dt(now_us))
+            else:
+                done = self._settle(run.id, Outcome.ABANDONED, now_us,
+                                    error="worker stopped before the answer was stored; settled by the janitor")
+            if done.state == "settled":
+                recovered.append(done)
+        return recovered
+
+    # ------------------------------------------------------------------ erasure
+    def _scrub_runs(self, conn: Connection, record_ids: Any, bodies: Any) -> None:
+        """Erase forgotten bodies from every stored prompt and answer (runs inside the delete transaction)."""
+        ids = list(record_ids)
+        texts = sorted({b for b in bodies if b}, key=len, reverse=True)
+        if not ids:
+            return
+        clauses = " OR ".join(f"prompt LIKE :p{i} OR answer LIKE :p{i} OR answer_raw LIKE :p{i}"
+                              for i in range(len(ids)))
+        params = {f"p{i}": f"%{rid}%" for i, rid in enumerate(ids)}
+        rows = conn.execute(text(f"SELECT id, prompt, answer, answer_raw FROM consolidation_runs WHERE {clauses}"),
+                            params).mappings().all()
+        for row in rows:
+            answer = None if row["answer"] is None else _scrub_answer(json.loads(row["answer"]), set(ids), texts)
+            conn.execute(
+                text("UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :r WHERE id = :id"),
+                {"p": _scrub_text(row["prompt"], texts), "a": None if answer is None else json.dumps(answer),
+                 "r": _scrub_text(row["answer_raw"], texts) if row["answer_raw"] is not None and answer is None
+                 else (None if row["answer_raw"] is None else json.dumps(answer)), "id": row["id"]},
+            )
+
+
+def _scrub_text(value: str | None, texts: list[str]) -> str | None:
+    if value is None:
+        return None
+    for body in texts:
+        value = value.replace(body, ERASED).replace(json.dumps(body)[1:-1], ERASED)
+    return value
+
+
+def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:
+    """An operation that touched an erased record loses its body and rationale."""
+    if isinstance(answer, dict) and isinstance(answer.get("operations"), list):
+        for op in answer["operations"]:
+            if isinstance(op, dict) and isinstance(op.get("targets"), list) and ids & set(map(str, op["targets"])):
+                for key in ("body", "rationale"):
+                    if key in op:
+                        op[key] = ERASED
+    return json.loads(_scrub_text(json.dumps(answer), texts) or "null")
+
+
+def _dt(now_us: int) -> datetime:
+    from ledger.instants import from_micros
+
+    return from_micros(now_us)

@@ -1,0 +1,136 @@
+"""Reading a memory entry file and validating it.
+
+An entry is ``---``, YAML front matter, ``---`` (or ``...``), then the body::
+
+    ---
+    source:
+      kind: user-said
+      reference: https://tracker.example/ACME-42
+    scope:
+      level: project
+      reference: acme/widgets
+    confidence: 0.95
+    created: 2025-01-10
+    expires: 2025-12-31
+    may-this-authorize-action: true
+    ---
+    Production deploys of acme/widgets go to eu-west-1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ledger.files.body import check_body
+from ledger.files.fields import Collector, read_fields
+from ledger.files.frontmatter import load_front_matter
+from ledger.files.model import Entry, Problem
+
+_OPEN = "---"
+_CLOSE = ("---", "...")
+
+
+class EntryUnreadable(Exception):
+    """The file could not be read at all (missing, a directory, no permission)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: cannot read: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def read_entry(path: Path, *, name: str | None = None) -> Entry:
+    """Read and parse the entry at ``path``.
+
+    Raises :class:`EntryUnreadable` when the file cannot be read; every problem
+    with its content is reported in :attr:`Entry.problems` instead.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise EntryUnreadable(path, exc.strerror or type(exc).__name__) from exc
+    return parse_entry(data, name=name or path.name, path=path)
+
+
+def parse_entry(data: bytes, *, name: str, path: Path | None = None) -> Entry:
+    """Parse entry ``data``; never raises on bad content (problems are in the result)."""
+    digest = hashlib.sha256(data).hexdigest()
+    where = path or Path(name)
+    out = Collector(name, {})
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        out.add("file", "not-utf8", f"the file is not UTF-8 text (byte {exc.start})", "save it as UTF-8", line=1)
+        return Entry(name, where, digest, False, problems=tuple(out.problems))
+    text = text.removeprefix("\ufeff")
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != _OPEN:
+        msg = "the file does not start with a '---' front-matter line"
+        out.add("front-matter", "front-matter-missing", msg, "start from memory-entry.md (memledger files new)", line=1)
+        return Entry(name, where, digest, False, problems=tuple(out.problems))
+    close = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _CLOSE), None)
+    if close is None:
+        msg = "the front matter is never closed"
+        out.add("front-matter", "front-matter-unclosed", msg, "end the front matter with a '---' line", line=1)
+        return Entry(name, where, digest, False, problems=tuple(out.problems))
+    return _parse_parts(name, where, digest, "".join(lines[1:close]), "".join(lines[close + 1 :]), close + 2)
+
+
+def _parse_parts(name: str, path: Path, digest: str, yaml_text: str, raw_body: str, body_line: int) -> Entry:
+    loaded = load_front_matter(yaml_text, first_line=2)
+    out = Collector(name, loaded.lines)
+    if loaded.problems:
+        # The front matter cannot be trusted: report why, read no field from it.
+        for p in loaded.problems:
+            out.add(p.key, p.check, p.message, p.hint, line=p.line)
+        fact = check_body(raw_body, body_line, out)
+        return Entry(
+            name, path, digest, False, body=fact, body_line=body_line, lines=loaded.lines, problems=tuple(out.problems)
+        )
+    f = read_fields(loaded.data, out)
+    fact = check_body(raw_body, body_line, out)
+    return Entry(
+        name,
+        path,
+        digest,
+        True,
+        source_kind=f.source_kind,
+        source_reference=f.source_reference,
+        source_concrete=f.source_concrete,
+        scope_level=f.scope_level,
+        scope_reference=f.scope_reference,
+        confidence=f.confidence,
+        created=f.created,
+        expires=f.expires,
+        review_by=f.review_by,
+        superseded_by=f.superseded_by,
+        authorize=f.authorize,
+        body=fact,
+        body_line=body_line,
+        lines=loaded.lines,
+        problems=tuple(out.problems),
+    )
+
+
+def validate(entry: Entry, *, now: datetime) -> list[Problem]:
+    """Every problem of ``entry`` as of ``now`` (the parse problems plus ``created-in-future``).
+
+    ``created`` may be any instant up to the end of ``now``'s day (UTC), so an entry
+    written today validates whatever hour ``now`` names.
+    """
+    problems = list(entry.problems)
+    if entry.created is not None and entry.created.instant.date() > now.astimezone(UTC).date():
+        problems.append(
+            Problem(
+                entry.name,
+                "created",
+                "created-in-future",
+                "invalid",
+                f"created {entry.created} is after now",
+                "set created to the day the fact was recorded",
+                entry.line_of("created"),
+            )
+        )
+    return problems

@@ -1,0 +1,192 @@
+"""Configuration of the worker service, read once at start-up.
+
+Sources, strongest first: ``MEMLEDGER_*`` environment variables, then the TOML file
+named by ``MEMLEDGER_CONFIG_FILE`` (top-level keys are the field names below, e.g.
+``database_url = "sqlite:///./memledger.db"``; prices go in a ``[model_prices]``
+table), then the defaults. :func:`load_config` validates everything and raises one
+:class:`ConfigError` that lists every bad value, so an operator fixes them all in one go.
+
+Nothing else in ``worker/`` reads the environment (``ANTHROPIC_API_KEY`` and
+``ANTHROPIC_BASE_URL`` are read by the consolidation service, as the SDK does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from consolidation.pricing import PriceTable, default_price_table
+
+ENV_PREFIX = "MEMLEDGER_"
+CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
+FAULT_POINTS = ("after_claim", "after_answer_stored", "mid_apply", "after_apply")
+_ACCOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message lists every problem, one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        super().__init__(f"invalid configuration ({count}):\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class WorkerConfig(BaseSettings):
+    """Every setting of ``memledger serve`` / ``memledger worker`` (SPEC 2, issue 4 part 1)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        case_sensitive=False,
+        env_ignore_empty=True,
+    )
+
+    database_url: str = Field("sqlite:///./memledger.db", description="SQLite file or PostgreSQL URL")
+    redis_url: str | None = Field(None, description="Redis broker URL; unset = embedded in-process queue")
+    account: str = Field("local", description="the bound account: the protocol's scope is account:<account>")
+    log_format: Literal["json", "console"] = "json"
+    log_level: str = "INFO"
+    metrics_port: int | None = Field(None, ge=1, le=65535, description="Prometheus port of `memledger worker`")
+    janitor_interval_s: float = Field(10.0, gt=0, le=3600)
+    janitor_resend_after_s: float = Field(5.0, ge=0, le=3600, description="re-send a due run this long past due_at")
+    janitor_grace_s: float = Field(30.0, ge=0, le=3600, description="a running run is stuck past cap + grace")
+    janitor_batch: int = Field(500, ge=1, le=100_000)
+    worker_threads: int = Field(8, ge=1, le=256)
+    worker_processes: int = Field(1, ge=1, le=64)
+    worker_poll_ms: int = Field(20, ge=5, le=5000, description="idle poll interval: bounds due_at -> start delay")
+    shutdown_timeout_s: float = Field(60.0, ge=0, le=3600, description="how long SIGTERM waits for in-flight runs")
+    sweep_interval_s: float = Field(3600.0, ge=0, description="embedded sweep schedule; 0 = off (use cron)")
+    redis_namespace: str = Field("memledger", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
+    model_prices: dict[str, dict[str, str | float | int]] = Field(default_factory=dict)
+    fault_point: str | None = Field(None, description="fault tests only: os._exit at this step of a run")
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        scheme = value.split("://", 1)[0].split("+", 1)[0].lower() if "://" in value else ""
+        if scheme not in ("sqlite", "postgresql"):
+            raise ValueError("must be a sqlite:///path or postgresql+psycopg://user@host/db URL")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://host:port/db (or rediss://, unix://) URL; unset it for the embedded queue")
+        return value
+
+    @field_validator("account")
+    @classmethod
+    def _account(cls, value: str) -> str:
+        if not _ACCOUNT_RE.match(value):
+            raise ValueError("must be letters, digits and . _ @ / + - (the scope becomes account:<account>)")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(_LOG_LEVELS)}")
+        return level
+
+    @field_validator("model_prices")
+    @classmethod
+    def _model_prices(cls, value: dict[str, dict[str, str | float | int]]) -> dict[str, dict[str, str | float | int]]:
+        default_price_table().with_overrides(value)  # raises ValueError naming the bad model or field
+        return value
+
+    @field_validator("fault_point")
+    @classmethod
+    def _fault_point(cls, value: str | None) -> str | None:
+        if value is not None and value not in FAULT_POINTS:
+            raise ValueError(f"must be one of {', '.join(FAULT_POINTS)}")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment beats the TOML file, which :func:`load_config` passes as init values.
+        return (env_settings, init_settings)
+
+    def price_table(self) -> PriceTable:
+        """The built-in price table with the configured ``model_prices`` applied."""
+        return default_price_table().with_overrides(self.model_prices)
+
+    @property
+    def embedded(self) -> bool:
+        """True when no Redis URL is set: the queue lives inside ``memledger serve``."""
+        return self.redis_url is None
+
+    def redacted(self) -> dict[str, Any]:
+        """The settings as a dict with secrets in URLs masked (safe to log)."""
+        data = self.model_dump()
+        for key in ("database_url", "redis_url"):
+            if data.get(key):
+                data[key] = re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", data[key])
+        return data
+
+
+def _read_toml(path_text: str) -> dict[str, Any]:
+    path = Path(path_text).expanduser()
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError([f"{CONFIG_FILE_ENV}={path_text!r}: the file does not exist"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{CONFIG_FILE_ENV}={path_text!r}: cannot read it ({exc.strerror})"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"{CONFIG_FILE_ENV}={path_text!r}: not valid TOML ({exc})"]) from None
+    return data
+
+
+def _describe(loc: tuple[int | str, ...], environ: Mapping[str, str], config_file: str | None) -> tuple[str, object]:
+    """Name a bad value as the operator wrote it: the environment variable or the file key."""
+    field = str(loc[0]) if loc else "?"
+    env_name = ENV_PREFIX + field.upper()
+    for key, value in environ.items():
+        if key.upper() == env_name:
+            return env_name, value
+    where = f"{'.'.join(str(part) for part in loc)} in {config_file}" if config_file else env_name
+    return where, None
+
+
+def load_config() -> WorkerConfig:
+    """Read and validate the configuration once (environment + optional TOML file).
+
+    Raises:
+        ConfigError: one message naming every bad value and what is expected.
+    """
+    config_file = os.environ.get(CONFIG_FILE_ENV) or None
+    file_values = _read_toml(config_file) if config_file else {}
+    try:
+        return WorkerConfig(**file_values)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where, value = _describe(tuple(err["loc"]), os.environ, config_file)
+            shown = f"={value!r}" if value is not None else ""
+            message = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                message = "unknown setting (check the spelling)"
+            problems.append(f"{where}{shown}: {message}")
+        raise ConfigError(problems) from None
