@@ -26,7 +26,7 @@ price to override any of them (``PriceTable.with_overrides``; the worker reads
     claude-sonnet-5             2     10      2.50        0.20        assumed
     claude-sonnet-4-6 / 4-5 /  3     15      3.75        0.30
       4 (4-0)
-    claude-haiku-5-5            0.10   0.50   0.125       0.01        assumed; ×5 when the prompt > 100k tokens
+    claude-haiku-5-5            0.10   0.50   0.125       0.01        assumed; x5 when the prompt > 100k tokens
     claude-haiku-4-5            1      5      1.25        0.10
 
 Dated snapshot ids (``claude-haiku-4-5-20251001``) resolve to their base model. A
@@ -113,7 +113,7 @@ class ModelPrice:
     """Rates of one model in USD per million tokens (immutable, hashable).
 
     ``cache_write_usd_per_mtok`` and ``cache_read_usd_per_mtok`` default to Anthropic's
-    standard 1.25× and 0.1× of the input rate. ``long_prompt_over_tokens`` with
+    standard 1.25x and 0.1x of the input rate. ``long_prompt_over_tokens`` with
     ``long_prompt_multiplier`` model a prompt-length tier: when a call's prompt
     (input + cache write + cache read tokens) exceeds the threshold, every rate of
     that call is multiplied. ``assumed`` marks a rate that was not read from
@@ -328,7 +328,7 @@ class PriceTable:
         ``long_prompt_over_tokens``, ``long_prompt_multiplier``; the short names ``input``,
         ``output``, ``cache_write`` and ``cache_read`` are accepted too). For a model already
         in the table, a mapping changes only the fields it names; a new model needs at least
-        ``input`` and ``output`` (cache rates then default to 1.25× and 0.1× of input). A
+        ``input`` and ``output`` (cache rates then default to 1.25x and 0.1x of input). A
         configured price is never marked assumed.
 
         Raises:

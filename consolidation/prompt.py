@@ -7,7 +7,7 @@ is a JSON string, and ``<`` / ``>`` inside strings are written as ``\\u003c`` /
 ``\\u003e`` so no body can close the tag or open a new one. A body saying "ignore
 previous instructions" is just a string value, and the system prompt says so.
 
-The document is compact because prompt size is paid for (target: at most 1.3× the raw
+The document is compact because prompt size is paid for (target: at most 1.3x the raw
 bodies for realistic pins): records are grouped by kind, and each record is a JSON
 array ``[id, body]`` or ``[id, body, conflict_group]``::
 
@@ -92,7 +92,7 @@ ANSWER_SCHEMA: dict[str, Any] = {
 }
 """JSON schema of the answer, within the subset the API's structured output accepts
 (``additionalProperties: false`` on objects, ``minItems`` of 0 or 1, no numeric bounds):
-the finer rules (≥ 2 merge targets, 0–10000 confidence) are the gate's to enforce."""
+the finer rules (≥ 2 merge targets, 0-10000 confidence) are the gate's to enforce."""
 
 
 class AnswerParseError(ValueError):
@@ -123,11 +123,15 @@ def build_user_message(records: Sequence[PromptRecord]) -> str:
     for kind in sorted(by_kind, key=_kind_order):
         rows = []
         for record in by_kind[kind]:
-            fields = [record.id, record.body] if record.conflict_group is None else [
-                record.id,
-                record.body,
-                record.conflict_group,
-            ]
+            fields = (
+                [record.id, record.body]
+                if record.conflict_group is None
+                else [
+                    record.id,
+                    record.body,
+                    record.conflict_group,
+                ]
+            )
             rows.append("[" + ",".join(_encode(field) for field in fields) + "]")
         groups.append(_encode(kind) + ":[\n" + ",\n".join(rows) + "]")
     return f"{OPEN_TAG}\n{{" + ",\n".join(groups) + f"}}\n{CLOSE_TAG}"

@@ -397,12 +397,18 @@ def _dispatch(led: Ledger, env: _Envelope, extra_methods: Mapping[str, ExtraMeth
     )
 
 
-def _error_response(request_id: str | int | None, err: RpcError) -> dict[str, Any]:
+def error_response(request_id: str | int | None, err: RpcError) -> dict[str, Any]:
+    """The JSON-RPC response object for ``err`` (transports use it for errors found before :func:`handle`)."""
     return {
         "jsonrpc": JSONRPC_VERSION,
         "id": request_id,
         "error": {"code": err.code, "message": err.message, "data": err.data},
     }
+
+
+def dumps(response: Mapping[str, Any]) -> str:
+    """One response as one line of compact JSON (newlines inside strings are escaped)."""
+    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
 
 
 def handle(
@@ -420,7 +426,7 @@ def handle(
     try:
         env = _envelope(request)
     except RpcError as err:
-        return _error_response(_request_id(request) if isinstance(request, Mapping) else None, err)
+        return error_response(_request_id(request) if isinstance(request, Mapping) else None, err)
     try:
         result = _dispatch(led, env, extra_methods)
     except RpcError as err:
@@ -434,7 +440,7 @@ def handle(
         failure = RpcError(INTERNAL_ERROR, "internal error", reason="internal_error")
     else:
         return None if env.notification else {"jsonrpc": JSONRPC_VERSION, "id": env.id, "result": result}
-    return None if env.notification else _error_response(env.id, failure)
+    return None if env.notification else error_response(env.id, failure)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -451,9 +457,7 @@ def handle_line(led: Ledger, line: str, *, extra_methods: Mapping[str, ExtraMeth
         request = json.loads(line, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         err = RpcError(PARSE_ERROR, "parse error: the request is not valid JSON", reason="parse_error")
-        response: dict[str, Any] | None = _error_response(None, err)
+        response: dict[str, Any] | None = error_response(None, err)
     else:
         response = handle(led, request, extra_methods=extra_methods)
-    if response is None:
-        return None
-    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+    return None if response is None else dumps(response)

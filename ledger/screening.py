@@ -120,6 +120,7 @@ _STRUCTURED: Final = re.compile(
     | \d{1,4}(?:[-/.:]\d{1,4}){1,3}(?:[T\s]?\d{1,2}(?::\d{2}){1,2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?  # dates, times
     | \d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?(?:/\d{1,2})?  # IPv4[:port][/cidr]
     | :\d{1,5}                                            # a port
+    | 0x[0-9A-Fa-f]+                                      # a hex literal (GPG key ids are public)
     | [^@\s]+@[^@\s]+\.[A-Za-z]{2,}                       # e-mail address
     | (?:/|~/|\./|\.\./|[A-Za-z]:\\)\S*                  # file path
     | \w+://\S* | www\.\S+                                # URL (credentials are handled by their own rule)

@@ -68,7 +68,9 @@ def get_harness(
         from consolidation.harnesses.anthropic import AnthropicHarness
         from consolidation.pricing import default_price_table
 
-        return AnthropicHarness(api_key=api_key, base_url=base_url, prices=prices if prices is not None else default_price_table())
+        return AnthropicHarness(
+            api_key=api_key, base_url=base_url, prices=prices if prices is not None else default_price_table()
+        )
     raise UnknownHarness(name)
 
 

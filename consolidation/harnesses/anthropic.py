@@ -31,7 +31,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import anthropic
 import httpx2
@@ -115,6 +115,16 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, anthropic.APIConnectionError) and _connect_failed(exc):
         return "connection refused or unreachable"
     return type(exc).__name__
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    log.info(
+        "anthropic call attempt=%d failed retryably (%s); retrying in %.2f s",
+        state.attempt_number,
+        _describe(exc) if exc is not None else "?",
+        state.upcoming_sleep,
+    )
 
 
 def _usage(message: Message) -> Usage:
@@ -214,13 +224,7 @@ class AnthropicHarness(Harness):
             wait=_Backoff(initial_s=self._backoff_initial_s, max_s=self._backoff_max_s),
             retry=retry_if_exception(is_retryable),
             reraise=True,
-            before_sleep=lambda state: log.info(
-                "anthropic call model=%s attempt=%d failed retryably (%s); retrying in %.2f s",
-                params["model"],
-                state.attempt_number,
-                _describe(state.outcome.exception()) if state.outcome and state.outcome.exception() else "?",
-                state.upcoming_sleep,
-            ),
+            before_sleep=_log_retry,
         )
         try:
             with anthropic.Anthropic(
@@ -234,7 +238,7 @@ class AnthropicHarness(Harness):
                             raise HarnessError(
                                 f"the {cap_s:g} s wall-clock cap ran out before attempt {attempts} could start"
                             )
-                        return client.messages.create(**params, timeout=remaining)
+                        return cast(Message, client.messages.create(**params, timeout=remaining))
         except HarnessError:
             raise
         except anthropic.APITimeoutError as exc:
@@ -245,7 +249,7 @@ class AnthropicHarness(Harness):
         except anthropic.AnthropicError as exc:
             if is_retryable(exc):
                 raise HarnessError(
-                    f"the Anthropic API still answered {_describe(exc)} when the {cap_s:g} s wall-clock cap "
+                    f"the Anthropic API was still unavailable ({_describe(exc)}) when the {cap_s:g} s wall-clock cap "
                     f"ran out after {attempts} attempt(s); the run can be retried later",
                     retryable_exhausted=True,
                 ) from exc
@@ -262,7 +266,8 @@ class AnthropicHarness(Harness):
         except TypeError as exc:
             # The SDK raises TypeError when it cannot resolve any credential.
             raise HarnessError(
-                f"the Anthropic SDK could not make the request ({exc}); set ANTHROPIC_API_KEY or use the offline harness"
+                f"the Anthropic SDK could not make the request ({exc}); "
+                "set ANTHROPIC_API_KEY or use the offline harness"
             ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 

@@ -83,7 +83,7 @@ _SENTENCE_OPENERS = frozenset(
         "those", "the", "a", "an", "always", "never", "please", "prefer", "use", "do", "dont",
         "don't", "avoid", "keep", "call", "remember", "when", "if", "for", "in", "on", "at", "all",
         "every", "no", "not", "only", "send", "write", "reply", "answer", "respond", "default",
-        "deploy", "there", "our", "let", "make", "put", "show", "give", "ask", "tell", "allergic",
+        "deploy", "there", "let", "make", "put", "show", "give", "ask", "tell", "allergic",
         "likes", "like", "loves", "love", "hates", "works", "work", "lives", "live", "born",
     }
 )  # fmt: skip
@@ -213,7 +213,11 @@ def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
                         "body": clean_body(keeper.record.body),
                         "confidence_bps": NEAR_CONFIDENCE_BPS if near else EXACT_CONFIDENCE_BPS,
                         "rationale": "offline: "
-                        + ("near-duplicate (words inserted, nothing changed)" if near else "duplicate after normalising"),
+                        + (
+                            "near-duplicate (words inserted, nothing changed)"
+                            if near
+                            else "duplicate after normalising"
+                        ),
                     },
                 )
             )

@@ -163,6 +163,22 @@ def test_docker_compose_accepts_the_file() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_shutdown_wait_fits_inside_every_platform_stop_timeout(services: dict[str, dict[str, Any]]) -> None:
+    # Given the wait for in-flight runs that each deployment configures
+    config_map = next(d for d in _load_yaml_documents(DEPLOY / "k8s" / "10-config.yaml") if d["kind"] == "ConfigMap")
+    env_example = (DEPLOY / "systemd" / "env.example").read_text()
+    waits = {
+        "compose": services["worker"]["environment"]["MEMLEDGER_SHUTDOWN_TIMEOUT_S"],
+        "k8s": config_map["data"]["MEMLEDGER_SHUTDOWN_TIMEOUT_S"],
+        "systemd": re.search(r"^MEMLEDGER_SHUTDOWN_TIMEOUT_S=(\d+)$", env_example, re.MULTILINE).group(1),  # type: ignore[union-attr]
+    }
+    from consolidation.settings import DEFAULT_CAP_S
+
+    # Then each outlasts a default-capped run and ends before the platform's kill timeout
+    for where, wait in waits.items():
+        assert DEFAULT_CAP_S < int(wait) < WORKER_STOP_TIMEOUT_S, where
+
+
 # --- Kubernetes ------------------------------------------------------------------------------------
 
 
