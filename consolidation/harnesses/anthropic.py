@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, cast
 
 import anthropic
@@ -48,6 +48,8 @@ RETRYABLE_STATUSES = frozenset({429, 529})
 # Models released before structured output (output_config.format) was available.
 _NO_STRUCTURED_OUTPUT = re.compile(r"^claude-(?:3|2|instant|sonnet-4(?:-0)?(?:-\d{8})?$|opus-4(?:-0)?(?:-\d{8})?$)")
 _MAX_RETRY_AFTER_S = 60.0
+# A retry is not started unless at least this much of the cap is left for it.
+_MIN_ATTEMPT_S = 0.05
 
 
 def supports_structured_output(model: str) -> bool:
@@ -93,6 +95,13 @@ def _retry_after_s(exc: BaseException | None) -> float | None:
         if seconds >= 0:
             return min(seconds, _MAX_RETRY_AFTER_S)
     return None
+
+
+def _stop_at_deadline(deadline: float) -> Callable[[RetryCallState], bool]:
+    def stop(retry_state: RetryCallState) -> bool:
+        return time.monotonic() + retry_state.upcoming_sleep + _MIN_ATTEMPT_S >= deadline
+
+    return stop
 
 
 class _Backoff:
@@ -220,7 +229,9 @@ class AnthropicHarness(Harness):
         deadline = time.monotonic() + cap_s
         attempts = 0
         retrying = Retrying(
-            stop=stop_before_delay(cap_s),
+            # stop_before_delay is the budget measured from the first attempt; _stop_at_deadline also
+            # counts the client's set-up and keeps a usable slice of the cap for the next attempt.
+            stop=stop_before_delay(cap_s) | _stop_at_deadline(deadline),
             wait=_Backoff(initial_s=self._backoff_initial_s, max_s=self._backoff_max_s),
             retry=retry_if_exception(is_retryable),
             reraise=True,
@@ -236,7 +247,8 @@ class AnthropicHarness(Harness):
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             raise HarnessError(
-                                f"the {cap_s:g} s wall-clock cap ran out before attempt {attempts} could start"
+                                f"the {cap_s:g} s wall-clock cap ran out before attempt {attempts} could start",
+                                retryable_exhausted=attempts > 1,
                             )
                         return cast(Message, client.messages.create(**params, timeout=remaining))
         except HarnessError:

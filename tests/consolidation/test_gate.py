@@ -19,9 +19,22 @@ SCOPE = "account:local"
 
 def rec(rid: str, **kw: object) -> MemoryRecord:
     base = MemoryRecord(
-        id=rid, scope_key=SCOPE, kind=Kind.FACT, body=f"body {rid}", provenance=Provenance.USER_EXPLICIT,
-        status=Status.ACTIVE, source_session_id=None, supersedes=[], superseded_by=None, confidence_bps=None,
-        rationale=None, valid_from=T0, valid_to=None, expires_at=None, conflict_group=None, created_at=T0,
+        id=rid,
+        scope_key=SCOPE,
+        kind=Kind.FACT,
+        body=f"body {rid}",
+        provenance=Provenance.USER_EXPLICIT,
+        status=Status.ACTIVE,
+        source_session_id=None,
+        supersedes=[],
+        superseded_by=None,
+        confidence_bps=None,
+        rationale=None,
+        valid_from=T0,
+        valid_to=None,
+        expires_at=None,
+        conflict_group=None,
+        created_at=T0,
         updated_at=T0,
     )
     return replace(base, **kw)  # type: ignore[arg-type]
@@ -41,16 +54,19 @@ NOW = T0 + timedelta(seconds=5)
 
 
 def gate(ops: object, *, allowed: tuple[str, ...] = ("merge", "correct", "keep")) -> G.GateResult:
-    return G.check_batch({"operations": ops}, scope_key=SCOPE, records=RECORDS, allowed_ops=allowed, now=NOW,
-                         screen=screen_body)
+    return G.check_batch(
+        {"operations": ops}, scope_key=SCOPE, records=RECORDS, allowed_ops=allowed, now=NOW, screen=screen_body
+    )
 
 
 def test_a_clean_batch_passes_with_derived_fields() -> None:
-    result = gate([
-        {"op": "merge", "targets": ["c", "d"], "body": "merged"},
-        {"op": "correct", "targets": ["g1"], "body": "fixed"},
-        {"op": "keep", "targets": ["a"]},
-    ])
+    result = gate(
+        [
+            {"op": "merge", "targets": ["c", "d"], "body": "merged"},
+            {"op": "correct", "targets": ["g1"], "body": "fixed"},
+            {"op": "keep", "targets": ["a"]},
+        ]
+    )
     assert result.refusals == {}
     merge, correct, keep = result.passed
     assert merge.op == Op.MERGE and merge.expires_at == T0 + timedelta(days=1)  # earliest among targets
@@ -99,26 +115,35 @@ def test_each_refusal_reason(ops: list[object], reason: str) -> None:
 
 
 def test_op_not_allowed_by_scope_settings() -> None:
-    result = gate([{"op": "merge", "targets": ["a", "c"], "body": "x"}, {"op": "keep", "targets": ["d"]}],
-                  allowed=("keep",))
+    result = gate(
+        [{"op": "merge", "targets": ["a", "c"], "body": "x"}, {"op": "keep", "targets": ["d"]}], allowed=("keep",)
+    )
     assert result.refusals == {G.NOT_ALLOWED: 1}
     assert [p.op for p in result.passed] == [Op.KEEP]
 
 
 def test_a_target_named_by_two_operations_refuses_both_and_spares_the_rest() -> None:
-    result = gate([
-        {"op": "correct", "targets": ["a"], "body": "x"},
-        {"op": "merge", "targets": ["a", "c"], "body": "y"},
-        {"op": "keep", "targets": ["d"]},
-    ])
+    result = gate(
+        [
+            {"op": "correct", "targets": ["a"], "body": "x"},
+            {"op": "merge", "targets": ["a", "c"], "body": "y"},
+            {"op": "keep", "targets": ["d"]},
+        ]
+    )
     assert result.refusals == {G.DUPLICATE_TARGET: 2}
     assert [p.targets for p in result.passed] == [("d",)]
 
 
 @pytest.mark.parametrize("answer", [None, {}, {"operations": "all"}, [], "text"])
 def test_an_answer_without_an_operations_list_is_one_malformed_refusal(answer: object) -> None:
-    result = G.check_batch(answer, scope_key=SCOPE, records=RECORDS, allowed_ops=["merge"], now=NOW,  # type: ignore[arg-type]
-                           screen=screen_body)
+    result = G.check_batch(
+        answer,
+        scope_key=SCOPE,
+        records=RECORDS,
+        allowed_ops=["merge"],
+        now=NOW,  # type: ignore[arg-type]
+        screen=screen_body,
+    )
     assert result.refusals == {G.MALFORMED: 1} and result.passed == []
 
 
@@ -129,6 +154,12 @@ def test_screen_is_called_for_bodies() -> None:
         seen.append(body)
         raise BodyRejected("no", why="credential")
 
-    result = G.check_batch({"operations": [{"op": "correct", "targets": ["a"], "body": "hello"}]}, scope_key=SCOPE,
-                           records=RECORDS, allowed_ops=["correct"], now=NOW, screen=screen)
+    result = G.check_batch(
+        {"operations": [{"op": "correct", "targets": ["a"], "body": "hello"}]},
+        scope_key=SCOPE,
+        records=RECORDS,
+        allowed_ops=["correct"],
+        now=NOW,
+        screen=screen,
+    )
     assert seen == ["hello"] and result.refusals == {G.BODY_REJECTED: 1}

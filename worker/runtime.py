@@ -1,0 +1,184 @@
+"""Wiring: one :class:`Runtime` per process builds the ledger, the service, the broker, the actors
+and the janitor from a :class:`~worker.config.WorkerConfig`, and starts and stops the background parts.
+
+``memledger serve`` and ``memledger worker`` differ only in which parts they start:
+
+=====================  ==============  =========  ==============  ===================
+process                dramatiq worker  janitor    sweep schedule  HTTP
+=====================  ==============  =========  ==============  ===================
+serve (embedded)       yes (threads)    yes        hourly          POST /rpc, healthz
+serve (Redis)          yes (threads)    yes        no (cron)       POST /rpc, healthz
+serve --no-worker      no               yes        no (cron)       POST /rpc, healthz
+worker (Redis)         yes              yes        no (cron)       metrics port
+=====================  ==============  =========  ==============  ===================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import dramatiq
+from dramatiq.brokers.redis import RedisBroker
+from sqlalchemy import text
+
+from consolidation import ConsolidationRun, ConsolidationService
+from ledger import Ledger, open_ledger
+from worker.actors import Actors, declare_actors
+from worker.broker import QueueSentinel, build_broker, ping
+from worker.config import WorkerConfig
+from worker.janitor import Janitor
+from worker.metrics import Metrics, get_metrics
+from worker.periodic import Periodic
+
+log = logging.getLogger(__name__)
+
+FAULT_EXIT_CODE = 86
+
+
+def fault_hook_for(point: str | None) -> Any:
+    """The service's ``fault_hook`` for fault tests: end the process abruptly at ``point``, else nothing."""
+    if point is None:
+        return None
+
+    def hook(step: str) -> None:
+        if step == point:
+            log.warning("fault point %s reached: exiting abruptly", step)
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            sys.stderr.flush()
+            os._exit(FAULT_EXIT_CODE)
+
+    return hook
+
+
+@dataclass
+class Runtime:
+    """Everything one process needs; build it with :func:`build_runtime`, end it with :meth:`close`."""
+
+    config: WorkerConfig
+    ledger: Ledger
+    service: ConsolidationService
+    broker: dramatiq.Broker
+    actors: Actors
+    janitor: Janitor
+    metrics: Metrics
+    worker: dramatiq.Worker | None = None
+    _schedules: list[Periodic] = field(default_factory=list)
+    _closed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def notify_turn(self, scope_key: str | None = None, *, now: datetime | None = None) -> ConsolidationRun | None:
+        """Record a chat turn in the database, then send the delayed message that wakes the run.
+
+        The database write comes first and is all that must succeed: when the queue is
+        unreachable the turn is still recorded and the janitor wakes the run once due.
+        Returns the pending run, or None when the scope's consolidation is off.
+        """
+        run = self.service.notify_turn(scope_key or self.ledger.scope_key, now=now)
+        if run is not None:
+            self.actors.send_run(run, now=now)
+        return run
+
+    def start_worker(self, *, threads: int | None = None) -> None:
+        """Start dramatiq worker threads on this process's broker (stopped by :meth:`close`)."""
+        if self.worker is None:
+            self.worker = dramatiq.Worker(
+                self.broker,
+                worker_threads=threads or self.config.worker_threads,
+                worker_timeout=self.config.worker_poll_ms,
+            )
+            self.worker.start()
+            log.info("dramatiq worker started with %d threads", self.worker.worker_threads)
+
+    def start_janitor(self) -> None:
+        """Run the janitor now and every ``janitor_interval_s``."""
+        self._schedule(Periodic("janitor", self.config.janitor_interval_s, self.janitor.run_once))
+
+    def start_sweep_schedule(self) -> None:
+        """Send a ``sweep_expiry`` message now and every ``sweep_interval_s`` (embedded mode)."""
+        if self.config.sweep_interval_s > 0:
+            self._schedule(Periodic("sweep", self.config.sweep_interval_s, self.actors.send_sweep))
+
+    def _schedule(self, periodic: Periodic) -> None:
+        with self._lock:
+            self._schedules.append(periodic)
+        periodic.start()
+
+    def health(self) -> dict[str, Any]:
+        """Database and queue reachability, and which background parts run."""
+        try:
+            with self.ledger.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            database = "ok"
+        except Exception as exc:
+            database = f"unreachable ({type(exc).__name__})"
+        queue = "ok" if ping(self.broker) else "unreachable"
+        status = "down" if database != "ok" else ("ok" if queue == "ok" else "degraded")
+        return {
+            "status": status,
+            "database": database,
+            "queue": queue,
+            "broker": "redis" if isinstance(self.broker, RedisBroker) else "embedded",
+            "worker": self.worker is not None,
+            "janitor": any(p.name == "janitor" and p.running for p in self._schedules),
+        }
+
+    def close(self, *, timeout_s: float | None = None) -> None:
+        """Stop schedules, then the worker (in-flight runs get ``timeout_s`` to finish), then close connections.
+
+        A run still in flight when the timeout ends stays ``running``; the janitor of a
+        live process settles it later. Idempotent.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            schedules, self._schedules = self._schedules, []
+        wait_s = self.config.shutdown_timeout_s if timeout_s is None else timeout_s
+        for periodic in schedules:
+            periodic.stop(wait_s)
+        if self.worker is not None:
+            # Workers stop before consumers (dramatiq's order), so an in-flight run finishes and is acked.
+            self.worker.stop(timeout=int(wait_s * 1000))
+            self.worker = None
+        self.broker.close()
+        if isinstance(self.broker, RedisBroker):
+            self.broker.client.close()
+        self.ledger.close()
+
+
+def build_runtime(config: WorkerConfig, *, service_kwargs: dict[str, Any] | None = None) -> Runtime:
+    """Open the ledger and build the service, broker, actors and janitor for ``config``.
+
+    Nothing is started. ``service_kwargs`` are extra keyword arguments for
+    :class:`~consolidation.ConsolidationService` (tests pass ``api_key``/``base_url``).
+
+    Raises:
+        LedgerError: the database is unreachable or its schema is behind the code.
+    """
+    led = open_ledger(config.database_url, account=config.account)
+    try:
+        kwargs: dict[str, Any] = {
+            "prices": config.price_table(),
+            "janitor_grace_s": config.janitor_grace_s,
+            "fault_hook": fault_hook_for(config.fault_point),
+            **(service_kwargs or {}),
+        }
+        service = ConsolidationService(led, **kwargs)
+        metrics = get_metrics()
+        broker = build_broker(config)
+        actors = declare_actors(broker, service=service, ledger=led, metrics=metrics)
+        janitor = Janitor(
+            service, actors, QueueSentinel(broker), metrics,
+            resend_after_s=config.janitor_resend_after_s, batch=config.janitor_batch,
+        )
+    except BaseException:
+        led.close()
+        raise
+    return Runtime(config, led, service, broker, actors, janitor, metrics)
