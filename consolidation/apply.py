@@ -7,13 +7,12 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
+from consolidation.gate import BODY_REJECTED, BUDGET_EXCEEDED, NOT_ACTIVE, GatedOp, GateResult
+from consolidation.models import Mode, Op
 from ledger import Ledger
 from ledger.errors import BodyRejected, BudgetExceeded, InvalidTransition, LedgerError
 from ledger.instants import to_micros
 from ledger.models import EventKind, Provenance
-
-from consolidation.gate import BODY_REJECTED, BUDGET_EXCEEDED, NOT_ACTIVE, GatedOp, GateResult
-from consolidation.models import Mode, Op
 
 
 @dataclass(slots=True)
@@ -23,15 +22,38 @@ class ApplyResult:
     record_ids: list[str] = field(default_factory=list)
 
 
-def _refuse(led: Ledger, conn: Connection, op: GatedOp | None, reason: str, *, scope: str, now_us: int,
-            run_id: str, index: int, name: str | None, targets: tuple[str, ...] = ()) -> None:
+def _refuse(
+    led: Ledger,
+    conn: Connection,
+    op: GatedOp | None,
+    reason: str,
+    *,
+    scope: str,
+    now_us: int,
+    run_id: str,
+    index: int,
+    name: str | None,
+    targets: tuple[str, ...] = (),
+) -> None:
     led.event(
-        conn, EventKind.CONSOLIDATION_OP_REFUSED, at_us=now_us, scope_key=scope, reason=reason, run_id=run_id,
+        conn,
+        EventKind.CONSOLIDATION_OP_REFUSED,
+        at_us=now_us,
+        scope_key=scope,
+        reason=reason,
+        run_id=run_id,
         detail={"index": index, "op": name, "targets": list(targets)},
     )
     if reason == BUDGET_EXCEEDED:
-        led.event(conn, EventKind.PROPOSAL_REFUSED, at_us=now_us, scope_key=scope, reason=reason, run_id=run_id,
-                  detail={"index": index})
+        led.event(
+            conn,
+            EventKind.PROPOSAL_REFUSED,
+            at_us=now_us,
+            scope_key=scope,
+            reason=reason,
+            run_id=run_id,
+            detail={"index": index},
+        )
 
 
 def apply_batch(
@@ -40,30 +62,64 @@ def apply_batch(
     """Apply (or propose) every passed op; each in a savepoint so one failure spares the rest."""
     result = ApplyResult()
     for refusal in gate.refused:
-        _refuse(led, conn, None, refusal.reason, scope=scope, now_us=now_us, run_id=run_id, index=refusal.index,
-                name=refusal.op, targets=refusal.targets)
+        _refuse(
+            led,
+            conn,
+            None,
+            refusal.reason,
+            scope=scope,
+            now_us=now_us,
+            run_id=run_id,
+            index=refusal.index,
+            name=refusal.op,
+            targets=refusal.targets,
+        )
     for op in gate.passed:
         reason = _apply_one(led, conn, op, mode=mode, scope=scope, now_us=now_us, run_id=run_id, result=result)
         if reason is not None:
             result.refusals[reason] += 1
-            _refuse(led, conn, op, reason, scope=scope, now_us=now_us, run_id=run_id, index=op.index,
-                    name=op.op.value, targets=op.targets)
+            _refuse(
+                led,
+                conn,
+                op,
+                reason,
+                scope=scope,
+                now_us=now_us,
+                run_id=run_id,
+                index=op.index,
+                name=op.op.value,
+                targets=op.targets,
+            )
     return result
 
 
-def _apply_one(led: Ledger, conn: Connection, op: GatedOp, *, mode: Mode, scope: str, now_us: int, run_id: str,
-               result: ApplyResult) -> str | None:
+def _apply_one(
+    led: Ledger, conn: Connection, op: GatedOp, *, mode: Mode, scope: str, now_us: int, run_id: str, result: ApplyResult
+) -> str | None:
     if op.op == Op.KEEP:
         result.applied += 1
-        led.event(conn, EventKind.CONSOLIDATION_OP_APPLIED, at_us=now_us, scope_key=scope, run_id=run_id,
-                  detail={"index": op.index, "op": "keep", "targets": list(op.targets)})
+        led.event(
+            conn,
+            EventKind.CONSOLIDATION_OP_APPLIED,
+            at_us=now_us,
+            scope_key=scope,
+            run_id=run_id,
+            detail={"index": op.index, "op": "keep", "targets": list(op.targets)},
+        )
         return None
     assert op.body is not None
     expires_us = None if op.expires_at is None else to_micros(op.expires_at)
     common = dict(
-        scope_key=scope, body=op.body, kind=op.kind, provenance=Provenance.MODEL_CONSOLIDATION, now_us=now_us,
-        expires_at_us=expires_us, conflict_group=op.conflict_group, confidence_bps=op.confidence_bps,
-        rationale=op.rationale, run_id=run_id,
+        scope_key=scope,
+        body=op.body,
+        kind=op.kind,
+        provenance=Provenance.MODEL_CONSOLIDATION,
+        now_us=now_us,
+        expires_at_us=expires_us,
+        conflict_group=op.conflict_group,
+        confidence_bps=op.confidence_bps,
+        rationale=op.rationale,
+        run_id=run_id,
     )
     savepoint = conn.begin_nested()
     try:
@@ -80,7 +136,13 @@ def _apply_one(led: Ledger, conn: Connection, op: GatedOp, *, mode: Mode, scope:
     savepoint.commit()
     result.applied += 1
     result.record_ids.append(record.id)
-    led.event(conn, EventKind.CONSOLIDATION_OP_APPLIED, at_us=now_us, scope_key=scope, record_id=record.id,
-              run_id=run_id, detail={"index": op.index, "op": op.op.value, "targets": list(op.targets),
-                                     "mode": mode.value})
+    led.event(
+        conn,
+        EventKind.CONSOLIDATION_OP_APPLIED,
+        at_us=now_us,
+        scope_key=scope,
+        record_id=record.id,
+        run_id=run_id,
+        detail={"index": op.index, "op": op.op.value, "targets": list(op.targets), "mode": mode.value},
+    )
     return None

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from consolidation.models import Op
 from ledger.errors import BodyRejected
 from ledger.models import Kind, MemoryRecord, Status
-
-from consolidation.models import Op
 
 # Refusal reasons (stable: they are metric labels and event reasons).
 UNKNOWN_OP = "unknown_op"
@@ -75,7 +74,7 @@ def _shape(index: int, raw: object) -> tuple[Op, tuple[str, ...], dict[str, Any]
         return Refusal(index, None, MALFORMED)
     name = raw.get("op")
     try:
-        op = Op(name)
+        op = Op(str(name))
     except ValueError:
         return Refusal(index, name if isinstance(name, str) else None, UNKNOWN_OP)
     targets = raw.get("targets")
@@ -90,7 +89,14 @@ def _shape(index: int, raw: object) -> tuple[Op, tuple[str, ...], dict[str, Any]
     wrong_body = (op == Op.KEEP and body is not None) or (op != Op.KEEP and not isinstance(body, str))
     wrong_conf = conf is not None and (isinstance(conf, bool) or not isinstance(conf, int) or not 0 <= conf <= 10_000)
     wrong_kind = raw.get("kind") is not None and raw.get("kind") not in {k.value for k in Kind}
-    if extra or wrong_count or wrong_body or wrong_conf or wrong_kind or not (rationale is None or isinstance(rationale, str)):
+    if (
+        extra
+        or wrong_count
+        or wrong_body
+        or wrong_conf
+        or wrong_kind
+        or not (rationale is None or isinstance(rationale, str))
+    ):
         return Refusal(index, op.value, MALFORMED, tids)
     if len(set(tids)) != len(tids):
         return Refusal(index, op.value, DUPLICATE_TARGET, tids)

@@ -131,7 +131,7 @@ class ConsolidationRun:
         }
 
 
-def run_from_row(row: Mapping[str, Any]) -> ConsolidationRun:
+def run_from_row(row: Mapping[Any, Any]) -> ConsolidationRun:
     return ConsolidationRun(
         id=row["id"],
         scope_key=row["scope_key"],

@@ -75,10 +75,10 @@ ANSWER_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "op": {"type": "string", "enum": list(OPERATIONS)},
+                    "op": {"enum": list(OPERATIONS)},
                     "targets": {"type": "array", "items": {"type": "string"}, "minItems": 1},
                     "body": {"type": "string"},
-                    "kind": {"type": "string", "enum": list(KINDS)},
+                    "kind": {"enum": list(KINDS)},
                     "confidence_bps": {"type": "integer"},
                     "rationale": {"type": "string"},
                 },

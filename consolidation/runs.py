@@ -31,7 +31,9 @@ def get(conn: Connection, run_id: str) -> ConsolidationRun | None:
     return None if row is None else run_from_row(row)
 
 
-def select(conn: Connection, where: str, params: Mapping[str, Any], *, order: str, limit: int) -> list[ConsolidationRun]:
+def select(
+    conn: Connection, where: str, params: Mapping[str, Any], *, order: str, limit: int
+) -> list[ConsolidationRun]:
     sql = f"SELECT * FROM consolidation_runs WHERE {where} ORDER BY {order} LIMIT :lim"
     return [run_from_row(r) for r in conn.execute(text(sql), {**params, "lim": limit}).mappings()]
 
@@ -102,8 +104,9 @@ def claim(conn: Connection, run_id: str, settings: ConsolidationSettings, now_us
     return bool(done == 1)
 
 
-def store_answer(conn: Connection, run_id: str, *, prompt: str, answer: Any, raw: str, usage: Any,
-                 spend_micro_usd: int, now_us: int) -> bool:
+def store_answer(
+    conn: Connection, run_id: str, *, prompt: str, answer: Any, raw: str, usage: Any, spend_micro_usd: int, now_us: int
+) -> bool:
     """Write the answer and its usage before anything is applied. Usage is kept even on a settled run."""
     done = conn.execute(
         text(

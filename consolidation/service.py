@@ -25,11 +25,6 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from ledger import Ledger
-from ledger.db import run_write
-from ledger.instants import to_micros
-from ledger.screening import screen_body
-
 from consolidation import runs as R
 from consolidation import settings as S
 from consolidation.apply import apply_batch
@@ -38,6 +33,10 @@ from consolidation.gate import UNPARSEABLE, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
+from ledger import Ledger
+from ledger.db import run_write
+from ledger.instants import to_micros
+from ledger.screening import screen_body
 
 log = logging.getLogger(__name__)
 
@@ -193,20 +192,26 @@ class ConsolidationService:
             spent = R.month_spend(conn, scope, start, end)
             records = self.led.active_in(conn, scope, now_us)
         if spent >= settings.spend_budget_micro_usd:
-            return self._settle(run.id, Outcome.SKIPPED_BUDGET, now_us, error=f"monthly spend {spent} micro-USD "
-                                f"reached the budget of {settings.spend_budget_micro_usd}")
+            return self._settle(
+                run.id,
+                Outcome.SKIPPED_BUDGET,
+                now_us,
+                error=f"monthly spend {spent} micro-USD reached the budget of {settings.spend_budget_micro_usd}",
+            )
         if not records:
-            return self._settle(run.id, Outcome.APPLIED if settings.mode != Mode.PROPOSE else Outcome.PROPOSED,
-                                now_us)
+            return self._settle(run.id, Outcome.APPLIED if settings.mode != Mode.PROPOSE else Outcome.PROPOSED, now_us)
         prompt_records = [PromptRecord(r.id, r.kind.value, r.body or "", r.conflict_group) for r in records]
         try:
             result = self._harness(settings.harness).call(
-                prompt_records, model=settings.model, max_output_tokens=settings.max_output_tokens,
+                prompt_records,
+                model=settings.model,
+                max_output_tokens=settings.max_output_tokens,
                 wall_clock_cap_s=settings.wall_clock_cap_s,
             )
         except HarnessError as exc:
-            return self._settle(run.id, Outcome.FAILED, now_us, error=exc.message, usage=exc.usage,
-                                spend=exc.spend_micro_usd, calls=1)
+            return self._settle(
+                run.id, Outcome.FAILED, now_us, error=exc.message, usage=exc.usage, spend=exc.spend_micro_usd, calls=1
+            )
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
             return self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}")
@@ -216,8 +221,16 @@ class ConsolidationService:
 
     def _store(self, run_id: str, result: HarnessResult, now_us: int) -> None:
         def fn(conn: Connection) -> bool:
-            return R.store_answer(conn, run_id, prompt=result.prompt, answer=result.answer, raw=result.raw_text,
-                                  usage=result.usage, spend_micro_usd=result.spend_micro_usd, now_us=now_us)
+            return R.store_answer(
+                conn,
+                run_id,
+                prompt=result.prompt,
+                answer=result.answer,
+                raw=result.raw_text,
+                usage=result.usage,
+                spend_micro_usd=result.spend_micro_usd,
+                now_us=now_us,
+            )
 
         run_write(self.led.engine, fn)
 
@@ -240,18 +253,34 @@ class ConsolidationService:
             return
         if run.answer is None:
             count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
-            R.settle(conn, run_id, Outcome.FAILED, now_us, error="unparseable answer", ops_proposed=count,
-                     ops_refused=count, refusals={UNPARSEABLE: count})
+            R.settle(
+                conn,
+                run_id,
+                Outcome.FAILED,
+                now_us,
+                error="unparseable answer",
+                ops_proposed=count,
+                ops_refused=count,
+                refusals={UNPARSEABLE: count},
+            )
             return
         self.led.prepare_in(conn, run.scope_key, now_us)
         settings = self._settings_in(conn, run.scope_key)
         mode = Mode(run.mode or settings.mode)
         ops = run.answer.get("operations") if isinstance(run.answer, dict) else None
-        named = {t for op in ops or [] if isinstance(op, dict) and isinstance(op.get("targets"), list)
-                 for t in op["targets"] if isinstance(t, str)}
+        named = {
+            t
+            for op in ops or []
+            if isinstance(op, dict) and isinstance(op.get("targets"), list)
+            for t in op["targets"]
+            if isinstance(t, str)
+        }
         gate = check_batch(
-            run.answer, scope_key=run.scope_key, records=self.led.rows_in(conn, sorted(named)),
-            allowed_ops=settings.allowed_ops, now=_dt(now_us),
+            run.answer,
+            scope_key=run.scope_key,
+            records=self.led.rows_in(conn, sorted(named)),
+            allowed_ops=settings.allowed_ops,
+            now=_dt(now_us),
             screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
         )
         self._fault("mid_apply")
@@ -260,25 +289,43 @@ class ConsolidationService:
         for reason, count in applied.refusals.items():
             refusals[reason] = refusals.get(reason, 0) + count
         outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
-        won = R.settle(conn, run_id, outcome, now_us, ops_proposed=gate.proposed, ops_applied=applied.applied,
-                       ops_refused=sum(refusals.values()), refusals=refusals)
+        won = R.settle(
+            conn,
+            run_id,
+            outcome,
+            now_us,
+            ops_proposed=gate.proposed,
+            ops_applied=applied.applied,
+            ops_refused=sum(refusals.values()),
+            refusals=refusals,
+        )
         if not won:
             raise RuntimeError(f"run {run_id} was settled concurrently; rolling back its batch")
 
-    def _settle(self, run_id: str, outcome: Outcome, now_us: int, *, error: str | None = None,
-                usage: Usage | None = None, spend: int = 0, calls: int = 0) -> ConsolidationRun:
+    def _settle(
+        self,
+        run_id: str,
+        outcome: Outcome,
+        now_us: int,
+        *,
+        error: str | None = None,
+        usage: Usage | None = None,
+        spend: int = 0,
+        calls: int = 0,
+    ) -> ConsolidationRun:
         def fn(conn: Connection) -> None:
             if R.settle(conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend) and calls:
-                conn.execute(text("UPDATE consolidation_runs SET model_calls = model_calls + :c WHERE id = :id"),
-                             {"c": calls, "id": run_id})
+                conn.execute(
+                    text("UPDATE consolidation_runs SET model_calls = model_calls + :c WHERE id = :id"),
+                    {"c": calls, "id": run_id},
+                )
 
         run_write(self.led.engine, fn)
         return self.get_run(run_id)
 
     def _harness(self, name: str) -> Harness:
         if name not in self._harnesses:
-            self._harnesses[name] = get_harness(name, api_key=self.api_key, base_url=self.base_url,
-                                                prices=self.prices)
+            self._harnesses[name] = get_harness(name, api_key=self.api_key, base_url=self.base_url, prices=self.prices)
         return self._harnesses[name]
 
     # ------------------------------------------------------------------ recovery
@@ -300,8 +347,12 @@ class ConsolidationService:
             if run.answer_stored_at is not None:
                 done = self.apply_stored(run.id, now=_dt(now_us))
             else:
-                done = self._settle(run.id, Outcome.ABANDONED, now_us,
-                                    error="worker stopped before the answer was stored; settled by the janitor")
+                done = self._settle(
+                    run.id,
+                    Outcome.ABANDONED,
+                    now_us,
+                    error="worker stopped before the answer was stored; settled by the janitor",
+                )
             if done.state == "settled":
                 recovered.append(done)
         return recovered
@@ -313,18 +364,27 @@ class ConsolidationService:
         texts = sorted({b for b in bodies if b}, key=len, reverse=True)
         if not ids:
             return
-        clauses = " OR ".join(f"prompt LIKE :p{i} OR answer LIKE :p{i} OR answer_raw LIKE :p{i}"
-                              for i in range(len(ids)))
+        clauses = " OR ".join(
+            f"prompt LIKE :p{i} OR answer LIKE :p{i} OR answer_raw LIKE :p{i}" for i in range(len(ids))
+        )
         params = {f"p{i}": f"%{rid}%" for i, rid in enumerate(ids)}
-        rows = conn.execute(text(f"SELECT id, prompt, answer, answer_raw FROM consolidation_runs WHERE {clauses}"),
-                            params).mappings().all()
+        rows = (
+            conn.execute(text(f"SELECT id, prompt, answer, answer_raw FROM consolidation_runs WHERE {clauses}"), params)
+            .mappings()
+            .all()
+        )
         for row in rows:
             answer = None if row["answer"] is None else _scrub_answer(json.loads(row["answer"]), set(ids), texts)
             conn.execute(
                 text("UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :r WHERE id = :id"),
-                {"p": _scrub_text(row["prompt"], texts), "a": None if answer is None else json.dumps(answer),
-                 "r": _scrub_text(row["answer_raw"], texts) if row["answer_raw"] is not None and answer is None
-                 else (None if row["answer_raw"] is None else json.dumps(answer)), "id": row["id"]},
+                {
+                    "p": _scrub_text(row["prompt"], texts),
+                    "a": None if answer is None else json.dumps(answer),
+                    "r": _scrub_text(row["answer_raw"], texts)
+                    if row["answer_raw"] is not None and answer is None
+                    else (None if row["answer_raw"] is None else json.dumps(answer)),
+                    "id": row["id"],
+                },
             )
 
 
@@ -332,8 +392,21 @@ def _scrub_text(value: str | None, texts: list[str]) -> str | None:
     if value is None:
         return None
     for body in texts:
-        value = value.replace(body, ERASED).replace(json.dumps(body)[1:-1], ERASED)
+        for form in _stored_forms(body):
+            value = value.replace(form, ERASED)
     return value
+
+
+def _stored_forms(body: str) -> list[str]:
+    """Every way a body is written into a stored prompt or answer.
+
+    As is (raw answers); JSON-escaped (stored answers); and as the prompt encodes it
+    (``ensure_ascii=False``, ``<``/``>`` as ``\\u003c``/``\\u003e``). Without the last, a
+    body with a ``<`` or a quote and non-ASCII text would survive in the prompt.
+    """
+    unicode_json = json.dumps(body, ensure_ascii=False)[1:-1]
+    prompt_form = unicode_json.replace("<", "\\u003c").replace(">", "\\u003e")
+    return list(dict.fromkeys([body, json.dumps(body)[1:-1], unicode_json, prompt_form]))
 
 
 def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:

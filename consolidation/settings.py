@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, RowMapping, text
 
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses import HARNESS_NAMES
@@ -96,7 +96,7 @@ def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
     raise InvalidSettings(f"unknown setting {name!r}; settings are: {', '.join(FIELDS)}")
 
 
-def merge(current: ConsolidationSettings, changes: Mapping[str, Any], prices: PriceTable) -> ConsolidationSettings:
+def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: PriceTable) -> ConsolidationSettings:
     """Validate every changed field and return the new settings. Raises InvalidSettings; changes nothing."""
     values = current.to_json()
     for name, value in changes.items():
@@ -114,13 +114,15 @@ def merge(current: ConsolidationSettings, changes: Mapping[str, Any], prices: Pr
     return ConsolidationSettings(**values)
 
 
-def load(conn: Connection, scope_key: str) -> Mapping[str, Any] | None:
-    return conn.execute(
-        text("SELECT * FROM consolidation_settings WHERE scope_key = :s"), {"s": scope_key}
-    ).mappings().first()
+def load(conn: Connection, scope_key: str) -> RowMapping | None:
+    return (
+        conn.execute(text("SELECT * FROM consolidation_settings WHERE scope_key = :s"), {"s": scope_key})
+        .mappings()
+        .first()
+    )
 
 
-def from_row(row: Mapping[str, Any]) -> ConsolidationSettings:
+def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
     return ConsolidationSettings(
         scope_key=row["scope_key"],
         mode=Mode(row["mode"]),

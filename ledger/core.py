@@ -62,6 +62,10 @@ class ScopeUsage:
         return self.active + self.proposed
 
 
+RecordList = list[MemoryRecord]  # aliases: inside Ledger, ``list`` names the method
+EventList = list[LedgerEvent]
+
+
 def check_scope(scope_key: object) -> str:
     if not isinstance(scope_key, str) or not SCOPE_RE.match(scope_key):
         raise ScopeError(f"invalid scope key {scope_key!r}: expected 'kind:name', e.g. 'account:local'")
@@ -70,7 +74,7 @@ def check_scope(scope_key: object) -> str:
 
 def _kind(value: object) -> Kind:
     try:
-        return Kind(value)
+        return Kind(str(value))
     except ValueError:
         raise InvalidArgument(f"unknown kind {value!r}: use one of {', '.join(k.value for k in Kind)}") from None
 
@@ -198,7 +202,7 @@ class Ledger:
         budget = conn.execute(
             text("SELECT max_records FROM scope_settings WHERE scope_key = :s"), {"s": scope_key}
         ).scalar()
-        counts = dict(
+        counts: dict[str, int] = dict(
             conn.execute(
                 text(
                     "SELECT status, COUNT(*) FROM memory_records WHERE scope_key = :s "
@@ -242,7 +246,7 @@ class Ledger:
             raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
         return row
 
-    def _close(self, conn: Connection, row: Mapping[str, Any], successor: str, now_us: int) -> None:
+    def _close(self, conn: Connection, row: Mapping[Any, Any], successor: str, now_us: int) -> None:
         """Supersede ``row`` exactly at ``now_us``."""
         if row["valid_from"] > now_us:
             raise InvalidInstant(
@@ -259,11 +263,15 @@ class Ledger:
         if done != 1:
             raise InvalidTransition(f"record {row['id']} is no longer active")
         self.event(
-            conn, EventKind.SUPERSEDED, at_us=now_us, scope_key=row["scope_key"], record_id=row["id"],
+            conn,
+            EventKind.SUPERSEDED,
+            at_us=now_us,
+            scope_key=row["scope_key"],
+            record_id=row["id"],
             detail={"superseded_by": successor},
         )
 
-    def _active_in_group(self, conn: Connection, scope_key: str, group: str | None) -> Mapping[str, Any] | None:
+    def _active_in_group(self, conn: Connection, scope_key: str, group: str | None) -> Mapping[Any, Any] | None:
         if group is None:
             return None
         found = R.fetch_where(
@@ -316,7 +324,7 @@ class Ledger:
 
         def fn(conn: Connection) -> MemoryRecord:
             self._prepare(conn, scope, now_us)
-            replaced: list[Mapping[str, Any]] = []
+            replaced: list[Mapping[Any, Any]] = []
             final_kind, final_group = new_kind or Kind.FACT, group
             if supersedes is not None:
                 target = self._require_row(conn, supersedes)
@@ -338,13 +346,27 @@ class Ledger:
             for row in replaced:
                 self._close(conn, row, new_id, now_us)
             values = self._values(
-                new_id, scope, final_kind, clean, Provenance.USER_EXPLICIT, Status.ACTIVE, now_us,
-                supersedes=[r["id"] for r in replaced], expires_at=exp_us, conflict_group=final_group,
+                new_id,
+                scope,
+                final_kind,
+                clean,
+                Provenance.USER_EXPLICIT,
+                Status.ACTIVE,
+                now_us,
+                supersedes=[r["id"] for r in replaced],
+                expires_at=exp_us,
+                conflict_group=final_group,
                 source_session_id=session,
             )
             self._insert(conn, values)
-            self.event(conn, EventKind.SAVED, at_us=now_us, scope_key=scope, record_id=new_id,
-                       detail={"supersedes": values["supersedes"] and json.loads(values["supersedes"])})
+            self.event(
+                conn,
+                EventKind.SAVED,
+                at_us=now_us,
+                scope_key=scope,
+                record_id=new_id,
+                detail={"supersedes": values["supersedes"] and json.loads(values["supersedes"])},
+            )
             return R.to_record({**values, "seq": None})
 
         try:
@@ -452,13 +474,30 @@ class Ledger:
             self._prepare(conn, scope, now_us)
             self.check_growth(conn, scope)
             values = self._values(
-                new_id, scope, rec_kind, clean, prov, Status.PROPOSED, now_us, supersedes=targets,
-                expires_at=exp_us, conflict_group=group, source_session_id=session, confidence_bps=conf,
+                new_id,
+                scope,
+                rec_kind,
+                clean,
+                prov,
+                Status.PROPOSED,
+                now_us,
+                supersedes=targets,
+                expires_at=exp_us,
+                conflict_group=group,
+                source_session_id=session,
+                confidence_bps=conf,
                 rationale=why,
             )
             self._insert(conn, values)
-            self.event(conn, EventKind.PROPOSED, at_us=now_us, scope_key=scope, record_id=new_id, run_id=run_id,
-                       detail={"supersedes": targets, "provenance": prov.value})
+            self.event(
+                conn,
+                EventKind.PROPOSED,
+                at_us=now_us,
+                scope_key=scope,
+                record_id=new_id,
+                run_id=run_id,
+                detail={"supersedes": targets, "provenance": prov.value},
+            )
             return R.to_record({**values, "seq": None})
 
         try:
@@ -577,7 +616,7 @@ class Ledger:
             scrub_files(self.engine)
         return record
 
-    def _check_transition(self, row: Mapping[str, Any], to: Status, verb: str) -> None:
+    def _check_transition(self, row: Mapping[Any, Any], to: Status, verb: str) -> None:
         current = Status(row["status"])
         if to not in TRANSITIONS[current]:
             raise InvalidTransition(f"cannot {verb} {row['id']}: it is {current.value}")
@@ -615,8 +654,9 @@ class Ledger:
         with self.engine.connect() as conn:
             return self.usage(conn, scope)
 
-    def sweep_expired(self, now: datetime, *, batch_size: int = SWEEP_BATCH,
-                      progress: Callable[[int], None] | None = None) -> int:
+    def sweep_expired(
+        self, now: datetime, *, batch_size: int = SWEEP_BATCH, progress: Callable[[int], None] | None = None
+    ) -> int:
         """Expire every active or proposed record with ``expires_at <= now``; idempotent.
 
         Active records close at ``expires_at`` (not at ``now``); proposals keep their
@@ -638,7 +678,7 @@ class Ledger:
         with self.engine.connect() as conn:
             return R.to_record(self._require_row(conn, record_id))
 
-    def history(self, record_id: str) -> list[MemoryRecord]:
+    def history(self, record_id: str) -> RecordList:
         """The whole revision chain of ``record_id`` (every source of every merge), oldest first."""
         with self.engine.connect() as conn:
             row = self._require_row(conn, record_id)
@@ -647,7 +687,7 @@ class Ledger:
         chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
         return [R.to_record(r) for r in chain]
 
-    def list(self, scope_key: str, *, now: datetime | None = None) -> list[MemoryRecord]:
+    def list(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """The active set of a scope as of ``now``: never a record past its ``expires_at``."""
         scope = check_scope(scope_key)
         now_us = to_micros(self.now(now))
@@ -659,7 +699,7 @@ class Ledger:
             )
         return [R.to_record(r) for r in rows]
 
-    def list_as_of(self, scope_key: str, as_of: datetime) -> list[MemoryRecord]:
+    def list_as_of(self, scope_key: str, as_of: datetime) -> RecordList:
         """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.
 
         Forgotten records are left out: a past view must not bring back what the user erased.
@@ -676,14 +716,14 @@ class Ledger:
         merged = sorted([*open_rows, *closed_rows], key=lambda r: (r["valid_from"], r["seq"]))
         return [R.to_record(r) for r in merged]
 
-    def records(self, scope_key: str) -> list[MemoryRecord]:
+    def records(self, scope_key: str) -> RecordList:
         """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
         scope = check_scope(scope_key)
         with self.engine.connect() as conn:
             rows = R.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
         return [R.to_record(r) for r in rows]
 
-    def proposals(self, scope_key: str, *, now: datetime | None = None) -> list[MemoryRecord]:
+    def proposals(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """Proposals waiting for a decision (not past their expiry), oldest first."""
         scope = check_scope(scope_key)
         now_us = to_micros(self.now(now))
@@ -695,7 +735,7 @@ class Ledger:
             )
         return [R.to_record(r) for r in rows]
 
-    def search(self, scope_key: str, query: str, *, limit: int = 20, now: datetime | None = None) -> list[MemoryRecord]:
+    def search(self, scope_key: str, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
         """Full-text search over active bodies, best match first. Any text is a valid query."""
         scope = check_scope(scope_key)
         if not isinstance(query, str):
@@ -708,11 +748,17 @@ class Ledger:
         return [R.to_record(r) for r in rows]
 
     def build_packet(self, scope_key: str, *, now: datetime | None = None, max_chars: int | None = None) -> Packet:
-        """What a chat turn injects: see :func:`ledger.packet.build_packet`."""
+        """What a chat turn injects: see :func:`ledger.packet.build_packet`.
+
+        Raises:
+            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative integer).
+        """
+        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
+            raise InvalidArgument("max_chars must be a non-negative integer (or omitted for the default)")
         at = self.now(now)
         return build_packet(self.list(scope_key, now=at), now=at, max_chars=max_chars)
 
-    def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> list[LedgerEvent]:
+    def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> EventList:
         """The event log, oldest first, filtered by scope and/or record."""
         clauses, params = [], {}
         if scope_key is not None:
@@ -726,8 +772,14 @@ class Ledger:
             rows = conn.execute(text(f"SELECT * FROM ledger_events WHERE {where} ORDER BY seq"), params).mappings()
             return [
                 LedgerEvent(
-                    seq=r["seq"], at=from_micros(r["at"]), scope_key=r["scope_key"], event=r["event"],
-                    record_id=r["record_id"], reason=r["reason"], run_id=r["run_id"], detail=json.loads(r["detail"]),
+                    seq=r["seq"],
+                    at=from_micros(r["at"]),
+                    scope_key=r["scope_key"],
+                    event=r["event"],
+                    record_id=r["record_id"],
+                    reason=r["reason"],
+                    run_id=r["run_id"],
+                    detail=json.loads(r["detail"]),
                 )
                 for r in rows
             ]
@@ -751,7 +803,7 @@ class Ledger:
         """The named records as they are inside ``conn``'s transaction, by id (missing ids left out)."""
         return {row["id"]: R.to_record(row) for row in R.fetch_many(conn, list(record_ids))}
 
-    def active_in(self, conn: Connection, scope_key: str, now_us: int) -> list[MemoryRecord]:
+    def active_in(self, conn: Connection, scope_key: str, now_us: int) -> RecordList:
         rows = R.fetch_where(
             conn,
             "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
@@ -795,14 +847,29 @@ class Ledger:
         for row in live:
             self._close(conn, row, new_id, now_us)
         values = self._values(
-            new_id, scope_key, kind, clean, provenance, Status.ACTIVE, now_us, supersedes=[r["id"] for r in live],
+            new_id,
+            scope_key,
+            kind,
+            clean,
+            provenance,
+            Status.ACTIVE,
+            now_us,
+            supersedes=[r["id"] for r in live],
             expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
-            conflict_group=conflict_group, confidence_bps=_confidence(confidence_bps),
+            conflict_group=conflict_group,
+            confidence_bps=_confidence(confidence_bps),
             rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
         )
         self._insert(conn, values)
-        self.event(conn, EventKind.SAVED, at_us=now_us, scope_key=scope_key, record_id=new_id, run_id=run_id,
-                   detail={"supersedes": [r["id"] for r in live], "provenance": provenance.value})
+        self.event(
+            conn,
+            EventKind.SAVED,
+            at_us=now_us,
+            scope_key=scope_key,
+            record_id=new_id,
+            run_id=run_id,
+            detail={"supersedes": [r["id"] for r in live], "provenance": provenance.value},
+        )
         return R.to_record({**values, "seq": None})
 
     def propose_in(
@@ -829,12 +896,27 @@ class Ledger:
         self.check_growth(conn, scope_key)
         new_id = new_record_id()
         values = self._values(
-            new_id, scope_key, kind, clean, provenance, Status.PROPOSED, now_us, supersedes=list(supersedes),
+            new_id,
+            scope_key,
+            kind,
+            clean,
+            provenance,
+            Status.PROPOSED,
+            now_us,
+            supersedes=list(supersedes),
             expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
-            conflict_group=conflict_group, confidence_bps=_confidence(confidence_bps),
+            conflict_group=conflict_group,
+            confidence_bps=_confidence(confidence_bps),
             rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
         )
         self._insert(conn, values)
-        self.event(conn, EventKind.PROPOSED, at_us=now_us, scope_key=scope_key, record_id=new_id, run_id=run_id,
-                   detail={"supersedes": list(supersedes), "provenance": provenance.value})
+        self.event(
+            conn,
+            EventKind.PROPOSED,
+            at_us=now_us,
+            scope_key=scope_key,
+            record_id=new_id,
+            run_id=run_id,
+            detail={"supersedes": list(supersedes), "provenance": provenance.value},
+        )
         return R.to_record({**values, "seq": None})

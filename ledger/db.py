@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, TextClause, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import StaticPool
@@ -31,6 +33,7 @@ T = TypeVar("T")
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BUSY_TIMEOUT_MS = 5_000
 WRITE_RETRY_BUDGET_S = 30.0
+WRITE_ATTEMPTS = 50
 
 
 def is_sqlite(engine: Engine) -> bool:
@@ -44,7 +47,9 @@ def make_engine(url: str) -> Engine:
         return _sqlite_engine(url)
     if parsed.get_backend_name() == "postgresql":
         return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
-    raise LedgerError(f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: use sqlite or postgresql")
+    raise LedgerError(
+        f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: use sqlite or postgresql"
+    )
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -73,8 +78,11 @@ def _sqlite_engine(url: str) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
+        dbapi_conn = conn.connection.dbapi_connection
+        if dbapi_conn.in_transaction:  # type: ignore[union-attr]
+            return  # a write transaction that _write_once_sqlite began (BEGIN IMMEDIATE)
         mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        _exec_dbapi(dbapi_conn, f"BEGIN {mode}")
 
     return engine
 
@@ -91,7 +99,9 @@ def _retryable(exc: BaseException) -> bool:
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
-def run_write(engine: Engine, fn: Callable[[Connection], T], *, pg_lock: Callable[[Connection], None] | None = None) -> T:
+def run_write(
+    engine: Engine, fn: Callable[[Connection], T], *, pg_lock: Callable[[Connection], None] | None = None
+) -> T:
     """Run ``fn`` in one write transaction, retried while the database is busy.
 
     On SQLite the transaction begins ``IMMEDIATE``, which serializes every writer.
@@ -103,9 +113,18 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, pg_lock: Callabl
         LedgerBusy: the database stayed busy past the retry budget.
         LedgerError: whatever ``fn`` raised on purpose (the transaction is rolled back).
     """
+    started = time.monotonic()
+    try:
+        # The uncontended write pays for no retry machinery (building tenacity's state
+        # costs as much as a save's statements); contention falls through to the loop.
+        return _write_once(engine, fn, pg_lock)
+    except (OperationalError, DBAPIError) as exc:
+        if not _retryable(exc):
+            raise
+    budget_s = max(0.0, WRITE_RETRY_BUDGET_S - (time.monotonic() - started))
     retrying = Retrying(
         retry=retry_if_exception(_retryable),
-        stop=stop_before_delay(WRITE_RETRY_BUDGET_S) | stop_after_attempt(50),
+        stop=stop_before_delay(budget_s) | stop_after_attempt(WRITE_ATTEMPTS - 1),
         wait=wait_random_exponential(multiplier=0.005, max=0.5),
         reraise=True,
     )
@@ -121,13 +140,74 @@ def run_write(engine: Engine, fn: Callable[[Connection], T], *, pg_lock: Callabl
 
 
 def _write_once(engine: Engine, fn: Callable[[Connection], T], pg_lock: Callable[[Connection], None] | None) -> T:
-    sqlite = is_sqlite(engine)
-    with engine.connect() as raw:
-        conn = raw.execution_options(sqlite_begin="IMMEDIATE") if sqlite else raw
-        with conn.begin():
-            if pg_lock is not None and not sqlite:
-                pg_lock(conn)
-            return fn(conn)
+    if is_sqlite(engine):
+        return _write_once_sqlite(engine, fn)
+    with engine.connect() as conn, conn.begin():
+        if pg_lock is not None:
+            pg_lock(conn)
+        return fn(conn)
+
+
+def _write_once_sqlite(engine: Engine, fn: Callable[[Connection], T]) -> T:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` issued on the DBAPI connection.
+
+    SQLAlchemy's transaction bookkeeping costs more than the statements of a save
+    (see docs/performance.md). When ``fn`` executes through SQLAlchemy, SQLAlchemy
+    autobegins a transaction of its own (the ``begin`` hook sees ours open and emits
+    nothing); that one is then committed or rolled back through SQLAlchemy, which
+    ends ours.
+    """
+    with engine.connect() as conn:
+        dbapi_conn = conn.connection.dbapi_connection
+        _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            if conn.in_transaction():
+                conn.rollback()
+            elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
+                _exec_dbapi(dbapi_conn, "ROLLBACK")
+            raise
+        if conn.in_transaction():
+            conn.commit()
+        else:
+            _exec_dbapi(dbapi_conn, "COMMIT")
+        return result
+
+
+def _exec_dbapi(dbapi_conn: Any, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+    """Execute on a sqlite3 connection; errors come out wrapped as ``conn.execute`` would raise them."""
+    try:
+        return dbapi_conn.execute(sql, params or {})
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
+
+
+@lru_cache(maxsize=512)
+def _text(sql: str) -> TextClause:
+    return text(sql)
+
+
+def execute(conn: Connection, sql: str, params: Mapping[str, Any]) -> None:
+    """Run one statement (``:name`` parameters) in ``conn``'s transaction, for the write path.
+
+    On SQLite it goes straight to the DBAPI cursor (sqlite3 takes ``:name`` parameters
+    as they are): a few microseconds instead of SQLAlchemy's tens, and a save runs
+    several. Elsewhere it runs through SQLAlchemy (a cached ``text()``). Errors are
+    SQLAlchemy's either way.
+    """
+    if conn.dialect.name != "sqlite":
+        conn.execute(_text(sql), params)
+        return
+    _exec_dbapi(conn.connection.dbapi_connection, sql, params)
+
+
+def query(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Like :func:`execute`, returning the rows as tuples."""
+    if conn.dialect.name != "sqlite":
+        return [tuple(row) for row in conn.execute(_text(sql), params)]
+    rows: list[tuple[Any, ...]] = _exec_dbapi(conn.connection.dbapi_connection, sql, params).fetchall()
+    return rows
 
 
 def alembic_config(url: str | None = None) -> Config:

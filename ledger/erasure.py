@@ -18,7 +18,7 @@ _ERASE = text(
 ).bindparams(bindparam("ids", expanding=True))
 
 
-def erase_chain(conn: Connection, head: Mapping[str, Any], now_us: int) -> tuple[list[str], list[str]]:
+def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple[list[str], list[str]]:
     """Null the body and rationale of ``head`` and every predecessor. Returns (ids, erased bodies).
 
     The head must already be ``deleted`` so that the FTS trigger has removed its

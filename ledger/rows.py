@@ -17,7 +17,7 @@ COLUMNS = (
 )
 
 
-def to_record(row: Mapping[str, Any]) -> MemoryRecord:
+def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
     return MemoryRecord(
         id=row["id"],
         scope_key=row["scope_key"],
@@ -40,12 +40,12 @@ def to_record(row: Mapping[str, Any]) -> MemoryRecord:
     )
 
 
-def fetch_one(conn: Connection, record_id: str) -> Mapping[str, Any] | None:
+def fetch_one(conn: Connection, record_id: str) -> Mapping[Any, Any] | None:
     row = conn.execute(text(f"SELECT {COLUMNS} FROM memory_records WHERE id = :id"), {"id": record_id}).mappings()
     return row.first()
 
 
-def fetch_many(conn: Connection, record_ids: Sequence[str]) -> list[Mapping[str, Any]]:
+def fetch_many(conn: Connection, record_ids: Sequence[str]) -> list[Mapping[Any, Any]]:
     if not record_ids:
         return []
     params = {f"i{n}": rid for n, rid in enumerate(record_ids)}
@@ -54,18 +54,20 @@ def fetch_many(conn: Connection, record_ids: Sequence[str]) -> list[Mapping[str,
     return list(rows)
 
 
-def fetch_where(conn: Connection, where: str, params: Mapping[str, Any], *, order: str = "valid_from, seq") -> list[Any]:
+def fetch_where(
+    conn: Connection, where: str, params: Mapping[Any, Any], *, order: str = "valid_from, seq"
+) -> list[Any]:
     sql = f"SELECT {COLUMNS} FROM memory_records WHERE {where} ORDER BY {order}"
     return list(conn.execute(text(sql), dict(params)).mappings())
 
 
-def ancestors(conn: Connection, head: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def ancestors(conn: Connection, head: Mapping[Any, Any]) -> list[Mapping[Any, Any]]:
     """Every predecessor of ``head`` through ``supersedes`` (a merge has several), head excluded.
 
     Only records actually closed by their successor count: a proposal's ``supersedes``
     names targets it *would* close, which are not its history until it is accepted.
     """
-    seen: dict[str, Mapping[str, Any]] = {}
+    seen: dict[str, Mapping[Any, Any]] = {}
     frontier = [(rid, head["id"]) for rid in json.loads(head["supersedes"])]
     while frontier:
         wanted = {rid: child for rid, child in frontier if rid not in seen}
@@ -78,7 +80,7 @@ def ancestors(conn: Connection, head: Mapping[str, Any]) -> list[Mapping[str, An
     return list(seen.values())
 
 
-def chain_head(conn: Connection, row: Mapping[str, Any]) -> Mapping[str, Any]:
+def chain_head(conn: Connection, row: Mapping[Any, Any]) -> Mapping[Any, Any]:
     """Follow ``superseded_by`` to the end of the chain."""
     current = row
     for _ in range(100_000):

@@ -8,10 +8,8 @@ Any user text is a valid query: on SQLite each word becomes a quoted FTS5 string
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, RowMapping, text
 
 from ledger.rows import COLUMNS
 
@@ -29,7 +27,7 @@ def fts5_query(query: str) -> str:
     return " OR ".join(f'"{word}"' for word in _WORD.findall(query)[:MAX_TERMS])
 
 
-def search_active(conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[Mapping[str, Any]]:
+def search_active(conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
     if conn.dialect.name == "sqlite":
         match = fts5_query(query)
         if not match:

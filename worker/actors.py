@@ -22,6 +22,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import dramatiq
 import redis
@@ -79,8 +80,13 @@ class Actors:
         return self._send(self.sweep_expiry, (at,), {}, None, what="sweep")
 
     def _send(
-        self, actor: dramatiq.Actor[..., None], args: tuple[object, ...], kwargs: dict[str, int],
-        delay_ms: int | None, *, what: str,
+        self,
+        actor: dramatiq.Actor[..., None],
+        args: tuple[object, ...],
+        kwargs: dict[str, int],
+        delay_ms: int | None,
+        *,
+        what: str,
     ) -> bool:
         retrying = Retrying(
             retry=retry_if_exception_type(_SEND_ERRORS),
@@ -121,17 +127,19 @@ def declare_actors(
         metrics.sweep_expired.inc(expired)
         log.info("sweep at %s expired %d records", format_rfc3339(now), expired, extra={"expired": expired})
 
-    options = {"queue_name": QUEUE_NAME, "min_backoff": MIN_BACKOFF_MS, "max_backoff": MAX_BACKOFF_MS,
-               "time_limit": TIME_LIMIT_MS}
+    common: dict[str, Any] = {
+        "broker": broker,
+        "queue_name": QUEUE_NAME,
+        "min_backoff": MIN_BACKOFF_MS,
+        "max_backoff": MAX_BACKOFF_MS,
+        "time_limit": TIME_LIMIT_MS,
+    }
     actors = Actors(
         broker=broker,
-        consolidate_scope=dramatiq.actor(
-            consolidate_scope, broker=broker, actor_name="consolidate_scope",
-            max_retries=CONSOLIDATE_MAX_RETRIES, **options,
+        consolidate_scope=dramatiq.actor(actor_name="consolidate_scope", max_retries=CONSOLIDATE_MAX_RETRIES, **common)(
+            consolidate_scope
         ),
-        sweep_expiry=dramatiq.actor(
-            sweep_expiry, broker=broker, actor_name="sweep_expiry", max_retries=SWEEP_MAX_RETRIES, **options
-        ),
+        sweep_expiry=dramatiq.actor(actor_name="sweep_expiry", max_retries=SWEEP_MAX_RETRIES, **common)(sweep_expiry),
         clock=ledger.now,
         metrics=metrics,
     )
@@ -150,8 +158,12 @@ def _consolidate(actors: Actors, service: ConsolidationService, run_id: str, bus
             actors.metrics.observe_start(settled)
             actors.metrics.observe_settled(settled)
             log.info(
-                "run %s settled %s (%d applied, %d refused, %d micro-USD)", run_id, settled.outcome,
-                settled.ops_applied, settled.ops_refused, settled.spend_micro_usd,
+                "run %s settled %s (%d applied, %d refused, %d micro-USD)",
+                run_id,
+                settled.outcome,
+                settled.ops_applied,
+                settled.ops_refused,
+                settled.spend_micro_usd,
                 extra={"outcome": str(settled.outcome), "turns": settled.turns},
             )
         return

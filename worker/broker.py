@@ -44,7 +44,7 @@ def build_broker(config: WorkerConfig) -> dramatiq.Broker:
     middleware.append(DramatiqPrometheus())
     if config.redis_url is None:
         return StubBroker(middleware=middleware)
-    return RedisBroker(
+    return RedisBroker(  # type: ignore[no-untyped-call]
         client=redis_client(config.redis_url),
         namespace=config.redis_namespace,
         middleware=middleware,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from worker import cli_files, cli_ledger
+from worker import cli_files, cli_ledger, cli_worker
 
 app = typer.Typer(
     name="memledger",
@@ -13,8 +13,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-cli_ledger.register(app)
-app.add_typer(cli_files.app, name="files", help="Memory entries kept as markdown files: new, validate, audit, export, import.")
+cli_ledger.register(app, rpc_extra_methods=cli_worker.rpc_extra_methods)
+cli_worker.register(app)
+app.add_typer(
+    cli_files.app, name="files", help="Memory entries kept as markdown files: new, validate, audit, export, import."
+)
 
 
 def main() -> None:

@@ -84,7 +84,9 @@ class WorkerConfig(BaseSettings):
         if value is None or not value.strip():
             return None
         if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must be a redis://host:port/db (or rediss://, unix://) URL; unset it for the embedded queue")
+            raise ValueError(
+                "must be a redis://host:port/db (or rediss://, unix://) URL; unset it for the embedded queue"
+            )
         return value
 
     @field_validator("account")

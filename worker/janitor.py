@@ -96,8 +96,12 @@ class Janitor:
         self._count(action, 1)
         self.metrics.observe_settled(run)
         with bind_run(run.id, run.scope_key):
-            log.warning("run %s was stuck in running; settled %s by the janitor", run.id, run.outcome,
-                        extra={"outcome": str(run.outcome), "action": action})
+            log.warning(
+                "run %s was stuck in running; settled %s by the janitor",
+                run.id,
+                run.outcome,
+                extra={"outcome": str(run.outcome), "action": action},
+            )
 
     def _count(self, action: str, n: int) -> None:
         if n:

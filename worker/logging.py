@@ -31,6 +31,7 @@ def _ensure_ids(_logger: object, _method: str, event: MutableMapping[str, Any]) 
 
 
 def _redact(_logger: object, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    event.pop("color_message", None)  # uvicorn's ANSI copy of the message
     for key in REDACTED_KEYS.intersection(event):
         event[key] = "[redacted]"
     return event

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import prometheus_client as prom
@@ -135,7 +136,7 @@ def _dramatiq_series() -> dict[str, prom.Counter | prom.Gauge | prom.Histogram]:
         return dict(_dramatiq_metrics)
 
 
-class DramatiqPrometheus(Prometheus):  # type: ignore[misc]
+class DramatiqPrometheus(Prometheus):
     """dramatiq's Prometheus middleware, exporting through this process's registry.
 
     The stock middleware creates its series in a private registry at ``process_boot``
@@ -150,7 +151,7 @@ class DramatiqPrometheus(Prometheus):  # type: ignore[misc]
             setattr(self, name, series)
 
     @property
-    def forks(self) -> list[object]:
+    def forks(self) -> list[Callable[[], int]]:
         return []
 
     def after_process_boot(self, broker: object) -> None:
@@ -166,7 +167,7 @@ def exposition_registry() -> prom.CollectorRegistry:
     if not path:
         return prom.REGISTRY
     registry = prom.CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=path)
+    multiprocess.MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
     return registry
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -28,6 +29,7 @@ from ledger.models import MemoryRecord
 from ledger.protocol import to_jsonable
 
 ERASED = "[erased]"
+PIPE_WIDTH = 200
 
 
 def is_terminal() -> bool:
@@ -40,8 +42,8 @@ def is_terminal() -> bool:
 
 
 def stdout_console() -> Console:
-    """A Rich console on the current ``sys.stdout``."""
-    return Console(file=sys.stdout, highlight=False)
+    """A Rich console on the current ``sys.stdout``; wide when piped, so tables are not squeezed to 80 columns."""
+    return Console(file=sys.stdout, highlight=False, width=None if is_terminal() else PIPE_WIDTH)
 
 
 def stderr_console() -> Console:
@@ -61,12 +63,12 @@ def print_table(table: Table) -> None:
 
 def print_message(message: str, *, style: str | None = None) -> None:
     """Print one line of plain text (never interpreted as markup) on stdout."""
-    stdout_console().print(Text(message, style=style or ""))
+    stdout_console().print(Text(message, style=style or ""), soft_wrap=True)
 
 
 def print_error(message: str) -> None:
     """Print ``message`` in red on stderr (plain text, never markup)."""
-    stderr_console().print(Text(message, style="bold red"))
+    stderr_console().print(Text(message, style="bold red"), soft_wrap=True)
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:
@@ -76,13 +78,11 @@ def fail(message: str, *, code: int = 1) -> NoReturn:
 
 
 def instant_text(value: datetime | None) -> str:
-    """A compact, unambiguous UTC rendering for tables (``2026-01-01 09:30:00Z``); empty for None."""
-    if value is None:
-        return ""
-    text = value.strftime("%Y-%m-%d %H:%M:%S")
-    if value.microsecond:
-        text += f".{value.microsecond:06d}"
-    return text + "Z"
+    """A compact UTC rendering for tables, to the second (``2026-01-01 09:30:00``); empty for None.
+
+    Tables are for reading; ``--json`` carries the exact instants.
+    """
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def body_text(record: MemoryRecord) -> Text:
@@ -92,28 +92,42 @@ def body_text(record: MemoryRecord) -> Text:
     return Text(record.body)
 
 
+def _interval_text(record: MemoryRecord) -> Text:
+    end = record.effective_end()
+    if record.valid_to is not None and record.valid_to == record.valid_from:
+        return Text(f"never ({instant_text(record.valid_from)})", style="dim")
+    return Text(f"{instant_text(record.valid_from)} → {instant_text(end) if end else 'now'}")
+
+
 def records_table(records: Sequence[MemoryRecord], *, title: str | None = None, detail: bool = False) -> Table:
-    """A table of records: id, kind, body, since, expires, group; ``detail`` adds status, end and links."""
-    table = Table(title=title, show_lines=False, expand=False)
-    table.add_column("ID", no_wrap=True, style="cyan")
+    """A table of records: id, kind, body, since, and expires/group when any record has one.
+
+    ``detail`` (for histories) shows status and the validity interval instead of since/expires.
+    Bodies are plain text, never markup; an erased body shows as ``[erased]``.
+    """
+    table = Table(title=title, expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("ID", no_wrap=True, style="cyan", min_width=12)
     if detail:
         table.add_column("Status", no_wrap=True)
     table.add_column("Kind", no_wrap=True)
-    table.add_column("Body", overflow="fold")
-    table.add_column("Since", no_wrap=True)
-    if detail:
-        table.add_column("Until", no_wrap=True)
-        table.add_column("Superseded by", no_wrap=True)
-    table.add_column("Expires", no_wrap=True)
-    table.add_column("Group", no_wrap=True)
+    table.add_column("Body", overflow="fold", min_width=12, ratio=1)
+    table.add_column("Valid (UTC)" if detail else "Since (UTC)")
+    expiring = not detail and any(r.expires_at is not None for r in records)
+    grouped = any(r.conflict_group is not None for r in records)
+    if expiring:
+        table.add_column("Expires (UTC)")
+    if grouped:
+        table.add_column("Group", overflow="fold")
     for r in records:
-        cells: list[str | Text] = [Text(r.id)]
+        cells: list[Text] = [Text(r.id)]
         if detail:
             cells.append(Text(r.status.value))
-        cells += [Text(r.kind.value), body_text(r), Text(instant_text(r.valid_from))]
-        if detail:
-            cells += [Text(instant_text(r.valid_to)), Text(r.superseded_by or "")]
-        cells += [Text(instant_text(r.expires_at)), Text(r.conflict_group or "")]
+        cells += [Text(r.kind.value), body_text(r)]
+        cells.append(_interval_text(r) if detail else Text(instant_text(r.valid_from)))
+        if expiring:
+            cells.append(Text(instant_text(r.expires_at)))
+        if grouped:
+            cells.append(Text(r.conflict_group or ""))
         table.add_row(*cells)
     return table
 

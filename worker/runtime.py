@@ -69,6 +69,7 @@ class Runtime:
     janitor: Janitor
     metrics: Metrics
     worker: dramatiq.Worker | None = None
+    owns_ledger: bool = True
     _schedules: list[Periodic] = field(default_factory=list)
     _closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -150,11 +151,14 @@ class Runtime:
         self.broker.close()
         if isinstance(self.broker, RedisBroker):
             self.broker.client.close()
-        self.ledger.close()
+        if self.owns_ledger:
+            self.ledger.close()
 
 
-def build_runtime(config: WorkerConfig, *, service_kwargs: dict[str, Any] | None = None) -> Runtime:
-    """Open the ledger and build the service, broker, actors and janitor for ``config``.
+def build_runtime(
+    config: WorkerConfig, *, ledger: Ledger | None = None, service_kwargs: dict[str, Any] | None = None
+) -> Runtime:
+    """Open the ledger (unless ``ledger`` is given) and build the service, broker, actors and janitor.
 
     Nothing is started. ``service_kwargs`` are extra keyword arguments for
     :class:`~consolidation.ConsolidationService` (tests pass ``api_key``/``base_url``).
@@ -162,7 +166,7 @@ def build_runtime(config: WorkerConfig, *, service_kwargs: dict[str, Any] | None
     Raises:
         LedgerError: the database is unreachable or its schema is behind the code.
     """
-    led = open_ledger(config.database_url, account=config.account)
+    led = ledger if ledger is not None else open_ledger(config.database_url, account=config.account)
     try:
         kwargs: dict[str, Any] = {
             "prices": config.price_table(),
@@ -175,10 +179,15 @@ def build_runtime(config: WorkerConfig, *, service_kwargs: dict[str, Any] | None
         broker = build_broker(config)
         actors = declare_actors(broker, service=service, ledger=led, metrics=metrics)
         janitor = Janitor(
-            service, actors, QueueSentinel(broker), metrics,
-            resend_after_s=config.janitor_resend_after_s, batch=config.janitor_batch,
+            service,
+            actors,
+            QueueSentinel(broker),
+            metrics,
+            resend_after_s=config.janitor_resend_after_s,
+            batch=config.janitor_batch,
         )
     except BaseException:
-        led.close()
+        if ledger is None:
+            led.close()
         raise
-    return Runtime(config, led, service, broker, actors, janitor, metrics)
+    return Runtime(config, led, service, broker, actors, janitor, metrics, owns_ledger=ledger is None)

@@ -82,8 +82,11 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
             if runtime.config.embedded:
                 runtime.start_sweep_schedule()
         runtime.start_janitor()
-        log.info("memledger serve ready (worker: %s, broker: %s)", run_worker,
-                 "embedded" if runtime.config.embedded else "redis")
+        log.info(
+            "memledger serve ready (worker: %s, broker: %s)",
+            run_worker,
+            "embedded" if runtime.config.embedded else "redis",
+        )
         yield
         log.info("shutting down: stopping the janitor and the worker")
         await run_in_threadpool(runtime.close)
@@ -127,7 +130,12 @@ def run_server(runtime: Runtime, *, host: str, port: int, run_worker: bool) -> N
     """Serve until SIGTERM or SIGINT, then shut down gracefully and return (exit status 0)."""
     app = create_app(runtime, run_worker=run_worker)
     config = uvicorn.Config(
-        app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_HTTP_SHUTDOWN_S,
     )
     # uvicorn re-raises the signal it caught after a graceful shutdown, with the handler that was

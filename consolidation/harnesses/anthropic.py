@@ -30,13 +30,14 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, cast
 
 import anthropic
 import httpx2
 from anthropic.types import Message, TextBlock
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_before_delay, wait_exponential_jitter
+from tenacity.stop import stop_base
 
 from consolidation.harnesses.base import Harness, HarnessError, HarnessResult, PromptRecord, Usage
 from consolidation.pricing import ModelPrice, PriceTable, UnknownModelPrice
@@ -97,11 +98,14 @@ def _retry_after_s(exc: BaseException | None) -> float | None:
     return None
 
 
-def _stop_at_deadline(deadline: float) -> Callable[[RetryCallState], bool]:
-    def stop(retry_state: RetryCallState) -> bool:
-        return time.monotonic() + retry_state.upcoming_sleep + _MIN_ATTEMPT_S >= deadline
+class _StopAtDeadline(stop_base):
+    """Stop when the next attempt could not start with ``_MIN_ATTEMPT_S`` of the cap left."""
 
-    return stop
+    def __init__(self, deadline: float) -> None:
+        self._deadline = deadline
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return time.monotonic() + retry_state.upcoming_sleep + _MIN_ATTEMPT_S >= self._deadline
 
 
 class _Backoff:
@@ -229,9 +233,9 @@ class AnthropicHarness(Harness):
         deadline = time.monotonic() + cap_s
         attempts = 0
         retrying = Retrying(
-            # stop_before_delay is the budget measured from the first attempt; _stop_at_deadline also
+            # stop_before_delay is the budget measured from the first attempt; _StopAtDeadline also
             # counts the client's set-up and keeps a usable slice of the cap for the next attempt.
-            stop=stop_before_delay(cap_s) | _stop_at_deadline(deadline),
+            stop=stop_before_delay(cap_s) | _StopAtDeadline(deadline),
             wait=_Backoff(initial_s=self._backoff_initial_s, max_s=self._backoff_max_s),
             retry=retry_if_exception(is_retryable),
             reraise=True,

@@ -43,11 +43,22 @@ _NULL_RE = re.compile(r"^(?:~|null|Null|NULL|)$")
 class _CoreResolver(BaseResolver):
     """YAML 1.2 core-schema implicit types, without timestamps, sexagesimals, yes/no, or merge keys."""
 
-
-_CoreResolver.add_implicit_resolver(_BOOL, _BOOL_RE, list("tTfF"))
-_CoreResolver.add_implicit_resolver(_INT, _INT_RE, list("-+0123456789"))
-_CoreResolver.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+0123456789."))
-_CoreResolver.add_implicit_resolver(_NULL, _NULL_RE, ["~", "n", "N", ""])
+    def resolve(self, kind: type[Node], value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is not ScalarNode:
+            return _SEQ if kind is SequenceNode else _MAP
+        if not implicit[0]:  # quoted (or explicitly tagged, which the composer handles)
+            return _STR
+        if not value:
+            return _NULL
+        first = value[0]
+        if first in "-+0123456789.":
+            if _INT_RE.match(value):
+                return _INT
+            if _FLOAT_RE.match(value):
+                return _FLOAT
+        elif first in "tTfF" and _BOOL_RE.match(value) or first in "~nN" and _NULL_RE.match(value):
+            return _BOOL if first in "tTfF" else _NULL
+        return _STR
 
 if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - libyaml is the usual case
     from yaml._yaml import CParser
@@ -134,7 +145,7 @@ class _Converter:
         self.seen: set[int] = set()
 
     def line(self, node: Node) -> int:
-        return self.first_line + int(node.start_mark.line)
+        return self.first_line + node.start_mark.line
 
     def problem(self, check: str, message: str, hint: str, line: int, key: str) -> None:
         self.out.problems.append(YamlProblem(check, message, hint, line, key or "front-matter"))
@@ -151,14 +162,15 @@ class _Converter:
             )
             return None
         self.seen.add(id(node))
+        if isinstance(node, ScalarNode):
+            return self.scalar(node, path, line)
         if isinstance(node, MappingNode):
             return self.mapping(node, path)
         if isinstance(node, SequenceNode):
             if node.tag != _SEQ:
                 self.problem("yaml-tag", f"explicit tag {node.tag} is not allowed", "remove the tag", line, path)
             return [self.convert(item, f"{path}[{i}]", self.line(item)) for i, item in enumerate(node.value)]
-        assert isinstance(node, ScalarNode)
-        return self.scalar(node, path, line)
+        raise AssertionError(f"unexpected node {node!r}")  # pragma: no cover
 
     def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
         if node.tag != _MAP:
@@ -174,24 +186,25 @@ class _Converter:
                     path,
                 )
                 continue
-            key = str(key_node.value)
+            key = key_node.value
             dotted = f"{path}.{key}" if path else key
+            line = self.first_line + key_node.start_mark.line
             if key in result:
                 first = self.out.lines[dotted]
                 self.problem(
                     "yaml-duplicate-key",
                     f"duplicate key {dotted!r} (first on line {first}); YAML would silently keep only one value",
                     f"keep exactly one {dotted!r} line",
-                    self.line(key_node),
+                    line,
                     dotted,
                 )
                 continue
-            self.out.lines[dotted] = self.line(key_node)
-            result[key] = self.convert(value_node, dotted, self.line(key_node))
+            self.out.lines[dotted] = line
+            result[key] = self.convert(value_node, dotted, line)
         return result
 
     def scalar(self, node: ScalarNode, path: str, line: int) -> Any:
-        value = str(node.value)
+        value: str = node.value
         tag = node.tag
         if tag == _STR:
             return value

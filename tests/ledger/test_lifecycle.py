@@ -867,8 +867,6 @@ def test_every_user_error_is_a_ledger_error_and_changes_nothing(led: Ledger, clo
         assert snapshot(led) == before, name
 
 
-def test_open_ledger_refuses_a_bad_account(db_url: str) -> None:
-    from ledger import open_ledger
-
+def test_a_bad_account_is_refused(led: Ledger) -> None:
     with pytest.raises(ScopeError):
-        open_ledger(db_url, account="has space", migrate=True)
+        Ledger(led.engine, account="has space")

@@ -1,0 +1,212 @@
+"""Fixtures for the worker tests: clean configuration, in-process runtimes, real subprocesses.
+
+* Every test starts with no ``MEMLEDGER_*`` setting and no ``ANTHROPIC_*`` variable in
+  the environment, and with the logging set-up it found (``configure_logging`` is global).
+* ``make_runtime(**config)`` builds an in-process :class:`~worker.runtime.Runtime` on a
+  fresh SQLite file (or any URL given), closed after the test.
+* ``spawn(...)`` starts a real ``memledger`` (or any) subprocess with its output in
+  files, and kills whatever is left at teardown (by pid, nothing else).
+* ``fake_model(...)`` starts ``python -m consolidation.fake_anthropic`` as its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from worker.config import WorkerConfig
+from worker.runtime import Runtime, build_runtime
+
+VENV_BIN = Path(sys.executable).parent
+MEMLEDGER = str(VENV_BIN / "memledger")
+TWO_DUPLICATES = ("I prefer metric units", "i prefer  metric units.")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name in list(os.environ):
+        upper = name.upper()
+        field_name = upper.removeprefix("MEMLEDGER_").lower()
+        if upper.startswith("ANTHROPIC_") or field_name in WorkerConfig.model_fields or upper.endswith(
+            "_CONFIG_FILE"
+        ):
+            monkeypatch.delenv(name)
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout_s: float = 15.0, interval_s: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout_s} s: {getattr(predicate, '__name__', predicate)}")
+        time.sleep(interval_s)
+
+
+@pytest.fixture
+def make_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
+    """Factory: ``make_runtime(redis_url=..., service_kwargs={...}, **config)``; closed after the test."""
+    made: list[Runtime] = []
+
+    def factory(*, service_kwargs: dict[str, Any] | None = None, **config: Any) -> Runtime:
+        config.setdefault("database_url", f"sqlite:///{tmp_path / 'ledger.db'}")
+        config.setdefault("redis_namespace", "t" + uuid.uuid4().hex[:10])
+        config.setdefault("worker_poll_ms", 10)
+        config.setdefault("shutdown_timeout_s", 10)
+        runtime = build_runtime(WorkerConfig(**config), service_kwargs=service_kwargs)
+        made.append(runtime)
+        return runtime
+
+    yield factory
+    for runtime in made:
+        runtime.close(timeout_s=5)
+
+
+@dataclass
+class Proc:
+    """A subprocess with its output in files; ``text()`` reads what it printed so far."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    out: Path
+    err: Path
+    env: dict[str, str] = field(repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def text(self) -> str:
+        return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """The JSON log lines it wrote on stderr (other lines skipped)."""
+        lines = []
+        for line in self.err.read_text(errors="replace").splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                continue
+        return lines
+
+    def terminate(self, *, timeout_s: float = 30.0) -> int:
+        """SIGTERM and wait; returns the exit status."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        return self.popen.wait(timeout_s)
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(10)
+
+
+@pytest.fixture
+def base_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a memledger subprocess: a tmp SQLite DB, fast janitor, JSON logs."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("MEMLEDGER_", "ANTHROPIC_"))}
+    env.update(
+        MEMLEDGER_DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.db'}",
+        MEMLEDGER_LOG_FORMAT="json",
+        MEMLEDGER_LOG_LEVEL="INFO",
+        MEMLEDGER_JANITOR_INTERVAL_S="0.5",
+        MEMLEDGER_JANITOR_RESEND_AFTER_S="0.5",
+        MEMLEDGER_WORKER_POLL_MS="10",
+        MEMLEDGER_WORKER_THREADS="4",
+        MEMLEDGER_REDIS_NAMESPACE="t" + uuid.uuid4().hex[:10],
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+@pytest.fixture
+def spawn(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Proc]]:
+    """Factory: ``spawn(name, [args…], env)``; ``args`` starting with ``memledger`` run the CLI."""
+    procs: list[Proc] = []
+
+    def factory(name: str, args: list[str], env: dict[str, str]) -> Proc:
+        argv = [MEMLEDGER, *args[1:]] if args and args[0] == "memledger" else args
+        out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+        with out.open("wb") as fo, err.open("wb") as fe:
+            popen = subprocess.Popen(argv, env=env, stdout=fo, stderr=fe, cwd=tmp_path)
+        proc = Proc(name, popen, out, err, env)
+        procs.append(proc)
+        return proc
+
+    yield factory
+    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
+    for proc in procs:
+        proc.kill()
+        if failed:
+            sys.stderr.write(f"\n----- {proc.name} (pid {proc.pid}) -----\n{proc.text()[-6000:]}\n")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@dataclass
+class FakeModel:
+    proc: Proc
+    base_url: str
+    counter: Path
+
+    @property
+    def calls(self) -> int:
+        try:
+            return int(self.counter.read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+
+
+@pytest.fixture
+def fake_model(spawn: Callable[..., Proc], tmp_path: Path) -> Callable[..., FakeModel]:
+    """Factory: a fake Anthropic server in its own process (``script`` is its JSON script)."""
+
+    def factory(*, script: Any = None, delay_s: float | None = None, name: str = "fake-model") -> FakeModel:
+        counter = tmp_path / f"{name}.calls"
+        args = [sys.executable, "-m", "consolidation.fake_anthropic", "--port", "0", "--counter-file", str(counter)]
+        if script is not None:
+            path = tmp_path / f"{name}.json"
+            path.write_text(json.dumps(script))
+            args += ["--script", str(path)]
+        if delay_s is not None:
+            args += ["--delay", str(delay_s)]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMLEDGER_")}
+        proc = spawn(name, args, env)
+        first = wait_until(lambda: proc.out.read_text().splitlines()[:1], timeout_s=10)
+        return FakeModel(proc, first[0].strip(), counter)
+
+    return factory

@@ -1,0 +1,345 @@
+"""Worker and operator commands: serve, worker, turn, consolidation …, runs.
+
+Configuration comes from :func:`worker.config.load_config` (``MEMLEDGER_*`` and the
+optional TOML file), read once per command; a bad value is reported with every other
+bad value and exit status 2, never a traceback.
+
+Exit status: 0 done; 1 refused or failed (a red message on stderr); 2 usage or configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from consolidation import ConsolidationRun, ConsolidationSettings, Mode
+from ledger import Ledger
+from ledger.protocol import ExtraMethod
+from worker.cli_ledger import cli_errors
+from worker.config import ConfigError, WorkerConfig, load_config
+from worker.output import emit_json, fail, instant_text, print_message, print_table
+from worker.runtime import Runtime, build_runtime
+
+consolidation_app = typer.Typer(
+    help="Per-scope consolidation: set, status, enable, disable, propose, run-due.", no_args_is_help=True
+)
+
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ScopeArg = Annotated[str, typer.Argument(help="Scope key, e.g. account:local.", show_default=False)]
+
+
+# ---------------------------------------------------------------------- plumbing
+def cli_config() -> WorkerConfig:
+    """The validated configuration, or every problem on stderr and exit status 2."""
+    try:
+        return load_config()
+    except ConfigError as exc:
+        fail(f"memledger: {exc}", code=2)
+
+
+@contextmanager
+def cli_runtime(*, log_level: str = "WARNING") -> Iterator[Runtime]:
+    """A runtime for one short command (nothing started), closed at the end; errors become messages."""
+    from worker.logging import configure_logging
+
+    config = cli_config()
+    configure_logging(fmt=config.log_format, level=log_level)
+    with cli_errors():
+        runtime = build_runtime(config)
+        try:
+            yield runtime
+        finally:
+            runtime.close(timeout_s=0)
+
+
+def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
+    """``consolidation/notify_turn`` for ``memledger rpc`` (the same method ``serve`` exposes)."""
+    from worker.server import NOTIFY_TURN, notify_turn_method
+
+    runtime = build_runtime(cli_config(), ledger=led)
+    method: ExtraMethod = notify_turn_method(runtime)
+    return {NOTIFY_TURN: method}
+
+
+# ---------------------------------------------------------------------- processes
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8080,
+    no_worker: Annotated[
+        bool, typer.Option("--no-worker", help="API node only: no dramatiq worker here (needs MEMLEDGER_REDIS_URL).")
+    ] = False,
+) -> None:
+    """Serve POST /rpc, GET /healthz and GET /metrics; run the worker, janitor and sweep unless --no-worker."""
+    from worker.logging import configure_logging
+    from worker.server import run_server
+
+    config = cli_config()
+    if no_worker and config.embedded:
+        fail("--no-worker needs MEMLEDGER_REDIS_URL: with the embedded queue, serve is the only worker", code=2)
+    configure_logging(fmt=config.log_format, level=config.log_level)
+    with cli_errors():
+        runtime = build_runtime(config)
+    run_server(runtime, host=host, port=port, run_worker=not no_worker)
+
+
+def worker(
+    processes: Annotated[
+        int | None, typer.Option("--processes", "-p", min=1, max=64, help="Worker processes (default: config).")
+    ] = None,
+    threads: Annotated[
+        int | None, typer.Option("--threads", "-t", min=1, max=256, help="Threads per process (default: config).")
+    ] = None,
+) -> None:
+    """Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM."""
+    from worker.supervisor import run_worker, supervise
+
+    config = cli_config()
+    if config.embedded:
+        fail(
+            "memledger worker needs MEMLEDGER_REDIS_URL; with the embedded queue, memledger serve runs the worker",
+            code=2,
+        )
+    count = processes or config.worker_processes
+    if count == 1:
+        raise typer.Exit(run_worker(threads=threads))
+    from worker.logging import configure_logging
+
+    configure_logging(fmt=config.log_format, level=config.log_level)
+    raise typer.Exit(
+        supervise(
+            processes=count,
+            threads=threads or config.worker_threads,
+            metrics_port=config.metrics_port,
+            shutdown_timeout_s=config.shutdown_timeout_s,
+        )
+    )
+
+
+# ---------------------------------------------------------------------- turns and runs
+def turn(scope: ScopeArg, as_json: Json = False) -> None:
+    """Record a chat turn for SCOPE (debounced) and queue its run."""
+    with cli_runtime() as runtime:
+        run = runtime.notify_turn(scope)
+        embedded = runtime.config.embedded
+    if as_json:
+        emit_json(None if run is None else run.to_json())
+    elif run is None:
+        print_message(f"consolidation is off for {scope}: nothing scheduled")
+    else:
+        where = "a running `memledger serve` picks it up once due" if embedded else "queued"
+        print_message(
+            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where})"
+        )
+
+
+def runs(
+    scope: Annotated[str | None, typer.Option("--scope", help="Only this scope.", show_default=False)] = None,
+    as_json: Json = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 50,
+) -> None:
+    """List consolidation runs, newest first (a table, or --json with the fields of SPEC 4.2)."""
+    with cli_runtime() as runtime:
+        found = runtime.service.runs(scope, limit=limit)
+    if as_json:
+        emit_json([run.to_json() for run in found])
+    elif not found:
+        print_message("no consolidation runs" + (f" for {scope}" if scope else ""), style="dim")
+    else:
+        print_table(runs_table(found))
+
+
+def _usd(micro: int) -> str:
+    return f"${Decimal(micro) / 1_000_000:.6f}".rstrip("0").rstrip(".") if micro else "$0"
+
+
+def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation runs") -> Table:
+    """A table of runs: id, scope, state/outcome, turns, instants, model, tokens, spend, ops, error."""
+    table = Table(title=title)
+    for name, style in (
+        ("ID", "cyan"),
+        ("Scope", None),
+        ("State", None),
+        ("Turns", None),
+        ("Due (UTC)", None),
+        ("Settled (UTC)", None),
+        ("Model", None),
+        ("Tokens in/out", None),
+        ("Spend", None),
+        ("Ops +/-", None),
+        ("Error", "red"),
+    ):
+        table.add_column(name, style=style, overflow="fold")
+    for run in found:
+        state = str(run.state) if run.outcome is None else f"{run.state}: {run.outcome}"
+        table.add_row(
+            Text(run.id),
+            Text(run.scope_key),
+            Text(state),
+            str(run.turns),
+            instant_text(run.due_at),
+            instant_text(run.settled_at),
+            Text(run.model or ""),
+            f"{run.input_tokens}/{run.output_tokens}",
+            _usd(run.spend_micro_usd),
+            f"{run.ops_applied}/{run.ops_refused}",
+            Text(run.error or ""),
+        )
+    return table
+
+
+# ---------------------------------------------------------------------- consolidation settings
+def _budget_micro(budget_usd: str) -> int:
+    try:
+        micro = Decimal(budget_usd) * 1_000_000
+    except InvalidOperation:
+        raise typer.BadParameter(f"{budget_usd!r} is not an amount in USD (e.g. 5 or 0.25)") from None
+    if not micro.is_finite() or micro < 0 or micro != micro.to_integral_value():
+        raise typer.BadParameter("the budget must be a non-negative amount in USD with at most 6 decimals")
+    return int(micro)
+
+
+def _show_settings(
+    settings: ConsolidationSettings,
+    *,
+    as_json: bool,
+    pending: ConsolidationRun | None = None,
+    recent: list[ConsolidationRun] | None = None,
+) -> None:
+    if as_json:
+        data: dict[str, Any] = {"settings": settings.to_json()}
+        if recent is not None:
+            data["pending"] = None if pending is None else pending.to_json()
+            data["runs"] = [run.to_json() for run in recent]
+        emit_json(data)
+        return
+    table = Table(title=f"Consolidation for {settings.scope_key}", show_header=False)
+    table.add_column("Setting", style="bold")
+    table.add_column("Value")
+    for key, value in settings.to_json().items():
+        if key == "spend_budget_micro_usd":
+            key, value = "spend_budget (per month)", _usd(int(value))
+        table.add_row(key, Text(", ".join(value) if isinstance(value, list) else str(value)))
+    print_table(table)
+    if recent is not None:
+        if pending is not None:
+            print_message(f"pending run {pending.id}: {pending.turns} turns, due {instant_text(pending.due_at)}")
+        if recent:
+            print_table(runs_table(recent, title="Recent runs"))
+
+
+def consolidation_set(
+    scope: ScopeArg,
+    mode: Annotated[Mode | None, typer.Option("--mode", help="off, propose or apply.")] = None,
+    harness: Annotated[str | None, typer.Option("--harness", help="anthropic or offline.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id (must have a price).")] = None,
+    debounce_s: Annotated[float | None, typer.Option("--debounce-s", help="Seconds of quiet before a run.")] = None,
+    max_wait_s: Annotated[
+        float | None, typer.Option("--max-wait-s", help="Longest delay after the first turn.")
+    ] = None,
+    budget_usd: Annotated[
+        str | None, typer.Option("--budget-usd", help="Spend budget per calendar month, USD.")
+    ] = None,
+    cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
+    max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens")] = None,
+    allowed_ops: Annotated[
+        str | None, typer.Option("--allowed-ops", help="Comma-separated: merge,correct,keep.")
+    ] = None,
+    as_json: Json = False,
+) -> None:
+    """Change SCOPE's consolidation settings (mode off also cancels its pending run)."""
+    changes: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("mode", mode),
+            ("harness", harness),
+            ("model", model),
+            ("debounce_s", debounce_s),
+            ("max_wait_s", max_wait_s),
+            ("wall_clock_cap_s", cap_s),
+            ("max_output_tokens", max_output_tokens),
+        )
+        if value is not None
+    }
+    if budget_usd is not None:
+        changes["spend_budget_micro_usd"] = _budget_micro(budget_usd)
+    if allowed_ops is not None:
+        changes["allowed_ops"] = [op.strip() for op in allowed_ops.split(",") if op.strip()]
+    with cli_runtime() as runtime:
+        settings = runtime.service.update_settings(scope, **changes)
+    _show_settings(settings, as_json=as_json)
+
+
+def _set_mode(scope: str, mode: Mode, as_json: bool) -> None:
+    with cli_runtime() as runtime:
+        settings = runtime.service.update_settings(scope, mode=mode)
+    _show_settings(settings, as_json=as_json)
+
+
+def consolidation_enable(scope: ScopeArg, as_json: Json = False) -> None:
+    """Turn SCOPE's consolidation on in apply mode (gate-passed operations are applied)."""
+    _set_mode(scope, Mode.APPLY, as_json)
+
+
+def consolidation_propose(scope: ScopeArg, as_json: Json = False) -> None:
+    """Turn SCOPE's consolidation on in propose mode (operations become proposals for the user)."""
+    _set_mode(scope, Mode.PROPOSE, as_json)
+
+
+def consolidation_disable(scope: ScopeArg, as_json: Json = False) -> None:
+    """Turn SCOPE's consolidation off; its pending run is settled cancelled without a model call."""
+    _set_mode(scope, Mode.OFF, as_json)
+
+
+def consolidation_status(scope: ScopeArg, as_json: Json = False) -> None:
+    """Show SCOPE's settings, its pending run and its recent runs."""
+    with cli_runtime() as runtime:
+        settings = runtime.service.settings(scope)
+        recent = runtime.service.runs(scope, limit=10)
+    pending = next((run for run in recent if run.state == "pending"), None)
+    _show_settings(settings, as_json=as_json, pending=pending, recent=recent)
+
+
+def consolidation_run_due(
+    limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many runs.")] = 100,
+    as_json: Json = False,
+) -> None:
+    """Execute every due pending run here and now, without the queue (an operator's escape hatch)."""
+    with cli_runtime() as runtime:
+        settled = runtime.service.run_due(limit=limit)
+        for run in settled:
+            runtime.metrics.observe_settled(run)
+    if as_json:
+        emit_json([run.to_json() for run in settled])
+    elif not settled:
+        print_message("no due runs", style="dim")
+    else:
+        print_table(runs_table(settled, title="Settled now"))
+
+
+def register(app: typer.Typer) -> None:
+    """Attach serve, worker, turn, runs and the consolidation group to the top-level app."""
+    commands: tuple[tuple[str, Callable[..., None]], ...] = (
+        ("serve", serve),
+        ("worker", worker),
+        ("turn", turn),
+        ("runs", runs),
+    )
+    for name, command in commands:
+        app.command(name)(command)
+    group: tuple[tuple[str, Callable[..., None]], ...] = (
+        ("set", consolidation_set),
+        ("status", consolidation_status),
+        ("enable", consolidation_enable),
+        ("disable", consolidation_disable),
+        ("propose", consolidation_propose),
+        ("run-due", consolidation_run_due),
+    )
+    for name, command in group:
+        consolidation_app.command(name)(command)
+    app.add_typer(consolidation_app, name="consolidation")
