@@ -48,8 +48,8 @@ log = logging.getLogger(__name__)
 
 # What the user should do instead, by family of credential.
 _ADVICE_KEY = (
-    "Store a reference to where the key lives (for example \"my Anthropic key is in 1Password under 'anthropic-prod'\"),"
-    " not the key itself."
+    'Store a reference to where the key lives (for example "my Anthropic key is in 1Password under'
+    " 'anthropic-prod'\"), not the key itself."
 )
 _ADVICE_PASSWORD = (
     'Store where the password is kept (for example "my wifi password is in 1Password"), not the password itself.'
@@ -71,14 +71,37 @@ class _Finding:
 
 
 # --------------------------------------------------------------------------- prefilter
-# Anything a later layer can flag contains one of these keywords or a long run of
-# key-ish characters (every detect-secrets detector we run needs one of the two; the
-# short Artifactory formats are listed explicitly).
-_PREFILTER: Final = re.compile(
-    r"(?i:pass|pwd|secret|token|key|\bpin\b|code|combination|cvv|cvc|cred|auth|bearer|private|begin|putty|://)"
-    r"|[\w\-+/=.~]{16,}"
-    r"|\bA(?:KC|P[\dA-F])[A-Za-z0-9]{8}"
+# Everything a later layer can flag contains one of these keywords (searched in the lower-cased
+# text, which is several times faster than a case-insensitive pattern) or a long token: every
+# key format and every detect-secrets detector we run needs one of the two, except Artifactory's
+# short formats, which get their own hint.
+# Every branch starts with a literal so the regex engine can skip ahead (a leading \b costs 10x).
+_TRIGGER: Final = re.compile(
+    r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
+    r"|cred|auth|be(?:arer|gin)|://"
 )
+_LONG_TOKEN: Final = 16
+_ARTIFACTORY_HINT: Final = re.compile(r"A(?:KC|P[\dA-F])[A-Za-z0-9]{8}")
+# A body longer than _WHOLE_TEXT_CHARS is cut into lines and sentences before the keyword and
+# detect-secrets layers, so it only pays for the sentences that have a trigger. None of the
+# secrets we look for contains a line break or "<punctuation><space>"; key blocks, which span
+# lines, are found by the key-format layer, which always sees the whole body.
+_SENTENCE_BREAK: Final = re.compile(r"\n|(?<=[.!?;])\s+")
+_WHOLE_TEXT_CHARS: Final = 400
+
+
+def _has_long_token(text: str) -> bool:
+    return max(map(len, text.split()), default=0) >= _LONG_TOKEN
+
+
+def _has_artifactory_hint(text: str) -> bool:
+    return ("AP" in text or "AKC" in text) and _ARTIFACTORY_HINT.search(text) is not None
+
+
+def _is_candidate(text: str, low: str) -> bool:
+    """The cheap gate: False means no later layer could flag ``text``."""
+    return _TRIGGER.search(low) is not None or _has_long_token(text) or _has_artifactory_hint(text)
+
 
 # --------------------------------------------------------------------------- value tests
 
@@ -128,8 +151,7 @@ _STRUCTURED: Final = re.compile(
     """
 )
 # Plain words that follow "password is" in prose rather than being the password.
-_PROSE_WORDS: Final = frozenset(
-    """
+_PROSE_WORDS_TEXT = """
     a an the my your our their his her its this that these those it what which where who why how here there
     in on at for to from by with without under over inside behind below above near somewhere elsewhere
     not never always still now then also too just only very really quite so
@@ -140,15 +162,17 @@ _PROSE_WORDS: Final = frozenset(
     mine yours ours theirs one two three four five six seven eight nine ten twelve sixteen twenty
     managed rotated generated written kept synced memorised memorized unchanged
     something anything whatever another stronger longer better safer simpler harder easier
-    """.split()
-)
+"""
+_PROSE_WORDS: Final = frozenset(_PROSE_WORDS_TEXT.split())
 _PROSE_SUFFIX: Final = re.compile(r"(?i)(?:ed|ing|ly|able|ible|ive|ous|ful|less|ent|ant|ary|ory|ness|ment|tion)$")
-_WORDISH: Final = re.compile(r"[A-Za-z][a-z]*(?:['’][a-z]+)?|[A-Z]+|[a-z]+(?:[-_][a-z]+)+")
+_WORDISH: Final = re.compile(r"[A-Za-z][a-z]*(?:['\u2019][a-z]+)?|[A-Z]+|[a-z]+(?:[-_][a-z]+)+")
 _SLUG: Final = re.compile(r"[a-z0-9]{1,12}(?:[-_.:/][a-z0-9]{1,12})+")
 _HEX_OR_UUID: Final = re.compile(r"(?i)[0-9a-f]{16,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _DIGIT_GROUPS: Final = re.compile(r"\d{1,6}(?:[-\s]\d{1,6}){1,4}")
 _TRAILING_PUNCT: Final = re.compile(r"[.,;:!?)\]]+$")
-_CLAUSE_BREAK: Final = re.compile(r"\s*(?:$|\n|[.;!?,)(—–]|\s-\s|\b(?:and|but|so|or|then|because)\b)", re.IGNORECASE)
+_CLAUSE_BREAK: Final = re.compile(
+    r"\s*(?:$|\n|[.;!?,)(\u2013\u2014]|\s-\s|\b(?:and|but|so|or|then|because)\b)", re.IGNORECASE
+)
 
 
 def _is_placeholder(value: str) -> bool:
@@ -157,11 +181,7 @@ def _is_placeholder(value: str) -> bool:
 
 def _plain(value: str) -> bool:
     """True for values that are not secrets whatever keyword precedes them."""
-    return (
-        _is_placeholder(value)
-        or _REFERENCE.fullmatch(value) is not None
-        or _STRUCTURED.fullmatch(value) is not None
-    )
+    return _is_placeholder(value) or _REFERENCE.fullmatch(value) is not None or _STRUCTURED.fullmatch(value) is not None
 
 
 def _keyish(value: str, min_len: int) -> bool:
@@ -199,7 +219,9 @@ _KW_KEY = (
 _KEYWORD: Final = re.compile(
     rf"(?<![\w-])(?:(?P<{_PW}>{_KW_PASSWORD})|(?P<{_PIN}>{_KW_PIN})|(?P<{_KEY}>{_KW_KEY}))(?![\w-])", re.IGNORECASE
 )
-_NOT_SECRET_BEFORE: Final = re.compile(r"(?i)(?:public|publishable|host|primary|foreign|sort|partition|idempotency)\s*$")
+_NOT_SECRET_BEFORE: Final = re.compile(
+    r"(?i)(?:public|publishable|host|primary|foreign|sort|partition|idempotency)\s*$"
+)
 # What may follow a keyword in prose: an optional "for the router", a connector, the value.
 _PROSE_TAIL: Final = re.compile(
     r"""(?ix)
@@ -207,7 +229,7 @@ _PROSE_TAIL: Final = re.compile(
        (?:\s+(?!(?:is|was|are|were|equals|reads|set|changed)\b)[\w.'-]+)?)?
     (?P<conn> \s*(?::=|=>|==?)\s*
             | \s*:\s*
-            | ['’]s\s+
+            | ['\u2019]s\s+
             | \s+(?:is|was|are|were|equals|reads)(?:\s+(?:now|still|currently|just|set\s+to|changed\s+to))?\s*:?\s+
             | \s+(?:set\s+to|changed\s+to|to)\s+
             | \s+ )
@@ -277,11 +299,12 @@ def _judge(raw: str, family: str, mode: str, following: str) -> bool:
 
 def _keyword_rule(text: str) -> _Finding | None:
     """Values stated after password / PIN / key words, in assignments and in sentences."""
-    for m in _ASSIGNMENT.finditer(text):
-        family = _family(m)
-        mode = "colon" if m.group("op") == ":" and m.group("sp") else "assign"
-        if _judge(m.group("val"), family, mode, text[m.end() :]):
-            return _DETAILS[family, "assignment"]
+    if "=" in text or ":" in text:
+        for m in _ASSIGNMENT.finditer(text):
+            family = _family(m)
+            mode = "colon" if m.group("op") == ":" and m.group("sp") else "assign"
+            if _judge(m.group("val"), family, mode, text[m.end() :]):
+                return _DETAILS[family, "assignment"]
     for m in _KEYWORD.finditer(text):
         family = _family(m)
         if family == _KEY and _NOT_SECRET_BEFORE.search(text, 0, m.start()):
@@ -347,19 +370,27 @@ _FORMATS: Final[tuple[tuple[str, str, str, _Validator | None], ...]] = (
     ),
 )
 _FORMAT_RE: Final = re.compile("|".join(f"(?P<f{i}>{pattern})" for i, (_, _, pattern, _) in enumerate(_FORMATS)))
+# A literal every format above needs (lower-cased); the big alternation only runs when one is present.
+_FORMAT_HINT: Final = re.compile(
+    r"sk-|gh[pousr]_|github_pat_|gl(?:pat|dt|ft|soat|rt|cbt|ptt|oas|imt|agent)-|xox|xapp-|hooks\.slack"
+    r"|akia|asia|abia|acca|a3t|aiza|ya29\.|gocspx-|eyj|private key|putty-user|k_live_|k_test_|whsec_"
+    r"|npm_|pypi-|hf_|sg\.|_v1_|shp|bearer|authorization"
+)
 
 # scheme://user:password@host — the password part must not be empty or a placeholder.
 _URL_CREDENTIALS: Final = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@?#]*:(?P<pw>[^\s@/?#]+)@[^\s@]")
 
 
-def _format_rule(text: str) -> _Finding | None:
-    for m in _FORMAT_RE.finditer(text):
-        detail, advice, _, validator = _FORMATS[int(str(m.lastgroup)[1:])]
-        if validator is None or validator(m.group()):
-            return _Finding(detail, advice)
-    for m in _URL_CREDENTIALS.finditer(text):
-        if not _is_placeholder(m.group("pw")):
-            return _Finding("connection string with a password", _ADVICE_URL)
+def _format_rule(text: str, low: str) -> _Finding | None:
+    if _FORMAT_HINT.search(low):
+        for m in _FORMAT_RE.finditer(text):
+            detail, advice, _, validator = _FORMATS[int(str(m.lastgroup)[1:])]
+            if validator is None or validator(m.group()):
+                return _Finding(detail, advice)
+    if "://" in text and "@" in text:
+        for m in _URL_CREDENTIALS.finditer(text):
+            if not _is_placeholder(m.group("pw")):
+                return _Finding("connection string with a password", _ADVICE_URL)
     return None
 
 
@@ -439,15 +470,29 @@ def _load_detectors() -> tuple[_Detector, ...]:
     return _detectors
 
 
-def _detect_secrets_rule(text: str) -> _Finding | None:
-    for line in text.splitlines():
-        if not _PREFILTER.search(line):
+_KEYWORD_DETECTOR_HINT: Final = re.compile(r"key|pass|pwd|secret|contrase")
+
+
+def _detect_secrets_rule(segment: str) -> _Finding | None:
+    """Run detect-secrets' detectors line by line, each only where it could match."""
+    for line in segment.splitlines():
+        line_low = line.lower()
+        # Every detector but KeywordDetector needs a long token, a URL or a key-block header;
+        # KeywordDetector (by far the slowest) needs a quote and one of its keywords.
+        shaped = (
+            _has_long_token(line) or "://" in line or "begin" in line_low or "putty" in line_low
+        ) or _has_artifactory_hint(line)
+        quoted = ('"' in line or "'" in line or "`" in line) and _KEYWORD_DETECTOR_HINT.search(line_low) is not None
+        if not (shaped or quoted):
             continue
         for detector in _load_detectors():
+            is_keyword = detector.secret_type == "Secret Keyword"
+            if not (quoted if is_keyword else shaped):
+                continue
             for value in detector.analyze_string(line):
                 if _is_placeholder(value.strip("\"'` ")):
                     continue
-                if detector.secret_type == "Secret Keyword" and not _judge(value, _PW, "assign", ""):
+                if is_keyword and not _judge(value, _PW, "assign", ""):
                     continue
                 advice = _ADVICE_URL if detector.secret_type == "Basic Auth Credentials" else _ADVICE_KEY
                 return _Finding(detector.secret_type, advice)
@@ -467,9 +512,21 @@ def find_credential(text: str) -> str | None:
 
 
 def _find(text: str) -> _Finding | None:
-    if not _PREFILTER.search(text):
+    low = text.lower()
+    if not _is_candidate(text, low):
         return None
-    return _format_rule(text) or _keyword_rule(text) or _detect_secrets_rule(text)
+    finding = _format_rule(text, low)
+    if finding is not None:
+        return finding
+    segments = [text] if len(text) <= _WHOLE_TEXT_CHARS else _SENTENCE_BREAK.split(text)
+    for segment in segments:
+        segment_low = segment.lower() if len(segments) > 1 else low
+        if not _is_candidate(segment, segment_low):
+            continue
+        finding = _keyword_rule(segment) or _detect_secrets_rule(segment)
+        if finding is not None:
+            return finding
+    return None
 
 
 def screen_body(body: object, *, max_chars: int = MAX_BODY_CHARS) -> str:

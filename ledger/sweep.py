@@ -20,11 +20,13 @@ _EVENTS = text(
 ).bindparams(bindparam("seqs", expanding=True))
 
 # An active record closes at its expires_at, not at the sweep instant; a proposal's
-# interval stays empty.
+# interval stays empty. The UPDATE repeats the due predicate: on PostgreSQL a concurrent
+# writer may have superseded, accepted or forgotten a selected row meanwhile (READ
+# COMMITTED re-checks the WHERE on the row's new version), and such a row must be left alone.
 _EXPIRE = text(
     "UPDATE memory_records SET status = 'expired', "
     "valid_to = CASE WHEN status = 'active' THEN expires_at ELSE valid_to END, updated_at = :n "
-    "WHERE seq IN :seqs"
+    f"WHERE seq IN :seqs AND {_DUE} RETURNING seq"
 ).bindparams(bindparam("seqs", expanding=True))
 
 
@@ -41,6 +43,7 @@ def expire_due(
     )
     if not seqs:
         return 0
-    conn.execute(_EVENTS, {"n": now_us, "seqs": seqs})
-    conn.execute(_EXPIRE, {"n": now_us, "seqs": seqs})
-    return len(seqs)
+    expired = list(conn.execute(_EXPIRE, {"n": now_us, "seqs": seqs}).scalars())
+    if expired:
+        conn.execute(_EVENTS, {"n": now_us, "seqs": expired})
+    return len(expired)

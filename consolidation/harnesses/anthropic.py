@@ -28,6 +28,7 @@ that case.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Sequence
@@ -213,12 +214,12 @@ class AnthropicHarness(Harness):
             HarnessError: no price for ``model`` (checked before any request), a timeout,
                 an HTTP error other than a retried 429/529, a dropped connection, or the
                 cap ran out while retrying (``retryable_exhausted``).
-            ValueError: ``max_output_tokens`` < 1 or ``wall_clock_cap_s`` <= 0.
+            ValueError: ``max_output_tokens`` < 1, or ``wall_clock_cap_s`` not a positive finite number.
         """
         if max_output_tokens < 1:
             raise ValueError(f"max_output_tokens must be at least 1, got {max_output_tokens}")
-        if not wall_clock_cap_s > 0:
-            raise ValueError(f"wall_clock_cap_s must be positive, got {wall_clock_cap_s}")
+        if not (wall_clock_cap_s > 0 and math.isfinite(wall_clock_cap_s)):
+            raise ValueError(f"wall_clock_cap_s must be a positive number of seconds, got {wall_clock_cap_s}")
         try:
             price = self._prices.price_for(model)
         except UnknownModelPrice as exc:
@@ -272,15 +273,18 @@ class AnthropicHarness(Harness):
             if isinstance(exc, anthropic.APIStatusError):
                 message = f"the Anthropic API answered {_describe(exc)}; not retried"
             elif isinstance(exc, anthropic.APIConnectionError):
+                cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "connection error"
                 message = (
-                    "the connection to the Anthropic API failed after the request was sent; not retried, "
+                    f"the connection to the Anthropic API broke after it was established ({cause}); not retried, "
                     "because the request may have been processed"
                 )
             else:
                 message = f"the Anthropic SDK failed: {exc}"
             raise HarnessError(message) from exc
         except TypeError as exc:
-            # The SDK raises TypeError when it cannot resolve any credential.
+            # The SDK raises TypeError when it cannot resolve any credential; anything else is a bug.
+            if "authentication" not in str(exc):
+                raise
             raise HarnessError(
                 f"the Anthropic SDK could not make the request ({exc}); "
                 "set ANTHROPIC_API_KEY or use the offline harness"

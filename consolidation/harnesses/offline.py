@@ -117,9 +117,11 @@ def _fold(word: str) -> str:
 def _features(record: PromptRecord, index: int) -> _Features:
     raw = _words(record.body)
     folded = [_fold(word) for word in raw]
+    # Articles are ignored, unless they are all the body has.
+    ignored = _IGNORED_WORDS if any(word not in _IGNORED_WORDS for word in folded) else frozenset()
     clauses = []
     for clause in _CLAUSE_BREAK.split(record.body):
-        clause_words = tuple(w for w in (_fold(x) for x in _words(clause)) if w not in _IGNORED_WORDS)
+        clause_words = tuple(w for w in (_fold(x) for x in _words(clause)) if w not in ignored)
         if clause_words:
             clauses.append(clause_words)
     numbers = sorted(
@@ -133,7 +135,7 @@ def _features(record: PromptRecord, index: int) -> _Features:
     return _Features(
         record=record,
         index=index,
-        words=tuple(word for word in folded if word not in _IGNORED_WORDS),
+        words=tuple(word for word in folded if word not in ignored),
         clause_key=tuple(sorted(clauses)),
         guard=(tuple(numbers), tuple(polarity)),
         names=frozenset(_fold(word) for word in raw if word != "I" and any(char.isupper() for char in word)),

@@ -177,6 +177,7 @@ def audit_entries(
         findings.extend(_chain_findings(entry, chains))
         if warn_within_days is not None and entry.superseded_by is None:
             notices.extend(_notices(entry, now, now + timedelta(days=warn_within_days)))
+    findings.sort(key=lambda f: (f.file, f.line))
     flagged = {f.file for f in findings}
     candidates = [
         Candidate(e, tuple(chains.predecessors(name)))

@@ -133,4 +133,5 @@ def validate(entry: Entry, *, now: datetime) -> list[Problem]:
                 entry.line_of("created"),
             )
         )
+    problems.sort(key=lambda p: p.line)
     return problems

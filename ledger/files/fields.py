@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -339,8 +339,19 @@ def _read_authorize(data: dict[str, Any], out: Collector, fields: Fields) -> Non
     fields.authorize = value
     if value:
         for criterion in authorization_criteria(fields):
-            if not criterion.passed:
+            # A criterion that fails only because its field is missing or broken adds nothing:
+            # that field's own problem already says what to change.
+            if not criterion.passed and _FIELD_READ[criterion.check](fields):
                 out.add(AUTHORIZE_KEY, criterion.check, criterion.failure, criterion.hint)
+
+
+_FIELD_READ: dict[str, Callable[[Fields], bool]] = {
+    "authorize-inferred": lambda f: f.source_kind is not None,
+    "authorize-not-project": lambda f: f.scope_level is ScopeLevel.GLOBAL or f.scope_reference is not None,
+    "authorize-low-confidence": lambda f: f.confidence is not None,
+    "authorize-source": lambda f: f.source_reference is not None,
+    "authorize-no-expires": lambda f: f.expires is not None or not f.expires_given,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,7 +376,7 @@ def authorization_criteria(fields: Fields | Any) -> list[Criterion]:
             "authorize-inferred",
             "source.kind is user-said or observed",
             kind is not None and kind is not SourceKind.INFERRED,
-            f"an entry with source.kind {kind or 'missing'} cannot authorize an action",
+            f"an entry with source.kind {kind} cannot authorize an action",
             "set may-this-authorize-action: false, or record a user-said or observed source",
         ),
         Criterion(
@@ -379,7 +390,7 @@ def authorization_criteria(fields: Fields | Any) -> list[Criterion]:
             "authorize-low-confidence",
             f"confidence ≥ {MIN_AUTHORIZE_CONFIDENCE}",
             conf is not None and conf >= MIN_AUTHORIZE_CONFIDENCE,
-            f"confidence {conf if conf is not None else 'missing'} is below {MIN_AUTHORIZE_CONFIDENCE}",
+            f"confidence {conf} is below {MIN_AUTHORIZE_CONFIDENCE}",
             "set may-this-authorize-action: false, or confirm the fact and raise confidence",
         ),
         Criterion(

@@ -56,9 +56,10 @@ class _CoreResolver(BaseResolver):
                 return _INT
             if _FLOAT_RE.match(value):
                 return _FLOAT
-        elif first in "tTfF" and _BOOL_RE.match(value) or first in "~nN" and _NULL_RE.match(value):
+        elif (first in "tTfF" and _BOOL_RE.match(value)) or (first in "~nN" and _NULL_RE.match(value)):
             return _BOOL if first in "tTfF" else _NULL
         return _STR
+
 
 if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - libyaml is the usual case
     from yaml._yaml import CParser
@@ -169,12 +170,14 @@ class _Converter:
         if isinstance(node, SequenceNode):
             if node.tag != _SEQ:
                 self.problem("yaml-tag", f"explicit tag {node.tag} is not allowed", "remove the tag", line, path)
+                return None
             return [self.convert(item, f"{path}[{i}]", self.line(item)) for i, item in enumerate(node.value)]
         raise AssertionError(f"unexpected node {node!r}")  # pragma: no cover
 
-    def mapping(self, node: MappingNode, path: str) -> dict[str, Any]:
+    def mapping(self, node: MappingNode, path: str) -> dict[str, Any] | None:
         if node.tag != _MAP:
             self.problem("yaml-tag", f"explicit tag {node.tag} is not allowed", "remove the tag", self.line(node), path)
+            return None
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode) or key_node.tag != _STR:

@@ -92,13 +92,9 @@ def test_three_duplicates_merge_once():
 
 
 def test_merged_groups_are_cliques():
-    # b is a near-duplicate of a and of c, but a and c differ by a substitution: never one group of three
-    a = "one two three four five six seven eight nine ten alpha"
-    b = "one two three four five six seven eight nine ten alpha beta"
-    c = "one two three four five six seven eight nine ten gamma beta"
-    # (number words are guarded, so use plain words)
+    # Given b is a near-duplicate of a (one word inserted), and c of b, but a and c differ by a substitution
     words = "red green blue cyan teal pink gold gray navy plum"
-    a, b, c = f"{words} kiwi", f"{words} kiwi lime", f"{words} fig lime"
+    a, b, c = f"{words} kiwi", f"{words} kiwi lime", f"{words} lime"
 
     groups = merges(rec("a", a), rec("b", b), rec("c", c))
 
@@ -202,7 +198,7 @@ def test_whitespace_and_case_noise_is_corrected(body, cleaned):
     ],
 )
 def test_clean_bodies_and_identifiers_are_left_alone(body):
-    assert clean_body(body) == body or body.startswith("I prefer")
+    assert clean_body(body) == body
     assert [op for op in propose_operations([rec("m1", body)]) if op["op"] == "correct"] == []
 
 
@@ -234,7 +230,8 @@ def test_the_answer_is_deterministic():
 
 # -- properties -------------------------------------------------------------------------------
 
-words = st.lists(st.sampled_from("use the dark mode in my editor for code reviews and notes".split()), min_size=1)
+VOCABULARY = ["use", "the", "dark", "mode", "in", "my", "editor", "for", "code", "reviews", "and", "notes"]
+words = st.lists(st.sampled_from(VOCABULARY), min_size=1)
 
 
 @given(words, st.integers(0, 10_000), st.integers(0, 10_000), st.booleans())

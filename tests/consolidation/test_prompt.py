@@ -100,7 +100,7 @@ def test_operations_are_returned_unvalidated():
         ("   ", "empty"),
         ("no json here", "no JSON object"),
         ('{"operations": [{"op": "keep"', "invalid JSON"),
-        ('{"ops": []}', "no \"operations\" key"),
+        ('{"ops": []}', 'no "operations" key'),
         ('{"operations": {"op": "keep"}}', "must be a list"),
         ("[1, 2]", "no JSON object"),
     ],

@@ -284,13 +284,13 @@ def test_merge_by_proposal_reaches_every_source(led: Ledger, clock: Any) -> None
     assert ids(led.list(SCOPE)) == [m.id]
 
 
-@pytest.mark.parametrize("bad", ["mem_doesnotexist", "x"])
-def test_get_and_history_of_unknown_ids(led: Ledger, bad: str) -> None:
-    with pytest.raises(RecordNotFound) as err:
-        led.get(bad)
-    assert err.value.record_id == bad
-    with pytest.raises(RecordNotFound):
-        led.history(bad)
+def test_get_and_history_of_unknown_ids(led: Ledger) -> None:
+    for bad in ("mem_doesnotexist", "x"):
+        with pytest.raises(RecordNotFound) as err:
+            led.get(bad)
+        assert err.value.record_id == bad
+        with pytest.raises(RecordNotFound):
+            led.history(bad)
 
 
 # --------------------------------------------------------------------------- delete
@@ -616,11 +616,11 @@ def test_budgets_are_per_scope(make_ledger: Callable[..., Ledger]) -> None:
     assert a.budget("account:a").max_records == 1
 
 
-@pytest.mark.parametrize("bad", [-1, 1_000_001, True, 2.0, "5", None])
-def test_set_budget_refuses_bad_values(led: Ledger, bad: object) -> None:
+def test_set_budget_refuses_bad_values(led: Ledger) -> None:
     before = snapshot(led)
-    with pytest.raises(InvalidArgument):
-        led.set_budget(SCOPE, bad)  # type: ignore[arg-type]
+    for bad in (-1, 1_000_001, True, 2.0, "5", None):
+        with pytest.raises(InvalidArgument):
+            led.set_budget(SCOPE, bad)  # type: ignore[arg-type]
     assert snapshot(led) == before
 
 
@@ -684,32 +684,33 @@ def test_slash_pin_pins_unpin(led: Ledger, clock: Any) -> None:
     assert led.list(SCOPE) == []
 
 
-@pytest.mark.parametrize(
-    "line", ["/memory", "/memory show", "hello", "", "   ", "/pinned x", "/PIN x", "pin x", "/unpins", "/", "/help"]
-)
-def test_slash_anything_else_is_not_handled(led: Ledger, line: str) -> None:
+NOT_OURS = ["/memory", "/memory show", "hello", "", "   ", "/pinned x", "/PIN x", "pin x", "/unpins", "/", "/help", 7]
+SLASH_ERRORS = [
+    ("/pin", "usage"),
+    ("/pin    ", "usage"),
+    ("/pins extra", "usage"),
+    ("/unpin", "usage"),
+    ("/unpin a b", "usage"),
+    ("/unpin mem_missing", "not_found"),
+    ("/pin my password is Tr0ub4dor&3xYz!", "body_rejected"),
+]
+
+
+def test_slash_anything_else_is_not_handled(led: Ledger) -> None:
+    led.save("something held")
     before = snapshot(led)
-    res = led.handle_slash(line)
-    assert res.handled is False
+    for line in NOT_OURS:
+        res = led.handle_slash(line)  # type: ignore[arg-type]
+        assert res.handled is False, line
     assert snapshot(led) == before
 
 
-@pytest.mark.parametrize(
-    ("line", "reason"),
-    [
-        ("/pin", "usage"),
-        ("/pin    ", "usage"),
-        ("/pins extra", "usage"),
-        ("/unpin", "usage"),
-        ("/unpin a b", "usage"),
-        ("/unpin mem_missing", "not_found"),
-        ("/pin my password is Tr0ub4dor&3xYz!", "body_rejected"),
-    ],
-)
-def test_slash_errors_are_handled_but_not_ok(led: Ledger, line: str, reason: str) -> None:
+def test_slash_errors_are_handled_but_not_ok(led: Ledger) -> None:
     before = snapshot(led)
-    res = led.handle_slash(line)
-    assert res.handled is True and res.ok is False and res.reason == reason and res.reply
+    for line, reason in SLASH_ERRORS:
+        res = led.handle_slash(line)
+        assert (res.handled, res.ok, res.reason) == (True, False, reason), line
+        assert res.reply, line
     assert snapshot(led) == before
 
 

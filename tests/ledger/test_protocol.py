@@ -191,7 +191,7 @@ def test_search_ranks_and_limits(led: Ledger, clock: Clock) -> None:
     save(led, "I like tea")
     result = ok(led, "memory/search_memory_records", {"scopeKey": SCOPE, "query": "deploy region"})
     assert result["query"] == "deploy region"
-    assert [r["body"] for r in result["records"]][0] == "deploy region is eu-west-1"
+    assert result["records"][0]["body"] == "deploy region is eu-west-1"
     assert len(result["records"]) == 2
     limited = ok(led, "memory/search_memory_records", {"scopeKey": SCOPE, "query": "deploy", "limit": 1})
     assert len(limited["records"]) == 1
@@ -269,7 +269,9 @@ def test_handle_line_answers_one_compact_line(led: Ledger) -> None:
     assert response["id"] == "a" and response["result"]["body"] == "line one\nline two"
 
 
-@pytest.mark.parametrize("line", ["garbage", "{", '{"jsonrpc": "2.0", "id": 1,', "NaN", '{"x": Infinity}', "", "[" * 100_000])
+@pytest.mark.parametrize(
+    "line", ["garbage", "{", '{"jsonrpc": "2.0", "id": 1,', "NaN", '{"x": Infinity}', "", "[" * 100_000]
+)
 def test_malformed_json_is_a_parse_error(led: Ledger, line: str) -> None:
     before = state(led)
     reply = handle_line(led, line)
@@ -509,7 +511,11 @@ def test_unexpected_exceptions_are_internal_errors_without_detail(
     with caplog.at_level(logging.ERROR, logger="ledger.protocol"):
         response = call(led, "memory/list_memory_records", {"scopeKey": SCOPE}, request_id=9)
     assert response["id"] == 9
-    assert response["error"] == {"code": INTERNAL_ERROR, "message": "internal error", "data": {"reason": "internal_error"}}
+    assert response["error"] == {
+        "code": INTERNAL_ERROR,
+        "message": "internal error",
+        "data": {"reason": "internal_error"},
+    }
     assert "secret-internal-detail" not in json.dumps(response)
     assert "secret-internal-detail" in caplog.text  # logged server-side
 

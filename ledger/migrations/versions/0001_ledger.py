@@ -29,11 +29,12 @@ SQLITE_FTS = [
     """CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_records WHEN old.status = 'active' BEGIN
          INSERT INTO memory_fts(memory_fts, rowid, body) VALUES ('delete', old.seq, old.body);
        END""",
-    """CREATE TRIGGER memory_fts_au_old AFTER UPDATE ON memory_records WHEN old.status = 'active' BEGIN
-         INSERT INTO memory_fts(memory_fts, rowid, body) VALUES ('delete', old.seq, old.body);
-       END""",
-    """CREATE TRIGGER memory_fts_au_new AFTER UPDATE ON memory_records WHEN new.status = 'active' BEGIN
-         INSERT INTO memory_fts(rowid, body) VALUES (new.seq, new.body);
+    # One trigger, delete before insert: SQLite fires separate triggers newest first, so two
+    # triggers would re-insert and then delete an active row that stays active (emptying its entry).
+    """CREATE TRIGGER memory_fts_au AFTER UPDATE OF status, body ON memory_records
+       WHEN old.status = 'active' OR new.status = 'active' BEGIN
+         INSERT INTO memory_fts(memory_fts, rowid, body) SELECT 'delete', old.seq, old.body WHERE old.status = 'active';
+         INSERT INTO memory_fts(rowid, body) SELECT new.seq, new.body WHERE new.status = 'active';
        END""",
     # No row is ever deleted: the database refuses it.
     """CREATE TRIGGER memory_records_no_delete BEFORE DELETE ON memory_records BEGIN

@@ -1,0 +1,38 @@
+"""The file ledger: memory entries kept as markdown files with YAML front matter.
+
+>>> from ledger.files import read_entry, validate, audit_directory
+>>> problems = validate(read_entry(path), now=now)            # [] when valid
+>>> report = audit_directory(directory, scope="project:acme/widgets", now=now)
+>>> [c.entry.name for c in report.candidates], [(f.file, f.rule) for f in report.findings]
+
+Modules: :mod:`~ledger.files.frontmatter` (strict YAML), :mod:`~ledger.files.dates`,
+:mod:`~ledger.files.fields` and :mod:`~ledger.files.body` (the rules),
+:mod:`~ledger.files.entry` (read + validate), :mod:`~ledger.files.chains`,
+:mod:`~ledger.files.audit`, :mod:`~ledger.files.explain`, output in
+:mod:`~ledger.files.render`, :mod:`~ledger.files.sarif` and :mod:`~ledger.files.graph`,
+and :mod:`~ledger.files.exchange` (export to / import from the database ledger).
+"""
+
+from __future__ import annotations
+
+from ledger.files.audit import AuditReport, AuditUsageError, Candidate, Finding, audit_directory, entry_files
+from ledger.files.entry import EntryUnreadable, parse_entry, read_entry, validate
+from ledger.files.model import RULE_IDS, Entry, Problem, ScopeLevel, SourceKind
+
+__all__ = [
+    "RULE_IDS",
+    "AuditReport",
+    "AuditUsageError",
+    "Candidate",
+    "Entry",
+    "EntryUnreadable",
+    "Finding",
+    "Problem",
+    "ScopeLevel",
+    "SourceKind",
+    "audit_directory",
+    "entry_files",
+    "parse_entry",
+    "read_entry",
+    "validate",
+]

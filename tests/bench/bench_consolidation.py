@@ -1,0 +1,236 @@
+"""Consolidation benchmarks (``make bench``): figures measured side by side in one run.
+
+* model calls for a burst of 1,000 chat turns — debounced runs against the naive
+  one-run-per-turn, both through the real SDK against the loopback fake (target: 1);
+* the overhead of a run beyond the model's own latency — ``execute()`` wall time
+  minus the time spent inside ``harness.call``, offline harness, SQLite (target:
+  p50 ≤ 5 ms);
+* the size of the one user message for 200 realistic pins, in characters, against
+  the raw bodies (target: ≤ 1.3×).
+
+Each test prints its rows; the module prints the whole table at the end. The
+figures are recorded in ``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from consolidation import ConsolidationService
+from consolidation.fake_anthropic import FakeAnthropic
+from consolidation.harnesses import HarnessResult, PromptRecord
+from consolidation.harnesses.offline import OfflineHarness
+from consolidation.prompt import build_user_message
+from ledger import open_ledger
+from tests.conftest import T0, Clock
+
+pytestmark = pytest.mark.bench
+
+SCOPE = "account:local"
+BURST_TURNS = 1_000
+TURN_GAP_S = 0.05  # a turn every 50 ms of simulated time: 1,000 turns in 50 s
+OVERHEAD_RUNS = 300
+PROMPT_RECORDS = 200
+
+ROWS: list[tuple[str, str, str, str, str]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def table(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Print every figure side by side once the module's benchmarks have run."""
+    yield
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    lines = ["", "consolidation benchmarks", _row(("figure", "memledger", "baseline", "target", "met"))]
+    lines.append("-" * len(lines[-1]))
+    lines += [_row(r) for r in ROWS]
+    with capture.global_and_fixture_disabled():
+        print("\n".join(lines))
+
+
+def _row(cells: Sequence[str]) -> str:
+    widths = (44, 14, 14, 10, 4)
+    return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))
+
+
+def record(figure: str, ours: str, baseline: str, target: str, met: bool) -> None:
+    ROWS.append((figure, ours, baseline, target, "yes" if met else "NO"))
+    print(_row(ROWS[-1]))
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+# -- model calls for a burst ----------------------------------------------------------------
+
+
+def burst_calls(tmp_path: Path, fake: FakeAnthropic, *, debounce_s: float, name: str) -> int:
+    """Calls the fake received for a burst of turns, with a worker polling run_due after every turn."""
+    led = open_ledger(f"sqlite:///{tmp_path / name}.db", clock=Clock(T0))
+    try:
+        svc = ConsolidationService(led, api_key="test-key", base_url=fake.base_url)
+        led.save("I prefer metric units", now=T0)
+        led.save("My deploy region is eu-west-1", now=T0)
+        svc.update_settings(SCOPE, mode="apply", harness="anthropic", model="claude-haiku-4-5",
+                            debounce_s=debounce_s, max_wait_s=None, now=T0)
+        before = fake.calls
+        t = 0.0
+        for turn in range(BURST_TURNS):
+            t = turn * TURN_GAP_S
+            svc.notify_turn(SCOPE, now=at(t))
+            svc.run_due(now=at(t))
+        svc.run_due(now=at(t + debounce_s + 1))  # the quiet period after the burst
+        return fake.calls - before
+    finally:
+        led.close()
+
+
+def test_model_calls_for_a_burst_of_turns(tmp_path: Path) -> None:
+    with FakeAnthropic(operations=[]) as fake:
+        debounced = burst_calls(tmp_path, fake, debounce_s=30, name="debounced")
+        naive = burst_calls(tmp_path, fake, debounce_s=0, name="naive")
+    record(f"model calls, burst of {BURST_TURNS:,} turns", str(debounced), f"{naive:,} (naive)", "1",
+           debounced == 1)
+    assert naive == BURST_TURNS
+    assert debounced == 1
+
+
+# -- overhead of a run beyond the model ----------------------------------------------------------
+
+
+class TimedOffline(OfflineHarness):
+    """The offline harness, timing its own ``call`` (the "model latency" of a run)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last_call_s = 0.0
+
+    def call(self, records: Sequence[PromptRecord], **kwargs: Any) -> HarnessResult:
+        started = time.perf_counter()
+        try:
+            return super().call(records, **kwargs)
+        finally:
+            self.last_call_s = time.perf_counter() - started
+
+
+def test_run_overhead_beyond_the_model(tmp_path: Path) -> None:
+    # Given a SQLite scope of 50 distinct pins, and a duplicate pinned before every run
+    clock = Clock(T0)
+    led = open_ledger(f"sqlite:///{tmp_path / 'overhead.db'}", clock=clock)
+    try:
+        harness = TimedOffline()
+        svc = ConsolidationService(led, api_key="", base_url="", harnesses={"offline": harness})
+        pins = realistic_pins(50, seed=7)
+        for body, kind, group in pins:
+            led.save(body, kind=kind, conflict_group=group, now=T0)
+        svc.update_settings(SCOPE, mode="apply", harness="offline", debounce_s=0, now=T0)
+        overheads, models, merged = [], [], 0
+        for n in range(OVERHEAD_RUNS):
+            now = at(1 + n)
+            led.save(pins[n % len(pins)][0].upper() + " ", now=now)  # case/space noise: one merge or correct
+            run = svc.notify_turn(SCOPE, now=now)
+            assert run is not None
+            started = time.perf_counter()
+            done = svc.execute(run.id, now=now)
+            total = time.perf_counter() - started
+            assert done is not None and done.outcome == "applied"
+            merged += done.ops_applied
+            overheads.append(total - harness.last_call_s)
+            models.append(harness.last_call_s)
+    finally:
+        led.close()
+    p50, p95 = _ms(statistics.median(overheads)), _ms(_percentile(overheads, 95))
+    model_p50 = _ms(statistics.median(models))
+    record("run overhead beyond the model, p50 (SQLite)", f"{p50:.2f} ms", f"model {model_p50:.2f} ms",
+           "<= 5 ms", p50 <= 5)
+    record("run overhead beyond the model, p95 (SQLite)", f"{p95:.2f} ms", "", "", True)
+    assert merged >= OVERHEAD_RUNS  # every run applied at least one operation
+    assert p50 <= 5.0
+
+
+def _ms(seconds: float) -> float:
+    return seconds * 1000
+
+
+def _percentile(values: Sequence[float], pct: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+# -- prompt size ------------------------------------------------------------------------------
+
+_SUBJECTS = ["I", "We", "The team", "Our on-call rotation", "My manager", "The mobile app", "Our CI pipeline"]
+_PREFERENCES = [
+    "prefer metric units in every answer, including recipes and running distances",
+    "like short answers with the command first and the explanation after it",
+    "prefer TypeScript over JavaScript for new services and strict mode turned on",
+    "want dates written as YYYY-MM-DD, never as 03/04/05 which is ambiguous",
+    "prefer pytest fixtures over unittest setUp methods and parametrized tests over loops",
+    "like dark mode screenshots and diagrams drawn with Mermaid rather than images",
+    "prefer British spelling in documentation but American spelling in code identifiers",
+]
+_FACTS = [
+    "deploy region is eu-west-1, with a warm standby in eu-central-1 for disaster recovery",
+    "staging database is staging-db-2.internal on port 5433, read replicas on 5434",
+    "main repository moved from GitHub to a self-hosted Gitea instance in March 2025",
+    "support a long-term release branch, release/4.x, until the end of next year",
+    "laptop is a 2023 MacBook Pro with 32 GB of memory, running macOS Sonoma",
+    "weekly planning meeting happens on Tuesdays at 10:00 Berlin time and lasts an hour",
+    "build cache lives in an S3 bucket called ci-cache-prod and is pruned every 14 days",
+]
+_DECISIONS = [
+    "decided to use PostgreSQL 16 for the billing service after comparing it with MySQL 8 and CockroachDB",
+    "chose Redis Streams over Kafka for the notification queue because the volume stays under 1k msg/s",
+    "agreed to freeze the public API of version 3 and make only additive changes until version 4 ships",
+    "settled on trunk-based development with feature flags instead of long-lived release branches",
+    "picked Terraform over Pulumi for infrastructure because the whole team already knows HCL",
+]
+_CONSTRAINTS = [
+    "must never send customer data to a region outside the EU, including logs and crash reports",
+    "cannot use GPL-licensed dependencies in the SDK that customers embed in their own products",
+    "have to keep every endpoint's p99 latency under 300 ms, measured at the load balancer",
+    "must rotate production credentials every 90 days and never commit them to any repository",
+]
+_KINDS = [("preference", _PREFERENCES), ("fact", _FACTS), ("decision", _DECISIONS), ("constraint", _CONSTRAINTS)]
+_GROUPS = ["region", "editor", "units", "database", None, None, None, None, None, None]
+
+
+def realistic_pins(count: int, *, seed: int) -> list[tuple[str, str, str | None]]:
+    """``count`` distinct pins as users write them: subject + clause, mixed kinds, some conflict groups."""
+    rng = random.Random(seed)
+    pins: list[tuple[str, str, str | None]] = []
+    seen: set[str] = set()
+    while len(pins) < count:
+        kind, clauses = rng.choice(_KINDS)
+        body = f"{rng.choice(_SUBJECTS)} {rng.choice(clauses)}"
+        if rng.random() < 0.3:
+            body += f" (noted in session {rng.randint(100, 999)})"
+        if body in seen:
+            continue
+        seen.add(body)
+        group = rng.choice(_GROUPS)
+        pins.append((body, kind, None if group is None else f"{group}-{len(pins)}"))
+    return pins
+
+
+def test_prompt_size_against_the_raw_bodies() -> None:
+    import secrets
+
+    pins = realistic_pins(PROMPT_RECORDS, seed=11)
+    records = [PromptRecord("mem_" + secrets.token_hex(12), kind, body, group) for body, kind, group in pins]
+    prompt = build_user_message(records)
+    raw = sum(len(r.body) for r in records)
+    ratio = len(prompt) / raw
+    mean_body = raw / len(records)
+    record(f"prompt size, {PROMPT_RECORDS} pins (mean body {mean_body:.0f} ch)", f"{len(prompt):,} ch",
+           f"{raw:,} ch raw", "<= 1.3x", ratio <= 1.3)
+    record("prompt size / raw bodies", f"{ratio:.3f}x", "1.000x", "<= 1.3x", ratio <= 1.3)
+    assert ratio <= 1.3

@@ -1,0 +1,161 @@
+"""Erasure reaches runs: forgetting a record scrubs its body from every stored prompt and answer.
+
+SPEC 3.2 (7): no read hands an erased body back — stored run prompts and answers
+included — and on SQLite a search of the database files for a distinctive word of
+the body finds nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from consolidation import ConsolidationRun, ConsolidationService, Outcome
+from consolidation.fake_anthropic import FakeAnthropic
+from ledger import Ledger, open_ledger
+from ledger.models import Provenance
+from tests.conftest import T0, Clock
+from tests.consolidation.conftest import SCOPE
+
+MODEL = "claude-haiku-4-5"
+WORD = "Zyzzogeton"
+# A body with everything the prompt encodes differently from the raw text: quotes, a tag, non-ASCII.
+SECRET = f'I call my bike "{WORD}" — it is très fast <3 and lives in the <garage>'
+SECRET_TWIN = f'i call my bike "{WORD}" — it is très fast <3 and lives in the <garage>'
+KEPT = "My deploy region is eu-west-1"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+def run_once(svc: ConsolidationService, now: datetime) -> ConsolidationRun:
+    svc.update_settings(SCOPE, mode="apply", harness="anthropic", model=MODEL, debounce_s=0, wall_clock_cap_s=5,
+                        now=now)
+    svc.notify_turn(SCOPE, now=now)
+    [done] = svc.run_due(now=now)
+    return done
+
+
+def stored_columns(led: Ledger, run_id: str) -> dict[str, Any]:
+    """The run's raw prompt/answer columns, read past the model layer."""
+    with led.engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT prompt, answer, answer_raw FROM consolidation_runs WHERE id = :id"), {"id": run_id}
+        ).mappings().one()
+    return dict(row)
+
+
+def merge_then_forget(svc: ConsolidationService, fake: FakeAnthropic) -> tuple[ConsolidationRun, dict[str, Any]]:
+    """A run merges the two bike pins; then the user forgets the merged record (the chain's head)."""
+    led = svc.led
+    a = led.save(SECRET, now=T0)
+    b = led.save(SECRET_TWIN, now=T0)
+    led.save(KEPT, now=T0)
+    fake.set_operations([{"op": "merge", "targets": [a.id, b.id], "body": SECRET, "rationale": f"both say {WORD}"}])
+    done = run_once(svc, at(1))
+    assert done.outcome == Outcome.APPLIED and done.ops_applied == 1
+    before = stored_columns(led, done.id)
+    assert all(WORD in before[column] for column in ("prompt", "answer", "answer_raw"))
+    [merged] = [r for r in led.list(SCOPE, now=at(2)) if r.provenance == Provenance.MODEL_CONSOLIDATION]
+    led.delete(merged.id, now=at(3))
+    return done, stored_columns(led, done.id)
+
+
+def test_forgetting_the_head_scrubs_every_body_of_its_chain_from_stored_runs(
+    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+) -> None:
+    # Given a run whose prompt and answer hold the bodies of a chain, when its head is forgotten
+    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    done, after = merge_then_forget(svc, fake)
+
+    # Then no stored column of the run holds the word, in any encoding
+    for column in ("prompt", "answer", "answer_raw"):
+        assert WORD not in after[column] and "très" not in after[column], column
+    # ... nor does the run as the service hands it out
+    run = svc.get_run(done.id)
+    assert WORD not in f"{run.prompt} {run.answer} {run.answer_raw}"
+    [op] = run.answer["operations"] if run.answer else []
+    assert op["body"] == "[erased]" and op["rationale"] == "[erased]"
+    # ... while records that were not forgotten are still in the prompt, and the run's accounting is intact
+    assert KEPT in after["prompt"]
+    assert run.outcome == Outcome.APPLIED and run.ops_applied == 1 and run.model_calls == 1
+
+
+def test_forgetting_a_record_scrubs_an_unparseable_raw_answer_that_echoed_it(
+    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+) -> None:
+    # Given a model that echoed a body back in a reply that did not parse
+    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    led = svc.led
+    secret = led.save(SECRET, now=T0)
+    led.save(KEPT, now=T0)
+    fake.set_text(f"I would merge {SECRET} with nothing, but here is no JSON")
+    done = run_once(svc, at(1))
+    assert done.outcome == Outcome.FAILED and WORD in stored_columns(led, done.id)["answer_raw"]
+
+    # When the user forgets it
+    led.delete(secret.id, now=at(2))
+
+    # Then neither the prompt nor the raw answer holds it any more
+    after = stored_columns(led, done.id)
+    assert after["answer"] is None
+    assert WORD not in after["prompt"] and WORD not in after["answer_raw"]
+    assert KEPT in after["prompt"] and after["answer_raw"].startswith("I would merge [erased]")
+
+
+def test_runs_that_never_saw_the_record_are_left_alone(
+    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+) -> None:
+    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    led = svc.led
+    led.save(KEPT, now=T0)
+    fake.set_operations([])
+    first = run_once(svc, at(1))
+    late = led.save(SECRET, now=at(2))
+    before = stored_columns(led, first.id)
+
+    led.delete(late.id, now=at(3))
+
+    assert stored_columns(led, first.id) == before
+
+
+def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake: FakeAnthropic) -> None:
+    # Given a SQLite ledger whose run stored the body in its prompt and answer
+    path = tmp_path / "ledger.db"
+    led = open_ledger(f"sqlite:///{path}", clock=Clock(T0))
+    try:
+        svc = ConsolidationService(led, api_key="test-key", base_url=fake.base_url)
+
+        def files_hold(word: str) -> list[str]:
+            needle = word.encode()
+            return [p.name for p in sorted(tmp_path.glob("ledger.db*")) if needle in p.read_bytes()]
+
+        led.save(SECRET, now=T0)
+        b = led.save(SECRET_TWIN, now=T0)
+        led.save(KEPT, now=T0)
+        a = next(r for r in led.list(SCOPE, now=at(0.5)) if r.body == SECRET)
+        fake.set_operations([{"op": "merge", "targets": [a.id, b.id], "body": SECRET}])
+        done = run_once(svc, at(1))
+        assert done.ops_applied == 1 and files_hold(WORD)  # the check can see the word when it is there
+
+        # When the user forgets the merged record (the head of the chain)
+        [merged] = [r for r in led.list(SCOPE, now=at(2)) if r.provenance == Provenance.MODEL_CONSOLIDATION]
+        led.delete(merged.id, now=at(3))
+
+        # Then no database file holds the word: rows, run prompts and answers, free pages, FTS and WAL
+        assert files_hold(WORD) == []
+        assert files_hold("eu-west-1")  # what was not forgotten is still there
+    finally:
+        led.close()

@@ -1,0 +1,157 @@
+"""Actors and the enqueue path, on the in-process broker and on Redis (a real dramatiq Worker in threads)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+
+from consolidation import Outcome, RunState
+from ledger import Provenance
+from ledger.instants import format_rfc3339, to_micros
+from tests.worker.conftest import TWO_DUPLICATES, free_port, wait_until
+from worker.actors import CONSOLIDATE_MAX_RETRIES, SEND_RETRY_S, SWEEP_MAX_RETRIES
+from worker.runtime import Runtime
+
+
+def prepare(runtime: Runtime, *, debounce_s: float = 0.2, **settings: object) -> list[str]:
+    """Two duplicate pins and consolidation on (apply, offline harness)."""
+    ids = [runtime.ledger.save(body).id for body in TWO_DUPLICATES]
+    runtime.service.update_settings(
+        runtime.ledger.scope_key, mode="apply", harness="offline", debounce_s=debounce_s, **settings
+    )
+    return ids
+
+
+def settled(runtime: Runtime, run_id: str) -> bool:
+    return runtime.service.get_run(run_id).state == RunState.SETTLED
+
+
+def test_a_turn_wakes_its_run_at_due_at_on_the_embedded_queue(make_runtime: Callable[..., Runtime]) -> None:
+    # Given the embedded queue with worker threads, and two duplicate pins
+    runtime = make_runtime()
+    ids = prepare(runtime)
+    runtime.start_worker(threads=2)
+    # When a turn is reported
+    run = runtime.notify_turn()
+    assert run is not None and run.state == RunState.PENDING
+    # Then the run executes once due, and the duplicates are merged
+    wait_until(lambda: settled(runtime, run.id), timeout_s=5)
+    done = runtime.service.get_run(run.id)
+    assert done.outcome == Outcome.APPLIED and done.ops_applied == 1
+    assert done.started_at is not None and done.started_at >= run.due_at
+    assert (done.started_at - run.due_at) < timedelta(seconds=0.5)
+    (merged,) = runtime.ledger.list(runtime.ledger.scope_key)
+    assert merged.provenance == Provenance.MODEL_CONSOLIDATION and sorted(merged.supersedes) == sorted(ids)
+
+
+def test_turns_in_a_burst_make_one_run_that_waits_for_the_last(make_runtime: Callable[..., Runtime]) -> None:
+    runtime = make_runtime()
+    prepare(runtime, debounce_s=0.4)
+    runtime.start_worker(threads=2)
+    runs = []
+    for _ in range(4):
+        runs.append(runtime.notify_turn())
+        time.sleep(0.1)
+    assert len({r.id for r in runs if r is not None}) == 1
+    last = runs[-1]
+    assert last is not None
+    wait_until(lambda: settled(runtime, last.id), timeout_s=5)
+    done = runtime.service.get_run(last.id)
+    assert done.turns == 4 and done.started_at is not None and done.started_at >= last.due_at
+    assert len(runtime.service.runs(runtime.ledger.scope_key)) == 1
+
+
+def test_stale_duplicate_and_unknown_messages_do_nothing(make_runtime: Callable[..., Runtime]) -> None:
+    runtime = make_runtime()
+    prepare(runtime, debounce_s=0)
+    run = runtime.notify_turn()
+    assert run is not None
+    consolidate = runtime.actors.consolidate_scope.fn
+    consolidate(run.id)  # executes: due now
+    first = runtime.service.get_run(run.id)
+    assert first.state == RunState.SETTLED
+    consolidate(run.id)  # a redelivery: no-op
+    consolidate("run_not_in_this_database")  # a message from another deployment: dropped, not retried
+    assert runtime.service.get_run(run.id) == first
+    assert len(runtime.ledger.list(runtime.ledger.scope_key)) == 1
+
+
+def test_a_run_due_while_its_scope_is_busy_is_retried_shortly(make_runtime: Callable[..., Runtime]) -> None:
+    # Given a scope whose earlier run is still running (its worker is slow)
+    runtime = make_runtime()
+    prepare(runtime, debounce_s=0)
+    first = runtime.notify_turn()
+    assert first is not None
+    with runtime.ledger.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE consolidation_runs SET state = 'running', started_at = :n WHERE id = :id"),
+            {"n": to_micros(runtime.ledger.now()), "id": first.id},
+        )
+    second = runtime.service.notify_turn(runtime.ledger.scope_key)
+    assert second is not None and second.id != first.id
+    # When the second run's message arrives while the scope is busy
+    runtime.start_worker(threads=2)
+    runtime.actors.send_run(second)
+    time.sleep(0.4)
+    assert runtime.service.get_run(second.id).state == RunState.PENDING
+    # Then it re-sends itself, and runs once the first run is settled
+    with runtime.ledger.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE consolidation_runs SET state = 'settled', outcome = 'abandoned', settled_at = :n WHERE id = :id"),
+            {"n": to_micros(runtime.ledger.now()), "id": first.id},
+        )
+    wait_until(lambda: settled(runtime, second.id), timeout_s=5)
+    assert runtime.service.get_run(second.id).outcome == Outcome.APPLIED
+
+
+def test_an_unreachable_queue_never_fails_the_turn(make_runtime: Callable[..., Runtime]) -> None:
+    # Given a Redis URL where nothing listens
+    runtime = make_runtime(redis_url=f"redis://127.0.0.1:{free_port()}/9")
+    prepare(runtime)
+    failures = runtime.metrics.enqueue_failures._value.get()
+    # When a turn is reported
+    started = time.monotonic()
+    run = runtime.notify_turn()
+    elapsed = time.monotonic() - started
+    # Then the turn is recorded, the send was retried for about a second, and the failure is counted
+    assert run is not None and runtime.service.get_run(run.id).state == RunState.PENDING
+    assert SEND_RETRY_S * 0.5 <= elapsed < SEND_RETRY_S + 2
+    assert runtime.metrics.enqueue_failures._value.get() == failures + 1
+
+
+def test_retries_are_explicit_and_small(make_runtime: Callable[..., Runtime]) -> None:
+    runtime = make_runtime()
+    assert runtime.actors.consolidate_scope.options["max_retries"] == CONSOLIDATE_MAX_RETRIES <= 5
+    assert runtime.actors.sweep_expiry.options["max_retries"] == SWEEP_MAX_RETRIES <= 5
+    assert runtime.actors.consolidate_scope.queue_name == runtime.actors.sweep_expiry.queue_name == "memledger"
+
+
+def test_sweep_actor_expires_due_records_and_counts_them(make_runtime: Callable[..., Runtime]) -> None:
+    runtime = make_runtime()
+    now = runtime.ledger.now()
+    runtime.ledger.save("temporary pin", expires_at=now + timedelta(seconds=1))
+    runtime.ledger.save("lasting pin")
+    before = runtime.metrics.sweep_expired._value.get()
+    runtime.actors.sweep_expiry.fn(format_rfc3339(now + timedelta(seconds=2)))
+    assert runtime.metrics.sweep_expired._value.get() == before + 1
+    runtime.actors.sweep_expiry.fn(None)  # "now": nothing more is due
+    assert runtime.metrics.sweep_expired._value.get() == before + 1
+
+
+@pytest.mark.redis
+def test_redis_broker_delivers_the_delayed_message_on_time(
+    make_runtime: Callable[..., Runtime], redis_url: str
+) -> None:
+    runtime = make_runtime(redis_url=redis_url)
+    prepare(runtime, debounce_s=0.3)
+    runtime.start_worker(threads=2)
+    run = runtime.notify_turn()
+    assert run is not None
+    wait_until(lambda: settled(runtime, run.id), timeout_s=5)
+    done = runtime.service.get_run(run.id)
+    assert done.outcome == Outcome.APPLIED and done.started_at is not None
+    assert timedelta(0) <= done.started_at - run.due_at < timedelta(seconds=0.3)

@@ -1,0 +1,89 @@
+"""Operator commands: consolidation set/status/enable/disable/propose/run-due, turn, runs; process guards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from ledger import open_ledger
+from tests.worker.conftest import TWO_DUPLICATES
+from worker.cli import app
+
+RUN_FIELDS = {
+    "id", "scope_key", "state", "outcome", "turns", "created_at", "due_at", "started_at", "settled_at", "harness",
+    "model", "input_tokens", "output_tokens", "spend_micro_usd", "ops_proposed", "ops_applied", "ops_refused",
+    "refusals", "error",
+}
+
+
+@pytest.fixture
+def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", url)
+    monkeypatch.setenv("MEMLEDGER_LOG_FORMAT", "console")
+    return url
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(app, list(args))
+
+
+def run_json(*args: str) -> Any:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_set_status_and_mode_shortcuts(db_url: str) -> None:
+    data = run_json("consolidation", "set", "account:local", "--mode", "apply", "--harness", "offline",
+                    "--debounce-s", "2", "--max-wait-s", "60", "--budget-usd", "0.25")
+    assert data["settings"]["mode"] == "apply" and data["settings"]["debounce_s"] == 2
+    assert data["settings"]["max_wait_s"] == 60 and data["settings"]["spend_budget_micro_usd"] == 250_000
+    assert run_json("consolidation", "propose", "account:local")["settings"]["mode"] == "propose"
+    assert run_json("consolidation", "disable", "account:local")["settings"]["mode"] == "off"
+    assert run_json("consolidation", "enable", "account:local")["settings"]["mode"] == "apply"
+    status = run_json("consolidation", "status", "account:local")
+    assert status["settings"]["harness"] == "offline" and status["pending"] is None and status["runs"] == []
+    table = run("consolidation", "status", "account:local")
+    assert table.exit_code == 0 and "debounce_s" in table.stdout
+
+
+def test_bad_settings_are_refused_with_a_message(db_url: str) -> None:
+    result = run("consolidation", "set", "account:local", "--debounce-s", "-1")
+    assert result.exit_code == 1 and "debounce_s" in result.stderr and "Traceback" not in result.output
+    budget = run("consolidation", "set", "account:local", "--budget-usd", "lots")
+    assert budget.exit_code == 2
+    scope = run("consolidation", "set", "no-colon", "--mode", "apply")
+    assert scope.exit_code == 1 and "scope" in scope.stderr
+
+
+def test_turn_then_run_due_then_runs(db_url: str) -> None:
+    led = open_ledger(db_url)
+    for body in TWO_DUPLICATES:
+        led.save(body)
+    led.close()
+    assert run_json("turn", "account:local") is None  # off: nothing scheduled
+    run_json("consolidation", "set", "account:local", "--mode", "apply", "--harness", "offline", "--debounce-s", "0")
+    pending = run_json("turn", "account:local")
+    assert pending["state"] == "pending" and pending["turns"] == 1
+    settled = run_json("consolidation", "run-due")
+    assert [r["id"] for r in settled] == [pending["id"]] and settled[0]["outcome"] == "applied"
+    assert run_json("consolidation", "run-due") == []
+    runs = run_json("runs", "--scope", "account:local")
+    assert len(runs) == 1 and set(runs[0]) >= RUN_FIELDS
+    assert runs[0]["created_at"].endswith("Z") and runs[0]["ops_applied"] == 1
+    assert "prompt" not in runs[0] and "answer" not in runs[0]
+    table = run("runs")
+    assert table.exit_code == 0 and pending["id"] in table.stdout and "applied" in table.stdout
+    assert run_json("runs", "--scope", "account:other") == []
+
+
+def test_processes_refuse_an_impossible_topology(db_url: str) -> None:
+    worker = run("worker")
+    assert worker.exit_code == 2 and "MEMLEDGER_REDIS_URL" in worker.stderr
+    api_only = run("serve", "--no-worker", "--port", "0")
+    assert api_only.exit_code == 2 and "MEMLEDGER_REDIS_URL" in api_only.stderr

@@ -1,0 +1,90 @@
+"""Configuration: defaults, environment over TOML file, every bad value reported in one message."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.worker.conftest import MEMLEDGER
+from worker.config import ConfigError, load_config
+
+
+def test_defaults_are_the_embedded_single_machine_service() -> None:
+    config = load_config()
+    assert config.database_url == "sqlite:///./memledger.db"
+    assert config.redis_url is None and config.embedded
+    assert config.account == "local"
+    assert (config.log_format, config.log_level) == ("json", "INFO")
+    assert config.metrics_port is None
+    assert config.janitor_interval_s > 0 and config.worker_threads >= 1
+
+
+def test_environment_beats_the_toml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a TOML file and one environment variable naming the same setting
+    toml = tmp_path / "memledger.toml"
+    toml.write_text(
+        'redis_url = "redis://127.0.0.1:6379/3"\nworker_threads = 3\nlog_level = "debug"\n'
+        "[model_prices.my-model]\ninput = 1\noutput = 2\n"
+    )
+    monkeypatch.setenv("MEMLEDGER_CONFIG_FILE", str(toml))
+    monkeypatch.setenv("MEMLEDGER_WORKER_THREADS", "5")
+    # When the configuration is read
+    config = load_config()
+    # Then the environment wins, the file fills in the rest, and prices are merged into the table
+    assert config.worker_threads == 5
+    assert config.redis_url == "redis://127.0.0.1:6379/3" and not config.embedded
+    assert config.log_level == "DEBUG"
+    assert "my-model" in config.price_table()
+
+
+def test_every_bad_value_is_reported_in_one_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    toml = tmp_path / "bad.toml"
+    toml.write_text("janitor_interval_s = -1\nwokrer_threads = 2\n")
+    monkeypatch.setenv("MEMLEDGER_CONFIG_FILE", str(toml))
+    monkeypatch.setenv("MEMLEDGER_LOG_FORMAT", "xml")
+    monkeypatch.setenv("MEMLEDGER_METRICS_PORT", "http")
+    monkeypatch.setenv("MEMLEDGER_REDIS_URL", "http://127.0.0.1:6379")
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", "mysql://x/y")
+    monkeypatch.setenv("MEMLEDGER_MODEL_PRICES", '{"new-model": {"input": 1}}')
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    message = str(info.value)
+    assert message.startswith("invalid configuration (7 problems)")
+    for expected in (
+        "MEMLEDGER_LOG_FORMAT='xml'",
+        "MEMLEDGER_METRICS_PORT='http'",
+        "MEMLEDGER_REDIS_URL='http://127.0.0.1:6379'",
+        "MEMLEDGER_DATABASE_URL='mysql://x/y'",
+        "MEMLEDGER_MODEL_PRICES=",
+        f"janitor_interval_s in {toml}",
+        f"wokrer_threads in {toml}: unknown setting",
+    ):
+        assert expected in message
+
+
+def test_missing_or_broken_toml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLEDGER_CONFIG_FILE", str(tmp_path / "nope.toml"))
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config()
+    broken = tmp_path / "broken.toml"
+    broken.write_text("this is = = not toml")
+    monkeypatch.setenv("MEMLEDGER_CONFIG_FILE", str(broken))
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config()
+
+
+def test_secrets_are_masked_in_the_redacted_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", "postgresql+psycopg://app:s3cret@db:5432/m")
+    monkeypatch.setenv("MEMLEDGER_REDIS_URL", "redis://:hunter2@redis:6379/0")
+    shown = str(load_config().redacted())
+    assert "s3cret" not in shown and "hunter2" not in shown
+
+
+def test_the_command_line_reports_bad_configuration_without_a_traceback(base_env: dict[str, str]) -> None:
+    env = {**base_env, "MEMLEDGER_WORKER_THREADS": "zero", "MEMLEDGER_LOG_LEVEL": "LOUD"}
+    done = subprocess.run([MEMLEDGER, "runs"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "MEMLEDGER_WORKER_THREADS='zero'" in done.stderr and "MEMLEDGER_LOG_LEVEL='LOUD'" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout

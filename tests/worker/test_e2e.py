@@ -1,0 +1,112 @@
+"""End to end with real processes: `memledger serve` (embedded), then `serve --no-worker` + `memledger worker` on Redis."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.worker.conftest import MEMLEDGER, TWO_DUPLICATES, Proc, free_port, wait_until
+
+
+def rpc(base: str, method: str, params: dict[str, Any] | None = None) -> Any:
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        request["params"] = params
+    response = httpx.post(f"{base}/rpc", json=request, timeout=10)
+    response.raise_for_status()
+    body = response.json()
+    assert "error" not in body, body
+    return body["result"]
+
+
+def healthy(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=1).json()["status"] == "ok"
+    except (httpx.HTTPError, ValueError):
+        return False
+
+
+def active(base: str) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = rpc(base, "memory/list_memory_records", {"scopeKey": "account:local"})["records"]
+    return records
+
+
+def cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([MEMLEDGER, *args], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def chat_session(base: str, env: dict[str, str]) -> None:
+    """Pins over HTTP, consolidation on, three turns, the merged record after the debounce."""
+    for body in TWO_DUPLICATES:
+        rpc(base, "memory/save_memory_record", {"body": body})
+    cli(env, "consolidation", "set", "account:local", "--mode", "apply", "--harness", "offline", "--debounce-s", "1")
+    runs = set()
+    for _ in range(3):
+        result = rpc(base, "consolidation/notify_turn")
+        assert result["scheduled"] is True
+        runs.add(result["runId"])
+        time.sleep(0.2)
+    assert len(runs) == 1
+    assert len(active(base)) == 2  # still inside the debounce window
+    wait_until(lambda: len(active(base)) == 1, timeout_s=15)
+    (merged,) = active(base)
+    assert merged["provenance"] == "model_consolidation" and merged["body"] == TWO_DUPLICATES[0]
+    (run,) = json.loads(cli(env, "runs", "--json"))
+    assert run["id"] in runs and run["state"] == "settled" and run["outcome"] == "applied" and run["turns"] == 3
+
+
+def assert_clean_logs(proc: Proc) -> None:
+    lines = proc.log_lines()
+    assert lines, proc.text()
+    assert all("run_id" in line and "scope_key" in line for line in lines)
+    assert not any(body in proc.err.read_text() for body in TWO_DUPLICATES)
+
+
+def test_embedded_serve_is_a_complete_single_machine_service(
+    spawn: Callable[..., Proc], base_env: dict[str, str]
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    serve = spawn("serve", ["memledger", "serve", "--port", str(port)], base_env)
+    wait_until(lambda: healthy(base), timeout_s=20)
+    chat_session(base, base_env)
+    assert 'memledger_runs_settled_total{outcome="applied"} 1.0' in httpx.get(f"{base}/metrics").text
+    assert serve.terminate(timeout_s=20) == 0
+    assert_clean_logs(serve)
+    assert any(line.get("event", "").startswith("run ") and line["run_id"] for line in serve.log_lines())
+
+
+@pytest.mark.redis
+def test_api_node_and_worker_processes_on_redis(
+    spawn: Callable[..., Proc], base_env: dict[str, str], redis_url: str
+) -> None:
+    env = {**base_env, "MEMLEDGER_REDIS_URL": redis_url}
+    port, metrics_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{port}"
+    api = spawn("api", ["memledger", "serve", "--port", str(port), "--no-worker"], env)
+    worker_env = {**env, "MEMLEDGER_METRICS_PORT": str(metrics_port)}
+    workers = spawn("worker", ["memledger", "worker", "--processes", "2", "--threads", "2"], worker_env)
+    wait_until(lambda: healthy(base), timeout_s=20)
+    assert httpx.get(f"{base}/healthz").json()["worker"] is False
+    chat_session(base, env)
+
+    def aggregated() -> bool:
+        try:
+            text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1).text
+        except httpx.HTTPError:
+            return False
+        return 'memledger_runs_settled_total{outcome="applied"} 1.0' in text
+
+    wait_until(aggregated, timeout_s=10)
+    assert api.terminate(timeout_s=20) == 0
+    assert workers.terminate(timeout_s=30) == 0
+    assert_clean_logs(api)
+    assert_clean_logs(workers)
