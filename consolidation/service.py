@@ -20,6 +20,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -200,7 +201,13 @@ class ConsolidationService:
             )
         if not records:
             return self._settle(run.id, Outcome.APPLIED if settings.mode != Mode.PROPOSE else Outcome.PROPOSED, now_us)
-        prompt_records = [PromptRecord(r.id, r.kind.value, r.body or "", r.conflict_group) for r in records]
+        # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
+        # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
+        aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
+        prompt_records = [
+            PromptRecord(alias, r.kind.value, r.body or "", r.conflict_group)
+            for alias, r in zip(aliases, records, strict=True)
+        ]
         try:
             result = self._harness(settings.harness).call(
                 prompt_records,
@@ -215,7 +222,7 @@ class ConsolidationService:
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
             return self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}")
-        self._store(run.id, result, now_us)
+        self._store(run.id, _unalias(result, aliases), now_us)
         self._fault("after_answer_stored")
         return self.apply_stored(run.id, now=_dt(now_us))
 
@@ -359,33 +366,47 @@ class ConsolidationService:
 
     # ------------------------------------------------------------------ erasure
     def _scrub_runs(self, conn: Connection, record_ids: Any, bodies: Any) -> None:
-        """Erase forgotten bodies from every stored prompt and answer (runs inside the delete transaction)."""
+        """Erase forgotten bodies from every stored prompt and answer (runs inside the delete transaction).
+
+        Prompts name records by per-run aliases, so runs are found by scope and age:
+        every run of the records' scope started since the oldest erased record was created.
+        """
         ids = list(record_ids)
         texts = sorted({b for b in bodies if b}, key=len, reverse=True)
         if not ids:
             return
-        clauses = " OR ".join(
-            f"prompt LIKE :p{i} OR answer LIKE :p{i} OR answer_raw LIKE :p{i}" for i in range(len(ids))
-        )
-        params = {f"p{i}": f"%{rid}%" for i, rid in enumerate(ids)}
-        rows = (
-            conn.execute(text(f"SELECT id, prompt, answer, answer_raw FROM consolidation_runs WHERE {clauses}"), params)
-            .mappings()
-            .all()
-        )
-        for row in rows:
-            answer = None if row["answer"] is None else _scrub_answer(json.loads(row["answer"]), set(ids), texts)
-            conn.execute(
-                text("UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :r WHERE id = :id"),
-                {
-                    "p": _scrub_text(row["prompt"], texts),
-                    "a": None if answer is None else json.dumps(answer),
-                    "r": _scrub_text(row["answer_raw"], texts)
-                    if row["answer_raw"] is not None and answer is None
-                    else (None if row["answer_raw"] is None else json.dumps(answer)),
-                    "id": row["id"],
-                },
+        marks = ", ".join(f":i{n}" for n in range(len(ids)))
+        scopes = conn.execute(
+            text(f"SELECT scope_key, MIN(created_at) FROM memory_records WHERE id IN ({marks}) GROUP BY scope_key"),
+            {f"i{n}": rid for n, rid in enumerate(ids)},
+        ).all()
+        for scope, since in scopes:
+            rows = (
+                conn.execute(
+                    text(
+                        "SELECT id, prompt, answer, answer_raw FROM consolidation_runs WHERE scope_key = :s "
+                        "AND COALESCE(started_at, created_at) >= :since "
+                        "AND (prompt IS NOT NULL OR answer IS NOT NULL OR answer_raw IS NOT NULL)"
+                    ),
+                    {"s": scope, "since": since - 1},
+                )
+                .mappings()
+                .all()
             )
+            for row in rows:
+                self._scrub_row(conn, row, set(ids), texts)
+
+    def _scrub_row(self, conn: Connection, row: Any, ids: set[str], texts: list[str]) -> None:
+        answer = None if row["answer"] is None else _scrub_answer(json.loads(row["answer"]), ids, texts)
+        conn.execute(
+            text("UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :r WHERE id = :id"),
+            {
+                "p": _scrub_text(row["prompt"], texts),
+                "a": None if answer is None else json.dumps(answer),
+                "r": _scrub_text(row["answer_raw"], texts),
+                "id": row["id"],
+            },
+        )
 
 
 def _scrub_text(value: str | None, texts: list[str]) -> str | None:
@@ -418,6 +439,20 @@ def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:
                     if key in op:
                         op[key] = ERASED
     return json.loads(_scrub_text(json.dumps(answer), texts) or "null")
+
+
+def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:
+    """Map the answer's per-run target aliases back to record ids; an unknown alias stays unmatchable."""
+    answer = result.answer
+    known = {**aliases, **{rid: rid for rid in aliases.values()}}  # a record's own id names it too
+    if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
+        return result
+    mapped = []
+    for op in answer["operations"]:
+        if isinstance(op, dict) and isinstance(op.get("targets"), list):
+            op = {**op, "targets": [known.get(t, f"unknown:{t}") if isinstance(t, str) else t for t in op["targets"]]}
+        mapped.append(op)
+    return replace(result, answer={**answer, "operations": mapped})
 
 
 def _dt(now_us: int) -> datetime:

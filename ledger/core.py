@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, text
 
 from ledger import rows as R
-from ledger.db import is_sqlite, run_write
+from ledger.db import execute, is_sqlite, query, run_write
 from ledger.erasure import erase_chain, scrub_files
 from ledger.errors import (
     BudgetExceeded,
@@ -61,6 +61,23 @@ class ScopeUsage:
     def held(self) -> int:
         return self.active + self.proposed
 
+
+# The statements every write runs go through ledger.db.execute/query: straight on the
+# DBAPI cursor on SQLite, where SQLAlchemy's per-statement cost would dwarf them.
+_ENSURE_SCOPE = (
+    "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at) "
+    "VALUES (:s, :m, :n, :n) ON CONFLICT (scope_key) DO NOTHING"
+)
+_INSERT_EVENT = (
+    "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
+    "VALUES (:at, :s, :e, :r, :why, :run, :d)"
+)
+# The budget and both counts in one round trip; each count is a covering-index lookup.
+_USAGE = (
+    "SELECT (SELECT max_records FROM scope_settings WHERE scope_key = :s), "
+    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'active'), "
+    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'proposed')"
+)
 
 RecordList = list[MemoryRecord]  # aliases: inside Ledger, ``list`` names the method
 EventList = list[LedgerEvent]
@@ -151,13 +168,7 @@ class Ledger:
         return run_write(self.engine, fn, pg_lock=pg_lock)
 
     def _ensure_scope(self, conn: Connection, scope_key: str, now_us: int) -> None:
-        conn.execute(
-            text(
-                "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at) "
-                "VALUES (:s, :m, :n, :n) ON CONFLICT (scope_key) DO NOTHING"
-            ),
-            {"s": scope_key, "m": self.default_max_records, "n": now_us},
-        )
+        execute(conn, _ENSURE_SCOPE, {"s": scope_key, "m": self.default_max_records, "n": now_us})
 
     def event(
         self,
@@ -172,11 +183,9 @@ class Ledger:
         detail: Mapping[str, Any] | None = None,
     ) -> None:
         """Append one row to ``ledger_events`` (never a body)."""
-        conn.execute(
-            text(
-                "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
-                "VALUES (:at, :s, :e, :r, :why, :run, :d)"
-            ),
+        execute(
+            conn,
+            _INSERT_EVENT,
             {
                 "at": at_us,
                 "s": scope_key,
@@ -199,23 +208,12 @@ class Ledger:
         run_write(self.engine, fn)
 
     def usage(self, conn: Connection, scope_key: str) -> ScopeUsage:
-        budget = conn.execute(
-            text("SELECT max_records FROM scope_settings WHERE scope_key = :s"), {"s": scope_key}
-        ).scalar()
-        counts: dict[str, int] = dict(
-            conn.execute(
-                text(
-                    "SELECT status, COUNT(*) FROM memory_records WHERE scope_key = :s "
-                    "AND status IN ('active', 'proposed') GROUP BY status"
-                ),
-                {"s": scope_key},
-            ).all()
-        )
+        ((budget, active, proposed),) = query(conn, _USAGE, {"s": scope_key})
         return ScopeUsage(
             scope_key=scope_key,
             max_records=self.default_max_records if budget is None else int(budget),
-            active=int(counts.get("active", 0)),
-            proposed=int(counts.get("proposed", 0)),
+            active=int(active),
+            proposed=int(proposed),
         )
 
     def check_growth(self, conn: Connection, scope_key: str) -> None:
@@ -282,7 +280,7 @@ class Ledger:
     def _insert(self, conn: Connection, values: dict[str, Any]) -> None:
         cols = ", ".join(values)
         marks = ", ".join(f":{c}" for c in values)
-        conn.execute(text(f"INSERT INTO memory_records ({cols}) VALUES ({marks})"), values)
+        execute(conn, f"INSERT INTO memory_records ({cols}) VALUES ({marks})", values)
 
     # ------------------------------------------------------------------ writes
     def save(

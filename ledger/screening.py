@@ -204,9 +204,9 @@ def _prose_word(value: str) -> bool:
 
 _PW, _PIN, _KEY = "password", "pin", "key"
 
-_KW_PASSWORD = r"pass(?:word|wd|phrase|code)s?|pass[\s-]phrase|pwd|wi-?fi\s+(?:pass|key)|network\s+key"
+_KW_PASSWORD = r"pass(?:word|wd|phrase)s?|pass[\s-]phrase|pwd|wi-?fi\s+(?:pass|key)|network\s+key"
 _KW_PIN = (
-    r"pins?(?:\s*(?:code|number))?|combination|cvv|cvc"
+    r"pins?(?:\s*(?:code|number))?|passcodes?|combination|cvv|cvc"
     r"|(?:door|gate|alarm|lock|garage|safe|security|access|entry|unlock|login|otp|verification|2fa|mfa|backup|recovery"
     r"|one-time)\s+codes?"
 )
@@ -222,6 +222,7 @@ _KEYWORD: Final = re.compile(
 _NOT_SECRET_BEFORE: Final = re.compile(
     r"(?i)(?:public|publishable|host|primary|foreign|sort|partition|idempotency)\s*$"
 )
+_MAX_VALUE: Final = 200  # longer values are judged on their first 200 characters
 # What may follow a keyword in prose: an optional "for the router", a connector, the value.
 _PROSE_TAIL: Final = re.compile(
     r"""(?ix)
@@ -233,17 +234,28 @@ _PROSE_TAIL: Final = re.compile(
             | \s+(?:is|was|are|were|equals|reads)(?:\s+(?:now|still|currently|just|set\s+to|changed\s+to))?\s*:?\s+
             | \s+(?:set\s+to|changed\s+to|to)\s+
             | \s+ )
-    (?P<val>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|\S+)
+    (?P<val>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|\S{1,200})
     """
 )
-# An identifier ending in a keyword, then an assignment: DB_PASSWORD=..., "api_key": "...", dbPassword := ...
+# A keyword ending an identifier, then an assignment: DB_PASSWORD=..., "api_key": "...", dbPassword := ...
+# The identifier's left edge is checked in Python (_ends_identifier): a lookbehind or a lazy prefix
+# here makes the search quadratic on long dotted tokens.
 _ASSIGNMENT: Final = re.compile(
-    r"(?<![\w-])[\"'\[]?[A-Za-z0-9_.\-]*?(?:(?<=[_.\-])|(?<![A-Za-z0-9])|(?<=[a-z])(?=[A-Z]))"
     rf"(?i:(?P<{_PW}>pass(?:word|wd|phrase|code)?|pwd)|(?P<{_PIN}>pin(?:_?code)?)"
     rf"|(?P<{_KEY}>(?:secret|access|private|api|auth)?[_\-]?key|apikey|secret|token|auth|credentials?|creds))"
-    r"[\"'\]]{0,2}\s*(?P<op>:=|=>|==?|:)(?P<sp>\s*)"
-    r"(?P<val>\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|[^\s;,&'\"]+)"
+    r"[\"'\]]{0,2}[ \t]*(?P<op>:=|=>|==?|:)(?P<sp>[ \t]*)"
+    rf"(?P<val>\"[^\"\n]{{0,{_MAX_VALUE}}}\"|'[^'\n]{{0,{_MAX_VALUE}}}'|`[^`\n]{{0,{_MAX_VALUE}}}`"
+    rf"|[^\s;,&'\"]{{1,{_MAX_VALUE}}})"
 )
+
+
+def _ends_identifier(text: str, start: int) -> bool:
+    """True when the keyword at ``start`` begins a word or an identifier part (db_password, dbPassword)."""
+    if start == 0:
+        return True
+    before = text[start - 1]
+    return not before.isalnum() or (before.islower() and text[start].isupper())
+
 
 _DETAILS: Final = {
     (_PW, "sentence"): _Finding("password stated in a sentence", _ADVICE_PASSWORD),
@@ -255,25 +267,28 @@ _DETAILS: Final = {
 }
 
 
-def _split_value(raw: str, following: str) -> tuple[str, bool, bool]:
-    """Return (value, quoted, ends_clause) for a value token and the text after it."""
+def _split_value(raw: str, text: str, end: int) -> tuple[str, bool, bool]:
+    """Return (value, quoted, ends_clause) for a value token that ends at ``end`` in ``text``."""
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'`":
         return raw[1:-1].strip(), True, True
     value = _TRAILING_PUNCT.sub("", raw)
-    return value, False, value != raw or _CLAUSE_BREAK.match(following) is not None
+    return value, False, value != raw or _CLAUSE_BREAK.match(text, end) is not None
 
 
-def _judge(raw: str, family: str, mode: str, following: str) -> bool:
+def _judge(raw: str, family: str, mode: str, text: str = "", end: int = 0) -> bool:
     """Decide whether ``raw``, stated after a ``family`` keyword with a ``mode`` connector, is a secret.
 
     ``mode`` is ``assign`` (``=``, ``:=``: any real value counts), ``colon`` or ``verb`` (prose: a
     plain word or a number counts only when it ends the clause) or ``bare`` (no connector: only a
-    strongly key-shaped value counts). A quoted value is always judged as an assignment.
+    strongly key-shaped value counts). A quoted value is always judged as an assignment. ``text``
+    and ``end`` locate what follows the value, to tell whether it ends its clause.
     """
-    value, quoted, clause_end = _split_value(raw, following)
+    value, quoted, clause_end = _split_value(raw, text, end)
     if not value or _is_placeholder(value) or _REFERENCE.fullmatch(value):
         return False
-    if mode == "bare" and not quoted:
+    if mode == "bare" and not quoted:  # "wifi password Tr0ub4dor&3", "card PIN 4821."
+        if family == _PIN and value.isdigit():
+            return clause_end and 4 <= len(value) <= 10
         return _keyish(value, 8) and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
     strict = quoted or mode == "assign"
     ended = strict or clause_end
@@ -301,20 +316,22 @@ def _keyword_rule(text: str) -> _Finding | None:
     """Values stated after password / PIN / key words, in assignments and in sentences."""
     if "=" in text or ":" in text:
         for m in _ASSIGNMENT.finditer(text):
+            if not _ends_identifier(text, m.start()):
+                continue
             family = _family(m)
             mode = "colon" if m.group("op") == ":" and m.group("sp") else "assign"
-            if _judge(m.group("val"), family, mode, text[m.end() :]):
+            if _judge(m.group("val"), family, mode, text, m.end()):
                 return _DETAILS[family, "assignment"]
     for m in _KEYWORD.finditer(text):
         family = _family(m)
-        if family == _KEY and _NOT_SECRET_BEFORE.search(text, 0, m.start()):
+        if family == _KEY and _NOT_SECRET_BEFORE.search(text, max(0, m.start() - 16), m.start()):
             continue
         tail = _PROSE_TAIL.match(text, m.end())
         if tail is None:
             continue
         conn = tail.group("conn").strip().lower()
         mode = "assign" if "=" in conn else "colon" if conn == ":" else "bare" if not conn else "verb"
-        if _judge(tail.group("val"), family, mode, text[tail.end() :]):
+        if _judge(tail.group("val"), family, mode, text, tail.end()):
             return _DETAILS[family, "sentence"]
     return None
 
@@ -343,7 +360,7 @@ _FORMATS: Final[tuple[tuple[str, str, str, _Validator | None], ...]] = (
     ("OpenAI API key", _ADVICE_KEY, r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", _random_tail),
     ("GitHub token", _ADVICE_KEY, r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", None),
     ("GitLab token", _ADVICE_KEY, r"\bgl(?:pat|dt|ft|soat|rt|cbt|ptt|oas|imt|agent)-[A-Za-z0-9_\-]{20,}", None),
-    ("Slack token", _ADVICE_KEY, r"\b(?:xox[abposre]-[A-Za-z0-9\-]{10,}|xapp-\d-[A-Za-z0-9\-]{10,})", None),
+    ("Slack token", _ADVICE_KEY, r"\b(?:xox[abposre]-[A-Za-z0-9\-]{12,}|xapp-\d-[A-Za-z0-9\-]{10,})", None),
     ("Slack webhook URL", _ADVICE_KEY, r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/]{20,}", None),
     ("AWS access key ID", _ADVICE_KEY, r"\b(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b", None),
     ("Google API key", _ADVICE_KEY, r"\bAIza[0-9A-Za-z_\-]{35}(?![0-9A-Za-z_\-])", None),
@@ -492,7 +509,7 @@ def _detect_secrets_rule(segment: str) -> _Finding | None:
             for value in detector.analyze_string(line):
                 if _is_placeholder(value.strip("\"'` ")):
                     continue
-                if is_keyword and not _judge(value, _PW, "assign", ""):
+                if is_keyword and not _judge(value, _PW, "assign"):
                     continue
                 advice = _ADVICE_URL if detector.secret_type == "Basic Auth Credentials" else _ADVICE_KEY
                 return _Finding(detector.secret_type, advice)
@@ -556,7 +573,7 @@ def screen_body(body: object, *, max_chars: int = MAX_BODY_CHARS) -> str:
         )
     finding = _find(text)
     if finding is not None:
-        log.info("body rejected: why=credential detail=%s", finding.detail)
+        log.debug("body rejected: why=credential detail=%s", finding.detail)
         raise BodyRejected(
             f"This looks like a credential ({finding.detail}), so it was not saved. {finding.advice}",
             why="credential",

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, bindparam, text
 
+from ledger.db import query
+
 if TYPE_CHECKING:
     from ledger.core import Ledger
 
@@ -34,13 +36,14 @@ def expire_due(
     conn: Connection, ledger: Ledger | None, now_us: int, *, scope_key: str | None = None, limit: int = SWEEP_BATCH
 ) -> int:
     """Expire up to ``limit`` due records (of one scope, or all). Returns how many; idempotent."""
-    scope_clause = " AND scope_key = :s" if scope_key is not None else ""
-    seqs = list(
-        conn.execute(
-            text(f"SELECT seq FROM memory_records WHERE {_DUE}{scope_clause} ORDER BY expires_at, seq LIMIT :lim"),
-            {"n": now_us, "s": scope_key, "lim": limit},
-        ).scalars()
-    )
+    scope_clause = ""
+    if scope_key is not None:
+        # Every write runs this. On SQLite ``+scope_key`` keeps the planner on
+        # ix_memory_records_due (only what is due) instead of ix_memory_records_scope_status
+        # (every active record of the scope, each read from the table).
+        scope_clause = " AND +scope_key = :s" if conn.dialect.name == "sqlite" else " AND scope_key = :s"
+    sql = f"SELECT seq FROM memory_records WHERE {_DUE}{scope_clause} ORDER BY expires_at, seq LIMIT :lim"
+    seqs = [seq for (seq,) in query(conn, sql, {"n": now_us, "s": scope_key, "lim": limit})]
     if not seqs:
         return 0
     expired = list(conn.execute(_EXPIRE, {"n": now_us, "seqs": seqs}).scalars())

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.bench
 
 SCOPE = "account:local"
 BURST_TURNS = 1_000
-TURN_GAP_S = 0.05  # a turn every 50 ms of simulated time: 1,000 turns in 50 s
+TURN_GAP_S = 0.05  # a turn every 50 ms of simulated time: 1,000 turns in 50 s, inside one debounce
 OVERHEAD_RUNS = 300
 PROMPT_RECORDS = 200
 
@@ -72,35 +72,53 @@ def at(seconds: float) -> datetime:
 # -- model calls for a burst ----------------------------------------------------------------
 
 
-def burst_calls(tmp_path: Path, fake: FakeAnthropic, *, debounce_s: float, name: str) -> int:
-    """Calls the fake received for a burst of turns, with a worker polling run_due after every turn."""
-    led = open_ledger(f"sqlite:///{tmp_path / name}.db", clock=Clock(T0))
+class CountingOffline(OfflineHarness):
+    """The offline harness, counting its calls: one per run that reached the model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def call(self, records: Sequence[PromptRecord], **kwargs: Any) -> HarnessResult:
+        self.calls += 1
+        return super().call(records, **kwargs)
+
+
+def burst(path: Path, svc_kwargs: dict[str, Any], settings: dict[str, Any]) -> None:
+    """A burst of turns with a worker polling ``run_due`` after every turn, then the quiet period."""
+    led = open_ledger(f"sqlite:///{path}", clock=Clock(T0))
     try:
-        svc = ConsolidationService(led, api_key="test-key", base_url=fake.base_url)
+        svc = ConsolidationService(led, **svc_kwargs)
         led.save("I prefer metric units", now=T0)
         led.save("My deploy region is eu-west-1", now=T0)
-        svc.update_settings(SCOPE, mode="apply", harness="anthropic", model="claude-haiku-4-5",
-                            debounce_s=debounce_s, max_wait_s=None, now=T0)
-        before = fake.calls
+        svc.update_settings(SCOPE, mode="apply", max_wait_s=None, now=T0, **settings)
         t = 0.0
         for turn in range(BURST_TURNS):
             t = turn * TURN_GAP_S
             svc.notify_turn(SCOPE, now=at(t))
             svc.run_due(now=at(t))
-        svc.run_due(now=at(t + debounce_s + 1))  # the quiet period after the burst
-        return fake.calls - before
+        svc.run_due(now=at(t + settings["debounce_s"] + 1))
     finally:
         led.close()
 
 
 def test_model_calls_for_a_burst_of_turns(tmp_path: Path) -> None:
+    # Debounced, through the real SDK against the fake: the requests that reached the API.
     with FakeAnthropic(operations=[]) as fake:
-        debounced = burst_calls(tmp_path, fake, debounce_s=30, name="debounced")
-        naive = burst_calls(tmp_path, fake, debounce_s=0, name="naive")
-    record(f"model calls, burst of {BURST_TURNS:,} turns", str(debounced), f"{naive:,} (naive)", "1",
-           debounced == 1)
-    assert naive == BURST_TURNS
-    assert debounced == 1
+        burst(tmp_path / "debounced.db", {"api_key": "test-key", "base_url": fake.base_url},
+              {"harness": "anthropic", "model": "claude-haiku-4-5", "debounce_s": 30})
+        requests = fake.calls
+    # Side by side with the same harness: debounced against one run per turn (debounce 0).
+    counted = {}
+    for name, debounce_s in (("debounced", 30), ("naive", 0)):
+        harness = CountingOffline()
+        burst(tmp_path / f"{name}-offline.db", {"api_key": "", "base_url": "", "harnesses": {"offline": harness}},
+              {"harness": "offline", "debounce_s": debounce_s})
+        counted[name] = harness.calls
+    record(f"model calls, burst of {BURST_TURNS:,} turns", str(requests), f"{counted['naive']:,} (naive)", "1",
+           requests == 1)
+    assert counted["naive"] == BURST_TURNS and counted["debounced"] == 1
+    assert requests == 1
 
 
 # -- overhead of a run beyond the model ----------------------------------------------------------

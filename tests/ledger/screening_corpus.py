@@ -105,21 +105,19 @@ SECRETS: list[Sample] = [
     # Connection strings with a password.
     Sample("postgres://app:" + "S3cr3t-Fake" + "@db.internal:5432/app", True, "PostgreSQL URL", "S3cr3t-Fake"),
     Sample("redis://:" + "fakepass123" + "@cache.internal:6379/0", True, "Redis URL, password only", "fakepass123"),
-    Sample(
-        "mongo is mongodb+srv://admin:" + "hunter2" + "@cluster0.example.net/test", True, "MongoDB URL", "hunter2"
-    ),
+    Sample("mongo is mongodb+srv://admin:" + "hunter2" + "@cluster0.example.net/test", True, "MongoDB URL", "hunter2"),
     Sample("ftp://deploy:" + "Pa55-w0rd" + "@files.example.com/", True, "FTP URL", "Pa55-w0rd"),
     # Passwords and codes stated in a sentence.
     Sample("my wifi password is hunter2-Blue!", True, "wifi password in a sentence", "hunter2-Blue"),
     Sample("The router admin password is Tr0ub4dor&3", True, "router password", "Tr0ub4dor&3"),
     Sample("my Netflix password is swordfish", True, "plain-word password ending the sentence", "swordfish"),
-    Sample("my password for the NAS is nas-Admin-77, don't share it", True, "password with a for-phrase", "nas-Admin-77"),
+    Sample("my password for the NAS is nas-Admin-77, don't share it", True, "password with for-phrase", "nas-Admin-77"),
     Sample("my bank PIN is 4821", True, "PIN in a sentence", "4821"),
     Sample("the garage door code is 2468.", True, "door code", "2468"),
     Sample("laptop passphrase is 'purple monkey dishwasher'", True, "quoted passphrase", "purple monkey dishwasher"),
     Sample("wifi password: CoffeeShop2024", True, "password after a colon", "CoffeeShop2024"),
     Sample("my email password's Winter2024!", True, "possessive form", "Winter2024"),
-    Sample("the api key for the weather service is a1B2c3D4e5F6g7H8i9J0", True, "API key in a sentence", "a1B2c3D4e5F6"),
+    Sample("the api key for the weather service is a1B2c3D4e5F6g7H8i9J0", True, "API key in prose", "a1B2c3D4e5F6"),
     # Assignments.
     Sample("DB_PASSWORD=Fake-pa55word", True, "env assignment", "Fake-pa55word"),
     Sample('password = "correct-Horse-7"', True, "quoted assignment", "correct-Horse-7"),

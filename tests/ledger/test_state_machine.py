@@ -176,6 +176,15 @@ class LedgerMachine(RuleBasedStateMachine):
     def _ids(self) -> list[str]:
         return sorted(self.recs, key=lambda i: self.recs[i].order)
 
+    def _waiting(self) -> list[str]:
+        return [i for i in self._ids() if self._status_after_prepare(self.recs[i], self.now) == "proposed"]
+
+    def _pick(self, data: Any, likely: list[str]) -> str:
+        """Mostly one of ``likely`` (where the operation can succeed), sometimes any record."""
+        if likely and data.draw(st.integers(0, 3)):
+            return str(data.draw(st.sampled_from(likely)))
+        return str(data.draw(st.sampled_from(self._ids())))
+
     # ------------------------------------------------------------------ rules
     @initialize(budget=st.integers(min_value=2, max_value=8))
     def start_budget(self, budget: int) -> None:
@@ -228,7 +237,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def edit(self, data: Any, words: list[str], group: str | None) -> None:
         if not self.recs:
             return
-        target = self.recs[data.draw(st.sampled_from(self._ids()))]
+        target = self.recs[self._pick(data, [r.id for r in self._live()])]
         body, token = self._body(words)
         now = self.now
         expected: type[LedgerError] | None = None
@@ -250,7 +259,8 @@ class LedgerMachine(RuleBasedStateMachine):
     def delete(self, data: Any) -> None:
         if not self.recs:
             return
-        target = self.recs[data.draw(st.sampled_from(self._ids()))]
+        heads = [r.id for r in self.recs.values() if self._status_after_prepare(r, self.now) != "superseded"]
+        target = self.recs[self._pick(data, heads)]
         now = self.now
         status = self._status_after_prepare(target, now)
         expected = None if status in ("active", "proposed", "expired") else InvalidTransition
@@ -296,9 +306,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def accept(self, data: Any) -> None:
         if not self.recs:
             return
-        proposed = [i for i in self._ids() if self.recs[i].status == "proposed"]
-        pick = data.draw(st.sampled_from(proposed or self._ids()))
-        p = self.recs[pick]
+        p = self.recs[self._pick(data, self._waiting())]
         now = self.now
         expected: type[LedgerError] | None = None
         if self._status_after_prepare(p, now) != "proposed":
@@ -324,8 +332,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def reject(self, data: Any) -> None:
         if not self.recs:
             return
-        proposed = [i for i in self._ids() if self.recs[i].status == "proposed"]
-        p = self.recs[data.draw(st.sampled_from(proposed or self._ids()))]
+        p = self.recs[self._pick(data, self._waiting())]
         now = self.now
         expected = None if self._status_after_prepare(p, now) == "proposed" else InvalidTransition
         got = self._expect(expected, lambda: self.led.reject(p.id, now=now))

@@ -41,9 +41,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
         upper = name.upper()
         field_name = upper.removeprefix("MEMLEDGER_").lower()
-        if upper.startswith("ANTHROPIC_") or field_name in WorkerConfig.model_fields or upper.endswith(
-            "_CONFIG_FILE"
-        ):
+        if upper.startswith("ANTHROPIC_") or field_name in WorkerConfig.model_fields or upper.endswith("_CONFIG_FILE"):
             monkeypatch.delenv(name)
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

@@ -101,7 +101,9 @@ def test_a_run_due_while_its_scope_is_busy_is_retried_shortly(make_runtime: Call
     # Then it re-sends itself, and runs once the first run is settled
     with runtime.ledger.engine.begin() as conn:
         conn.execute(
-            text("UPDATE consolidation_runs SET state = 'settled', outcome = 'abandoned', settled_at = :n WHERE id = :id"),
+            text(
+                "UPDATE consolidation_runs SET state = 'settled', outcome = 'abandoned', settled_at = :n WHERE id = :id"
+            ),
             {"n": to_micros(runtime.ledger.now()), "id": first.id},
         )
     wait_until(lambda: settled(runtime, second.id), timeout_s=5)

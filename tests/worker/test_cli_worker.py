@@ -14,9 +14,25 @@ from tests.worker.conftest import TWO_DUPLICATES
 from worker.cli import app
 
 RUN_FIELDS = {
-    "id", "scope_key", "state", "outcome", "turns", "created_at", "due_at", "started_at", "settled_at", "harness",
-    "model", "input_tokens", "output_tokens", "spend_micro_usd", "ops_proposed", "ops_applied", "ops_refused",
-    "refusals", "error",
+    "id",
+    "scope_key",
+    "state",
+    "outcome",
+    "turns",
+    "created_at",
+    "due_at",
+    "started_at",
+    "settled_at",
+    "harness",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "spend_micro_usd",
+    "ops_proposed",
+    "ops_applied",
+    "ops_refused",
+    "refusals",
+    "error",
 }
 
 
@@ -39,8 +55,21 @@ def run_json(*args: str) -> Any:
 
 
 def test_set_status_and_mode_shortcuts(db_url: str) -> None:
-    data = run_json("consolidation", "set", "account:local", "--mode", "apply", "--harness", "offline",
-                    "--debounce-s", "2", "--max-wait-s", "60", "--budget-usd", "0.25")
+    data = run_json(
+        "consolidation",
+        "set",
+        "account:local",
+        "--mode",
+        "apply",
+        "--harness",
+        "offline",
+        "--debounce-s",
+        "2",
+        "--max-wait-s",
+        "60",
+        "--budget-usd",
+        "0.25",
+    )
     assert data["settings"]["mode"] == "apply" and data["settings"]["debounce_s"] == 2
     assert data["settings"]["max_wait_s"] == 60 and data["settings"]["spend_budget_micro_usd"] == 250_000
     assert run_json("consolidation", "propose", "account:local")["settings"]["mode"] == "propose"

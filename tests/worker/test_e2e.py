@@ -1,4 +1,4 @@
-"""End to end with real processes: `memledger serve` (embedded), then `serve --no-worker` + `memledger worker` on Redis."""
+"""End to end with real processes: `memledger serve` embedded, then `serve --no-worker` + `memledger worker`."""
 
 from __future__ import annotations
 

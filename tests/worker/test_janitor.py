@@ -95,7 +95,9 @@ def test_redis_coming_back_empty_is_detected_once(make_runtime: Callable[..., Ru
     assert runtime.janitor.run_once().rearmed == 1
 
 
-@pytest.mark.parametrize(("point", "outcome"), [("after_claim", Outcome.ABANDONED), ("after_answer_stored", Outcome.APPLIED)])
+@pytest.mark.parametrize(
+    ("point", "outcome"), [("after_claim", Outcome.ABANDONED), ("after_answer_stored", Outcome.APPLIED)]
+)
 def test_a_stuck_run_is_settled_after_cap_plus_grace(
     make_runtime: Callable[..., Runtime], point: str, outcome: Outcome
 ) -> None:

@@ -76,7 +76,12 @@ def test_healthz_reports_database_queue_and_background_parts(served: tuple[TestC
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {
-        "status": "ok", "database": "ok", "queue": "ok", "broker": "embedded", "worker": True, "janitor": True,
+        "status": "ok",
+        "database": "ok",
+        "queue": "ok",
+        "broker": "embedded",
+        "worker": True,
+        "janitor": True,
     }
 
 
