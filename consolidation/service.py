@@ -397,13 +397,17 @@ class ConsolidationService:
                 self._scrub_row(conn, row, set(ids), texts)
 
     def _scrub_row(self, conn: Connection, row: Any, ids: set[str], texts: list[str]) -> None:
-        answer = None if row["answer"] is None else _scrub_answer(json.loads(row["answer"]), ids, texts)
+        stored = None if row["answer"] is None else json.loads(row["answer"])
+        # The raw text repeats the answer's own words: an operation that named an erased record
+        # may restate it (a paraphrase, a rationale) in text that matches no erased body.
+        raw_texts = sorted({*texts, *_touched_texts(stored, ids)}, key=len, reverse=True)
+        answer = None if stored is None else _scrub_answer(stored, ids, texts)
         conn.execute(
             text("UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :r WHERE id = :id"),
             {
                 "p": _scrub_text(row["prompt"], texts),
                 "a": None if answer is None else json.dumps(answer),
-                "r": _scrub_text(row["answer_raw"], texts),
+                "r": _scrub_text(row["answer_raw"], raw_texts),
                 "id": row["id"],
             },
         )
@@ -428,6 +432,19 @@ def _stored_forms(body: str) -> list[str]:
     unicode_json = json.dumps(body, ensure_ascii=False)[1:-1]
     prompt_form = unicode_json.replace("<", "\\u003c").replace(">", "\\u003e")
     return list(dict.fromkeys([body, json.dumps(body)[1:-1], unicode_json, prompt_form]))
+
+
+def _touched_texts(answer: Any, ids: set[str]) -> list[str]:
+    """Bodies and rationales of the operations that named an erased record."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
+        return []
+    return [
+        op[key]
+        for op in answer["operations"]
+        if isinstance(op, dict) and isinstance(op.get("targets"), list) and ids & set(map(str, op["targets"]))
+        for key in ("body", "rationale")
+        if isinstance(op.get(key), str) and op[key]
+    ]
 
 
 def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:

@@ -3,7 +3,17 @@
 ``consolidate_scope(run_id)`` executes one due run; ``sweep_expiry(now)`` runs the
 expiry sweep. Both are safe under at-least-once delivery because correctness lives
 in the database: ``ConsolidationService.execute`` claims with a conditional update
-and settles with one, so a duplicate, late or early message is a no-op.
+and settles with one, so a duplicate or late message is a no-op.
+
+One live message per run, whatever the chat traffic:
+
+* the turn that creates a run sends one message delayed to its ``due_at``; later
+  turns only push ``due_at`` back in the database (delayed messages cannot be
+  cancelled, and one per turn would flood Redis and the workers' delay queues);
+* a message that wakes before a pushed ``due_at`` re-sends itself for the new one;
+* a message that finds the scope busy with another run re-sends itself with a growing
+  delay, a bounded number of times;
+* anything lost on the way (a failed send, a Redis restart) is re-sent by the janitor.
 
 Retries are owned here, once: each actor sets ``max_retries`` explicitly (dramatiq's
 default is 20) and only unexpected errors (a database that stayed busy, a bug) are
@@ -47,8 +57,6 @@ SEND_RETRY_S = 1.0
 # A scope busy with another run: re-send with a growing delay, this many times, then leave it to the janitor.
 BUSY_RESENDS = 12
 BUSY_DELAY_S = (0.25, 8.0)
-# A message that arrives this early (clock skew between machines, millisecond rounding) re-arms itself.
-EARLY_TOLERANCE_S = 1.0
 _SEND_ERRORS = (redis.RedisError, BrokerError, OSError)
 
 
@@ -88,6 +96,13 @@ class Actors:
         *,
         what: str,
     ) -> bool:
+        try:  # the happy path pays for no retry machinery
+            actor.send_with_options(args=args, kwargs=kwargs, delay=delay_ms)
+            return True
+        except _SEND_ERRORS:
+            pass
+        except Exception as exc:  # the caller's path (a chat turn) never fails because of the queue
+            return self._gave_up(what, exc)
         retrying = Retrying(
             retry=retry_if_exception_type(_SEND_ERRORS),
             stop=stop_before_delay(SEND_RETRY_S),
@@ -98,11 +113,14 @@ class Actors:
             for attempt in retrying:
                 with attempt:
                     actor.send_with_options(args=args, kwargs=kwargs, delay=delay_ms)
-        except Exception as exc:  # the caller's path (a chat turn) never fails because of the queue
-            self.metrics.enqueue_failures.inc()
-            log.warning("could not send %s to the queue (%s); the janitor will re-send it", what, type(exc).__name__)
-            return False
+        except Exception as exc:
+            return self._gave_up(what, exc)
         return True
+
+    def _gave_up(self, what: str, exc: BaseException) -> bool:
+        self.metrics.enqueue_failures.inc()
+        log.warning("could not send %s to the queue (%s); the janitor will re-send it", what, type(exc).__name__)
+        return False
 
 
 def _delay_ms(due_at: datetime, now: datetime) -> int | None:
@@ -173,15 +191,15 @@ def _consolidate(actors: Actors, service: ConsolidationService, run_id: str, bus
 
 
 def _rearm_stale(actors: Actors, run: ConsolidationRun, busy_resends: int) -> None:
-    """A message that did not execute its run: re-send only where no other message will wake it."""
+    """A message that did not execute its run: send the one message that will, if the run still waits."""
     if run.state != RunState.PENDING:
         log.debug("run %s is %s: stale message ignored", run.id, run.state)
         return
     now = actors.clock()
     if run.due_at > now:
-        # Pushed back by later turns, whose own messages wake it; re-arm only a message that came a hair early.
-        if run.due_at - now <= timedelta(seconds=EARLY_TOLERANCE_S):
-            actors.send_run(run, now=now)
+        # Later turns pushed the run back. A turn only sends a message when it creates the run, so the
+        # message that wakes early carries the run on to its new due_at: one live message per run.
+        actors.send_run(run, now=now)
         return
     # Due but not claimed: another run of the scope is running. Try again shortly, a bounded number of times.
     if busy_resends >= BUSY_RESENDS:

@@ -75,14 +75,16 @@ class Runtime:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def notify_turn(self, scope_key: str | None = None, *, now: datetime | None = None) -> ConsolidationRun | None:
-        """Record a chat turn in the database, then send the delayed message that wakes the run.
+        """Record a chat turn in the database; when it creates the scope's run, send the delayed message.
 
         The database write comes first and is all that must succeed: when the queue is
         unreachable the turn is still recorded and the janitor wakes the run once due.
+        A turn that only pushes an existing run back sends nothing: the run's message,
+        waking before the new ``due_at``, re-sends itself for it (see :mod:`worker.actors`).
         Returns the pending run, or None when the scope's consolidation is off.
         """
         run = self.service.notify_turn(scope_key or self.ledger.scope_key, now=now)
-        if run is not None:
+        if run is not None and run.turns == 1:
             self.actors.send_run(run, now=now)
         return run
 

@@ -30,7 +30,7 @@ from ledger.errors import BudgetExceeded, LedgerError
 from ledger.files.audit import Finding, audit_directory
 from ledger.files.dates import format_instant
 from ledger.files.entry import parse_entry, validate
-from ledger.files.model import SourceKind
+from ledger.files.model import Entry, SourceKind
 from ledger.models import MemoryRecord, Provenance, Status
 
 SOURCE_KIND_OF: dict[Provenance, SourceKind] = {
@@ -214,30 +214,34 @@ def import_directory(
         if key in known:
             result.imported.append(Imported(name, known[key], already=True))
             continue
-        assert entry.confidence is not None and entry.source_kind is not None
-        rationale = (
-            f"Imported from {name} ({entry.source_kind} source: {entry.source_reference}; "
-            f"scope {entry.scope_level} {entry.scope_reference or ''}".rstrip()
-            + ")"
-        )
-        try:
-            record = led.propose(
-                entry.body,
-                confidence_bps=round(entry.confidence * 10_000),
-                rationale=rationale[:2000],
-                source_session_id=key,
-                expires_at=entry.expires.instant if entry.expires else None,
-                now=now,
-            )
-        except BudgetExceeded as exc:
-            result.refused.append(Skipped(name, f"budget: {exc.message}"))
-            continue
-        except LedgerError as exc:
-            result.refused.append(Skipped(name, f"{exc.reason}: {exc.message}"))
-            continue
-        known[key] = record.id
-        result.imported.append(Imported(name, record.id))
+        outcome = _propose(led, entry, key, now)
+        if isinstance(outcome, Skipped):
+            result.refused.append(outcome)
+        else:
+            known[key] = outcome.record_id
+            result.imported.append(outcome)
     return result
+
+
+def _propose(led: Ledger, entry: Entry, key: str, now: datetime) -> Imported | Skipped:
+    """Propose one eligible entry; a refusal by the ledger comes back as :class:`Skipped` with its reason."""
+    conf = entry.confidence if entry.confidence is not None else 0.0
+    scope = f"{entry.scope_level} {entry.scope_reference or ''}".rstrip()
+    rationale = f"Imported from {entry.name} ({entry.source_kind} source: {entry.source_reference}; scope {scope})"
+    try:
+        record = led.propose(
+            entry.body,
+            confidence_bps=round(conf * 10_000),
+            rationale=rationale[:2000],
+            source_session_id=key,
+            expires_at=entry.expires.instant if entry.expires else None,
+            now=now,
+        )
+    except BudgetExceeded as exc:
+        return Skipped(entry.name, f"budget: {exc.message}")
+    except LedgerError as exc:
+        return Skipped(entry.name, f"{exc.reason}: {exc.message}")
+    return Imported(entry.name, record.id)
 
 
 def _not_eligible(findings: Sequence[Finding], superseded_by: str | None) -> str:

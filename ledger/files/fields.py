@@ -23,6 +23,7 @@ from ledger.files.model import (
     ScopeLevel,
     SourceKind,
     When,
+    line_of,
 )
 
 TOP_KEYS = (
@@ -105,17 +106,10 @@ class Collector:
     lines: Mapping[str, int]
     problems: list[Problem] = field(default_factory=list)
 
-    def line_of(self, key: str) -> int:
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            key = key.rpartition(".")[0]
-        return 1
-
     def add(
         self, key: str, check: str, message: str, hint: str, *, rule: str = INVALID, line: int | None = None
     ) -> None:
-        where = self.line_of(key) if line is None else line
+        where = line_of(self.lines, key) if line is None else line
         self.problems.append(Problem(self.name, key, check, rule, message, hint, where))
 
 

@@ -54,7 +54,7 @@ def graph_nodes(report: AuditReport) -> tuple[list[Node], list[tuple[str, str, b
         if name in chains.cycle_of:
             cls, note = "cycle", "cycle"
         elif own & {INVALID, MISSING_SOURCE}:
-            cls, note = "invalid", "invalid"
+            cls, note = "invalid", "invalid" if INVALID in own else "missing source"
         elif entry.superseded_by is not None:
             cls, note = "superseded", "superseded"
         elif name in candidates:
@@ -82,9 +82,8 @@ def graph_dot(report: AuditReport) -> str:
     for n in nodes:
         lines.append(f"  {ids[n.name]} [label={_quote(n.label)}, {_DOT_STYLE[n.cls]}];")
     for old, new, broken in edges:
-        target = ids[new] if new in ids else _quote(new)
         style = ' [color="#cf222e"]' if broken else ""
-        lines.append(f"  {ids[old]} -> {target}{style};")
+        lines.append(f"  {ids[old]} -> {ids[new]}{style};")
     lines.append("}")
     return "\n".join(lines)
 

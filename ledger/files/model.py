@@ -64,6 +64,15 @@ class ScopeLevel(StrEnum):
     GLOBAL = "global"
 
 
+def line_of(lines: Mapping[str, int], key: str) -> int:
+    """The file line of dotted ``key`` in ``lines``, of its nearest parent when absent, else 1."""
+    while key:
+        if key in lines:
+            return lines[key]
+        key = key.rpartition(".")[0]
+    return 1
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One broken rule in one entry: where (file, field, line), which rule, and what to change."""
@@ -122,11 +131,7 @@ class Entry:
 
     def line_of(self, key: str) -> int:
         """The file line of ``key`` (dotted), of its parent when absent, else 1 (the opening ``---``)."""
-        while key:
-            if key in self.lines:
-                return self.lines[key]
-            key = key.rpartition(".")[0]
-        return 1
+        return line_of(self.lines, key)
 
     @property
     def horizon(self) -> When | None:

@@ -15,7 +15,7 @@ from typing import Any
 from ledger.files.audit import AuditReport, Candidate, Finding, Notice
 from ledger.files.dates import format_instant
 from ledger.files.explain import Explanation
-from ledger.files.model import ELIGIBILITY_NOTICE, RULE_IDS, Entry, Problem
+from ledger.files.model import ELIGIBILITY_NOTICE, RULE_IDS, Problem
 
 REVIEW_HEADING = "Action-authorizing review"
 
@@ -153,15 +153,10 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
         "source": {"kind": str(e.source_kind), "reference": e.source_reference},
         "scope": {"level": str(e.scope_level), "reference": e.scope_reference},
         "confidence": e.confidence,
-        "created": _when(e, "created"),
-        "expires": _when(e, "expires"),
+        "created": e.created.text if e.created else None,
+        "expires": e.expires.text if e.expires else None,
         "supersedes": list(c.predecessors),
     }
-
-
-def _when(e: Entry, key: str) -> str | None:
-    value = getattr(e, key.replace("-", "_"))
-    return None if value is None else value.text
 
 
 def _finding_dict(f: Finding) -> dict[str, Any]:

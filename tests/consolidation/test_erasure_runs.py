@@ -17,6 +17,7 @@ from sqlalchemy import text
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome
 from consolidation.fake_anthropic import FakeAnthropic
+from consolidation.prompt import decode_user_message
 from ledger import Ledger, open_ledger
 from ledger.models import Provenance
 from tests.conftest import T0, Clock
@@ -40,9 +41,20 @@ def fake() -> Iterator[FakeAnthropic]:
         yield server
 
 
-def run_once(svc: ConsolidationService, now: datetime) -> ConsolidationRun:
-    svc.update_settings(SCOPE, mode="apply", harness="anthropic", model=MODEL, debounce_s=0, wall_clock_cap_s=5,
-                        now=now)
+def by_body(*operations: dict[str, Any]) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+    """A scripted answer whose targets are written as bodies, sent as the per-run ids the model saw."""
+
+    def answer(request: dict[str, Any]) -> list[dict[str, Any]]:
+        seen = {r.body: r.id for r in decode_user_message(request["messages"][0]["content"])}
+        return [{**op, "targets": [seen[t] for t in op["targets"]]} for op in operations]
+
+    return answer
+
+
+def run_once(svc: ConsolidationService, now: datetime, **settings: Any) -> ConsolidationRun:
+    svc.update_settings(
+        SCOPE, mode="apply", harness="anthropic", model=MODEL, debounce_s=0, wall_clock_cap_s=5, now=now, **settings
+    )
     svc.notify_turn(SCOPE, now=now)
     [done] = svc.run_due(now=now)
     return done
@@ -51,19 +63,25 @@ def run_once(svc: ConsolidationService, now: datetime) -> ConsolidationRun:
 def stored_columns(led: Ledger, run_id: str) -> dict[str, Any]:
     """The run's raw prompt/answer columns, read past the model layer."""
     with led.engine.connect() as conn:
-        row = conn.execute(
-            text("SELECT prompt, answer, answer_raw FROM consolidation_runs WHERE id = :id"), {"id": run_id}
-        ).mappings().one()
+        row = (
+            conn.execute(
+                text("SELECT prompt, answer, answer_raw FROM consolidation_runs WHERE id = :id"), {"id": run_id}
+            )
+            .mappings()
+            .one()
+        )
     return dict(row)
 
 
 def merge_then_forget(svc: ConsolidationService, fake: FakeAnthropic) -> tuple[ConsolidationRun, dict[str, Any]]:
     """A run merges the two bike pins; then the user forgets the merged record (the chain's head)."""
     led = svc.led
-    a = led.save(SECRET, now=T0)
-    b = led.save(SECRET_TWIN, now=T0)
+    led.save(SECRET, now=T0)
+    led.save(SECRET_TWIN, now=T0)
     led.save(KEPT, now=T0)
-    fake.set_operations([{"op": "merge", "targets": [a.id, b.id], "body": SECRET, "rationale": f"both say {WORD}"}])
+    fake.set_operations(
+        by_body({"op": "merge", "targets": [SECRET, SECRET_TWIN], "body": SECRET, "rationale": f"both say {WORD}"})
+    )
     done = run_once(svc, at(1))
     assert done.outcome == Outcome.APPLIED and done.ops_applied == 1
     before = stored_columns(led, done.id)
@@ -115,6 +133,36 @@ def test_forgetting_a_record_scrubs_an_unparseable_raw_answer_that_echoed_it(
     assert KEPT in after["prompt"] and after["answer_raw"].startswith("I would merge [erased]")
 
 
+def test_a_refused_operation_that_paraphrased_the_record_is_scrubbed_too(
+    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+) -> None:
+    # Given a run whose refused operation restated the record in words of its own
+    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    led = svc.led
+    secret = led.save(SECRET, now=T0)
+    led.save(KEPT, now=T0)
+    paraphrase = f"My bike {WORD} is really quick"
+    fake.set_operations(
+        by_body(
+            {"op": "correct", "targets": [SECRET], "body": paraphrase, "rationale": f"{WORD} reads better"},
+            {"op": "correct", "targets": [KEPT], "body": "My deploy region is eu-west-1 (EU)"},
+        )
+    )
+    done = run_once(svc, at(1), allowed_ops=["merge"])
+    assert done.refusals == {"op_not_allowed": 2}
+    assert all(WORD in stored_columns(led, done.id)[c] for c in ("prompt", "answer", "answer_raw"))
+
+    # When the user forgets the record
+    led.delete(secret.id, now=at(2))
+
+    # Then the operation that named it lost its body and rationale everywhere, raw answer included
+    after = stored_columns(led, done.id)
+    for column in ("prompt", "answer", "answer_raw"):
+        assert WORD not in after[column], column
+    # ... and the operation about another record kept its own
+    assert "eu-west-1 (EU)" in after["answer"] and "eu-west-1 (EU)" in after["answer_raw"]
+
+
 def test_runs_that_never_saw_the_record_are_left_alone(
     make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
 ) -> None:
@@ -143,10 +191,9 @@ def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake: 
             return [p.name for p in sorted(tmp_path.glob("ledger.db*")) if needle in p.read_bytes()]
 
         led.save(SECRET, now=T0)
-        b = led.save(SECRET_TWIN, now=T0)
+        led.save(SECRET_TWIN, now=T0)
         led.save(KEPT, now=T0)
-        a = next(r for r in led.list(SCOPE, now=at(0.5)) if r.body == SECRET)
-        fake.set_operations([{"op": "merge", "targets": [a.id, b.id], "body": SECRET}])
+        fake.set_operations(by_body({"op": "merge", "targets": [SECRET, SECRET_TWIN], "body": SECRET}))
         done = run_once(svc, at(1))
         assert done.ops_applied == 1 and files_hold(WORD)  # the check can see the word when it is there
 

@@ -17,7 +17,7 @@ import pytest
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunState
 from consolidation.fake_anthropic import FakeAnthropic
-from consolidation.harnesses import PromptRecord, Usage
+from consolidation.harnesses import Usage
 from consolidation.harnesses.anthropic import AnthropicHarness
 from consolidation.pricing import DEFAULT_PRICES
 from consolidation.prompt import CLOSE_TAG, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
@@ -102,13 +102,34 @@ def consolidated(led: Ledger, now: datetime) -> list[Any]:
     return [r for r in led.list(SCOPE, now=now) if r.provenance == Provenance.MODEL_CONSOLIDATION]
 
 
+A, B, C = "I prefer metric units", "i prefer  metric units.", "my deploy region is eu-west-1"
+
+
 def pins(led: Ledger) -> dict[str, Any]:
     """Three user pins: two duplicates (a, b) and one with noise (c)."""
     return {
-        "a": led.save("I prefer metric units", kind="preference", now=T0),
-        "b": led.save("i prefer  metric units.", kind="preference", now=T0),
-        "c": led.save("my deploy region is eu-west-1", now=T0),
+        "a": led.save(A, kind="preference", now=T0),
+        "b": led.save(B, kind="preference", now=T0),
+        "c": led.save(C, now=T0),
     }
+
+
+def aliases(request: dict[str, Any]) -> dict[str, str]:
+    """Body -> the id the model was shown for it (the prompt names records by per-run aliases)."""
+    return {r.body: r.id for r in decode_user_message(request["messages"][0]["content"])}
+
+
+def by_body(*operations: dict[str, Any]) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
+    """A scripted answer whose targets are written as bodies and sent as the ids the model saw.
+
+    A target that is not a body in the request is sent as written (a real id, or nonsense).
+    """
+
+    def answer(request: dict[str, Any]) -> list[dict[str, Any]]:
+        seen = aliases(request)
+        return [{**op, "targets": [seen.get(t, t) for t in op["targets"]]} for op in operations]
+
+    return answer
 
 
 # -- the request -------------------------------------------------------------------------
@@ -125,8 +146,9 @@ def test_one_run_is_one_request_carrying_only_the_scopes_active_records(
     old = led.save("My editor is Emacs (oldversion)", now=T0)
     edited = led.save("My editor is Helix", supersedes=old.id, now=at(0.1))
     led.save("Temporary note that expires (expiredword)", expires_at=at(0.5), now=T0)
-    led.propose("A proposal the user never accepted (proposedword)", kind="fact", confidence_bps=5000,
-                rationale="guess", now=T0)
+    led.propose(
+        "A proposal the user never accepted (proposedword)", kind="fact", confidence_bps=5000, rationale="guess", now=T0
+    )
     gone = led.save("Something the user forgot (forgottenword)", now=T0)
     led.delete(gone.id, now=at(0.2))
     # ... and another scope in the same database
@@ -147,20 +169,20 @@ def test_one_run_is_one_request_carrying_only_the_scopes_active_records(
     content = message["content"]
     assert content == done.prompt
     # ... carrying the active records (id, kind, body, conflict group) and nothing else
-    expected = {
-        PromptRecord(units.id, "preference", units.body, "units"),
-        PromptRecord(region.id, "fact", region.body, None),
-        PromptRecord(hostile.id, "constraint", hostile.body, None),
-        PromptRecord(edited.id, "fact", edited.body, None),
+    decoded = decode_user_message(content)
+    assert {(r.kind, r.body, r.conflict_group) for r in decoded} == {
+        ("preference", "I prefer metric units", "units"),
+        ("fact", "My deploy region is eu-west-1", None),
+        ("constraint", f"{CLOSE_TAG} {INJECTION}", None),
+        ("fact", "My editor is Helix", None),
     }
-    assert set(decode_user_message(content)) == expected
-    for word in ("oldversion", "expiredword", "proposedword", "forgottenword", "otherscopeword", "account:"):
+    assert len(decoded) == len({r.id for r in decoded}) == 4  # one distinct per-run id each
+    for word in ("oldversion", "expiredword", "proposedword", "forgottenword", "otherscopeword", "account:", "mem_"):
         assert word not in content
     # ... where a hostile body is a quoted string: it cannot close the tag, and it changed nothing
     assert content.startswith(OPEN_TAG) and content.count(CLOSE_TAG) == 1 and content.endswith(CLOSE_TAG)
     assert "never instructions" in SYSTEM_PROMPT
-    [quoted] = [r for r in decode_user_message(content) if r.id == hostile.id]
-    assert quoted.body == f"{CLOSE_TAG} {INJECTION}"
+    assert f"{CLOSE_TAG} {INJECTION}" in {r.body for r in decoded}
     assert {r.id for r in led.list(SCOPE, now=at(2))} == {units.id, region.id, hostile.id, edited.id}
 
 
@@ -170,8 +192,7 @@ def test_usage_and_spend_come_from_the_response_and_count_against_the_budget(
     # Given the fake reports usage, including cache writes and reads
     pins(asvc.led)
     fake.set_operations([])
-    fake.set_usage(input_tokens=1000, output_tokens=200, cache_creation_input_tokens=400,
-                   cache_read_input_tokens=2000)
+    fake.set_usage(input_tokens=1000, output_tokens=200, cache_creation_input_tokens=400, cache_read_input_tokens=2000)
     enable(asvc)
 
     # When a run executes
@@ -209,9 +230,9 @@ def test_429_then_529_then_success_is_retried_inside_the_cap_and_applied(
 ) -> None:
     # Given the API is rate-limited, then overloaded, then answers
     svc = make_anthropic(harnesses=fast_backoff(fake))
-    ids = pins(svc.led)
+    pins(svc.led)
     fake.fail_next(429, 529)
-    fake.set_operations([{"op": "merge", "targets": [ids["a"].id, ids["b"].id], "body": "I prefer metric units"}])
+    fake.set_operations(by_body({"op": "merge", "targets": [A, B], "body": A}))
     enable(svc)
 
     # When the run executes
@@ -267,7 +288,7 @@ def test_a_slow_model_past_the_cap_fails_quickly(asvc: ConsolidationService, fak
 
     # Then it failed at about the cap, after one request (a timeout is never retried)
     assert done.outcome == Outcome.FAILED and "timed out" in (done.error or "")
-    assert elapsed < 2.0
+    assert elapsed < 2.5  # well before the 3 s answer: it gave up at the cap
     assert fake.calls == 1 and consolidated(asvc.led, at(2)) == []
 
 
@@ -283,7 +304,7 @@ def test_persistent_overload_is_not_a_retry_storm(asvc: ConsolidationService, fa
 
     # Then it failed within the cap after a handful of backed-off attempts
     assert done.outcome == Outcome.FAILED and "529" in (done.error or "")
-    assert time.monotonic() - started < 1.5 + 0.5
+    assert time.monotonic() - started < 1.5 + 1.0  # the cap, plus slack for a loaded CI machine
     assert 1 <= fake.calls <= 3
 
 
@@ -325,51 +346,59 @@ def test_every_gate_reason_is_counted_and_the_rest_of_the_batch_applies(
 ) -> None:
     # Given records of every sort the answer could name
     led = asvc.led
-    a = led.save("I prefer metric units", kind="preference", conflict_group="units", now=T0)
-    b = led.save("i prefer metric units.", kind="preference", conflict_group="units", now=T0)  # supersedes a
-    c = led.save("my deploy region is eu-west-1", now=T0)
-    d, e, f, g, h, i = (led.save(f"Pin number {n}", now=T0) for n in range(6))
+    old = led.save("I prefer metric units", kind="preference", conflict_group="units", now=T0)
+    led.save("i prefer metric units.", kind="preference", conflict_group="units", now=T0)  # supersedes old
+    led.save("my deploy region is eu-west-1", now=T0)
+    editor = led.save("My editor is Emacs", now=T0)
+    for n in range(6):
+        led.save(f"Pin number {n}", now=T0)
     foreign = make_ledger(account="other").save("Another account's pin", now=T0)
-    answer = [
-        {"op": "correct", "targets": [a.id], "body": "x"},  # 0 not active (superseded by b)
-        {"op": "correct", "targets": [c.id], "body": "My deploy region is eu-west-1"},  # 1 passes
-        {"op": "delete", "targets": [d.id]},  # 2 unknown op
-        {"op": "merge", "targets": [e.id], "body": "one target"},  # 3 malformed
-        {"op": "correct", "targets": [e.id], "body": "x", "status": "active", "provenance": "user_explicit"},  # 4
+    pin = [f"Pin number {n}" for n in range(6)]
+    operations = by_body(
+        {"op": "correct", "targets": ["My editor is Emacs"], "body": "x"},  # 0 edited during the call
+        {"op": "correct", "targets": ["my deploy region is eu-west-1"], "body": "My deploy region is eu-west-1"},
+        {"op": "delete", "targets": [pin[0]]},  # 2 unknown op
+        {"op": "merge", "targets": [pin[1]], "body": "one target"},  # 3 malformed
+        {"op": "correct", "targets": [pin[1]], "body": "x", "status": "active", "provenance": "user_explicit"},  # 4
         {"op": "correct", "targets": ["mem_doesnotexist"], "body": "x"},  # 5 not in scope
         {"op": "correct", "targets": [foreign.id], "body": "x"},  # 6 another scope's record
-        {"op": "keep", "targets": [f.id]},  # 7 not allowed by the settings
-        {"op": "correct", "targets": [g.id], "body": "Pin number 3!"},  # 8 contested target
-        {"op": "correct", "targets": [g.id], "body": "Pin number three"},  # 9 contested target
-        {"op": "correct", "targets": [h.id], "body": CREDENTIAL},  # 10 credential-shaped body
-        {"op": "merge", "targets": [i.id, i.id], "body": "twice"},  # 11 one target named twice
-        {"op": "correct", "targets": [b.id], "body": "I prefer metric units."},  # 12 passes
-    ]
+        {"op": "correct", "targets": [old.id], "body": "x"},  # 7 superseded before the call: never shown
+        {"op": "keep", "targets": [pin[2]]},  # 8 not allowed by the settings
+        {"op": "correct", "targets": [pin[3]], "body": "Pin number 3!"},  # 9 contested target
+        {"op": "correct", "targets": [pin[3]], "body": "Pin number three"},  # 10 contested target
+        {"op": "correct", "targets": [pin[4]], "body": CREDENTIAL},  # 11 credential-shaped body
+        {"op": "merge", "targets": [pin[5], pin[5]], "body": "twice"},  # 12 one target named twice
+        {"op": "correct", "targets": ["i prefer metric units."], "body": "I prefer metric units."},  # 13 passes
+    )
+
+    def answer(request: dict[str, Any]) -> list[dict[str, Any]]:
+        led.save("My editor is Helix", supersedes=editor.id, now=at(1.5))  # the user, while the model answers
+        return operations(request)
+
     fake.set_operations(answer)
     enable(asvc, allowed_ops=["merge", "correct"])
 
     # When the run executes
-    done = run_once(asvc)
+    done = run_once(asvc, now=at(2))
 
     # Then each refusal is counted under its reason and the two sound operations applied
     assert done.refusals == {
         "target_not_active": 1,
         "unknown_op": 1,
         "malformed": 2,
-        "target_not_in_scope": 2,
+        "target_not_in_scope": 3,
         "op_not_allowed": 1,
         "duplicate_target": 3,
         "body_rejected": 1,
     }
-    assert (done.ops_proposed, done.ops_applied, done.ops_refused) == (13, 2, 11)
+    assert (done.ops_proposed, done.ops_applied, done.ops_refused) == (14, 2, 12)
     assert done.outcome == Outcome.APPLIED and fake.calls == 1
-    active = {r.body: r for r in led.list(SCOPE, now=at(2))}
-    assert "My deploy region is eu-west-1" in active and "I prefer metric units." in active
-    assert {f"Pin number {n}" for n in range(6)} <= set(active)
+    active = {r.body for r in led.list(SCOPE, now=at(3))}
+    assert active == {"My deploy region is eu-west-1", "I prefer metric units.", "My editor is Helix", *pin}
     assert led.get(foreign.id).status == Status.ACTIVE and led.get(foreign.id).body == "Another account's pin"
     # ... and each decision is in the event log, without a body
     events = [ev for ev in led.events(SCOPE) if ev.run_id == done.id]
-    refused = sorted(ev.reason for ev in events if ev.event == "consolidation_op_refused")
+    refused = sorted(str(ev.reason) for ev in events if ev.event == "consolidation_op_refused")
     assert refused == sorted(r for r, n in done.refusals.items() for _ in range(n))
     assert sum(ev.event == "consolidation_op_applied" for ev in events) == 2
     assert not any("metric" in str(ev.detail) or "eu-west" in str(ev.detail) for ev in events)
@@ -380,8 +409,18 @@ def test_the_gate_derives_every_field_the_answer_must_not_set(asvc: Consolidatio
     led = asvc.led
     a = led.save("Deploys go out on Tuesdays", kind="decision", expires_at=at(900), now=T0)
     b = led.save("deploys go out on tuesdays", kind="fact", expires_at=at(600), now=T0)
-    fake.set_operations([{"op": "merge", "targets": [a.id, b.id], "body": "Deploys go out on Tuesdays",
-                          "kind": "constraint", "confidence_bps": 9500, "rationale": "same statement"}])
+    fake.set_operations(
+        by_body(
+            {
+                "op": "merge",
+                "targets": [a.body, b.body],
+                "body": "Deploys go out on Tuesdays",
+                "kind": "constraint",
+                "confidence_bps": 9500,
+                "rationale": "same statement",
+            }
+        )
+    )
     enable(asvc)
 
     # When the run applies the merge at t=1
@@ -402,9 +441,9 @@ def test_the_gate_derives_every_field_the_answer_must_not_set(asvc: Consolidatio
 
 
 def test_a_proposal_over_the_budget_is_refused_and_counted(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
-    ids = pins(asvc.led)
+    pins(asvc.led)
     asvc.led.set_budget(SCOPE, 3, now=at(0))
-    fake.set_operations([{"op": "merge", "targets": [ids["a"].id, ids["b"].id], "body": "I prefer metric units"}])
+    fake.set_operations(by_body({"op": "merge", "targets": [A, B], "body": A}))
     enable(asvc, mode="propose")
 
     done = run_once(asvc)
@@ -419,15 +458,16 @@ def test_a_target_edited_by_the_user_during_the_call_is_refused_never_overwritte
     # Given the user edits a record while the model is answering about it
     led = asvc.led
     ids = pins(led)
-    a, b, c = ids["a"].id, ids["b"].id, ids["c"].id
+    a, b = ids["a"].id, ids["b"].id
     edits: list[Any] = []
+    operations = by_body(
+        {"op": "merge", "targets": [A, B], "body": A},
+        {"op": "correct", "targets": [C], "body": "My deploy region is eu-west-1"},
+    )
 
-    def script(_request: dict[str, Any]) -> list[dict[str, Any]]:
+    def script(request: dict[str, Any]) -> list[dict[str, Any]]:
         edits.append(led.save("I prefer imperial units now", kind="preference", supersedes=a, now=at(1.5)))
-        return [
-            {"op": "merge", "targets": [a, b], "body": "I prefer metric units"},
-            {"op": "correct", "targets": [c], "body": "My deploy region is eu-west-1"},
-        ]
+        return operations(request)
 
     fake.set_operations(script)
     enable(asvc)
@@ -460,7 +500,7 @@ def crash_at(step: str, *, times: int = 1) -> Callable[[str], None]:
 
 
 def merge_ab(fake: FakeAnthropic, ids: dict[str, Any]) -> None:
-    fake.set_operations([{"op": "merge", "targets": [ids["a"].id, ids["b"].id], "body": "I prefer metric units"}])
+    fake.set_operations(by_body({"op": "merge", "targets": [ids["a"].body, ids["b"].body], "body": A}))
 
 
 def test_a_crash_after_the_answer_is_stored_applies_it_without_a_second_call(
@@ -478,6 +518,8 @@ def test_a_crash_after_the_answer_is_stored_applies_it_without_a_second_call(
         svc.execute(run.id, now=at(1))
     stuck = svc.get_run(run.id)
     assert stuck.state == RunState.RUNNING and stuck.answer is not None and stuck.input_tokens == 500
+    # (stored with the record ids the per-run aliases stood for)
+    assert stuck.answer["operations"][0]["targets"] == [ids["a"].id, ids["b"].id]
     assert consolidated(svc.led, at(2)) == [] and fake.calls == 1
 
     # When a redelivered message arrives, and the janitor runs before and after cap + grace

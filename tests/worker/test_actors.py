@@ -26,6 +26,12 @@ def prepare(runtime: Runtime, *, debounce_s: float = 0.2, **settings: object) ->
     return ids
 
 
+def queued_messages(runtime: Runtime) -> int:
+    """Messages waiting on the in-process broker (ready and delayed)."""
+    queues = runtime.broker.queues  # type: ignore[attr-defined]
+    return sum(q.qsize() for q in queues.values())
+
+
 def settled(runtime: Runtime, run_id: str) -> bool:
     return runtime.service.get_run(run_id).state == RunState.SETTLED
 
@@ -49,14 +55,18 @@ def test_a_turn_wakes_its_run_at_due_at_on_the_embedded_queue(make_runtime: Call
 
 
 def test_turns_in_a_burst_make_one_run_that_waits_for_the_last(make_runtime: Callable[..., Runtime]) -> None:
+    # Given a scope with a debounce of 0.4 s
     runtime = make_runtime()
     prepare(runtime, debounce_s=0.4)
-    runtime.start_worker(threads=2)
+    # When four turns come 0.1 s apart
     runs = []
     for _ in range(4):
         runs.append(runtime.notify_turn())
         time.sleep(0.1)
+    # Then they make one run, and only the turn that created it sent a message
     assert len({r.id for r in runs if r is not None}) == 1
+    assert queued_messages(runtime) == 1
+    runtime.start_worker(threads=2)
     last = runs[-1]
     assert last is not None
     wait_until(lambda: settled(runtime, last.id), timeout_s=5)

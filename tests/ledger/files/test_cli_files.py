@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import worker.output
 from tests.ledger.files.helpers import FIXTURES, entry, write_dir
 from worker.cli import app
 
@@ -124,3 +125,11 @@ def test_new_copies_the_template(tmp_path: Path) -> None:
     assert "source-reference-placeholder" in out and "body-empty" in out
     assert run("new", "deploy-region", "--dir", str(tmp_path / "memories"))[0] == 2
     assert run("new", "../escape", "--dir", str(tmp_path / "memories"))[0] == 2
+
+
+def test_progress_bar_on_a_terminal_keeps_the_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker.output, "is_terminal", lambda: True)
+    write_dir(tmp_path, {f"e{i:03d}.md": entry(body=f"Service {i} deploys to eu-west-1.") for i in range(210)})
+    code, out = run("audit", str(tmp_path), "--scope", "project:acme/widgets", *NOW)
+    assert code == 0
+    assert "Action-authorizing review (210)" in out
