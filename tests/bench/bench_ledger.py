@@ -1,0 +1,335 @@
+"""Ledger benchmarks (``make bench``): three figures, each measured side by side in one run.
+
+* save throughput — ``Ledger.save`` against raw ``sqlite3`` doing the same writes on
+  the same schema and pragmas: one ``BEGIN IMMEDIATE`` transaction with the budget
+  count, the record insert (whose trigger writes the FTS row), the event insert
+  (target: <= 2x);
+* as-of latency on a full scope (200 active records) as its history grows 3x, at a
+  recent and at a mid instant (target: <= 1.2x), with the query plan checked;
+* sweep time for the same number of due records among 20x more held records
+  (target: <= 1.5x).
+
+Each figure is the median of interleaved rounds (see ``tests/bench/conftest.py``);
+the figures and the method are recorded in ``docs/performance.md``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, event
+
+from ledger import Ledger, open_ledger
+from ledger.instants import to_micros
+from ledger.screening import screen_body
+from tests.bench.conftest import gc_paused, interleave, note, per_op, report
+
+pytestmark = [pytest.mark.bench, pytest.mark.timeout(900)]
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+FAR = datetime(2100, 1, 1, tzinfo=UTC)
+SCOPE_SIZE = 200  # the default budget: a full scope
+
+SAVES_PER_ROUND = 100
+SAVE_ROUNDS = 21
+HISTORY_EDITS = 5  # H = 5 edits of each of the 200 records = 1,000 superseded versions; 3H = 3,000
+AS_OF_CALLS_PER_ROUND = 4
+AS_OF_ROUNDS = 15
+SWEEP_DUE = 200
+SWEEP_HELD_FACTOR = 20
+SWEEP_ROUNDS = 9
+
+# What a chat user pins: short prose, some of it mentioning ports, versions, codes and regions.
+PINS = (
+    "I prefer metric units and 24-hour times",
+    "The staging cluster runs in eu-west-1; production is in us-east-2",
+    "Deploys go out on weekdays before 3pm, never on Fridays",
+    "Our Postgres is version 16 and listens on port 5432",
+    "Code review needs two approvals for anything under billing/",
+    "Answer in British English, keep replies short",
+    "The on-call rotation changes every Monday at 09:00 UTC",
+    "Use pnpm, not npm, in the web repository",
+    "My manager is Priya; the team is platform-infra",
+    "Release branches are named release/YYYY.MM",
+)
+
+# The pragmas ledger.db sets on every SQLite connection, so the baseline pays the same.
+PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA secure_delete=ON",
+    "PRAGMA busy_timeout=5000",
+    "PRAGMA foreign_keys=ON",
+)
+
+
+def pin(r: int, i: int) -> str:
+    return f"{PINS[i % len(PINS)]} (note {r}.{i})"
+
+
+# --------------------------------------------------------------------------- the raw baseline
+class RawSqlite:
+    """What a hand-written save on the sqlite3 module does: the same rows, in one transaction.
+
+    The database comes from the project's migration (same tables, indexes, CHECKs and
+    FTS triggers), so the record insert fires the same FTS insert as the ledger's.
+    """
+
+    BUDGET = (
+        "SELECT (SELECT max_records FROM scope_settings WHERE scope_key = ?), "
+        "(SELECT COUNT(*) FROM memory_records WHERE scope_key = ? AND status IN ('active', 'proposed'))"
+    )
+    INSERT = (
+        "INSERT INTO memory_records (id, scope_key, kind, body, provenance, status, source_session_id, supersedes, "
+        "superseded_by, confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at, "
+        "created_at, updated_at) VALUES (?, ?, 'fact', ?, 'user_explicit', 'active', NULL, '[]', NULL, NULL, NULL, "
+        "?, NULL, NULL, NULL, NULL, ?, ?)"
+    )
+    EVENT = (
+        "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
+        "VALUES (?, ?, 'saved', ?, NULL, NULL, '{\"supersedes\": []}')"
+    )
+
+    def __init__(self, path: Path) -> None:
+        open_ledger(f"sqlite:///{path}").close()  # the migration, nothing else
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        for pragma in PRAGMAS:
+            self.conn.execute(pragma)
+
+    def add_scope(self, scope: str, max_records: int = SCOPE_SIZE) -> None:
+        self.conn.execute(
+            "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at) VALUES (?, ?, 0, 0)",
+            (scope, max_records),
+        )
+
+    def save(self, scope: str, body: str, now_us: int) -> str:
+        record_id = "mem_" + secrets.token_hex(12)
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            budget, held = conn.execute(self.BUDGET, (scope, scope)).fetchone()
+            if held + 1 > budget:
+                raise RuntimeError(f"{scope} is full")
+            conn.execute(self.INSERT, (record_id, scope, body, now_us, now_us, now_us))
+            conn.execute(self.EVENT, (now_us, scope, record_id))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return record_id
+
+    def count(self, sql: str) -> int:
+        return int(self.conn.execute(sql).fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def count(led: Ledger, sql: str) -> int:
+    with led.engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        return int(raw.execute(sql).fetchone()[0])
+
+
+# --------------------------------------------------------------------------- save
+def test_save_throughput_against_raw_sqlite3(tmp_path: Path) -> None:
+    # Given the ledger and a raw sqlite3 connection on two files of the same schema
+    base = open_ledger(f"sqlite:///{tmp_path / 'ours.db'}")
+    raw = RawSqlite(tmp_path / "raw.db")
+
+    # When each round saves 100 pins into a fresh scope of each (a scope holds at most 200)
+    def ours(r: int) -> float:
+        led = Ledger(base.engine, account=f"save{r}")
+        start = T0 + timedelta(days=r)
+        return per_op(lambda i: led.save(pin(r, i), now=start + timedelta(seconds=i)), SAVES_PER_ROUND)
+
+    def baseline(r: int) -> float:
+        scope = f"account:save{r}"
+        raw.add_scope(scope)
+        start_us = to_micros(T0 + timedelta(days=r))
+        return per_op(lambda i: raw.save(scope, pin(r, i), start_us + i * 1_000_000), SAVES_PER_ROUND)
+
+    samples = interleave({"ours": ours, "raw": baseline}, rounds=SAVE_ROUNDS)
+    screening = per_op(lambda i: screen_body(pin(0, i)), 2_000)
+
+    # Then the ledger stays within 2x of the raw writes
+    figure = report(
+        "save, per record",
+        samples["ours"],
+        samples["raw"],
+        target=2.0,
+        baseline_label="raw sqlite3, same 4 writes",
+    )
+    note(f"of which body screening (not in the baseline): {screening * 1e6:.1f} us")
+    note(f"saves per second: memledger {1 / figure.ours_s:,.0f}, raw sqlite3 {1 / figure.baseline_s:,.0f}")
+    # Both did the same writes: the same rows, events and FTS entries
+    fts = "SELECT COUNT(*) FROM memory_fts WHERE memory_fts MATCH '\"weekdays\"'"
+    for sql in ("SELECT COUNT(*) FROM memory_records", "SELECT COUNT(*) FROM ledger_events", fts):
+        assert count(base, sql) == raw.count(sql), sql
+    raw.close()
+    base.close()
+    figure.check()
+
+
+# --------------------------------------------------------------------------- as-of
+def build_history(led: Ledger, edits: int) -> list[datetime]:
+    """A full scope (200 active records) whose records were each edited ``edits`` times.
+
+    Returns the instant of every write, in order: 200 saves, then ``edits`` rounds that
+    supersede each record once. The scope ends with 200 active records and
+    ``200 * edits`` superseded versions.
+    """
+    instants: list[datetime] = []
+    heads: list[str] = []
+    t = T0
+    for i in range(SCOPE_SIZE):
+        t += timedelta(minutes=1)
+        heads.append(led.save(pin(0, i), now=t).id)
+        instants.append(t)
+    for e in range(1, edits + 1):
+        for i in range(SCOPE_SIZE):
+            t += timedelta(minutes=1)
+            heads[i] = led.save(pin(e, i), supersedes=heads[i], now=t).id
+            instants.append(t)
+    return instants
+
+
+def recent_and_mid(instants: list[datetime]) -> tuple[datetime, datetime]:
+    """Half-way through the last edit round, and half-way through the whole history."""
+    return instants[-SCOPE_SIZE // 2], instants[len(instants) // 2]
+
+
+@pytest.fixture
+def captured_sql() -> Iterator[Callable[[Engine], list[tuple[str, Any]]]]:
+    """``capture(engine)`` starts recording the statements (and parameters) the engine runs."""
+    listening: list[tuple[Engine, Callable[..., None]]] = []
+    seen: list[tuple[str, Any]] = []
+
+    def capture(engine: Engine) -> list[tuple[str, Any]]:
+        def on_execute(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any) -> None:
+            seen.append((statement, parameters))
+
+        event.listen(engine, "before_cursor_execute", on_execute)
+        listening.append((engine, on_execute))
+        return seen
+
+    yield capture
+    for engine, fn in listening:
+        event.remove(engine, "before_cursor_execute", fn)
+
+
+def test_as_of_is_flat_as_history_grows(
+    tmp_path: Path, captured_sql: Callable[[Engine], list[tuple[str, Any]]]
+) -> None:
+    # Given two full scopes in one database, one with 3x the other's history
+    base = open_ledger(f"sqlite:///{tmp_path / 'asof.db'}")
+    short, long = Ledger(base.engine, account="history-h"), Ledger(base.engine, account="history-3h")
+    short_recent, short_mid = recent_and_mid(build_history(short, HISTORY_EDITS))
+    long_recent, long_mid = recent_and_mid(build_history(long, 3 * HISTORY_EDITS))
+    cases = {
+        "h-recent": (short, short_recent),
+        "3h-recent": (long, long_recent),
+        "h-mid": (short, short_mid),
+        "3h-mid": (long, long_mid),
+    }
+    for led, at in cases.values():
+        assert len(led.list_as_of(led.scope_key, at)) == SCOPE_SIZE
+
+    # When list_as_of runs at a recent and at a mid instant on each, interleaved
+    def reading(led: Ledger, at: datetime) -> Callable[[int], float]:
+        return lambda _r: per_op(lambda _i: led.list_as_of(led.scope_key, at), AS_OF_CALLS_PER_ROUND)
+
+    samples = interleave({name: reading(*case) for name, case in cases.items()}, rounds=AS_OF_ROUNDS)
+
+    # Then the cost does not grow with the history
+    recent = report(
+        "as-of at a recent instant, history 3H vs H",
+        samples["3h-recent"],
+        samples["h-recent"],
+        target=1.2,
+        ours_label="3H (3,000 versions)",
+        baseline_label="H (1,000 versions)",
+    )
+    mid = report(
+        "as-of at a mid instant, history 3H vs H",
+        samples["3h-mid"],
+        samples["h-mid"],
+        target=1.2,
+        ours_label="3H (3,000 versions)",
+        baseline_label="H (1,000 versions)",
+    )
+    # And its queries use the as-of index
+    seen = captured_sql(base.engine)
+    long.list_as_of(long.scope_key, long_mid)
+    plans = explain(tmp_path / "asof.db", [(sql, params) for sql, params in seen if "memory_records" in sql])
+    for plan in plans:
+        note(f"plan: {' / '.join(plan)}")
+    assert plans and all(any("ix_memory_records_asof" in step for step in plan) for plan in plans), plans
+    base.close()
+    recent.check()
+    mid.check()
+
+
+def explain(path: Path, statements: list[tuple[str, Any]]) -> list[list[str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return [[row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params)] for sql, params in statements]
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- sweep
+def hold(led_engine: Engine, held: int) -> None:
+    """``held`` active records (full scopes of 200) that expire, but long after any sweep here."""
+    for k in range(0, held, SCOPE_SIZE):
+        led = Ledger(led_engine, account=f"held{k // SCOPE_SIZE}")
+        for i in range(min(SCOPE_SIZE, held - k)):
+            led.save(pin(k, i), now=T0, expires_at=FAR + timedelta(minutes=k + i))
+
+
+def test_sweep_cost_follows_what_is_due(tmp_path: Path) -> None:
+    # Given two databases holding N and 20N records that are not due
+    small = open_ledger(f"sqlite:///{tmp_path / 'held-n.db'}")
+    large = open_ledger(f"sqlite:///{tmp_path / 'held-20n.db'}")
+    hold(small.engine, SWEEP_DUE)
+    hold(large.engine, SWEEP_HELD_FACTOR * SWEEP_DUE)
+
+    # When each round saves N records due within the hour into each and sweeps after it
+    def sweeping(base: Ledger) -> Callable[[int], float]:
+        def one_round(r: int) -> float:
+            due = Ledger(base.engine, account=f"due{r}")
+            saved_at = T0 + timedelta(days=r + 1)
+            for i in range(SWEEP_DUE):
+                due.save(pin(r, i), now=saved_at, expires_at=saved_at + timedelta(hours=1, microseconds=i))
+            with gc_paused():
+                start = time.perf_counter()
+                expired = base.sweep_expired(saved_at + timedelta(hours=2))
+                elapsed = time.perf_counter() - start
+            assert expired == SWEEP_DUE
+            return elapsed
+
+        return one_round
+
+    samples = interleave({"20n": sweeping(large), "n": sweeping(small)}, rounds=SWEEP_ROUNDS, warmup=1)
+
+    # Then the sweep costs what is due, not what is held
+    figure = report(
+        f"sweep of {SWEEP_DUE} due, {SWEEP_HELD_FACTOR}x vs 1x held",
+        samples["20n"],
+        samples["n"],
+        target=1.5,
+        ours_label=f"{SWEEP_HELD_FACTOR * SWEEP_DUE:,} held",
+        baseline_label=f"{SWEEP_DUE} held",
+    )
+    note(f"per due record: {figure.ours_s / SWEEP_DUE * 1e6:.0f} us among {SWEEP_HELD_FACTOR}x held")
+    small.close()
+    large.close()
+    figure.check()
