@@ -248,19 +248,25 @@ class ConsolidationService:
         storing its answer; never calls the model. If the run was settled meanwhile,
         nothing is applied.
         """
-        now_us = self._now(now)
-        run = self.get_run(run_id)
-        self.led.write(run.scope_key, lambda conn: self._apply_and_settle(conn, run_id, now_us))
-        self._fault("after_apply")
-        return self.get_run(run_id)
+        return self._apply_stored(run_id, self._now(now))[0]
 
-    def _apply_and_settle(self, conn: Connection, run_id: str, now_us: int) -> None:
+    def _apply_stored(self, run_id: str, now_us: int) -> tuple[ConsolidationRun, bool]:
+        """As :meth:`apply_stored`; also says whether this call was the one that settled the run."""
+        run = self.get_run(run_id)
+        try:
+            won: bool = self.led.write(run.scope_key, lambda conn: self._apply_and_settle(conn, run_id, now_us))
+        except _LostRace:
+            won = False
+        self._fault("after_apply")
+        return self.get_run(run_id), won
+
+    def _apply_and_settle(self, conn: Connection, run_id: str, now_us: int) -> bool:
         run = R.get(conn, run_id)
         if run is None or run.state != "running":
-            return
+            return False
         if run.answer is None:
             count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
-            R.settle(
+            return R.settle(
                 conn,
                 run_id,
                 Outcome.FAILED,
@@ -270,7 +276,6 @@ class ConsolidationService:
                 ops_refused=count,
                 refusals={UNPARSEABLE: count},
             )
-            return
         self.led.prepare_in(conn, run.scope_key, now_us)
         settings = self._settings_in(conn, run.scope_key)
         mode = Mode(run.mode or settings.mode)
@@ -307,7 +312,8 @@ class ConsolidationService:
             refusals=refusals,
         )
         if not won:
-            raise RuntimeError(f"run {run_id} was settled concurrently; rolling back its batch")
+            raise _LostRace(run_id)  # another settlement won: roll the whole batch back
+        return True
 
     def _settle(
         self,
@@ -320,15 +326,30 @@ class ConsolidationService:
         spend: int = 0,
         calls: int = 0,
     ) -> ConsolidationRun:
-        def fn(conn: Connection) -> None:
-            if R.settle(conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend) and calls:
+        return self._settle_won(run_id, outcome, now_us, error=error, usage=usage, spend=spend, calls=calls)[0]
+
+    def _settle_won(
+        self,
+        run_id: str,
+        outcome: Outcome,
+        now_us: int,
+        *,
+        error: str | None = None,
+        usage: Usage | None = None,
+        spend: int = 0,
+        calls: int = 0,
+    ) -> tuple[ConsolidationRun, bool]:
+        def fn(conn: Connection) -> bool:
+            won = R.settle(conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend)
+            if won and calls:
                 conn.execute(
                     text("UPDATE consolidation_runs SET model_calls = model_calls + :c WHERE id = :id"),
                     {"c": calls, "id": run_id},
                 )
+            return won
 
-        run_write(self.led.engine, fn)
-        return self.get_run(run_id)
+        won: bool = run_write(self.led.engine, fn)
+        return self.get_run(run_id), won
 
     def _harness(self, name: str) -> Harness:
         if name not in self._harnesses:
@@ -339,7 +360,8 @@ class ConsolidationService:
     def recover_stuck(self, *, now: datetime | None = None) -> list[ConsolidationRun]:
         """Settle runs stuck in ``running`` past cap + grace: apply a stored answer, else ``abandoned``.
 
-        Exactly once with several janitors: every settlement is conditional.
+        Exactly once with several janitors: every settlement is conditional, and only
+        the runs this call settled are returned.
         """
         now_us = self._now(now)
         grace_us = round(self.janitor_grace_s * 1_000_000)
@@ -352,15 +374,15 @@ class ConsolidationService:
             if now_us < to_micros(run.started_at) + round(cap_s * 1_000_000) + grace_us:
                 continue
             if run.answer_stored_at is not None:
-                done = self.apply_stored(run.id, now=_dt(now_us))
+                done, won = self._apply_stored(run.id, now_us)
             else:
-                done = self._settle(
+                done, won = self._settle_won(
                     run.id,
                     Outcome.ABANDONED,
                     now_us,
                     error="worker stopped before the answer was stored; settled by the janitor",
                 )
-            if done.state == "settled":
+            if won:
                 recovered.append(done)
         return recovered
 
@@ -456,6 +478,10 @@ def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:
                     if key in op:
                         op[key] = ERASED
     return json.loads(_scrub_text(json.dumps(answer), texts) or "null")
+
+
+class _LostRace(Exception):
+    """Another caller settled the run first; the transaction that tried to apply its batch rolls back."""
 
 
 def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:

@@ -76,15 +76,17 @@ def _sqlite_engine(url: str) -> Engine:
         cur.execute("PRAGMA foreign_keys=ON")
         cur.close()
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        dbapi_conn = conn.connection.dbapi_connection
-        if dbapi_conn.in_transaction:  # type: ignore[union-attr]
-            return  # a write transaction that _write_once_sqlite began (BEGIN IMMEDIATE)
-        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-        _exec_dbapi(dbapi_conn, f"BEGIN {mode}")
-
+    # SQLAlchemy's own transactions begin here, from the dialect, rather than from a
+    # "begin" event listener: any engine-level event listener makes every connect and
+    # every statement pay for event dispatch (see docs/performance.md).
+    engine.dialect.do_begin = _sqlite_begin  # type: ignore[method-assign,assignment]
     return engine
+
+
+def _sqlite_begin(dbapi_conn: Any) -> None:
+    """Begin SQLAlchemy's (deferred) transaction; leave a write transaction _write_once_sqlite began alone."""
+    if not dbapi_conn.in_transaction:
+        dbapi_conn.execute("BEGIN")
 
 
 def _retryable(exc: BaseException) -> bool:

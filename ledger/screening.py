@@ -7,16 +7,17 @@ whitespace, or raises :class:`~ledger.errors.BodyRejected` with a ``why`` of
 
 Credential screening has three layers, cheapest first:
 
-1. A single precompiled *prefilter*. A body with no keyword (``key``, ``token``,
-   ``password``, ``BEGIN``, ``://`` ...) and no long run of key-ish characters is
-   accepted at once; that is the common case and costs about a microsecond.
+1. A *prefilter*: one precompiled pattern over the lower-cased body plus a longest-token
+   check. A body with no trigger word (``key``, ``token``, ``password``, ``BEGIN``,
+   ``://`` ...) and no token of 16+ characters is accepted at once; that is the common
+   case and costs a couple of microseconds (docs/screening.md has the measurements).
 2. Our own patterns for current key formats (Anthropic, OpenAI, GitHub, Slack, AWS,
    Google, GitLab, Stripe, npm, PyPI, JWTs, private key blocks, connection strings
    with a password) and a keyword rule with an entropy test for values stated after
    ``password`` / ``PIN`` / ``api key`` / ``token`` / ``secret`` in a sentence or an
    assignment.
 3. detect-secrets' specific detectors (never its high-entropy plugins, which flag
-   ordinary words), run only on the lines the prefilter marked.
+   ordinary words), each run only on the lines where it could match.
 
 Thread safety: the detectors are used through ``analyze_string``, which only runs
 compiled regular expressions; ``analyze_line`` is avoided because it reads
@@ -78,7 +79,7 @@ class _Finding:
 # Every branch starts with a literal so the regex engine can skip ahead (a leading \b costs 10x).
 _TRIGGER: Final = re.compile(
     r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
-    r"|cred|auth|be(?:arer|gin)|://"
+    r"|cred|auth|be(?:arer|gin)|contrase|://"
 )
 _LONG_TOKEN: Final = 16
 _ARTIFACTORY_HINT: Final = re.compile(r"A(?:KC|P[\dA-F])[A-Za-z0-9]{8}")
@@ -243,7 +244,7 @@ _PROSE_TAIL: Final = re.compile(
 _ASSIGNMENT: Final = re.compile(
     rf"(?i:(?P<{_PW}>pass(?:word|wd|phrase|code)?|pwd)|(?P<{_PIN}>pin(?:_?code)?)"
     rf"|(?P<{_KEY}>(?:secret|access|private|api|auth)?[_\-]?key|apikey|secret|token|auth|credentials?|creds))"
-    r"[\"'\]]{0,2}[ \t]*(?P<op>:=|=>|==?|:)(?P<sp>[ \t]*)"
+    r"(?:\[\d*\])?[\"'\]]{0,2}[ \t]*(?P<op>:=|=>|==?|:)(?P<sp>[ \t]*)"
     rf"(?P<val>\"[^\"\n]{{0,{_MAX_VALUE}}}\"|'[^'\n]{{0,{_MAX_VALUE}}}'|`[^`\n]{{0,{_MAX_VALUE}}}`"
     rf"|[^\s;,&'\"]{{1,{_MAX_VALUE}}})"
 )
@@ -488,6 +489,9 @@ def _load_detectors() -> tuple[_Detector, ...]:
 
 
 _KEYWORD_DETECTOR_HINT: Final = re.compile(r"key|pass|pwd|secret|contrase")
+# KeywordDetector accepts any word that starts with a keyword ("secretary"); we want the keyword
+# to end a word or an identifier part (secret, client_secret, password_2).
+_KEYWORD_DETECTOR_WORD: Final = re.compile(r"(?i)(?:key|pass(?:word|wd)?|pwd|secret|contrase[\u00f1n]a)(?![a-z])")
 
 
 def _detect_secrets_rule(segment: str) -> _Finding | None:
@@ -499,7 +503,11 @@ def _detect_secrets_rule(segment: str) -> _Finding | None:
         shaped = (
             _has_long_token(line) or "://" in line or "begin" in line_low or "putty" in line_low
         ) or _has_artifactory_hint(line)
-        quoted = ('"' in line or "'" in line or "`" in line) and _KEYWORD_DETECTOR_HINT.search(line_low) is not None
+        quoted = (
+            ('"' in line or "'" in line or "`" in line)
+            and _KEYWORD_DETECTOR_HINT.search(line_low) is not None
+            and _KEYWORD_DETECTOR_WORD.search(line) is not None
+        )
         if not (shaped or quoted):
             continue
         for detector in _load_detectors():

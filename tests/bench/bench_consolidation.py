@@ -139,18 +139,32 @@ def test_model_calls_for_a_burst_of_turns(tmp_path: Path) -> None:
 class TimedOffline(OfflineHarness):
     """The offline harness, timing its own ``call`` (the "model latency" of a run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, marks: dict[str, float]) -> None:
         super().__init__()
+        self.marks = marks
         self.last_call_s = 0.0
         self.last_call_cpu_s = 0.0
 
     def call(self, records: Sequence[PromptRecord], **kwargs: Any) -> HarnessResult:
         started, cpu_started = time.perf_counter(), time.process_time()
+        self.marks["call"] = cpu_started
         try:
             return super().call(records, **kwargs)
         finally:
+            self.marks["returned"] = time.process_time()
             self.last_call_s = time.perf_counter() - started
-            self.last_call_cpu_s = time.process_time() - cpu_started
+            self.last_call_cpu_s = self.marks["returned"] - cpu_started
+
+
+# Where a run's CPU time goes, between the marks the service's fault hook and the harness leave.
+PHASES = (
+    ("claim (read run, claim transaction)", "start", "after_claim"),
+    ("read spend and active records", "after_claim", "call"),
+    ("store the answer (transaction)", "returned", "after_answer_stored"),
+    ("read run, begin, gate", "after_answer_stored", "mid_apply"),
+    ("apply, settle, commit", "mid_apply", "after_apply"),
+    ("read the settled run", "after_apply", "end"),
+)
 
 
 def test_run_overhead_beyond_the_model(tmp_path: Path) -> None:
@@ -158,8 +172,16 @@ def test_run_overhead_beyond_the_model(tmp_path: Path) -> None:
     clock = Clock(T0)
     led = open_ledger(f"sqlite:///{tmp_path / 'overhead.db'}", clock=clock)
     try:
-        harness = TimedOffline()
-        svc = ConsolidationService(led, api_key="", base_url="", harnesses={"offline": harness})
+        marks: dict[str, float] = {}
+        harness = TimedOffline(marks)
+        svc = ConsolidationService(
+            led,
+            api_key="",
+            base_url="",
+            harnesses={"offline": harness},
+            fault_hook=lambda step: marks.__setitem__(step, time.process_time()),
+        )
+        phases: dict[str, list[float]] = {name: [] for name, _, _ in PHASES}
         pins = realistic_pins(50, seed=7)
         ungrouped = [pin for pin in pins if pin[2] is None]  # a duplicate in a conflict group would replace it
         for body, kind, group in pins:
@@ -173,8 +195,10 @@ def test_run_overhead_beyond_the_model(tmp_path: Path) -> None:
             run = svc.notify_turn(SCOPE, now=now)
             assert run is not None
             started, cpu_started = time.perf_counter(), time.process_time()
+            marks["start"] = cpu_started
             done = svc.execute(run.id, now=now)
             total, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+            marks["end"] = cpu_started + cpu
             assert done is not None and done.outcome == "applied"
             if n < WARMUP_RUNS:
                 continue
@@ -182,6 +206,8 @@ def test_run_overhead_beyond_the_model(tmp_path: Path) -> None:
             overheads.append(total - harness.last_call_s)
             cpu_overheads.append(cpu - harness.last_call_cpu_s)
             models.append(harness.last_call_s)
+            for name, begin, end in PHASES:
+                phases[name].append(marks[end] - marks[begin])
     finally:
         led.close()
     p50, p95 = _ms(statistics.median(overheads)), _ms(_percentile(overheads, 95))
@@ -192,6 +218,8 @@ def test_run_overhead_beyond_the_model(tmp_path: Path) -> None:
     record("run overhead beyond the model, p95 (SQLite)", f"{p95:.2f} ms", "", "", None)
     cpu_p50 = _ms(statistics.median(cpu_overheads))
     record("  the same, CPU time p50 (load-independent)", f"{cpu_p50:.2f} ms", "", "", None)
+    for name, samples in phases.items():
+        record(f"    {name}", f"{_ms(statistics.median(samples)):.2f} ms", "", "", None)
     assert merged >= OVERHEAD_RUNS  # every run applied at least one operation
     assert p50 <= 5.0
 

@@ -125,6 +125,8 @@ SECRETS: list[Sample] = [
     Sample('{"client_secret": "Fake0Secret1Value2"}', True, "JSON client secret", "Fake0Secret1Value2"),
     Sample("dbPassword := hunter22", True, "camelCase := assignment", "hunter22"),
     Sample("pin_code=0000", True, "PIN assignment", "0000"),
+    Sample('char password[] = "hunter2";', True, "C array assignment", "hunter2"),
+    Sample('contrase\u00f1a = "hola1234"', True, "Spanish keyword (detect-secrets)", "hola1234"),
     Sample("Server=db;User Id=sa;Password=Fake!Passw0rd;", True, "ADO.NET connection string", "Fake!Passw0rd"),
     Sample(
         "webhook https://api.example.com/hook?token=" + "f4k3T0k3nV4lu3xyz9",
@@ -200,6 +202,8 @@ LOOKALIKES: list[Sample] = [
     Sample("my laptop PIN is kept in the company vault", False, "PIN location"),
     Sample("password length must be at least 16", False, "password length"),
     Sample("the token bucket allows 100 requests per second", False, "token bucket"),
+    Sample('our secretary: "Jane Doe" books the travel', False, "secretary (not secret)"),
+    Sample("my password is secure and I rotate it yearly", False, "password adjective"),
 ]
 
 CORPUS: list[Sample] = SECRETS + LOOKALIKES

@@ -259,8 +259,11 @@ class LedgerMachine(RuleBasedStateMachine):
     def delete(self, data: Any) -> None:
         if not self.recs:
             return
-        heads = [r.id for r in self.recs.values() if self._status_after_prepare(r, self.now) != "superseded"]
-        target = self.recs[self._pick(data, heads)]
+        heads = [r for r in self.recs.values() if self._status_after_prepare(r, self.now) != "superseded"]
+        with_history = [r.id for r in heads if self._ancestors(r)]
+        target = self.recs[
+            self._pick(data, with_history if with_history and data.draw(st.booleans()) else [r.id for r in heads])
+        ]
         now = self.now
         status = self._status_after_prepare(target, now)
         expected = None if status in ("active", "proposed", "expired") else InvalidTransition
