@@ -16,6 +16,7 @@ import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Engine, text
@@ -78,6 +79,15 @@ _USAGE = (
     "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'active'), "
     "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'proposed')"
 )
+
+# json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
+
+
+@lru_cache(maxsize=8)
+def _insert_sql(columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO memory_records ({', '.join(columns)}) VALUES ({', '.join(f':{c}' for c in columns)})"
+
 
 RecordList = list[MemoryRecord]  # aliases: inside Ledger, ``list`` names the method
 EventList = list[LedgerEvent]
@@ -193,7 +203,7 @@ class Ledger:
                 "r": record_id,
                 "why": reason,
                 "run": run_id,
-                "d": json.dumps(dict(detail or {}), sort_keys=True),
+                "d": _sorted_json(dict(detail or {})),
             },
         )
 
@@ -278,9 +288,7 @@ class Ledger:
         return found[0] if found else None
 
     def _insert(self, conn: Connection, values: dict[str, Any]) -> None:
-        cols = ", ".join(values)
-        marks = ", ".join(f":{c}" for c in values)
-        execute(conn, f"INSERT INTO memory_records ({cols}) VALUES ({marks})", values)
+        execute(conn, _insert_sql(tuple(values)), values)
 
     # ------------------------------------------------------------------ writes
     def save(
@@ -363,7 +371,7 @@ class Ledger:
                 at_us=now_us,
                 scope_key=scope,
                 record_id=new_id,
-                detail={"supersedes": values["supersedes"] and json.loads(values["supersedes"])},
+                detail={"supersedes": [r["id"] for r in replaced]},
             )
             return R.to_record({**values, "seq": None})
 
@@ -399,7 +407,7 @@ class Ledger:
             "provenance": provenance.value,
             "status": status.value,
             "source_session_id": source_session_id,
-            "supersedes": json.dumps(list(supersedes)),
+            "supersedes": json.dumps(list(supersedes)) if supersedes else "[]",
             "superseded_by": None,
             "confidence_bps": confidence_bps,
             "rationale": rationale,
@@ -659,8 +667,14 @@ class Ledger:
 
         Active records close at ``expires_at`` (not at ``now``); proposals keep their
         empty interval. Runs one set-based statement per batch. Returns how many expired.
+
+        Raises:
+            InvalidInstant, InvalidArgument (``batch_size`` not a positive integer).
         """
         now_us = to_micros(require_aware(now, name="now"))
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            # 0 would loop for ever; a negative LIMIT means "no limit" on SQLite and an error on PostgreSQL
+            raise InvalidArgument("batch_size must be a positive integer")
         total = 0
         while True:
             done: int = run_write(self.engine, lambda conn: expire_due(conn, self, now_us, limit=batch_size))

@@ -30,7 +30,11 @@ def require_aware(value: object, *, name: str = "instant") -> datetime:
         raise InvalidInstant(
             f"{name} is a naive datetime ({value.isoformat()}); pass an aware one, e.g. datetime.now(timezone.utc)"
         )
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        # e.g. 9999-12-31T23:59-05:00 lies past the last instant a datetime can hold in UTC
+        raise InvalidInstant(f"{name} {value.isoformat()} is out of range once converted to UTC") from None
 
 
 def to_micros(value: datetime, *, name: str = "instant") -> int:

@@ -26,7 +26,7 @@ def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
         provenance=Provenance(row["provenance"]),
         status=Status(row["status"]),
         source_session_id=row["source_session_id"],
-        supersedes=list(json.loads(row["supersedes"])),
+        supersedes=[] if row["supersedes"] == "[]" else list(json.loads(row["supersedes"])),
         superseded_by=row["superseded_by"],
         confidence_bps=row["confidence_bps"],
         rationale=row["rationale"],

@@ -136,8 +136,7 @@ def declare_actors(
     actors: Actors
 
     def consolidate_scope(run_id: str, busy_resends: int = 0) -> None:
-        with bind_run(run_id):
-            _consolidate(actors, service, run_id, busy_resends)
+        _consolidate(actors, service, run_id, busy_resends)
 
     def sweep_expiry(now_iso: str | None = None) -> None:
         now = parse_rfc3339(now_iso, name="now") if now_iso else ledger.now()
@@ -167,27 +166,26 @@ def declare_actors(
 def _consolidate(actors: Actors, service: ConsolidationService, run_id: str, busy_resends: int) -> None:
     """Execute ``run_id`` if it is due; otherwise decide whether this message must re-arm itself."""
     try:
-        settled = service.execute(run_id)
+        scope_key = service.get_run(run_id).scope_key  # so that every line of the run names its scope
     except RunNotFound:
         log.warning("run %s is not in this database; message dropped", run_id)
         return
-    if settled is not None:
-        with bind_run(run_id, settled.scope_key):
-            actors.metrics.observe_start(settled)
-            actors.metrics.observe_settled(settled)
-            log.info(
-                "run %s settled %s (%d applied, %d refused, %d micro-USD)",
-                run_id,
-                settled.outcome,
-                settled.ops_applied,
-                settled.ops_refused,
-                settled.spend_micro_usd,
-                extra={"outcome": str(settled.outcome), "turns": settled.turns},
-            )
-        return
-    run = service.get_run(run_id)
-    with bind_run(run_id, run.scope_key):
-        _rearm_stale(actors, run, busy_resends)
+    with bind_run(run_id, scope_key):
+        settled = service.execute(run_id)
+        if settled is None:
+            _rearm_stale(actors, service.get_run(run_id), busy_resends)
+            return
+        actors.metrics.observe_start(settled)
+        actors.metrics.observe_settled(settled)
+        log.info(
+            "run %s settled %s (%d applied, %d refused, %d micro-USD)",
+            run_id,
+            settled.outcome,
+            settled.ops_applied,
+            settled.ops_refused,
+            settled.spend_micro_usd,
+            extra={"outcome": str(settled.outcome), "turns": settled.turns},
+        )
 
 
 def _rearm_stale(actors: Actors, run: ConsolidationRun, busy_resends: int) -> None:

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import structlog
 
 REDACTED_KEYS = frozenset({"body", "bodies", "prompt", "answer", "answer_raw", "raw_text", "text"})
-_QUIET = ("dramatiq", "uvicorn.access", "httpx", "httpcore", "anthropic")
+_QUIET = ("dramatiq", "uvicorn.access", "httpx", "httpx2", "httpcore", "anthropic")
 
 
 def _ensure_ids(_logger: object, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -68,9 +68,9 @@ def configure_logging(*, fmt: str = "json", level: str = "INFO", stream: TextIO 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # dramatiq logs every message at DEBUG and uvicorn every request at INFO: keep them one step quieter.
+    # dramatiq and the HTTP clients are chatty at INFO; they speak at DEBUG only when asked for DEBUG.
     for name in _QUIET:
-        logging.getLogger(name).setLevel(max(logging.getLevelName(level), logging.WARNING))
+        logging.getLogger(name).setLevel(logging.NOTSET if level == "DEBUG" else logging.WARNING)
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),

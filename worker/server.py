@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -71,25 +71,9 @@ def notify_turn_method(runtime: Runtime) -> Any:
     return method
 
 
-def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
-    """The ASGI app for ``runtime``; its lifespan starts and stops the background parts."""
+def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
+    """``POST /rpc``: one JSON-RPC request in the body, one response (or 204 for a notification)."""
     extra = {NOTIFY_TURN: notify_turn_method(runtime)}
-
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        if run_worker:
-            runtime.start_worker()
-            if runtime.config.embedded:
-                runtime.start_sweep_schedule()
-        runtime.start_janitor()
-        log.info(
-            "memledger serve ready (worker: %s, broker: %s)",
-            run_worker,
-            "embedded" if runtime.config.embedded else "redis",
-        )
-        yield
-        log.info("shutting down: stopping the janitor and the worker")
-        await run_in_threadpool(runtime.close)
 
     async def rpc(request: Request) -> Response:
         body = await request.body()
@@ -106,6 +90,25 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
             return Response(status_code=204)
         return _json_line(answer)
 
+    return rpc
+
+
+def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
+    """The ASGI app for ``runtime``; its lifespan starts and stops the background parts."""
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        if run_worker:
+            runtime.start_worker()
+            if runtime.config.embedded:
+                runtime.start_sweep_schedule()
+        runtime.start_janitor()
+        broker = "embedded" if runtime.config.embedded else "redis"
+        log.info("memledger serve ready (worker: %s, broker: %s)", run_worker, broker)
+        yield
+        log.info("shutting down: stopping the janitor and the worker")
+        await run_in_threadpool(runtime.close)
+
     async def healthz(_request: Request) -> Response:
         report = await run_in_threadpool(runtime.health)
         return JSONResponse(report, status_code=503 if report["status"] == "down" else 200)
@@ -115,7 +118,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         return Response(payload, media_type=content_type)
 
     routes = [
-        Route("/rpc", rpc, methods=["POST"]),
+        Route("/rpc", rpc_endpoint(runtime), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]

@@ -23,10 +23,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
 
 RESTART_DELAY_S = 1.0
+MAX_RESTART_DELAY_S = 30.0
+STABLE_AFTER_S = 60.0
 CHILD_EXTRA_WAIT_S = 5.0
 
 
@@ -81,11 +84,43 @@ def _child_command(threads: int, janitor: bool) -> list[str]:
     return command if janitor else [*command, "--no-janitor"]
 
 
+@dataclass
+class _Child:
+    """One supervised worker process and its restart schedule (backing off while it keeps dying)."""
+
+    command: list[str]
+    env: dict[str, str]
+    popen: subprocess.Popen[bytes] = field(init=False)
+    started: float = 0.0
+    delay_s: float = RESTART_DELAY_S
+    restart_at: float | None = None
+
+    def start(self) -> None:
+        self.popen = subprocess.Popen(self.command, env=self.env)
+        self.started, self.restart_at = time.monotonic(), None
+
+    def check(self, metrics_dir: str) -> None:
+        """Notice a death and schedule a restart; restart when the time has come."""
+        now = time.monotonic()
+        if self.restart_at is None and self.popen.poll() is not None:
+            delay = RESTART_DELAY_S if now - self.started > STABLE_AFTER_S else self.delay_s
+            self.delay_s = min(MAX_RESTART_DELAY_S, delay * 2)
+            self.restart_at = now + delay
+            log.warning(
+                "worker process %d exited with status %s; restarting it in %.0f s",
+                self.popen.pid,
+                self.popen.returncode,
+                delay,
+            )
+            _forget_child(self.popen, metrics_dir)
+        elif self.restart_at is not None and now >= self.restart_at:
+            self.start()
+
+
 def supervise(*, processes: int, threads: int, metrics_port: int | None, shutdown_timeout_s: float) -> int:
     """Run ``processes`` worker children until SIGTERM/SIGINT; restart any that dies meanwhile."""
     metrics_dir = tempfile.mkdtemp(prefix="memledger-metrics-")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -93,29 +128,22 @@ def supervise(*, processes: int, threads: int, metrics_port: int | None, shutdow
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    commands = [_child_command(threads, janitor=(i == 0)) for i in range(processes)]
-    children = [subprocess.Popen(cmd, env=env) for cmd in commands]
-    log.info("supervising %d worker processes: %s", processes, [c.pid for c in children])
+    children = [_Child(_child_command(threads, janitor=(i == 0)), env) for i in range(processes)]
+    for child in children:
+        child.start()
+    log.info("supervising %d worker processes: %s", processes, [c.popen.pid for c in children])
     try:
         if metrics_port is not None:
             _serve_aggregated_metrics(metrics_port, metrics_dir)
-        while not stop.wait(0.5):
-            for i, child in enumerate(children):
-                if child.poll() is not None:
-                    _child_died(child, metrics_dir)
-                    time.sleep(RESTART_DELAY_S)
-                    children[i] = subprocess.Popen(commands[i], env=env)
-        return _stop_children(children, shutdown_timeout_s + CHILD_EXTRA_WAIT_S, metrics_dir)
+        while not stop.wait(0.2):
+            for child in children:
+                child.check(metrics_dir)
+        return _stop_children([c.popen for c in children], shutdown_timeout_s + CHILD_EXTRA_WAIT_S, metrics_dir)
     finally:
         for child in children:
-            if child.poll() is None:
-                child.kill()
+            if child.popen.poll() is None:
+                child.popen.kill()
         shutil.rmtree(metrics_dir, ignore_errors=True)
-
-
-def _child_died(child: subprocess.Popen[bytes], metrics_dir: str) -> None:
-    log.warning("worker process %d exited with status %s; restarting it", child.pid, child.returncode)
-    _forget_child(child, metrics_dir)
 
 
 def _stop_children(children: Sequence[subprocess.Popen[bytes]], timeout_s: float, metrics_dir: str) -> int:

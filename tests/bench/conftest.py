@@ -12,15 +12,18 @@ The machine is shared and small (2 cores), so a figure is never one timing:
   baseline first in the next round ...) after warm-up rounds, so both see the same
   machine load, caches and database growth;
 * a contender's round times a batch of operations with the garbage collector off
-  (as :mod:`timeit` does) and returns seconds per operation;
+  (as :mod:`timeit` does) and returns a :class:`Sample`: wall-clock and CPU seconds
+  per operation;
 * :func:`report` takes the median of the per-round ratios ours/baseline (each ratio
-  compares two batches timed seconds apart) and prints it beside both medians.
+  compares two batches timed seconds apart) and prints it beside both medians, for
+  wall-clock time (what a target applies to by default) and for CPU time (which other
+  tenants of the machine disturb less).
 
 Other bench modules reuse these::
 
     from tests.bench.conftest import interleave, report
 
-    samples = interleave({"ours": ours_round, "raw": raw_round}, rounds=15)
+    samples = interleave({"ours": ours_round, "raw": raw_round}, rounds=15)   # rounds return per_op(...)
     figure = report("save, per record", samples["ours"], samples["raw"], target=2.0)
     figure.check()   # after printing everything else the test measures
 """
@@ -37,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -74,34 +78,46 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def per_op(fn: Callable[[int], object], n: int) -> float:
+class Sample(NamedTuple):
+    """Seconds per operation: elapsed (wall clock) and CPU time of this process (user + system)."""
+
+    wall_s: float
+    cpu_s: float
+
+
+def per_op(fn: Callable[[int], object], n: int) -> Sample:
     """Seconds per operation for ``fn(i)`` called for ``i in range(n)``, the collector paused."""
     with gc_paused():
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         for i in range(n):
             fn(i)
-        elapsed = time.perf_counter() - start
-    return elapsed / n
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return Sample(wall / n, cpu / n)
+
+
+def once(fn: Callable[[], object]) -> Sample:
+    """One call of ``fn``, timed like :func:`per_op`."""
+    return per_op(lambda _i: fn(), 1)
 
 
 def interleave(
-    contenders: Mapping[str, Callable[[int], float]], *, rounds: int, warmup: int = 2
-) -> dict[str, list[float]]:
+    contenders: Mapping[str, Callable[[int], Sample]], *, rounds: int, warmup: int = 2
+) -> dict[str, list[Sample]]:
     """Run every contender once per round, alternating who goes first; return each one's samples.
 
-    ``contenders`` maps a name to ``round(r) -> seconds per operation`` (``r`` counts
+    ``contenders`` maps a name to ``round(r) -> Sample`` (``r`` counts
     from 0 over warm-up and measured rounds alike, so a round can use fresh data).
     Warm-up rounds are run and discarded. Samples are paired: ``samples[a][k]`` and
     ``samples[b][k]`` were measured in the same round.
     """
     names = list(contenders)
-    samples: dict[str, list[float]] = {name: [] for name in names}
+    samples: dict[str, list[Sample]] = {name: [] for name in names}
     for r in range(warmup + rounds):
         order = names if r % 2 == 0 else names[::-1]
         for name in order:
-            seconds = contenders[name](r)
+            sample = contenders[name](r)
             if r >= warmup:
-                samples[name].append(seconds)
+                samples[name].append(sample)
     return samples
 
 
@@ -122,6 +138,8 @@ class Figure:
     ratio: float
     target: float
     rounds: int
+    cpu_ratio: float
+    metric: str = "wall"
     ours_label: str = "memledger"
     baseline_label: str = "baseline"
 
@@ -136,6 +154,7 @@ class Figure:
                 _duration(self.ours_s),
                 _duration(self.baseline_s),
                 f"{self.ratio:.2f}x",
+                f"{self.cpu_ratio:.2f}x",
                 f"<= {self.target:g}x",
                 "yes" if self.met else "NO",
             )
@@ -145,42 +164,51 @@ class Figure:
         """Fail the benchmark unless the ratio meets the target."""
         assert self.met, (
             f"{self.name}: {self.ours_label} {_duration(self.ours_s)} vs {self.baseline_label} "
-            f"{_duration(self.baseline_s)} = {self.ratio:.2f}x, target <= {self.target:g}x"
+            f"{_duration(self.baseline_s)} = {self.ratio:.2f}x ({self.metric}), target <= {self.target:g}x"
         )
 
 
 def report(
     name: str,
-    ours: Sequence[float],
-    baseline: Sequence[float],
+    ours: Sequence[Sample],
+    baseline: Sequence[Sample],
     target: float,
     *,
+    metric: str = "wall",
     ours_label: str = "memledger",
     baseline_label: str = "baseline",
 ) -> Figure:
-    """Print one figure (medians and ratio) and record it for the session's table; returns it.
+    """Print one figure (medians and ratios) and record it for the session's table; returns it.
 
-    With paired samples (same length, from :func:`interleave`) the ratio is the median
-    of the per-round ratios, which cancels load that drifts between rounds; otherwise
-    the ratio of the medians. Call :meth:`Figure.check` once everything is printed.
+    ``metric`` (``"wall"`` or ``"cpu"``) is what the target applies to; both ratios are
+    printed. With paired samples (same length, from :func:`interleave`) a ratio is the
+    median of the per-round ratios, which cancels load that drifts between rounds;
+    otherwise the ratio of the medians. Call :meth:`Figure.check` once everything is printed.
     """
-    if len(ours) == len(baseline):
-        ratio = median([o / b for o, b in zip(ours, baseline, strict=True)])
-    else:
-        ratio = median(ours) / median(baseline)
+    pick = {"wall": lambda s: s.wall_s, "cpu": lambda s: s.cpu_s}[metric]
     figure = Figure(
         name=name,
-        ours_s=median(ours),
-        baseline_s=median(baseline),
-        ratio=ratio,
+        ours_s=median([pick(s) for s in ours]),
+        baseline_s=median([pick(s) for s in baseline]),
+        ratio=ratio(ours, baseline, pick),
         target=target,
         rounds=len(ours),
+        cpu_ratio=ratio(ours, baseline, lambda s: s.cpu_s),
+        metric=metric,
         ours_label=ours_label,
         baseline_label=baseline_label,
     )
     FIGURES.append(figure)
-    print(f"\n{HEADER}\n{figure.row()}\n    ({ours_label} vs {baseline_label}, median of {len(ours)} rounds)")
+    print(f"\n{HEADER}\n{figure.row()}")
+    note(f"({ours_label} vs {baseline_label}; {metric} time, median of {len(ours)} interleaved rounds)")
     return figure
+
+
+def ratio(ours: Sequence[Sample], baseline: Sequence[Sample], pick: Callable[[Sample], float]) -> float:
+    """The median of the per-round ratios when the samples are paired, else the ratio of the medians."""
+    if len(ours) == len(baseline):
+        return median([pick(o) / max(pick(b), 1e-12) for o, b in zip(ours, baseline, strict=True)])
+    return median([pick(s) for s in ours]) / max(median([pick(s) for s in baseline]), 1e-12)
 
 
 def note(text: str) -> None:
@@ -189,11 +217,11 @@ def note(text: str) -> None:
 
 
 def _row(cells: Sequence[str]) -> str:
-    widths = (46, 11, 11, 8, 9, 3)
+    widths = (46, 11, 11, 7, 9, 9, 3)
     return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))
 
 
-HEADER = _row(("figure", "memledger", "baseline", "ratio", "target", "met"))
+HEADER = _row(("figure", "memledger", "baseline", "ratio", "cpu ratio", "target", "met"))
 
 
 def _duration(seconds: float) -> str:

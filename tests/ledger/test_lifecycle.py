@@ -3,9 +3,10 @@ history, delete/erasure, proposals, sweep, budgets, events, slash commands and r
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -195,7 +196,7 @@ def test_one_active_member_per_group_over_many_saves(led: Ledger, clock: Any) ->
         saved.append(led.save(f"value {n}", conflict_group="g"))
     active = [r for r in led.records(SCOPE) if r.status == Status.ACTIVE]
     assert ids(active) == [saved[-1].id]
-    for prev, nxt in zip(saved, saved[1:], strict=False):
+    for prev, nxt in itertools.pairwise(saved):
         assert led.get(prev.id).superseded_by == nxt.id
         assert led.get(prev.id).valid_to == nxt.valid_from
     assert ids(led.history(saved[0].id)) == ids(saved)
@@ -394,8 +395,12 @@ def test_delete_of_a_merge_erases_every_source(led: Ledger, clock: Any) -> None:
 # --------------------------------------------------------------------------- proposals
 def test_propose_is_an_empty_interval_that_waits(led: Ledger, clock: Any) -> None:
     p = led.propose(
-        "prefers dark mode", kind="preference", confidence_bps=7500, rationale="said so twice",
-        source_session_id="s1", conflict_group="theme",
+        "prefers dark mode",
+        kind="preference",
+        confidence_bps=7500,
+        rationale="said so twice",
+        source_session_id="s1",
+        conflict_group="theme",
     )
     assert p.status == Status.PROPOSED and p.provenance == Provenance.MODEL_PROPOSAL
     assert p.valid_from == p.valid_to == clock.now
@@ -658,8 +663,19 @@ def test_events_never_hold_a_body(led: Ledger, clock: Any) -> None:
     assert led.handle_slash("/pin eventbody by slash").ok
     rows = event_rows(led)
     kinds = {r["event"] for r in rows}
-    assert {"saved", "superseded", "deleted", "erased", "proposed", "accepted", "rejected", "expired",
-            "proposal_refused", "save_refused", "budget_set"} <= kinds
+    assert {
+        "saved",
+        "superseded",
+        "deleted",
+        "erased",
+        "proposed",
+        "accepted",
+        "rejected",
+        "expired",
+        "proposal_refused",
+        "save_refused",
+        "budget_set",
+    } <= kinds
     assert c.id in {r["record_id"] for r in rows if r["event"] == "expired"}
     for row in rows:
         flat = json.dumps(row, default=str)
@@ -733,6 +749,7 @@ def test_slash_unpin_of_a_superseded_record_names_the_successor(led: Ledger) -> 
 
 # --------------------------------------------------------------------------- naive instants and bad arguments
 NAIVE = datetime(2026, 1, 1, 12, 0, 0)
+WEST, EAST = timezone(timedelta(hours=-5)), timezone(timedelta(hours=5))
 
 
 def _naive_calls(led: Ledger, rec_id: str, prop_id: str) -> list[tuple[str, Callable[[], object]]]:
@@ -757,6 +774,9 @@ def _naive_calls(led: Ledger, rec_id: str, prop_id: str) -> list[tuple[str, Call
         ("packet", lambda: led.build_packet(SCOPE, now=NAIVE)),
         ("set_budget", lambda: led.set_budget(SCOPE, 5, now=NAIVE)),
         ("expires_at text", lambda: led.save("x", expires_at="2030-01-01T00:00:00Z")),  # type: ignore[arg-type]
+        ("expires_at past the range", lambda: led.save("x", expires_at=datetime.max.replace(tzinfo=WEST))),
+        ("as_of before the range", lambda: led.list_as_of(SCOPE, datetime.min.replace(tzinfo=EAST))),
+        ("now past the range", lambda: led.list(SCOPE, now=datetime.max.replace(tzinfo=WEST))),
     ]
 
 
@@ -840,6 +860,8 @@ def _user_errors(led: Ledger, rec_id: str, prop_id: str) -> list[tuple[str, type
         ("packet max_chars type", InvalidArgument, lambda: led.build_packet(SCOPE, max_chars="5")),  # type: ignore[arg-type]
         ("packet max_chars neg", InvalidArgument, lambda: led.build_packet(SCOPE, max_chars=-1)),
         ("packet max_chars bool", InvalidArgument, lambda: led.build_packet(SCOPE, max_chars=True)),
+        ("sweep batch 0", InvalidArgument, lambda: led.sweep_expired(datetime.now(UTC), batch_size=0)),
+        ("sweep batch negative", InvalidArgument, lambda: led.sweep_expired(datetime.now(UTC), batch_size=-1)),
     ]
     for bad in BAD_SCOPES:
         calls += [

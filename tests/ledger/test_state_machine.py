@@ -119,9 +119,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def _active_member(self, group: str | None, now: datetime) -> Rec | None:
         if group is None:
             return None
-        found = [
-            r for r in self.recs.values() if r.group == group and self._status_after_prepare(r, now) == "active"
-        ]
+        found = [r for r in self.recs.values() if r.group == group and self._status_after_prepare(r, now) == "active"]
         assert len(found) <= 1
         return found[0] if found else None
 
@@ -149,8 +147,14 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def _expiry(self, draw: Any) -> datetime | None:
         pending = sorted({r.expires_at for r in self.recs.values() if r.expires_at is not None})
-        options: list[Any] = [None, None, self.now, self.now + US, self.now + timedelta(seconds=1),
-                              self.now + timedelta(hours=1)]
+        options: list[Any] = [
+            None,
+            None,
+            self.now,
+            self.now + US,
+            self.now + timedelta(seconds=1),
+            self.now + timedelta(hours=1),
+        ]
         options += [e for e in pending if e > self.now - US]
         return draw(st.sampled_from(options))
 
@@ -166,9 +170,18 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def _add(self, rec: Any, *, token: str, status: str, supersedes: list[str]) -> Rec:
         r = Rec(
-            id=rec.id, order=len(self.recs), status=status, body=rec.body, token=token, kind=rec.kind.value,
-            valid_from=self.now, valid_to=None if status == "active" else self.now, expires_at=rec.expires_at,
-            group=rec.conflict_group, created_at=self.now, supersedes=supersedes,
+            id=rec.id,
+            order=len(self.recs),
+            status=status,
+            body=rec.body,
+            token=token,
+            kind=rec.kind.value,
+            valid_from=self.now,
+            valid_to=None if status == "active" else self.now,
+            expires_at=rec.expires_at,
+            group=rec.conflict_group,
+            created_at=self.now,
+            supersedes=supersedes,
         )
         self.recs[r.id] = r
         return r
@@ -194,19 +207,29 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(step=st.sampled_from(["same", "us", "ms", "s", "h", "expiry", "before_expiry"]))
     def advance(self, step: str) -> None:
         pending = sorted(
-            r.expires_at for r in self.recs.values()
+            r.expires_at
+            for r in self.recs.values()
             if r.expires_at is not None and r.expires_at > self.now and r.status in ("active", "proposed")
         )
         if step in ("expiry", "before_expiry") and pending:
             target = pending[0] if step == "expiry" else pending[0] - US
             self.now = max(self.now, target)
         else:
-            self.now += {"same": timedelta(0), "us": US, "ms": timedelta(milliseconds=1),
-                         "s": timedelta(seconds=1), "h": timedelta(hours=1)}.get(step, US)
+            self.now += {
+                "same": timedelta(0),
+                "us": US,
+                "ms": timedelta(milliseconds=1),
+                "s": timedelta(seconds=1),
+                "h": timedelta(hours=1),
+            }.get(step, US)
         self.touched.add(self.now)
 
-    @rule(data=st.data(), words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
-          group=st.sampled_from([None, None, *GROUPS]), kind=st.sampled_from(KINDS))
+    @rule(
+        data=st.data(),
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+        group=st.sampled_from([None, None, *GROUPS]),
+        kind=st.sampled_from(KINDS),
+    )
     def save(self, data: Any, words: list[str], group: str | None, kind: str) -> None:
         exp = self._expiry(data.draw)
         body, token = self._body(words)
@@ -232,8 +255,11 @@ class LedgerMachine(RuleBasedStateMachine):
     def _held_after_prepare(self, now: datetime) -> int:
         return sum(self._status_after_prepare(r, now) in ("active", "proposed") for r in self.recs.values())
 
-    @rule(data=st.data(), words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
-          group=st.sampled_from([None, None, None, *GROUPS]))
+    @rule(
+        data=st.data(),
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+        group=st.sampled_from([None, None, None, *GROUPS]),
+    )
     def edit(self, data: Any, words: list[str], group: str | None) -> None:
         if not self.recs:
             return
@@ -277,9 +303,13 @@ class LedgerMachine(RuleBasedStateMachine):
         for r in [target, *self._ancestors(target)]:
             r.body, r.erased = None, True
 
-    @rule(data=st.data(), words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
-          group=st.sampled_from([None, None, *GROUPS]), n_targets=st.integers(0, 2),
-          bogus=st.sampled_from([False] * 5 + [True]))
+    @rule(
+        data=st.data(),
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+        group=st.sampled_from([None, None, *GROUPS]),
+        n_targets=st.integers(0, 2),
+        bogus=st.sampled_from([False] * 5 + [True]),
+    )
     def propose(self, data: Any, words: list[str], group: str | None, n_targets: int, bogus: bool) -> None:
         # Mostly live targets (so that accepts can succeed), sometimes any record at all.
         ids = [r.id for r in self._live()] if data.draw(st.integers(0, 3)) else self._ids()
@@ -297,8 +327,15 @@ class LedgerMachine(RuleBasedStateMachine):
             expected = None
         rec = self._expect(
             expected,
-            lambda: self.led.propose(body, supersedes=targets, conflict_group=group, expires_at=exp,
-                                     confidence_bps=5000, rationale="model rationale", now=now),
+            lambda: self.led.propose(
+                body,
+                supersedes=targets,
+                conflict_group=group,
+                expires_at=exp,
+                confidence_bps=5000,
+                rationale="model rationale",
+                now=now,
+            ),
         )
         if rec is None:
             return
@@ -376,7 +413,8 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def _expected_as_of(self, t: datetime) -> list[str]:
         live = [
-            r for r in self.recs.values()
+            r
+            for r in self.recs.values()
             if not r.erased and r.status != "deleted" and r.valid_from <= t and (r.end() is None or t < r.end())
         ]
         return [r.id for r in sorted(live, key=lambda r: (r.valid_from, r.order))]
@@ -399,10 +437,30 @@ class LedgerMachine(RuleBasedStateMachine):
         assert [r.id for r in rows] == sorted(self.recs, key=lambda i: (self.recs[i].created_at, self.recs[i].order))
         for row in rows:
             m = self.recs[row.id]
-            got = (row.status.value, row.body, row.valid_from, row.valid_to, row.expires_at, row.conflict_group,
-                   row.superseded_by, sorted(row.supersedes), row.erased, row.kind.value)
-            want = (m.status, m.body, m.valid_from, m.valid_to, m.expires_at, m.group, m.superseded_by,
-                    sorted(m.supersedes), m.erased, m.kind)
+            got = (
+                row.status.value,
+                row.body,
+                row.valid_from,
+                row.valid_to,
+                row.expires_at,
+                row.conflict_group,
+                row.superseded_by,
+                sorted(row.supersedes),
+                row.erased,
+                row.kind.value,
+            )
+            want = (
+                m.status,
+                m.body,
+                m.valid_from,
+                m.valid_to,
+                m.expires_at,
+                m.group,
+                m.superseded_by,
+                sorted(m.supersedes),
+                m.erased,
+                m.kind,
+            )
             assert got == want, (row.id, got, want)
 
     @invariant()
@@ -491,7 +549,8 @@ class LedgerMachine(RuleBasedStateMachine):
             seqs = dict(conn.execute(text("SELECT id, seq FROM memory_records")).all())
         want = {
             seqs[r.id]: set(re.findall(r"[a-z0-9]+", (r.body or "").lower()))
-            for r in self.recs.values() if r.status == "active"
+            for r in self.recs.values()
+            if r.status == "active"
         }
         assert indexed == want
 

@@ -67,6 +67,7 @@ def assert_clean_logs(proc: Proc) -> None:
     lines = proc.log_lines()
     assert lines, proc.text()
     assert all("run_id" in line and "scope_key" in line for line in lines)
+    assert all(line["scope_key"] for line in lines if line["run_id"]), "a line inside a run names its scope"
     assert not any(body in proc.err.read_text() for body in TWO_DUPLICATES)
 
 
@@ -81,7 +82,9 @@ def test_embedded_serve_is_a_complete_single_machine_service(
     assert 'memledger_runs_settled_total{outcome="applied"} 1.0' in httpx.get(f"{base}/metrics").text
     assert serve.terminate(timeout_s=20) == 0
     assert_clean_logs(serve)
-    assert any(line.get("event", "").startswith("run ") and line["run_id"] for line in serve.log_lines())
+    events = [str(line.get("event", "")) for line in serve.log_lines()]
+    assert any(e.startswith("run ") and " settled applied" in e for e in events)
+    assert any(e.startswith("sweep at ") for e in events), "the embedded sweep schedule ran at start"
 
 
 @pytest.mark.redis

@@ -9,6 +9,7 @@ killing a worker never takes the model down), reached through the real SDK.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import sqlite3
@@ -104,15 +105,27 @@ KILL_STEPS = {
 }
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def worker_db(request: pytest.FixtureRequest, base_env: dict[str, str]) -> str:
+    """The database the worker processes share: the tmp SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return base_env["MEMLEDGER_DATABASE_URL"]
+    url = str(request.getfixturevalue("pg_schema"))
+    open_ledger(url, migrate=True).close()
+    base_env["MEMLEDGER_DATABASE_URL"] = url
+    return url
+
+
 @pytest.mark.redis
 def test_kill_a_worker_at_each_step_of_a_run(
     make_runtime: Callable[..., Runtime],
     spawn: Callable[..., Proc],
     base_env: dict[str, str],
+    worker_db: str,
     redis_url: str,
     fakes: Callable[..., FakeAnthropic],
 ) -> None:
-    api = make_runtime(redis_url=redis_url, database_url=base_env["MEMLEDGER_DATABASE_URL"])
+    api = make_runtime(redis_url=redis_url, database_url=worker_db)
     db_url = api.config.database_url
     cases = []
     for i, point in enumerate(KILL_STEPS):
@@ -253,6 +266,12 @@ def test_one_message_delivered_many_times_to_many_workers(
         line for line in workers.log_lines() if str(line.get("event", "")).startswith(f"run {run.id} settled")
     ]
     assert len(settled_lines) == 1
+    # And a worker process killed outright is replaced by the supervisor
+    (supervising,) = [line for line in workers.log_lines() if str(line["event"]).startswith("supervising")]
+    first_child = int(re.findall(r"\d+", str(supervising["event"]))[-2])
+    os.kill(first_child, signal.SIGKILL)
+    wait_until(lambda: workers.text().count("memledger worker ready") >= 3, timeout_s=60)
+    assert "exited with status -9; restarting it" in workers.text()
     assert workers.terminate() == 0
     led.close()
 

@@ -1,0 +1,204 @@
+"""Schema and migrations: a fresh SQLite file is ready at once, PostgreSQL must be upgraded
+first, the legacy ``task_knowledge`` table is dropped, and the database itself refuses rows
+that break the invariants it can enforce."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import DBAPIError
+
+from ledger import LedgerError, open_ledger
+from ledger.db import current_revision, head_revision, make_engine, upgrade
+
+SCOPE = "account:local"
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    eng = make_engine(db_url)
+    yield eng
+    eng.dispose()
+
+
+def test_a_fresh_sqlite_file_is_ready_at_open(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "memledger.db"
+    led = open_ledger(f"sqlite:///{path}")
+    try:
+        rec = led.save("ready at once")
+        assert [r.id for r in led.list(SCOPE)] == [rec.id]
+        assert current_revision(led.engine) == head_revision()
+    finally:
+        led.close()
+    # WAL mode and a reopen that finds everything where it was.
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+    again = open_ledger(f"sqlite:///{path}")
+    try:
+        assert [r.id for r in again.list(SCOPE)] == [rec.id]
+    finally:
+        again.close()
+
+
+def test_legacy_task_knowledge_is_dropped_without_copying(engine: Engine) -> None:
+    # Given a database at the first revision with a legacy table full of rows
+    upgrade(engine, "0001_ledger")
+    assert current_revision(engine) == "0001_ledger"
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE task_knowledge (id INTEGER PRIMARY KEY, body TEXT NOT NULL)"))
+        for n in range(5):
+            conn.execute(text("INSERT INTO task_knowledge (id, body) VALUES (:i, :b)"), {"i": n, "b": f"legacy {n}"})
+    # When it is upgraded to head
+    upgrade(engine)
+    # Then the table is gone and nothing was copied into the ledger
+    assert current_revision(engine) == head_revision()
+    assert not inspect(engine).has_table("task_knowledge")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM memory_records")).scalar() == 0
+    upgrade(engine)  # idempotent at head
+
+
+def test_upgrade_without_a_legacy_table(engine: Engine) -> None:
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()
+    assert not inspect(engine).has_table("task_knowledge")
+
+
+def test_postgres_must_be_upgraded_before_open(pg_schema: str) -> None:
+    with pytest.raises(LedgerError) as err:
+        open_ledger(pg_schema)
+    assert "memledger db upgrade" in str(err.value)
+    with pytest.raises(LedgerError):
+        open_ledger(pg_schema, migrate=False)
+    eng = make_engine(pg_schema)
+    try:
+        upgrade(eng, "0001_ledger")
+        with pytest.raises(LedgerError, match="not up to date"):
+            open_ledger(pg_schema)
+        upgrade(eng)
+    finally:
+        eng.dispose()
+    led = open_ledger(pg_schema)
+    try:
+        assert led.save("works after the upgrade").status == "active"
+    finally:
+        led.close()
+
+
+def test_unsupported_urls_are_refused() -> None:
+    with pytest.raises(LedgerError, match="unsupported"):
+        make_engine("mysql://u@h/db")
+
+
+# --------------------------------------------------------------------------- constraints
+def _row(n: int, **overrides: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": f"mem_raw{n}",
+        "scope_key": SCOPE,
+        "kind": "fact",
+        "body": f"raw body {n}",
+        "provenance": "user_explicit",
+        "status": "active",
+        "supersedes": "[]",
+        "superseded_by": None,
+        "confidence_bps": None,
+        "valid_from": 1_000,
+        "valid_to": None,
+        "expires_at": None,
+        "conflict_group": None,
+        "erased_at": None,
+        "created_at": 1_000,
+        "updated_at": 1_000,
+    }
+    row.update(overrides)
+    return row
+
+
+def _insert(engine: Engine, row: dict[str, Any]) -> None:
+    cols = ", ".join(row)
+    marks = ", ".join(f":{c}" for c in row)
+    with engine.begin() as conn:
+        conn.execute(text(f"INSERT INTO memory_records ({cols}) VALUES ({marks})"), row)
+
+
+BAD_ROWS = {
+    "unknown status": {"status": "archived"},
+    "unknown kind": {"kind": "opinion"},
+    "unknown provenance": {"provenance": "oracle"},
+    "active with valid_to": {"valid_to": 2_000},
+    "closed record still open": {"status": "expired", "valid_to": None},
+    "proposal with a non-empty interval": {"status": "proposed", "valid_to": 2_000},
+    "rejected with a non-empty interval": {"status": "rejected", "valid_to": 5_000},
+    "interval ends before it starts": {"status": "expired", "valid_to": 500},
+    "confidence over 10000": {"confidence_bps": 10_001},
+    "negative confidence": {"confidence_bps": -1},
+    "no body and not erased": {"body": None},
+    "erased but active": {"body": None, "erased_at": 2_000},
+    "superseded without a successor": {"status": "superseded", "valid_to": 2_000},
+}
+
+
+def test_the_database_refuses_bad_rows(engine: Engine) -> None:
+    upgrade(engine)
+    _insert(engine, _row(0))  # the template itself is valid
+    for n, (name, change) in enumerate(BAD_ROWS.items(), start=1):
+        with pytest.raises(DBAPIError):
+            _insert(engine, _row(n, **change))
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM memory_records")).scalar() == 1, name
+
+
+def test_two_active_members_of_one_group_are_refused(engine: Engine) -> None:
+    upgrade(engine)
+    _insert(engine, _row(1, conflict_group="g"))
+    with pytest.raises(DBAPIError):
+        _insert(engine, _row(2, conflict_group="g"))
+    # Fine in another group, another scope, or when not active.
+    _insert(engine, _row(3, conflict_group="h"))
+    _insert(engine, _row(4, conflict_group="g", scope_key="account:other"))
+    _insert(engine, _row(5, conflict_group="g", status="superseded", valid_to=1_000, superseded_by="mem_raw1"))
+    with pytest.raises(DBAPIError), engine.begin() as conn:
+        conn.execute(text("UPDATE memory_records SET status = 'active', valid_to = NULL WHERE id = 'mem_raw5'"))
+
+
+def test_rows_are_never_deleted(engine: Engine) -> None:
+    upgrade(engine)
+    _insert(engine, _row(1))
+    with pytest.raises(DBAPIError), engine.begin() as conn:
+        conn.execute(text("DELETE FROM memory_records WHERE id = 'mem_raw1'"))
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM memory_records")).scalar() == 1
+
+
+def test_negative_budget_is_refused(engine: Engine) -> None:
+    upgrade(engine)
+    with pytest.raises(DBAPIError), engine.begin() as conn:
+        conn.execute(
+            text("INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at) VALUES ('a:b', -1, 0, 0)")
+        )
+
+
+def test_fts_follows_updates_of_an_active_row(sqlite_url: str) -> None:
+    """Any UPDATE of an active row that keeps it active keeps exactly its current body indexed."""
+    led = open_ledger(sqlite_url)
+    try:
+        rec = led.save("orange kayak")
+        with led.engine.begin() as conn:
+            conn.execute(text("UPDATE memory_records SET updated_at = updated_at + 1 WHERE id = :i"), {"i": rec.id})
+        assert [r.id for r in led.search(SCOPE, "kayak")] == [rec.id]
+        with led.engine.begin() as conn:
+            conn.execute(text("UPDATE memory_records SET body = 'purple canoe' WHERE id = :i"), {"i": rec.id})
+        assert led.search(SCOPE, "kayak") == []
+        assert [r.id for r in led.search(SCOPE, "canoe")] == [rec.id]
+        with led.engine.connect() as conn:
+            conn.exec_driver_sql("CREATE VIRTUAL TABLE temp.v USING fts5vocab('main', 'memory_fts', 'instance')")
+            terms = sorted(t for (t,) in conn.exec_driver_sql("SELECT term FROM temp.v"))
+        assert terms == ["canoe", "purple"]
+    finally:
+        led.close()
