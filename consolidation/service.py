@@ -198,9 +198,11 @@ class ConsolidationService:
                 Outcome.SKIPPED_BUDGET,
                 now_us,
                 error=f"monthly spend {spent} micro-USD reached the budget of {settings.spend_budget_micro_usd}",
-            )
+            )[0]
         if not records:
-            return self._settle(run.id, Outcome.APPLIED if settings.mode != Mode.PROPOSE else Outcome.PROPOSED, now_us)
+            return self._settle(run.id, Outcome.APPLIED if settings.mode != Mode.PROPOSE else Outcome.PROPOSED, now_us)[
+                0
+            ]
         # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
         # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
         aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
@@ -218,10 +220,10 @@ class ConsolidationService:
         except HarnessError as exc:
             return self._settle(
                 run.id, Outcome.FAILED, now_us, error=exc.message, usage=exc.usage, spend=exc.spend_micro_usd, calls=1
-            )
+            )[0]
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
-            return self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}")
+            return self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}")[0]
         self._store(run.id, _unalias(result, aliases), now_us)
         self._fault("after_answer_stored")
         return self.apply_stored(run.id, now=_dt(now_us))
@@ -325,19 +327,6 @@ class ConsolidationService:
         usage: Usage | None = None,
         spend: int = 0,
         calls: int = 0,
-    ) -> ConsolidationRun:
-        return self._settle_won(run_id, outcome, now_us, error=error, usage=usage, spend=spend, calls=calls)[0]
-
-    def _settle_won(
-        self,
-        run_id: str,
-        outcome: Outcome,
-        now_us: int,
-        *,
-        error: str | None = None,
-        usage: Usage | None = None,
-        spend: int = 0,
-        calls: int = 0,
     ) -> tuple[ConsolidationRun, bool]:
         def fn(conn: Connection) -> bool:
             won = R.settle(conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend)
@@ -376,7 +365,7 @@ class ConsolidationService:
             if run.answer_stored_at is not None:
                 done, won = self._apply_stored(run.id, now_us)
             else:
-                done, won = self._settle_won(
+                done, won = self._settle(
                     run.id,
                     Outcome.ABANDONED,
                     now_us,

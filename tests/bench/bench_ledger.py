@@ -37,7 +37,7 @@ FAR = datetime(2100, 1, 1, tzinfo=UTC)
 SCOPE_SIZE = 200  # the default budget: a full scope
 
 SAVES_PER_ROUND = 100
-SAVE_ROUNDS = 21
+SAVE_ROUNDS = 41
 HISTORY_EDITS = 5  # H = 5 edits of each of the 200 records = 1,000 superseded versions; 3H = 3,000
 AS_OF_CALLS_PER_ROUND = 4
 AS_OF_ROUNDS = 15

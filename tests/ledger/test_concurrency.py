@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from ledger import BudgetExceeded, Ledger
+from ledger import BudgetExceeded, InvalidTransition, Ledger, LedgerError
 from ledger.models import Status
 
 SCOPE = "account:local"
@@ -245,3 +245,52 @@ def test_sweep_leaves_alone_a_row_a_concurrent_writer_just_changed(
     got = led.get(rec.id)
     assert got.status == Status.DELETED and got.valid_to == clock.now + timedelta(seconds=1) and got.body is None
     assert [e.event for e in led.events(SCOPE, record_id=rec.id)] == ["saved", "deleted", "erased"]
+
+
+def test_a_mixed_workload_keeps_every_invariant(ledgers: list[Ledger]) -> None:
+    """Saves, edits, group saves, proposals, accepts, rejects and deletes from every thread at once."""
+    led = ledgers[0]
+    led.set_budget(SCOPE, 12)
+
+    def work(i: int) -> list[Any]:
+        mine = ledgers[i]
+        out: list[Any] = []
+        for n in range(5):
+            try:
+                rec = mine.save(f"thread {i} pin {n}", conflict_group=f"g{n % 2}" if i % 2 else None)
+                if n % 2:
+                    rec = mine.save(f"thread {i} pin {n} edited", supersedes=rec.id)
+                if n % 3 == 0:
+                    mine.delete(rec.id)
+                prop = mine.propose(f"thread {i} proposal {n}", supersedes=[rec.id] if n % 3 else [])
+                (mine.accept if n % 2 else mine.reject)(prop.id)
+            except LedgerError as exc:
+                out.append(exc)
+        return out
+
+    errors = run_threads(THREADS, work)
+    # Only refusals a user can cause: the budget, or a record another thread changed first.
+    assert all(isinstance(e, BudgetExceeded | InvalidTransition) for e in errors), errors
+    records = {r.id: r for r in led.records(SCOPE)}
+    active = [r for r in records.values() if r.status == Status.ACTIVE]
+    groups = [r.conflict_group for r in active if r.conflict_group is not None]
+    assert len(groups) == len(set(groups))
+    assert led.budget(SCOPE).held <= 12
+    for r in records.values():
+        if r.superseded_by is not None:
+            nxt = records[r.superseded_by]
+            assert r.status == Status.SUPERSEDED and r.valid_to == nxt.valid_from and r.id in nxt.supersedes
+        if r.status == Status.DELETED:
+            assert all(x.body is None for x in led.history(r.id))
+        if r.status in (Status.PROPOSED, Status.REJECTED):
+            assert r.valid_to == r.valid_from
+    assert sorted(r.id for r in led.list(SCOPE)) == sorted(r.id for r in active)
+    if led.engine.dialect.name == "sqlite":
+        with led.engine.connect() as conn:
+            indexed = {row[0] for row in conn.exec_driver_sql("SELECT id FROM memory_fts_docsize")}
+        assert indexed == _active_seqs(led)
+
+
+def _active_seqs(led: Ledger) -> set[int]:
+    with led.engine.connect() as conn:
+        return set(conn.execute(text("SELECT seq FROM memory_records WHERE status = 'active'")).scalars())

@@ -49,7 +49,7 @@ def test_a_turn_wakes_its_run_at_due_at_on_the_embedded_queue(make_runtime: Call
     done = runtime.service.get_run(run.id)
     assert done.outcome == Outcome.APPLIED and done.ops_applied == 1
     assert done.started_at is not None and done.started_at >= run.due_at
-    assert (done.started_at - run.due_at) < timedelta(seconds=0.5)
+    assert (done.started_at - run.due_at) < timedelta(seconds=1)  # p50 is measured in the benchmarks
     (merged,) = runtime.ledger.list(runtime.ledger.scope_key)
     assert merged.provenance == Provenance.MODEL_CONSOLIDATION and sorted(merged.supersedes) == sorted(ids)
 
@@ -166,4 +166,4 @@ def test_redis_broker_delivers_the_delayed_message_on_time(
     wait_until(lambda: settled(runtime, run.id), timeout_s=5)
     done = runtime.service.get_run(run.id)
     assert done.outcome == Outcome.APPLIED and done.started_at is not None
-    assert timedelta(0) <= done.started_at - run.due_at < timedelta(seconds=0.3)
+    assert timedelta(0) <= done.started_at - run.due_at < timedelta(seconds=1)
