@@ -12,7 +12,8 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,7 +58,10 @@ def _sqlite_engine(url: str) -> Engine:
     database = parsed.database or ""
     memory = database in ("", ":memory:")
     if not memory:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"cannot create the directory for the ledger database {database!r}: {exc}") from exc
     kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}
     if memory:
         kwargs["poolclass"] = StaticPool
@@ -159,7 +163,10 @@ def _write_once_sqlite(engine: Engine, fn: Callable[[Connection], T]) -> T:
     nothing); that one is then committed or rolled back through SQLAlchemy, which
     ends ours.
     """
-    with engine.connect() as conn:
+    # engine.connect() joins the engine's event dispatch into every Connection; the
+    # ledger's SQLite engine has no listeners, so skip that (SQLAlchemy does the same
+    # for its own first-connect Connection). With a listener attached, join as usual.
+    with Connection(engine, _has_events=False if not engine._has_events else None) as conn:
         dbapi_conn = conn.connection.dbapi_connection
         _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
         try:
@@ -221,18 +228,34 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Apply Alembic migrations up to ``revision`` on ``engine``'s database."""
+    """Apply Alembic migrations up to ``revision`` on ``engine``'s database.
+
+    Raises:
+        LedgerError: the database cannot be reached or opened.
+    """
     cfg = alembic_config()
-    with engine.begin() as conn:
+    with _reachable(engine), engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The database's Alembic revision (None when never migrated). Raises LedgerError when unreachable."""
     from alembic.runtime.migration import MigrationContext
 
-    with engine.connect() as conn:
+    with _reachable(engine), engine.connect() as conn:
         return MigrationContext.configure(conn).get_current_revision()
+
+
+@contextmanager
+def _reachable(engine: Engine) -> Iterator[None]:
+    """Translate a failure to connect (server down, unknown database, unwritable file) into a LedgerError."""
+    try:
+        yield
+    except OperationalError as exc:
+        first = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else type(exc).__name__
+        where = engine.url.render_as_string(hide_password=True)
+        raise LedgerError(f"cannot open the ledger database {where!r}: {first}") from exc
 
 
 def head_revision() -> str:

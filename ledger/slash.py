@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, RecordNotFound
 from ledger.models import MemoryRecord
 
 if TYPE_CHECKING:
@@ -46,6 +46,9 @@ def handle_slash(led: Ledger, text: str, *, now: datetime | None = None) -> Slas
             return SlashResult(handled=True, reply="\n".join(lines), records=records)
         if not arg or " " in arg:
             return SlashResult(handled=True, ok=False, reply="Usage: /unpin <id> (see /pins for ids)", reason="usage")
+        if led.get(arg).scope_key != led.scope_key:
+            # The command acts on the caller's own pins: another account's record is as good as absent.
+            raise RecordNotFound(f"no memory record {arg!r}", record_id=arg)
         record = led.delete(arg, now=now)
         return SlashResult(handled=True, reply=f"Forgot {record.id}.", records=[record])
     except LedgerError as exc:

@@ -7,8 +7,10 @@ One pass (:meth:`Janitor.run_once`), on start and every ``janitor_interval_s`` i
    queue, or a Redis that came back empty): re-send every pending run, each delayed
    to its ``due_at``.
 2. **Orphaned due runs**: every pending run more than ``resend_after_s`` past its
-   ``due_at`` gets a message now. A run that does have a live message gets a
-   duplicate, which is harmless: ``execute`` claims in the database, exactly once.
+   ``due_at`` gets a message now, and again after a backoff that doubles per run
+   (``resend_after_s``, then twice that, four times, … at most 10 min) while it stays pending. A run that
+   does have a live message (workers backlogged) gets a duplicate, which is harmless:
+   ``execute`` claims in the database, exactly once.
    This also wakes runs recorded by another process on the embedded queue
    (``memledger turn`` beside ``memledger serve``) and runs whose send failed.
 3. **Stuck runs**: ``ConsolidationService.recover_stuck`` settles each run stuck in
@@ -32,6 +34,8 @@ from worker.logging import bind_run
 from worker.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+MAX_RESEND_BACKOFF = timedelta(minutes=10)
 
 
 @dataclass(slots=True)
@@ -66,6 +70,9 @@ class Janitor:
         self.metrics = metrics
         self.resend_after = timedelta(seconds=resend_after_s)
         self.batch = batch
+        # run id -> (when it may be re-sent again, re-sends so far): a backlog of due runs waiting for
+        # busy workers must not grow by a duplicate per run on every pass.
+        self._backoff: dict[str, tuple[datetime, int]] = {}
 
     def run_once(self, *, now: datetime | None = None) -> JanitorReport:
         """One pass: re-arm after a queue loss, re-send orphaned due runs, recover stuck runs."""
@@ -80,9 +87,7 @@ class Janitor:
             self._count("rearm", report.rearmed)
             if rearmed:
                 log.info("queue was empty: re-sent %d pending runs", report.rearmed)
-        for run in self.service.due_runs(now=at - self.resend_after, limit=self.batch):
-            if run.id not in rearmed and self.actors.send_run(run, now=at):
-                report.resent += 1
+        report.resent = self._resend_overdue(at, skip=rearmed)
         self._count("resend", report.resent)
         if report.resent:
             log.info("re-sent %d due runs that no message had woken", report.resent)
@@ -90,6 +95,21 @@ class Janitor:
         for run in report.recovered:
             self._recovered(run)
         return report
+
+    def _resend_overdue(self, at: datetime, *, skip: set[str]) -> int:
+        """Re-send each run overdue by ``resend_after``, backing off per run (doubling, at most 10 min)."""
+        overdue = self.service.due_runs(now=at - self.resend_after, limit=self.batch)
+        self._backoff = {run.id: self._backoff[run.id] for run in overdue if run.id in self._backoff}
+        resent = 0
+        for run in overdue:
+            next_at, count = self._backoff.get(run.id, (at, 0))
+            if run.id in skip or at < next_at:
+                continue
+            if self.actors.send_run(run, now=at):
+                resent += 1
+                wait = min(self.resend_after * 2**count, MAX_RESEND_BACKOFF)
+                self._backoff[run.id] = (at + wait, count + 1)
+        return resent
 
     def _recovered(self, run: ConsolidationRun) -> None:
         action = "abandon" if run.outcome == Outcome.ABANDONED else "apply_stored"

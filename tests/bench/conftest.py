@@ -185,7 +185,7 @@ def report(
     median of the per-round ratios, which cancels load that drifts between rounds;
     otherwise the ratio of the medians. Call :meth:`Figure.check` once everything is printed.
     """
-    pick = {"wall": lambda s: s.wall_s, "cpu": lambda s: s.cpu_s}[metric]
+    pick = {"wall": _wall, "cpu": _cpu}[metric]
     figure = Figure(
         name=name,
         ours_s=median([pick(s) for s in ours]),
@@ -193,7 +193,7 @@ def report(
         ratio=ratio(ours, baseline, pick),
         target=target,
         rounds=len(ours),
-        cpu_ratio=ratio(ours, baseline, lambda s: s.cpu_s),
+        cpu_ratio=ratio(ours, baseline, _cpu),
         metric=metric,
         ours_label=ours_label,
         baseline_label=baseline_label,
@@ -202,6 +202,14 @@ def report(
     print(f"\n{HEADER}\n{figure.row()}")
     note(f"({ours_label} vs {baseline_label}; {metric} time, median of {len(ours)} interleaved rounds)")
     return figure
+
+
+def _wall(sample: Sample) -> float:
+    return sample.wall_s
+
+
+def _cpu(sample: Sample) -> float:
+    return sample.cpu_s
 
 
 def ratio(ours: Sequence[Sample], baseline: Sequence[Sample], pick: Callable[[Sample], float]) -> float:

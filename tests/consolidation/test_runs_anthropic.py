@@ -282,13 +282,12 @@ def test_a_slow_model_past_the_cap_fails_quickly(asvc: ConsolidationService, fak
     enable(asvc, wall_clock_cap_s=1.0)
 
     # When the run executes
-    started = time.monotonic()
     done = run_once(asvc)
-    elapsed = time.monotonic() - started
+    waited = time.monotonic() - fake.requests[0].received_at
 
     # Then it failed at about the cap, after one request (a timeout is never retried)
     assert done.outcome == Outcome.FAILED and "timed out" in (done.error or "")
-    assert elapsed < 2.5  # well before the 3 s answer: it gave up at the cap
+    assert waited < 2.5  # gave up at the 1 s cap, well before the 3 s answer
     assert fake.calls == 1 and consolidated(asvc.led, at(2)) == []
 
 
@@ -302,10 +301,12 @@ def test_persistent_overload_is_not_a_retry_storm(asvc: ConsolidationService, fa
     started = time.monotonic()
     done = run_once(asvc)
 
-    # Then it failed within the cap after a handful of backed-off attempts
+    # Then it failed after a handful of backed-off attempts, all inside the cap
     assert done.outcome == Outcome.FAILED and "529" in (done.error or "")
-    assert time.monotonic() - started < 1.5 + 1.0  # the cap, plus slack for a loaded CI machine
     assert 1 <= fake.calls <= 3
+    arrivals = [request.received_at for request in fake.requests]
+    assert arrivals[-1] - arrivals[0] < 1.5
+    assert time.monotonic() - started < 1.5 + 3.0  # the cap, plus the run's own database work on a loaded machine
 
 
 @pytest.mark.parametrize(

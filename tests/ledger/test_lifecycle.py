@@ -740,6 +740,15 @@ def test_slash_budget_and_bad_instant(led: Ledger, clock: Any) -> None:
     assert led.handle_slash("/memory", now=datetime(2026, 1, 1)).handled is False
 
 
+def test_slash_unpin_only_reaches_the_callers_own_pins(make_ledger: Callable[..., Ledger]) -> None:
+    mine = make_ledger(account="alice")
+    theirs = make_ledger(account="bob").save("bob's pin")
+    before = snapshot(mine)
+    res = mine.handle_slash(f"/unpin {theirs.id}")
+    assert res.handled and not res.ok and res.reason == "not_found"
+    assert snapshot(mine) == before
+
+
 def test_slash_unpin_of_a_superseded_record_names_the_successor(led: Ledger) -> None:
     a = led.save("a")
     b = led.save("b", supersedes=a.id)

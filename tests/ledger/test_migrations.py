@@ -96,6 +96,16 @@ def test_unsupported_urls_are_refused() -> None:
         make_engine("mysql://u@h/db")
 
 
+def test_an_unreachable_database_is_a_ledger_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(LedgerError, match="cannot create the directory"):
+        open_ledger(f"sqlite:///{blocker / 'sub' / 'ledger.db'}")
+    with pytest.raises(LedgerError, match="cannot open the ledger database") as err:
+        open_ledger("postgresql+psycopg://nobody:hunter2@127.0.0.1:1/nowhere", migrate=True)
+    assert "hunter2" not in str(err.value)
+
+
 # --------------------------------------------------------------------------- constraints
 def _row(n: int, **overrides: Any) -> dict[str, Any]:
     row: dict[str, Any] = {

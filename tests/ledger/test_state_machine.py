@@ -621,11 +621,13 @@ def test_state_machine_postgres(pg_available: BaseException | None) -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)
 def test_state_machine_sqlite_soak() -> None:
     run_state_machine_as_test(_machine(_sqlite_url), settings=_settings(600, 60))
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)
 def test_state_machine_postgres_soak(pg_available: BaseException | None) -> None:
     if pg_available is not None:
         service_missing("PostgreSQL", pg_available)

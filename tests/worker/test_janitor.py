@@ -59,6 +59,9 @@ def test_queue_loss_rearms_every_pending_run_then_only_orphans_are_resent(
     late = runtime.janitor.run_once(now=now + timedelta(seconds=60 + 6))
     assert (late.rearmed, late.resent) == (0, 2)
     assert runtime.metrics.janitor_actions.labels(action="resend")._value.get() >= 2
+    # ...backing off per run while they stay pending (workers backlogged): 5 s, then 10 s, 20 s, ...
+    resent = [runtime.janitor.run_once(now=now + timedelta(seconds=66 + s)).resent for s in (1, 5, 6, 14, 15)]
+    assert resent == [0, 2, 0, 0, 2]
 
 
 def test_a_resent_run_executes_once_even_with_its_original_message_alive(
