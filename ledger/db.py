@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -184,10 +185,10 @@ def _write_once_sqlite(engine: Engine, fn: Callable[[Connection], T]) -> T:
         return result
 
 
-def _exec_dbapi(dbapi_conn: Any, sql: str, params: Mapping[str, Any] | None = None) -> Any:
+def _exec_dbapi(dbapi_conn: Any, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Any:
     """Execute on a sqlite3 connection; errors come out wrapped as ``conn.execute`` would raise them."""
     try:
-        return dbapi_conn.execute(sql, params or {})
+        return dbapi_conn.execute(sql, params)
     except sqlite3.Error as exc:
         raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
 
@@ -197,25 +198,43 @@ def _text(sql: str) -> TextClause:
     return text(sql)
 
 
+# The rule text() uses to find ``:name`` parameters (so both read a statement alike).
+_BIND_PARAM = re.compile(r"(?<![:\w\x5c]):(\w+)(?![:\w])", re.UNICODE)
+
+
+@lru_cache(maxsize=512)
+def _qmark(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with ``?`` for each ``:name``, and the names in order.
+
+    sqlite3 binds a sequence far faster than a mapping (it looks every name up
+    through the C API): ~16 us less for the 18 columns of a record insert.
+    """
+    return _BIND_PARAM.sub("?", sql), tuple(_BIND_PARAM.findall(sql))
+
+
+def _exec_sqlite(conn: Connection, sql: str, params: Mapping[str, Any]) -> Any:
+    qmark_sql, names = _qmark(sql)
+    return _exec_dbapi(conn.connection.dbapi_connection, qmark_sql, [params[name] for name in names])
+
+
 def execute(conn: Connection, sql: str, params: Mapping[str, Any]) -> None:
     """Run one statement (``:name`` parameters) in ``conn``'s transaction, for the write path.
 
-    On SQLite it goes straight to the DBAPI cursor (sqlite3 takes ``:name`` parameters
-    as they are): a few microseconds instead of SQLAlchemy's tens, and a save runs
-    several. Elsewhere it runs through SQLAlchemy (a cached ``text()``). Errors are
-    SQLAlchemy's either way.
+    On SQLite it goes straight to the DBAPI cursor: a few microseconds instead of
+    SQLAlchemy's tens, and a save runs several. Elsewhere it runs through SQLAlchemy
+    (a cached ``text()``). Errors are SQLAlchemy's either way.
     """
     if conn.dialect.name != "sqlite":
         conn.execute(_text(sql), params)
         return
-    _exec_dbapi(conn.connection.dbapi_connection, sql, params)
+    _exec_sqlite(conn, sql, params)
 
 
 def query(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Like :func:`execute`, returning the rows as tuples."""
     if conn.dialect.name != "sqlite":
         return [tuple(row) for row in conn.execute(_text(sql), params)]
-    rows: list[tuple[Any, ...]] = _exec_dbapi(conn.connection.dbapi_connection, sql, params).fetchall()
+    rows: list[tuple[Any, ...]] = _exec_sqlite(conn, sql, params).fetchall()
     return rows
 
 
