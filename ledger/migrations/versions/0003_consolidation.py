@@ -81,8 +81,9 @@ def upgrade() -> None:
             name="ck_consolidation_runs_outcome",
         ),
         sa.CheckConstraint("(state = 'settled') = (settled_at IS NOT NULL)", name="ck_consolidation_runs_settled"),
-        sa.CheckConstraint("state = 'pending' OR started_at IS NOT NULL OR outcome = 'cancelled'",
-                           name="ck_consolidation_runs_started"),
+        sa.CheckConstraint(
+            "state = 'pending' OR started_at IS NOT NULL OR outcome = 'cancelled'", name="ck_consolidation_runs_started"
+        ),
     )
     # At most one pending and one running run per scope.
     for state in ("pending", "running"):
