@@ -18,6 +18,11 @@ COLUMNS = (
 
 
 def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
+    # Most records were created when they took effect and many were never touched
+    # since: convert each distinct instant once (every read converts every row).
+    valid_from_us, created_us, updated_us = row["valid_from"], row["created_at"], row["updated_at"]
+    valid_from = from_micros(valid_from_us)
+    created_at = valid_from if created_us == valid_from_us else from_micros(created_us)
     return MemoryRecord(
         id=row["id"],
         scope_key=row["scope_key"],
@@ -30,12 +35,12 @@ def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
         superseded_by=row["superseded_by"],
         confidence_bps=row["confidence_bps"],
         rationale=row["rationale"],
-        valid_from=from_micros(row["valid_from"]),
+        valid_from=valid_from,
         valid_to=opt_from_micros(row["valid_to"]),
         expires_at=opt_from_micros(row["expires_at"]),
         conflict_group=row["conflict_group"],
-        created_at=from_micros(row["created_at"]),
-        updated_at=from_micros(row["updated_at"]),
+        created_at=created_at,
+        updated_at=created_at if updated_us == created_us else from_micros(updated_us),
         erased=row["erased_at"] is not None,
     )
 
