@@ -64,10 +64,13 @@ def open_ledger(
     already be at the head revision.
 
     Raises:
+        ScopeError: the account name cannot form a scope key.
         LedgerError: the URL is unsupported, or the database is behind the code.
     """
+    from ledger.core import check_scope
     from ledger.db import current_revision, head_revision
 
+    check_scope(f"account:{account}")  # before any connection is opened
     engine = make_engine(url)
     do_migrate = migrate if migrate is not None else engine.dialect.name == "sqlite"
     if do_migrate:

@@ -14,7 +14,7 @@ import logging
 import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -628,9 +628,12 @@ class Ledger:
             raise InvalidTransition(f"cannot {verb} {row['id']}: it is {current.value}")
 
     def _scope_of(self, record_id: object) -> str:
+        """The bound scope, when ``record_id`` is one of its records; another account's id is not found."""
         with self.engine.connect() as conn:
             row = self._require_row(conn, record_id)
-            return str(row["scope_key"])
+        if row["scope_key"] != self.scope_key:
+            raise RecordNotFound(f"no memory record {record_id!r} in {self.scope_key}", record_id=str(record_id))
+        return self.scope_key
 
     def set_budget(self, scope_key: str, max_records: int, *, now: datetime | None = None) -> ScopeUsage:
         """Set a scope's ``max_records``. Never evicts: a budget below what is held refuses growth only.
@@ -688,7 +691,13 @@ class Ledger:
     def get(self, record_id: str) -> MemoryRecord:
         """One record in any status. Raises RecordNotFound."""
         with self.engine.connect() as conn:
-            return R.to_record(self._require_row(conn, record_id))
+            return self._as_of_now(R.to_record(self._require_row(conn, record_id)))
+
+    def _as_of_now(self, record: MemoryRecord) -> MemoryRecord:
+        """An active record past its expiry reads as expired (closed at ``expires_at``) before the sweep runs."""
+        if record.status != Status.ACTIVE or record.expires_at is None or record.expires_at > self.now():
+            return record
+        return replace(record, status=Status.EXPIRED, valid_to=record.expires_at)
 
     def history(self, record_id: str) -> RecordList:
         """The whole revision chain of ``record_id`` (every source of every merge), oldest first."""
@@ -697,7 +706,7 @@ class Ledger:
             head = R.chain_head(conn, row)
             chain = [*R.ancestors(conn, head), head]
         chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
-        return [R.to_record(r) for r in chain]
+        return [self._as_of_now(R.to_record(r)) for r in chain]
 
     def list(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """The active set of a scope as of ``now``: never a record past its ``expires_at``."""

@@ -22,14 +22,35 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     """Null the body and rationale of ``head`` and every predecessor. Returns (ids, erased bodies).
 
     The head must already be ``deleted`` so that the FTS trigger has removed its
-    active body; predecessors are superseded and were never indexed.
+    active body; predecessors are superseded and were never indexed. Proposals that
+    would supersede a record of the chain are forgotten too (status ``deleted``).
     """
     chain = [head, *R.ancestors(conn, head)]
+    chain += _dependent_proposals(conn, head["scope_key"], [row["id"] for row in chain], now_us)
     ids = [row["id"] for row in chain]
     bodies = [row["body"] for row in chain if row["body"]]
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
     return ids, bodies
+
+
+def _dependent_proposals(conn: Connection, scope: str, ids: list[str], now_us: int) -> list[Mapping[Any, Any]]:
+    """Open or rejected proposals that would supersede an erased record: they are built from its
+    body (a consolidation merge restates it), so they are forgotten with it. They could never be
+    accepted anyway, since their target is no longer active."""
+    clauses = " OR ".join(f"supersedes LIKE :p{n}" for n in range(len(ids)))
+    params: dict[str, Any] = {f"p{n}": f'%"{rid}"%' for n, rid in enumerate(ids)}
+    rows = R.fetch_where(
+        conn, f"scope_key = :s AND status IN ('proposed', 'rejected') AND ({clauses})", {**params, "s": scope}
+    )
+    if rows:
+        conn.execute(
+            text("UPDATE memory_records SET status = 'deleted', updated_at = :n WHERE id IN :ids").bindparams(
+                bindparam("ids", expanding=True)
+            ),
+            {"n": now_us, "ids": [r["id"] for r in rows]},
+        )
+    return rows
 
 
 def scrub_files(engine: Engine, *, attempts: int = 20) -> bool:

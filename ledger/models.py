@@ -43,7 +43,7 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     Status.ACTIVE: frozenset({Status.SUPERSEDED, Status.EXPIRED, Status.DELETED}),
     Status.EXPIRED: frozenset({Status.DELETED}),
     Status.SUPERSEDED: frozenset(),
-    Status.REJECTED: frozenset(),
+    Status.REJECTED: frozenset({Status.DELETED}),
     Status.DELETED: frozenset(),
 }
 

@@ -292,7 +292,7 @@ class LedgerMachine(RuleBasedStateMachine):
         ]
         now = self.now
         status = self._status_after_prepare(target, now)
-        expected = None if status in ("active", "proposed", "expired") else InvalidTransition
+        expected = None if status in ("active", "proposed", "expired", "rejected") else InvalidTransition
         got = self._expect(expected, lambda: self.led.delete(target.id, now=now))
         if got is None:
             return
@@ -300,7 +300,15 @@ class LedgerMachine(RuleBasedStateMachine):
         if target.status == "active":
             target.valid_to = now
         target.status = "deleted"
-        for r in [target, *self._ancestors(target)]:
+        chain = [target, *self._ancestors(target)]
+        chain_ids = {r.id for r in chain}
+        # Proposals that would supersede a forgotten record are forgotten with it.
+        dependants = [
+            r for r in self.recs.values() if r.status in ("proposed", "rejected") and chain_ids & set(r.supersedes)
+        ]
+        for r in dependants:
+            r.status = "deleted"
+        for r in [*chain, *dependants]:
             r.body, r.erased = None, True
 
     @rule(
