@@ -34,7 +34,7 @@ from consolidation.gate import UNPARSEABLE, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
-from ledger import Ledger
+from ledger import Ledger, MemoryRecord
 from ledger.db import run_write
 from ledger.instants import to_micros
 from ledger.screening import screen_body
@@ -179,19 +179,28 @@ class ConsolidationService:
         if claimed is None:
             return None
         self._fault("after_claim")
-        settings = claimed
-        return self._run_claimed(run, settings, now_us)
+        settings, spent, records = claimed
+        return self._run_claimed(run, settings, spent, records, now_us)
 
-    def _claim(self, conn: Connection, run: ConsolidationRun, now_us: int) -> ConsolidationSettings | None:
+    def _claim(
+        self, conn: Connection, run: ConsolidationRun, now_us: int
+    ) -> tuple[ConsolidationSettings, int, list[MemoryRecord]] | None:
+        """Claim the run; in the same transaction read what the run needs: settings, spend, active records."""
         settings = self._settings_in(conn, run.scope_key)
-        return settings if R.claim(conn, run.id, settings, now_us) else None
-
-    def _run_claimed(self, run: ConsolidationRun, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
-        scope = run.scope_key
+        if not R.claim(conn, run.id, settings, now_us):
+            return None
         start, end = _month_bounds(_dt(now_us))
-        with self.led.engine.connect() as conn:
-            spent = R.month_spend(conn, scope, start, end)
-            records = self.led.active_in(conn, scope, now_us)
+        spent = R.month_spend(conn, run.scope_key, start, end)
+        return settings, spent, self.led.active_in(conn, run.scope_key, now_us)
+
+    def _run_claimed(
+        self,
+        run: ConsolidationRun,
+        settings: ConsolidationSettings,
+        spent: int,
+        records: list[MemoryRecord],
+        now_us: int,
+    ) -> ConsolidationRun:
         if spent >= settings.spend_budget_micro_usd:
             return self._settle(
                 run.id,
@@ -200,9 +209,8 @@ class ConsolidationService:
                 error=f"monthly spend {spent} micro-USD reached the budget of {settings.spend_budget_micro_usd}",
             )[0]
         if not records:
-            return self._settle(run.id, Outcome.APPLIED if settings.mode != Mode.PROPOSE else Outcome.PROPOSED, now_us)[
-                0
-            ]
+            outcome = Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED
+            return self._settle(run.id, outcome, now_us)[0]
         # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
         # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
         aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
@@ -226,7 +234,7 @@ class ConsolidationService:
             return self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}")[0]
         self._store(run.id, _unalias(result, aliases), now_us)
         self._fault("after_answer_stored")
-        return self.apply_stored(run.id, now=_dt(now_us))
+        return self._apply_stored(run.id, now_us, scope_key=run.scope_key)[0]
 
     def _store(self, run_id: str, result: HarnessResult, now_us: int) -> None:
         def fn(conn: Connection) -> bool:
@@ -252,11 +260,11 @@ class ConsolidationService:
         """
         return self._apply_stored(run_id, self._now(now))[0]
 
-    def _apply_stored(self, run_id: str, now_us: int) -> tuple[ConsolidationRun, bool]:
+    def _apply_stored(self, run_id: str, now_us: int, *, scope_key: str | None = None) -> tuple[ConsolidationRun, bool]:
         """As :meth:`apply_stored`; also says whether this call was the one that settled the run."""
-        run = self.get_run(run_id)
+        scope = scope_key or self.get_run(run_id).scope_key
         try:
-            won: bool = self.led.write(run.scope_key, lambda conn: self._apply_and_settle(conn, run_id, now_us))
+            won: bool = self.led.write(scope, lambda conn: self._apply_and_settle(conn, run_id, now_us))
         except _LostRace:
             won = False
         self._fault("after_apply")
@@ -363,7 +371,7 @@ class ConsolidationService:
             if now_us < to_micros(run.started_at) + round(cap_s * 1_000_000) + grace_us:
                 continue
             if run.answer_stored_at is not None:
-                done, won = self._apply_stored(run.id, now_us)
+                done, won = self._apply_stored(run.id, now_us, scope_key=run.scope_key)
             else:
                 done, won = self._settle(
                     run.id,
