@@ -160,9 +160,9 @@ def _write_once_sqlite(engine: Engine, fn: Callable[[Connection], T]) -> T:
 
     SQLAlchemy's transaction bookkeeping costs more than the statements of a save
     (see docs/performance.md). When ``fn`` executes through SQLAlchemy, SQLAlchemy
-    autobegins a transaction of its own (the ``begin`` hook sees ours open and emits
+    autobegins a transaction of its own (``_sqlite_begin`` sees ours open and emits
     nothing); that one is then committed or rolled back through SQLAlchemy, which
-    ends ours.
+    ends ours. A failed ``COMMIT`` leaves the pool's reset-on-return to roll back.
     """
     # engine.connect() joins the engine's event dispatch into every Connection; the
     # ledger's SQLite engine has no listeners, so skip that (SQLAlchemy does the same
