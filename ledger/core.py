@@ -349,9 +349,8 @@ class Ledger:
                 replaced.append(member)
             if not replaced:
                 self.check_growth(conn, scope)
-            for row in replaced:
-                self._close(conn, row, new_id, now_us)
-            values = self._values(
+            return self._write_record(
+                conn,
                 new_id,
                 scope,
                 final_kind,
@@ -359,21 +358,11 @@ class Ledger:
                 Provenance.USER_EXPLICIT,
                 Status.ACTIVE,
                 now_us,
-                supersedes=[r["id"] for r in replaced],
+                replaced=replaced,
                 expires_at=exp_us,
                 conflict_group=final_group,
                 source_session_id=session,
             )
-            self._insert(conn, values)
-            self.event(
-                conn,
-                EventKind.SAVED,
-                at_us=now_us,
-                scope_key=scope,
-                record_id=new_id,
-                detail={"supersedes": [r["id"] for r in replaced]},
-            )
-            return R.to_record({**values, "seq": None})
 
         try:
             record: MemoryRecord = self.write(scope, fn)
@@ -381,6 +370,43 @@ class Ledger:
             self._refusal(EventKind.SAVE_REFUSED, scope, now_us, exc)
             raise
         return record
+
+    def _write_record(
+        self,
+        conn: Connection,
+        new_id: str,
+        scope: str,
+        kind: Kind,
+        body: str,
+        provenance: Provenance,
+        status: Status,
+        now_us: int,
+        *,
+        replaced: Sequence[Mapping[Any, Any]] = (),
+        supersedes: Sequence[str] | None = None,
+        run_id: str | None = None,
+        **fields: Any,
+    ) -> MemoryRecord:
+        """Close ``replaced`` at ``now_us``, insert the new record, log the event. Every write path ends here.
+
+        ``supersedes`` defaults to the replaced ids; a proposal names targets it does not close yet.
+        """
+        for row in replaced:
+            self._close(conn, row, new_id, now_us)
+        names = [r["id"] for r in replaced] if supersedes is None else list(supersedes)
+        values = self._values(new_id, scope, kind, body, provenance, status, now_us, supersedes=names, **fields)
+        self._insert(conn, values)
+        event = EventKind.SAVED if status == Status.ACTIVE else EventKind.PROPOSED
+        self.event(
+            conn,
+            event,
+            at_us=now_us,
+            scope_key=scope,
+            record_id=new_id,
+            run_id=run_id,
+            detail={"supersedes": names, "provenance": provenance.value},
+        )
+        return R.to_record({**values, "seq": None})
 
     def _values(
         self,
@@ -479,7 +505,8 @@ class Ledger:
         def fn(conn: Connection) -> MemoryRecord:
             self._prepare(conn, scope, now_us)
             self.check_growth(conn, scope)
-            values = self._values(
+            return self._write_record(
+                conn,
                 new_id,
                 scope,
                 rec_kind,
@@ -488,23 +515,13 @@ class Ledger:
                 Status.PROPOSED,
                 now_us,
                 supersedes=targets,
+                run_id=run_id,
                 expires_at=exp_us,
                 conflict_group=group,
                 source_session_id=session,
                 confidence_bps=conf,
                 rationale=why,
             )
-            self._insert(conn, values)
-            self.event(
-                conn,
-                EventKind.PROPOSED,
-                at_us=now_us,
-                scope_key=scope,
-                record_id=new_id,
-                run_id=run_id,
-                detail={"supersedes": targets, "provenance": prov.value},
-            )
-            return R.to_record({**values, "seq": None})
 
         try:
             record: MemoryRecord = self.write(scope, fn)
@@ -864,34 +881,22 @@ class Ledger:
         member = self._active_in_group(conn, scope_key, conflict_group)
         if member is not None and member["id"] not in by_id:
             live.append(member)
-        new_id = new_record_id()
-        for row in live:
-            self._close(conn, row, new_id, now_us)
-        values = self._values(
-            new_id,
+        return self._write_record(
+            conn,
+            new_record_id(),
             scope_key,
             kind,
             clean,
             provenance,
             Status.ACTIVE,
             now_us,
-            supersedes=[r["id"] for r in live],
+            replaced=live,
+            run_id=run_id,
             expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
             conflict_group=conflict_group,
             confidence_bps=_confidence(confidence_bps),
             rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
         )
-        self._insert(conn, values)
-        self.event(
-            conn,
-            EventKind.SAVED,
-            at_us=now_us,
-            scope_key=scope_key,
-            record_id=new_id,
-            run_id=run_id,
-            detail={"supersedes": [r["id"] for r in live], "provenance": provenance.value},
-        )
-        return R.to_record({**values, "seq": None})
 
     def propose_in(
         self,
@@ -915,29 +920,19 @@ class Ledger:
         """
         clean = screen_body(body, max_chars=self.max_body_chars)
         self.check_growth(conn, scope_key)
-        new_id = new_record_id()
-        values = self._values(
-            new_id,
+        return self._write_record(
+            conn,
+            new_record_id(),
             scope_key,
             kind,
             clean,
             provenance,
             Status.PROPOSED,
             now_us,
-            supersedes=list(supersedes),
+            supersedes=supersedes,
+            run_id=run_id,
             expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
             conflict_group=conflict_group,
             confidence_bps=_confidence(confidence_bps),
             rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
         )
-        self._insert(conn, values)
-        self.event(
-            conn,
-            EventKind.PROPOSED,
-            at_us=now_us,
-            scope_key=scope_key,
-            record_id=new_id,
-            run_id=run_id,
-            detail={"supersedes": list(supersedes), "provenance": provenance.value},
-        )
-        return R.to_record({**values, "seq": None})
