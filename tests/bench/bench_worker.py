@@ -157,6 +157,7 @@ def test_enqueue_cost_per_turn_against_a_bare_redis_round_trip(
         per_turn <= 2 * push,
     )
     record("  messages sent", f"{sent}", f"{CONVERSATION_TURNS} turns")
+    assert per_turn <= 2 * push, f"enqueue per turn is {per_turn / push:.2f}x a bare RPUSH; target <= 2x"
 
 
 def _drain(broker: dramatiq.Broker, done: Callable[[], bool], *, timeout_s: float, poll_s: float = 0.005) -> float:
@@ -218,6 +219,7 @@ def test_runs_per_second_against_dramatiq_noop_throughput(runtimes: Callable[...
     record("  ratio to dramatiq's no-op actor", f"{ratio:.2f}x", "", ">= 0.5x", ratio >= 0.5)
     record("  same runs in a loop, no queue (SQLite bound)", f"{direct_rate:.0f}/s")
     record("  ratio to the no-queue loop", f"{rate / direct_rate:.2f}x")
+    assert ratio >= 0.5, f"runs/s is {ratio:.2f}x dramatiq's no-op throughput; target >= 0.5x (docs/performance.md)"
 
 
 def test_due_at_to_run_start_latency(runtimes: Callable[..., Runtime]) -> None:
@@ -240,3 +242,4 @@ def test_due_at_to_run_start_latency(runtimes: Callable[..., Runtime]) -> None:
     poll = runtime.config.worker_poll_ms
     record(f"due_at → start, p50 (Redis, poll {poll} ms)", f"{p50 * 1000:.0f} ms", "", "<= 100 ms", p50 <= 0.1)
     record("  p95", f"{p95 * 1000:.0f} ms", "")
+    assert p50 <= 0.1, f"due_at -> start p50 is {p50 * 1000:.0f} ms; target <= 100 ms"
