@@ -92,7 +92,7 @@ class ConsolidationService:
         return S.from_row(row)
 
     def settings(self, scope_key: str) -> ConsolidationSettings:
-        from ledger.core import check_scope
+        from ledger.reads import check_scope
 
         scope = check_scope(scope_key)
         with self.led.engine.connect() as conn:
@@ -104,7 +104,7 @@ class ConsolidationService:
         Raises:
             InvalidSettings: a field is invalid (nothing is changed); ScopeError.
         """
-        from ledger.core import check_scope
+        from ledger.reads import check_scope
 
         scope = check_scope(scope_key)
         now_us = self._now(now)
@@ -122,7 +122,7 @@ class ConsolidationService:
     # ------------------------------------------------------------------ runs
     def notify_turn(self, scope_key: str, *, now: datetime | None = None) -> ConsolidationRun | None:
         """Record a chat turn: the scope's one pending run is created or pushed back. None when mode is off."""
-        from ledger.core import check_scope
+        from ledger.reads import check_scope
 
         scope = check_scope(scope_key)
         now_us = self._now(now)

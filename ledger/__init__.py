@@ -67,8 +67,8 @@ def open_ledger(
         ScopeError: the account name cannot form a scope key.
         LedgerError: the URL is unsupported, or the database is behind the code.
     """
-    from ledger.core import check_scope
     from ledger.db import current_revision, head_revision
+    from ledger.reads import check_scope
 
     check_scope(f"account:{account}")  # before any connection is opened
     engine = make_engine(url)

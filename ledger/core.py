@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -34,16 +33,14 @@ from ledger.errors import (
     ScopeError,
 )
 from ledger.instants import Clock, from_micros, require_aware, system_clock, to_micros
-from ledger.models import TRANSITIONS, EventKind, Kind, LedgerEvent, MemoryRecord, Provenance, Status
-from ledger.packet import Packet, build_packet
+from ledger.models import TRANSITIONS, EventKind, Kind, MemoryRecord, Provenance, Status
+from ledger.reads import LedgerReads, RecordList, check_scope
 from ledger.screening import MAX_BODY_CHARS, screen_body
-from ledger.search import search_active
 from ledger.sweep import SWEEP_BATCH, expire_due
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RECORDS = 200
-SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 GROUP_MAX_CHARS = 200
 
 # Hooks called inside the delete transaction with the ids whose bodies were erased
@@ -89,16 +86,6 @@ def _insert_sql(columns: tuple[str, ...]) -> str:
     return f"INSERT INTO memory_records ({', '.join(columns)}) VALUES ({', '.join(f':{c}' for c in columns)})"
 
 
-RecordList = list[MemoryRecord]  # aliases: inside Ledger, ``list`` names the method
-EventList = list[LedgerEvent]
-
-
-def check_scope(scope_key: object) -> str:
-    if not isinstance(scope_key, str) or not SCOPE_RE.match(scope_key):
-        raise ScopeError(f"invalid scope key {scope_key!r}: expected 'kind:name', e.g. 'account:local'")
-    return scope_key
-
-
 def _kind(value: object) -> Kind:
     try:
         return Kind(str(value))
@@ -134,7 +121,7 @@ def new_record_id() -> str:
     return "mem_" + secrets.token_hex(12)
 
 
-class Ledger:
+class Ledger(LedgerReads):
     """An account memory ledger bound to one account scope.
 
     Use :func:`ledger.open_ledger` to get one. Thread-safe: share one per process.
@@ -164,9 +151,6 @@ class Ledger:
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
         self._erase_hooks.append(hook)
-
-    def now(self, now: datetime | None = None, *, name: str = "now") -> datetime:
-        return require_aware(self.clock() if now is None else now, name=name)
 
     def write(self, scope_key: str, fn: Callable[[Connection], Any]) -> Any:
         """Run ``fn`` in a write transaction serialized for ``scope_key``."""
@@ -245,14 +229,6 @@ class Ledger:
     def _prepare(self, conn: Connection, scope_key: str, now_us: int) -> None:
         self._ensure_scope(conn, scope_key, now_us)
         expire_due(conn, self, now_us, scope_key=scope_key)
-
-    def _require_row(self, conn: Connection, record_id: object) -> Mapping[str, Any]:
-        if not isinstance(record_id, str) or not record_id:
-            raise InvalidArgument("a record id must be a non-empty string")
-        row = R.fetch_one(conn, record_id)
-        if row is None:
-            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
-        return row
 
     def _close(self, conn: Connection, row: Mapping[Any, Any], successor: str, now_us: int) -> None:
         """Supersede ``row`` exactly at ``now_us``."""
@@ -703,124 +679,6 @@ class Ledger:
                 progress(done)
             if done < batch_size:
                 return total
-
-    # ------------------------------------------------------------------ reads
-    def get(self, record_id: str) -> MemoryRecord:
-        """One record in any status. Raises RecordNotFound."""
-        with self.engine.connect() as conn:
-            return self._as_of_now(R.to_record(self._require_row(conn, record_id)))
-
-    def _as_of_now(self, record: MemoryRecord) -> MemoryRecord:
-        """An active record past its expiry reads as expired (closed at ``expires_at``) before the sweep runs."""
-        if record.status != Status.ACTIVE or record.expires_at is None or record.expires_at > self.now():
-            return record
-        return replace(record, status=Status.EXPIRED, valid_to=record.expires_at)
-
-    def history(self, record_id: str) -> RecordList:
-        """The whole revision chain of ``record_id`` (every source of every merge), oldest first."""
-        with self.engine.connect() as conn:
-            row = self._require_row(conn, record_id)
-            head = R.chain_head(conn, row)
-            chain = [*R.ancestors(conn, head), head]
-        chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
-        return [self._as_of_now(R.to_record(r)) for r in chain]
-
-    def list(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
-        """The active set of a scope as of ``now``: never a record past its ``expires_at``."""
-        scope = check_scope(scope_key)
-        now_us = to_micros(self.now(now))
-        with self.engine.connect() as conn:
-            rows = R.fetch_where(
-                conn,
-                "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
-                {"s": scope, "n": now_us},
-            )
-        return [R.to_record(r) for r in rows]
-
-    def list_as_of(self, scope_key: str, as_of: datetime) -> RecordList:
-        """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.
-
-        Forgotten records are left out: a past view must not bring back what the user erased.
-        """
-        scope = check_scope(scope_key)
-        t = to_micros(as_of, name="as_of")
-        where = (
-            "scope_key = :s AND valid_from <= :t AND (expires_at IS NULL OR expires_at > :t) AND erased_at IS NULL "
-            "AND status <> 'deleted'"
-        )
-        with self.engine.connect() as conn:
-            open_rows = R.fetch_where(conn, f"{where} AND valid_to IS NULL", {"s": scope, "t": t})
-            closed_rows = R.fetch_where(conn, f"{where} AND valid_to > :t", {"s": scope, "t": t})
-        merged = sorted([*open_rows, *closed_rows], key=lambda r: (r["valid_from"], r["seq"]))
-        return [R.to_record(r) for r in merged]
-
-    def records(self, scope_key: str) -> RecordList:
-        """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
-        scope = check_scope(scope_key)
-        with self.engine.connect() as conn:
-            rows = R.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
-        return [R.to_record(r) for r in rows]
-
-    def proposals(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
-        """Proposals waiting for a decision (not past their expiry), oldest first."""
-        scope = check_scope(scope_key)
-        now_us = to_micros(self.now(now))
-        with self.engine.connect() as conn:
-            rows = R.fetch_where(
-                conn,
-                "scope_key = :s AND status = 'proposed' AND (expires_at IS NULL OR expires_at > :n)",
-                {"s": scope, "n": now_us},
-            )
-        return [R.to_record(r) for r in rows]
-
-    def search(self, scope_key: str, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
-        """Full-text search over active bodies, best match first. Any text is a valid query."""
-        scope = check_scope(scope_key)
-        if not isinstance(query, str):
-            raise InvalidArgument("query must be a string")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
-            raise InvalidArgument("limit must be an integer from 1 to 200")
-        now_us = to_micros(self.now(now))
-        with self.engine.connect() as conn:
-            rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
-        return [R.to_record(r) for r in rows]
-
-    def build_packet(self, scope_key: str, *, now: datetime | None = None, max_chars: int | None = None) -> Packet:
-        """What a chat turn injects: see :func:`ledger.packet.build_packet`.
-
-        Raises:
-            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative integer).
-        """
-        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
-            raise InvalidArgument("max_chars must be a non-negative integer (or omitted for the default)")
-        at = self.now(now)
-        return build_packet(self.list(scope_key, now=at), now=at, max_chars=max_chars)
-
-    def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> EventList:
-        """The event log, oldest first, filtered by scope and/or record."""
-        clauses, params = [], {}
-        if scope_key is not None:
-            clauses.append("scope_key = :s")
-            params["s"] = scope_key
-        if record_id is not None:
-            clauses.append("record_id = :r")
-            params["r"] = record_id
-        where = " AND ".join(clauses) or "1 = 1"
-        with self.engine.connect() as conn:
-            rows = conn.execute(text(f"SELECT * FROM ledger_events WHERE {where} ORDER BY seq"), params).mappings()
-            return [
-                LedgerEvent(
-                    seq=r["seq"],
-                    at=from_micros(r["at"]),
-                    scope_key=r["scope_key"],
-                    event=r["event"],
-                    record_id=r["record_id"],
-                    reason=r["reason"],
-                    run_id=r["run_id"],
-                    detail=json.loads(r["detail"]),
-                )
-                for r in rows
-            ]
 
     def handle_slash(self, text_: str, *, now: datetime | None = None) -> Any:
         """Handle exactly ``/pin <text>``, ``/pins`` and ``/unpin <id>``; see :mod:`ledger.slash`."""
