@@ -506,3 +506,75 @@ def test_soak_workers_killed_at_random_while_turns_keep_coming(
     for led in ledgers:
         assert_ledger_sound(led, led.scope_key)
         led.close()
+
+
+def _start_private_redis(port: int, workdir: Any) -> Any:
+    import shutil
+    import subprocess
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        from tests.conftest import service_missing
+
+        service_missing("redis-server (to run a private Redis that the test can restart)", FileNotFoundError())
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    proc = subprocess.Popen([*args, "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    wait_until(lambda: _pings(client), timeout_s=15)
+    client.close()
+    return proc
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+@pytest.mark.redis
+def test_a_restarted_and_flushed_redis_loses_no_run(
+    make_runtime: Callable[..., Runtime],
+    spawn: Callable[..., Proc],
+    base_env: dict[str, str],
+    redis_url: str,
+    tmp_path: Any,
+) -> None:
+    # Given a Redis server of the test's own (so it can be killed), an API runtime and a worker on it
+    from tests.worker.conftest import free_port
+
+    port = free_port()
+    server = _start_private_redis(port, tmp_path)
+    url = f"redis://127.0.0.1:{port}/0"
+    env = {**base_env, "MEMLEDGER_REDIS_URL": url}
+    api = make_runtime(
+        redis_url=url, database_url=env["MEMLEDGER_DATABASE_URL"], redis_namespace=env["MEMLEDGER_REDIS_NAMESPACE"]
+    )
+    scopes = []
+    for i in range(3):
+        led, _ = seed(api.config.database_url, f"restart{i}")
+        scopes.append(led.scope_key)
+        led.close()
+        api.service.update_settings(scopes[-1], mode="apply", harness="offline", debounce_s=2.0)
+    worker = spawn("worker", ["memledger", "worker", "--threads", "2"], env)
+    try:
+        wait_until(lambda: "memledger worker ready" in worker.err.read_text(), timeout_s=60)
+        for scope in scopes:
+            api.notify_turn(scope)
+        # When Redis dies with the delayed messages, comes back empty, and is flushed for good measure
+        server.kill()
+        server.wait(10)
+        server = _start_private_redis(port, tmp_path)
+        client = redis.Redis(port=port)
+        client.flushall()
+        client.close()
+        # Then every pending run still executes, exactly once
+        wait_until(lambda: settled_all(api, scopes), timeout_s=90)
+        time.sleep(1.0)  # a duplicate message would have run by now
+        for scope in scopes:
+            (run,) = api.service.runs(scope)
+            assert run.outcome == Outcome.APPLIED and run.ops_applied == 1
+        assert worker.terminate() == 0
+    finally:
+        server.kill()
+        server.wait(10)
