@@ -123,10 +123,7 @@ def _apply_one(
     )
     savepoint = conn.begin_nested()
     try:
-        if mode == Mode.APPLY:
-            record = led.replace_in(conn, target_ids=op.targets, **common)  # type: ignore[arg-type]
-        else:
-            record = led.propose_in(conn, supersedes=op.targets, **common)  # type: ignore[arg-type]
+        record = led.supersede_in(conn, target_ids=op.targets, propose=mode == Mode.PROPOSE, **common)  # type: ignore[arg-type]
     except (InvalidTransition, BodyRejected, BudgetExceeded) as exc:
         savepoint.rollback()
         return {InvalidTransition: NOT_ACTIVE, BodyRejected: BODY_REJECTED, BudgetExceeded: BUDGET_EXCEEDED}[type(exc)]

@@ -707,7 +707,7 @@ class Ledger(LedgerReads):
         )
         return [R.to_record(r) for r in rows]
 
-    def replace_in(
+    def supersede_in(
         self,
         conn: Connection,
         *,
@@ -717,28 +717,38 @@ class Ledger(LedgerReads):
         kind: Kind,
         provenance: Provenance,
         now_us: int,
+        propose: bool = False,
         expires_at_us: int | None = None,
         conflict_group: str | None = None,
         confidence_bps: int | None = None,
         rationale: str | None = None,
         run_id: str | None = None,
     ) -> MemoryRecord:
-        """Supersede every target (active, in ``scope_key``) by one new active record at ``now_us``.
+        """One new record that supersedes ``target_ids`` (each active in ``scope_key``), at ``now_us``.
 
-        A replacement, not growth: no budget check. Raises InvalidTransition when a
-        target is no longer active, BodyRejected when the body fails screening.
+        ``propose=False``: the targets close now and the record is active — a
+        replacement, not growth, so no budget check. ``propose=True``: a proposal that
+        names the targets it will close when accepted — growth, so the budget applies.
+
+        Raises:
+            InvalidTransition: a target is no longer active (nothing written).
+            BodyRejected: the body fails screening.
+            BudgetExceeded: a proposal does not fit (nothing stored; the caller records the refusal).
         """
         clean = screen_body(body, max_chars=self.max_body_chars)
-        rows = R.fetch_many(conn, list(target_ids))
-        by_id = {r["id"]: r for r in rows}
-        targets = [by_id.get(t) for t in target_ids]
-        for tid, row in zip(target_ids, targets, strict=True):
+        rows = {r["id"]: r for r in R.fetch_many(conn, list(target_ids))}
+        for tid in target_ids:
+            row = rows.get(tid)
             if row is None or row["scope_key"] != scope_key or row["status"] != Status.ACTIVE:
                 raise InvalidTransition(f"record {tid} is no longer active in {scope_key}")
-        live = [r for r in targets if r is not None]
-        member = self._active_in_group(conn, scope_key, conflict_group)
-        if member is not None and member["id"] not in by_id:
-            live.append(member)
+        replaced = [rows[t] for t in target_ids]
+        if propose:
+            self.check_growth(conn, scope_key)
+            replaced = []
+        else:
+            member = self._active_in_group(conn, scope_key, conflict_group)
+            if member is not None and member["id"] not in rows:
+                replaced.append(member)
         return self._write_record(
             conn,
             new_record_id(),
@@ -746,48 +756,10 @@ class Ledger(LedgerReads):
             kind,
             clean,
             provenance,
-            Status.ACTIVE,
+            Status.PROPOSED if propose else Status.ACTIVE,
             now_us,
-            replaced=live,
-            run_id=run_id,
-            expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
-            conflict_group=conflict_group,
-            confidence_bps=_confidence(confidence_bps),
-            rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
-        )
-
-    def propose_in(
-        self,
-        conn: Connection,
-        *,
-        scope_key: str,
-        body: str,
-        kind: Kind,
-        provenance: Provenance,
-        now_us: int,
-        supersedes: Sequence[str] = (),
-        expires_at_us: int | None = None,
-        conflict_group: str | None = None,
-        confidence_bps: int | None = None,
-        rationale: str | None = None,
-        run_id: str | None = None,
-    ) -> MemoryRecord:
-        """Store a proposal inside ``conn``; growth, so the budget applies.
-
-        Raises BudgetExceeded (nothing stored; the caller records the refusal) or BodyRejected.
-        """
-        clean = screen_body(body, max_chars=self.max_body_chars)
-        self.check_growth(conn, scope_key)
-        return self._write_record(
-            conn,
-            new_record_id(),
-            scope_key,
-            kind,
-            clean,
-            provenance,
-            Status.PROPOSED,
-            now_us,
-            supersedes=supersedes,
+            replaced=replaced,
+            supersedes=list(target_ids) if propose else None,
             run_id=run_id,
             expires_at=expires_at_us if expires_at_us is None or expires_at_us > now_us else None,
             conflict_group=conflict_group,
