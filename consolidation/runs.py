@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Outcome, run_from_row
+from ledger.db import query
 
 _NO_OTHER_RUNNING = (
     "NOT EXISTS (SELECT 1 FROM consolidation_runs o WHERE o.scope_key = consolidation_runs.scope_key "
@@ -26,16 +27,25 @@ def new_run_id() -> str:
     return "run_" + secrets.token_hex(12)
 
 
+RUN_COLUMNS = (
+    "id", "scope_key", "state", "outcome", "mode", "turns", "created_at", "due_at", "started_at", "settled_at",
+    "harness", "model", "wall_clock_cap_s", "input_tokens", "output_tokens", "cache_creation_input_tokens",
+    "cache_read_input_tokens", "spend_micro_usd", "model_calls", "ops_proposed", "ops_applied", "ops_refused",
+    "refusals", "error", "prompt", "answer", "answer_raw", "answer_stored_at",
+)  # fmt: skip
+_SELECT = f"SELECT {', '.join(RUN_COLUMNS)} FROM consolidation_runs"
+
+
 def get(conn: Connection, run_id: str) -> ConsolidationRun | None:
-    row = conn.execute(text("SELECT * FROM consolidation_runs WHERE id = :id"), {"id": run_id}).mappings().first()
-    return None if row is None else run_from_row(row)
+    found = select(conn, "id = :id", {"id": run_id}, order="id", limit=1)
+    return found[0] if found else None
 
 
 def select(
     conn: Connection, where: str, params: Mapping[str, Any], *, order: str, limit: int
 ) -> list[ConsolidationRun]:
-    sql = f"SELECT * FROM consolidation_runs WHERE {where} ORDER BY {order} LIMIT :lim"
-    return [run_from_row(r) for r in conn.execute(text(sql), {**params, "lim": limit}).mappings()]
+    rows = query(conn, f"{_SELECT} WHERE {where} ORDER BY {order} LIMIT :lim", {**params, "lim": limit})
+    return [run_from_row(dict(zip(RUN_COLUMNS, row, strict=True))) for row in rows]
 
 
 def debounce(conn: Connection, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
