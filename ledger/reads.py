@@ -1,7 +1,9 @@
 """Reads of the ledger: get, history, list, as-of, records, proposals, search, packet, events.
 
 A mixin of :class:`ledger.core.Ledger`; it needs only an engine, a clock and the
-bound scope. No read takes a lock or reads a clock of its own.
+bound scope. No read takes a lock or reads a clock of its own. Each read runs in
+one read transaction (``engine.begin()``), so a read of several statements (as-of,
+history) sees one snapshot even while writers commit.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class LedgerReads:
 
     def get(self, record_id: str) -> MemoryRecord:
         """One record in any status. Raises RecordNotFound."""
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             return self._as_of_now(R.to_record(self._require_row(conn, record_id)))
 
     def _as_of_now(self, record: MemoryRecord) -> MemoryRecord:
@@ -63,7 +65,7 @@ class LedgerReads:
 
     def history(self, record_id: str) -> RecordList:
         """The whole revision chain of ``record_id`` (every source of every merge), oldest first."""
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             row = self._require_row(conn, record_id)
             head = R.chain_head(conn, row)
             chain = [*R.ancestors(conn, head), head]
@@ -74,7 +76,7 @@ class LedgerReads:
         """The active set of a scope as of ``now``: never a record past its ``expires_at``."""
         scope = check_scope(scope_key)
         now_us = to_micros(self.now(now))
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             rows = R.fetch_where(
                 conn,
                 "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
@@ -93,7 +95,7 @@ class LedgerReads:
             "scope_key = :s AND valid_from <= :t AND (expires_at IS NULL OR expires_at > :t) AND erased_at IS NULL "
             "AND status <> 'deleted'"
         )
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             open_rows = R.fetch_where(conn, f"{where} AND valid_to IS NULL", {"s": scope, "t": t})
             closed_rows = R.fetch_where(conn, f"{where} AND valid_to > :t", {"s": scope, "t": t})
         merged = sorted([*open_rows, *closed_rows], key=lambda r: (r["valid_from"], r["seq"]))
@@ -102,7 +104,7 @@ class LedgerReads:
     def records(self, scope_key: str) -> RecordList:
         """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
         scope = check_scope(scope_key)
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             rows = R.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
         return [R.to_record(r) for r in rows]
 
@@ -110,7 +112,7 @@ class LedgerReads:
         """Proposals waiting for a decision (not past their expiry), oldest first."""
         scope = check_scope(scope_key)
         now_us = to_micros(self.now(now))
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             rows = R.fetch_where(
                 conn,
                 "scope_key = :s AND status = 'proposed' AND (expires_at IS NULL OR expires_at > :n)",
@@ -126,7 +128,7 @@ class LedgerReads:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
             raise InvalidArgument("limit must be an integer from 1 to 200")
         now_us = to_micros(self.now(now))
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
         return [R.to_record(r) for r in rows]
 
@@ -151,7 +153,7 @@ class LedgerReads:
             clauses.append("record_id = :r")
             params["r"] = record_id
         where = " AND ".join(clauses) or "1 = 1"
-        with self.engine.connect() as conn:
+        with self.engine.begin() as conn:
             rows = conn.execute(text(f"SELECT * FROM ledger_events WHERE {where} ORDER BY seq"), params).mappings()
             return [
                 LedgerEvent(

@@ -6,8 +6,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
+from ledger.db import query
 from ledger.instants import from_micros, opt_from_micros
 from ledger.models import Kind, MemoryRecord, Provenance, Status
 
@@ -15,6 +16,7 @@ COLUMNS = (
     "seq, id, scope_key, kind, body, provenance, status, source_session_id, supersedes, superseded_by, "
     "confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at, created_at, updated_at"
 )
+NAMES = tuple(name.strip() for name in COLUMNS.split(","))
 
 
 def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
@@ -45,9 +47,13 @@ def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
     )
 
 
+def _rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(zip(NAMES, row, strict=True)) for row in query(conn, sql, params)]
+
+
 def fetch_one(conn: Connection, record_id: str) -> Mapping[Any, Any] | None:
-    row = conn.execute(text(f"SELECT {COLUMNS} FROM memory_records WHERE id = :id"), {"id": record_id}).mappings()
-    return row.first()
+    found = _rows(conn, f"SELECT {COLUMNS} FROM memory_records WHERE id = :id", {"id": record_id})
+    return found[0] if found else None
 
 
 def fetch_many(conn: Connection, record_ids: Sequence[str]) -> list[Mapping[Any, Any]]:
@@ -55,15 +61,13 @@ def fetch_many(conn: Connection, record_ids: Sequence[str]) -> list[Mapping[Any,
         return []
     params = {f"i{n}": rid for n, rid in enumerate(record_ids)}
     marks = ", ".join(f":{k}" for k in params)
-    rows = conn.execute(text(f"SELECT {COLUMNS} FROM memory_records WHERE id IN ({marks})"), params).mappings()
-    return list(rows)
+    return list(_rows(conn, f"SELECT {COLUMNS} FROM memory_records WHERE id IN ({marks})", params))
 
 
 def fetch_where(
     conn: Connection, where: str, params: Mapping[Any, Any], *, order: str = "valid_from, seq"
 ) -> list[Any]:
-    sql = f"SELECT {COLUMNS} FROM memory_records WHERE {where} ORDER BY {order}"
-    return list(conn.execute(text(sql), dict(params)).mappings())
+    return _rows(conn, f"SELECT {COLUMNS} FROM memory_records WHERE {where} ORDER BY {order}", dict(params))
 
 
 def ancestors(conn: Connection, head: Mapping[Any, Any]) -> list[Mapping[Any, Any]]:
