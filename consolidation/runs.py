@@ -12,10 +12,10 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Outcome, run_from_row
-from ledger.db import query
+from ledger.db import execute, query
 
 _NO_OTHER_RUNNING = (
     "NOT EXISTS (SELECT 1 FROM consolidation_runs o WHERE o.scope_key = consolidation_runs.scope_key "
@@ -59,15 +59,17 @@ def debounce(conn: Connection, settings: ConsolidationSettings, now_us: int) -> 
         if settings.max_wait_s is not None:
             due = min(due, created_us + round(settings.max_wait_s * 1_000_000))
         due = max(due, _us(run.due_at))
-        conn.execute(
-            text("UPDATE consolidation_runs SET turns = turns + 1, due_at = :d WHERE id = :id AND state = 'pending'"),
+        execute(
+            conn,
+            "UPDATE consolidation_runs SET turns = turns + 1, due_at = :d WHERE id = :id AND state = 'pending'",
             {"d": due, "id": run.id},
         )
         run_id = run.id
     else:
         run_id = new_run_id()
-        conn.execute(
-            text(
+        execute(
+            conn,
+            (
                 "INSERT INTO consolidation_runs (id, scope_key, state, turns, created_at, due_at, refusals) "
                 "VALUES (:id, :s, 'pending', 1, :n, :d, '{}')"
             ),
@@ -85,19 +87,21 @@ def _us(value: Any) -> int:
 
 
 def cancel_pending(conn: Connection, scope_key: str, now_us: int) -> int:
-    return conn.execute(
-        text(
+    return execute(
+        conn,
+        (
             "UPDATE consolidation_runs SET state = 'settled', outcome = 'cancelled', settled_at = :n "
             "WHERE scope_key = :s AND state = 'pending'"
         ),
         {"n": now_us, "s": scope_key},
-    ).rowcount
+    )
 
 
 def claim(conn: Connection, run_id: str, settings: ConsolidationSettings, now_us: int) -> bool:
     """pending → running, only when due and no other run of the scope is running."""
-    done = conn.execute(
-        text(
+    done = execute(
+        conn,
+        (
             "UPDATE consolidation_runs SET state = 'running', started_at = :n, harness = :h, model = :m, "
             "mode = :mode, wall_clock_cap_s = :cap "
             f"WHERE id = :id AND state = 'pending' AND due_at <= :n AND {_NO_OTHER_RUNNING}"
@@ -110,7 +114,7 @@ def claim(conn: Connection, run_id: str, settings: ConsolidationSettings, now_us
             "mode": settings.mode.value,
             "cap": settings.wall_clock_cap_s,
         },
-    ).rowcount
+    )
     return bool(done == 1)
 
 
@@ -118,8 +122,9 @@ def store_answer(
     conn: Connection, run_id: str, *, prompt: str, answer: Any, raw: str, usage: Any, spend_micro_usd: int, now_us: int
 ) -> bool:
     """Write the answer and its usage before anything is applied. Usage is kept even on a settled run."""
-    done = conn.execute(
-        text(
+    done = execute(
+        conn,
+        (
             "UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :raw, answer_stored_at = :n, "
             "input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
             "cache_creation_input_tokens = cache_creation_input_tokens + :cw, "
@@ -138,7 +143,7 @@ def store_answer(
             "sp": spend_micro_usd,
             "id": run_id,
         },
-    ).rowcount
+    )
     return bool(done == 1)
 
 
@@ -158,8 +163,9 @@ def settle(
     spend_micro_usd: int = 0,
 ) -> bool:
     """The one settlement of a run: a conditional update from ``expect``. True when this call won."""
-    done = conn.execute(
-        text(
+    done = execute(
+        conn,
+        (
             "UPDATE consolidation_runs SET state = 'settled', outcome = :o, settled_at = :n, error = :e, "
             "ops_proposed = :op, ops_applied = :oa, ops_refused = :orf, refusals = :r, "
             "input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
@@ -183,16 +189,15 @@ def settle(
             "id": run_id,
             "expect": expect,
         },
-    ).rowcount
+    )
     return bool(done == 1)
 
 
 def month_spend(conn: Connection, scope_key: str, start_us: int, end_us: int) -> int:
-    value = conn.execute(
-        text(
-            "SELECT COALESCE(SUM(spend_micro_usd), 0) FROM consolidation_runs "
-            "WHERE scope_key = :s AND started_at >= :a AND started_at < :b"
-        ),
+    rows = query(
+        conn,
+        "SELECT COALESCE(SUM(spend_micro_usd), 0) FROM consolidation_runs "
+        "WHERE scope_key = :s AND started_at >= :a AND started_at < :b",
         {"s": scope_key, "a": start_us, "b": end_us},
-    ).scalar()
-    return int(value or 0)
+    )
+    return int(rows[0][0] or 0)

@@ -7,12 +7,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, text
+from sqlalchemy import Connection, text
 
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses import HARNESS_NAMES
 from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable, UnknownModelPrice
+from ledger.db import query
 
 DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 600.0
@@ -114,12 +115,12 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
     return ConsolidationSettings(**values)
 
 
-def load(conn: Connection, scope_key: str) -> RowMapping | None:
-    return (
-        conn.execute(text("SELECT * FROM consolidation_settings WHERE scope_key = :s"), {"s": scope_key})
-        .mappings()
-        .first()
+def load(conn: Connection, scope_key: str) -> Mapping[str, Any] | None:
+    columns = ("scope_key", *FIELDS)
+    rows = query(
+        conn, f"SELECT {', '.join(columns)} FROM consolidation_settings WHERE scope_key = :s", {"s": scope_key}
     )
+    return dict(zip(columns, rows[0], strict=True)) if rows else None
 
 
 def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:

@@ -217,17 +217,16 @@ def _exec_sqlite(conn: Connection, sql: str, params: Mapping[str, Any]) -> Any:
     return _exec_dbapi(conn.connection.dbapi_connection, qmark_sql, [params[name] for name in names])
 
 
-def execute(conn: Connection, sql: str, params: Mapping[str, Any]) -> None:
-    """Run one statement (``:name`` parameters) in ``conn``'s transaction, for the write path.
+def execute(conn: Connection, sql: str, params: Mapping[str, Any]) -> int:
+    """Run one statement (``:name`` parameters) in ``conn``'s transaction; returns its row count.
 
     On SQLite it goes straight to the DBAPI cursor: a few microseconds instead of
     SQLAlchemy's tens, and a save runs several. Elsewhere it runs through SQLAlchemy
     (a cached ``text()``). Errors are SQLAlchemy's either way.
     """
     if conn.dialect.name != "sqlite":
-        conn.execute(_text(sql), params)
-        return
-    _exec_sqlite(conn, sql, params)
+        return int(conn.execute(_text(sql), params).rowcount)
+    return int(_exec_sqlite(conn, sql, params).rowcount)
 
 
 def query(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
