@@ -237,13 +237,12 @@ class Ledger(LedgerReads):
                 f"cannot supersede {row['id']} at an instant before it took effect "
                 f"({from_micros(row['valid_from']).isoformat()})"
             )
-        done = conn.execute(
-            text(
-                "UPDATE memory_records SET status = 'superseded', valid_to = :n, superseded_by = :succ, "
-                "updated_at = :n WHERE id = :id AND status = 'active'"
-            ),
+        done = execute(
+            conn,
+            "UPDATE memory_records SET status = 'superseded', valid_to = :n, superseded_by = :succ, "
+            "updated_at = :n WHERE id = :id AND status = 'active'",
             {"n": now_us, "succ": successor, "id": row["id"]},
-        ).rowcount
+        )
         if done != 1:
             raise InvalidTransition(f"record {row['id']} is no longer active")
         self.event(
