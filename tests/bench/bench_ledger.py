@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import Engine, event
 
 from ledger import Ledger, open_ledger
+from ledger import db as ledger_db
 from ledger.instants import to_micros
 from ledger.screening import screen_body
 from tests.bench.conftest import Sample, interleave, median, note, once, per_op, report
@@ -253,10 +254,19 @@ def recent_and_mid(instants: list[datetime]) -> tuple[datetime, datetime]:
 
 
 @pytest.fixture
-def captured_sql() -> Iterator[Callable[[Engine], list[tuple[str, Any]]]]:
-    """``capture(engine)`` starts recording the statements (and parameters) the engine runs."""
+def captured_sql(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Engine], list[tuple[str, Any]]]]:
+    """``capture(engine)`` starts recording the statements (and parameters) the engine runs.
+
+    Reads go either through SQLAlchemy (seen by its ``before_cursor_execute`` event) or
+    straight to the sqlite3 cursor through ``ledger.db._exec_dbapi`` (wrapped here).
+    """
     listening: list[tuple[Engine, Callable[..., None]]] = []
     seen: list[tuple[str, Any]] = []
+    direct = ledger_db._exec_dbapi
+
+    def recording(dbapi_conn: Any, sql: str, params: Any) -> Any:
+        seen.append((sql, params))
+        return direct(dbapi_conn, sql, params)
 
     def capture(engine: Engine) -> list[tuple[str, Any]]:
         def on_execute(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any) -> None:
@@ -264,6 +274,7 @@ def captured_sql() -> Iterator[Callable[[Engine], list[tuple[str, Any]]]]:
 
         event.listen(engine, "before_cursor_execute", on_execute)
         listening.append((engine, on_execute))
+        monkeypatch.setattr(ledger_db, "_exec_dbapi", recording)
         return seen
 
     yield capture
