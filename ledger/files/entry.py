@@ -19,6 +19,7 @@ An entry is ``---``, YAML front matter, ``---`` (or ``...``), then the body::
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,6 +79,9 @@ def parse_entry(data: bytes, *, name: str, path: Path | None = None) -> Entry:
     return _parse_parts(name, where, digest, "".join(lines[1:close]), "".join(lines[close + 1 :]), close + 2)
 
 
+_ENTRY_FIELDS = frozenset(field.name for field in dataclasses.fields(Entry))
+
+
 def _parse_parts(name: str, path: Path, digest: str, yaml_text: str, raw_body: str, body_line: int) -> Entry:
     loaded = load_front_matter(yaml_text, first_line=2)
     out = Collector(name, loaded.lines)
@@ -91,22 +95,14 @@ def _parse_parts(name: str, path: Path, digest: str, yaml_text: str, raw_body: s
         )
     f = read_fields(loaded.data, out)
     fact = check_body(raw_body, body_line, out)
+    # Every typed field the entry keeps comes from Fields under the same name.
+    typed = {field.name: getattr(f, field.name) for field in dataclasses.fields(f) if field.name in _ENTRY_FIELDS}
     return Entry(
         name,
         path,
         digest,
         True,
-        source_kind=f.source_kind,
-        source_reference=f.source_reference,
-        source_concrete=f.source_concrete,
-        scope_level=f.scope_level,
-        scope_reference=f.scope_reference,
-        confidence=f.confidence,
-        created=f.created,
-        expires=f.expires,
-        review_by=f.review_by,
-        superseded_by=f.superseded_by,
-        authorize=f.authorize,
+        **typed,
         body=fact,
         body_line=body_line,
         lines=loaded.lines,
