@@ -88,7 +88,8 @@ def _shape(index: int, raw: object) -> tuple[Op, tuple[str, ...], dict[str, Any]
     wrong_count = (op == Op.MERGE and len(tids) < 2) or (op != Op.MERGE and len(tids) != 1)
     wrong_body = (op == Op.KEEP and body is not None) or (op != Op.KEEP and not isinstance(body, str))
     wrong_conf = conf is not None and (isinstance(conf, bool) or not isinstance(conf, int) or not 0 <= conf <= 10_000)
-    wrong_kind = raw.get("kind") is not None and raw.get("kind") not in {k.value for k in Kind}
+    asked_kind = raw.get("kind")
+    wrong_kind = asked_kind is not None and not (isinstance(asked_kind, str) and asked_kind in {k.value for k in Kind})
     if (
         extra
         or wrong_count

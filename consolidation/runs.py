@@ -161,8 +161,13 @@ def settle(
     refusals: Mapping[str, int] | None = None,
     usage: Any = None,
     spend_micro_usd: int = 0,
+    unanswered: bool = False,
 ) -> bool:
-    """The one settlement of a run: a conditional update from ``expect``. True when this call won."""
+    """The one settlement of a run: a conditional update from ``expect``. True when this call won.
+
+    ``unanswered`` also requires that no answer is stored (the janitor's abandon must not
+    discard an answer a worker stored a moment ago: that one is applied instead).
+    """
     done = execute(
         conn,
         (
@@ -172,6 +177,7 @@ def settle(
             "cache_creation_input_tokens = cache_creation_input_tokens + :cw, "
             "cache_read_input_tokens = cache_read_input_tokens + :cr, spend_micro_usd = spend_micro_usd + :sp, "
             "started_at = COALESCE(started_at, :n) WHERE id = :id AND state = :expect"
+            + (" AND answer_stored_at IS NULL" if unanswered else "")
         ),
         {
             "o": outcome.value,
@@ -191,6 +197,25 @@ def settle(
         },
     )
     return bool(done == 1)
+
+
+def add_usage(conn: Connection, run_id: str, usage: Any, spend_micro_usd: int) -> None:
+    """Add a call's tokens and spend to a run whatever its state (the call was paid for)."""
+    execute(
+        conn,
+        "UPDATE consolidation_runs SET input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
+        "cache_creation_input_tokens = cache_creation_input_tokens + :cw, "
+        "cache_read_input_tokens = cache_read_input_tokens + :cr, spend_micro_usd = spend_micro_usd + :sp "
+        "WHERE id = :id",
+        {
+            "it": getattr(usage, "input_tokens", 0),
+            "ot": getattr(usage, "output_tokens", 0),
+            "cw": getattr(usage, "cache_creation_input_tokens", 0),
+            "cr": getattr(usage, "cache_read_input_tokens", 0),
+            "sp": spend_micro_usd,
+            "id": run_id,
+        },
+    )
 
 
 def month_spend(conn: Connection, scope_key: str, start_us: int, end_us: int) -> int:

@@ -15,7 +15,6 @@ for a second call. This module knows nothing of queues.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -43,7 +42,6 @@ log = logging.getLogger(__name__)
 
 FaultHook = Callable[[str], None]
 DEFAULT_GRACE_S = 30.0
-ERASED = "[erased]"
 
 
 def _month_bounds(now: datetime) -> tuple[int, int]:
@@ -78,8 +76,17 @@ class ConsolidationService:
         self.prices = prices or default_price_table()
         self.janitor_grace_s = janitor_grace_s
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
-        self._fault = fault_hook or (lambda _step: None)
-        led.add_erase_hook(self._scrub_runs)
+        self._fault_hook = fault_hook
+
+    def _fault(self, step: str) -> None:
+        """Fault tests stop the process here; what the hook raises is marked so no handler swallows it."""
+        if self._fault_hook is None:
+            return
+        try:
+            self._fault_hook(step)
+        except BaseException as exc:
+            exc.__dict__["memledger_fault"] = True
+            raise
 
     # ------------------------------------------------------------------ settings
     def _now(self, now: datetime | None) -> int:
@@ -267,6 +274,13 @@ class ConsolidationService:
             won: bool = self.led.write(scope, lambda conn: self._apply_and_settle(conn, run_id, now_us))
         except _LostRace:
             won = False
+        except Exception as exc:
+            if exc.__dict__.get("memledger_fault"):
+                raise
+            # An answer that breaks the apply in a way the gate did not foresee must still settle
+            # the run (its usage is already stored), never leave the scope blocked in `running`.
+            log.exception("applying the stored answer of run %s failed", run_id)
+            return self._settle(run_id, Outcome.FAILED, now_us, error=f"apply error: {type(exc).__name__}")
         self._fault("after_apply")
         return self.get_run(run_id), won
 
@@ -335,10 +349,16 @@ class ConsolidationService:
         usage: Usage | None = None,
         spend: int = 0,
         calls: int = 0,
+        unanswered: bool = False,
     ) -> tuple[ConsolidationRun, bool]:
         def fn(conn: Connection) -> bool:
-            won = R.settle(conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend)
-            if won and calls:
+            won = R.settle(
+                conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend, unanswered=unanswered
+            )
+            if not won and (usage is not None or spend):
+                # Someone else settled first; the call was still made and paid: keep its usage.
+                R.add_usage(conn, run_id, usage, spend)
+            if calls:
                 conn.execute(
                     text("UPDATE consolidation_runs SET model_calls = model_calls + :c WHERE id = :id"),
                     {"c": calls, "id": run_id},
@@ -370,111 +390,30 @@ class ConsolidationService:
             cap_s = run.wall_clock_cap_s if run.wall_clock_cap_s is not None else S.DEFAULT_CAP_S
             if now_us < to_micros(run.started_at) + round(cap_s * 1_000_000) + grace_us:
                 continue
-            if run.answer_stored_at is not None:
-                done, won = self._apply_stored(run.id, now_us, scope_key=run.scope_key)
-            else:
-                done, won = self._settle(
-                    run.id,
-                    Outcome.ABANDONED,
-                    now_us,
-                    error="worker stopped before the answer was stored; settled by the janitor",
-                )
+            try:
+                done, won = self._recover(run, now_us)
+            except Exception:  # one bad run must not block the recovery of the others
+                log.exception("recovering run %s failed; the next janitor pass tries again", run.id)
+                continue
             if won:
                 recovered.append(done)
         return recovered
 
-    # ------------------------------------------------------------------ erasure
-    def _scrub_runs(self, conn: Connection, record_ids: Any, bodies: Any) -> None:
-        """Erase forgotten bodies from every stored prompt and answer (runs inside the delete transaction).
-
-        Prompts name records by per-run aliases, so runs are found by scope and age:
-        every run of the records' scope started since the oldest erased record was created.
-        """
-        ids = list(record_ids)
-        texts = sorted({b for b in bodies if b}, key=len, reverse=True)
-        if not ids:
-            return
-        marks = ", ".join(f":i{n}" for n in range(len(ids)))
-        scopes = conn.execute(
-            text(f"SELECT scope_key, MIN(created_at) FROM memory_records WHERE id IN ({marks}) GROUP BY scope_key"),
-            {f"i{n}": rid for n, rid in enumerate(ids)},
-        ).all()
-        for scope, since in scopes:
-            rows = (
-                conn.execute(
-                    text(
-                        "SELECT id, prompt, answer, answer_raw FROM consolidation_runs WHERE scope_key = :s "
-                        "AND COALESCE(started_at, created_at) >= :since "
-                        "AND (prompt IS NOT NULL OR answer IS NOT NULL OR answer_raw IS NOT NULL)"
-                    ),
-                    {"s": scope, "since": since - 1},
-                )
-                .mappings()
-                .all()
+    def _recover(self, run: ConsolidationRun, now_us: int) -> tuple[ConsolidationRun, bool]:
+        if run.answer_stored_at is None:
+            done, won = self._settle(
+                run.id,
+                Outcome.ABANDONED,
+                now_us,
+                error="worker stopped before the answer was stored; settled by the janitor",
+                unanswered=True,
             )
-            for row in rows:
-                self._scrub_row(conn, row, set(ids), texts)
+            if won or done.state == "settled":
+                return done, won
+            # An answer was stored between the read and the abandon: apply it instead.
+        return self._apply_stored(run.id, now_us, scope_key=run.scope_key)
 
-    def _scrub_row(self, conn: Connection, row: Any, ids: set[str], texts: list[str]) -> None:
-        stored = None if row["answer"] is None else json.loads(row["answer"])
-        # The raw text repeats the answer's own words: an operation that named an erased record
-        # may restate it (a paraphrase, a rationale) in text that matches no erased body.
-        raw_texts = sorted({*texts, *_touched_texts(stored, ids)}, key=len, reverse=True)
-        answer = None if stored is None else _scrub_answer(stored, ids, texts)
-        conn.execute(
-            text("UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :r WHERE id = :id"),
-            {
-                "p": _scrub_text(row["prompt"], texts),
-                "a": None if answer is None else json.dumps(answer),
-                "r": _scrub_text(row["answer_raw"], raw_texts),
-                "id": row["id"],
-            },
-        )
-
-
-def _scrub_text(value: str | None, texts: list[str]) -> str | None:
-    if value is None:
-        return None
-    for body in texts:
-        for form in _stored_forms(body):
-            value = value.replace(form, ERASED)
-    return value
-
-
-def _stored_forms(body: str) -> list[str]:
-    """Every way a body is written into a stored prompt or answer.
-
-    As is (raw answers); JSON-escaped (stored answers); and as the prompt encodes it
-    (``ensure_ascii=False``, ``<``/``>`` as ``\\u003c``/``\\u003e``). Without the last, a
-    body with a ``<`` or a quote and non-ASCII text would survive in the prompt.
-    """
-    unicode_json = json.dumps(body, ensure_ascii=False)[1:-1]
-    prompt_form = unicode_json.replace("<", "\\u003c").replace(">", "\\u003e")
-    return list(dict.fromkeys([body, json.dumps(body)[1:-1], unicode_json, prompt_form]))
-
-
-def _touched_texts(answer: Any, ids: set[str]) -> list[str]:
-    """Bodies and rationales of the operations that named an erased record."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
-        return []
-    return [
-        op[key]
-        for op in answer["operations"]
-        if isinstance(op, dict) and isinstance(op.get("targets"), list) and ids & set(map(str, op["targets"]))
-        for key in ("body", "rationale")
-        if isinstance(op.get(key), str) and op[key]
-    ]
-
-
-def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:
-    """An operation that touched an erased record loses its body and rationale."""
-    if isinstance(answer, dict) and isinstance(answer.get("operations"), list):
-        for op in answer["operations"]:
-            if isinstance(op, dict) and isinstance(op.get("targets"), list) and ids & set(map(str, op["targets"])):
-                for key in ("body", "rationale"):
-                    if key in op:
-                        op[key] = ERASED
-    return json.loads(_scrub_text(json.dumps(answer), texts) or "null")
+    # ------------------------------------------------------------------ erasure
 
 
 class _LostRace(Exception):

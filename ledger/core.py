@@ -96,16 +96,18 @@ def _kind(value: object) -> Kind:
 def _group(value: object) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > GROUP_MAX_CHARS:
-        raise InvalidArgument(f"conflict_group must be a non-empty string of at most {GROUP_MAX_CHARS} characters")
+    if not isinstance(value, str) or not value.strip() or len(value) > GROUP_MAX_CHARS or "\x00" in value:
+        raise InvalidArgument(
+            f"conflict_group must be a non-empty string of at most {GROUP_MAX_CHARS} characters, without NUL"
+        )
     return value.strip()
 
 
 def _opt_text(value: object, name: str, limit: int = 200) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or len(value) > limit:
-        raise InvalidArgument(f"{name} must be a string of at most {limit} characters")
+    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+        raise InvalidArgument(f"{name} must be a string of at most {limit} characters, without NUL")
     return value
 
 
@@ -228,7 +230,8 @@ class Ledger(LedgerReads):
 
     def _prepare(self, conn: Connection, scope_key: str, now_us: int) -> None:
         self._ensure_scope(conn, scope_key, now_us)
-        expire_due(conn, self, now_us, scope_key=scope_key)
+        while expire_due(conn, self, now_us, scope_key=scope_key) >= SWEEP_BATCH:
+            pass  # more than one batch due: finish, so no write acts on an expired record
 
     def _close(self, conn: Connection, row: Mapping[Any, Any], successor: str, now_us: int) -> None:
         """Supersede ``row`` exactly at ``now_us``."""

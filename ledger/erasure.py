@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, text
+from sqlalchemy.exc import DBAPIError
 
 from ledger import rows as R
+from ledger.db import execute
+from ledger.derived import scrub_runs
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +35,24 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies = [row["body"] for row in chain if row["body"]]
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
+    scrub_runs(conn, ids, bodies)
+    if conn.dialect.name == "sqlite":
+        # Rewrite the FTS segments without the deleted entries, inside the delete's own
+        # transaction (so it is retried with it); secure_delete zeroes the freed pages.
+        execute(conn, "INSERT INTO memory_fts(memory_fts) VALUES ('optimize')", {})
     return ids, bodies
 
 
 def _dependent_proposals(conn: Connection, scope: str, ids: list[str], now_us: int) -> list[Mapping[Any, Any]]:
-    """Open or rejected proposals that would supersede an erased record: they are built from its
+    """Proposals (open, rejected, or expired unaccepted) that would supersede an erased record: built from its
     body (a consolidation merge restates it), so they are forgotten with it. They could never be
     accepted anyway, since their target is no longer active."""
     clauses = " OR ".join(f"supersedes LIKE :p{n}" for n in range(len(ids)))
     params: dict[str, Any] = {f"p{n}": f'%"{rid}"%' for n, rid in enumerate(ids)}
     rows = R.fetch_where(
-        conn, f"scope_key = :s AND status IN ('proposed', 'rejected') AND ({clauses})", {**params, "s": scope}
+        conn,
+        f"scope_key = :s AND valid_to = valid_from AND status IN ('proposed', 'rejected', 'expired') AND ({clauses})",
+        {**params, "s": scope},
     )
     if rows:
         conn.execute(
@@ -54,20 +65,23 @@ def _dependent_proposals(conn: Connection, scope: str, ids: list[str], now_us: i
 
 
 def scrub_files(engine: Engine, *, attempts: int = 20) -> bool:
-    """SQLite: rewrite the FTS segments and truncate the WAL so erased text leaves the files.
+    """SQLite, after a delete commits: truncate the WAL so old page images of erased text leave the files.
 
-    ``secure_delete`` zeroes freed pages; ``optimize`` rewrites the FTS index without
-    the deleted entries; a TRUNCATE checkpoint drops old page images from the WAL.
-    Returns whether the checkpoint completed (a long-lived reader can hold it off).
+    Best effort and never raises: the delete has committed. Returns whether the
+    checkpoint completed (a long-lived reader or another writer can hold it off; the
+    next checkpoint then overwrites those frames).
     """
-    with engine.connect() as conn:
-        raw = conn.connection.dbapi_connection
-        assert raw is not None
-        raw.execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
-        for _ in range(attempts):
-            busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if busy == 0:
-                return True
-            time.sleep(0.05)
+    try:
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            for _ in range(attempts):
+                busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if busy == 0:
+                    return True
+                time.sleep(0.05)
+    except (sqlite3.Error, DBAPIError) as exc:
+        log.warning("erasure checkpoint failed (%s); the next checkpoint will finish it", type(exc).__name__)
+        return False
     log.warning("erasure checkpoint could not complete: a reader held the WAL; it will finish at the next checkpoint")
     return False

@@ -2,15 +2,16 @@
 
 A mixin of :class:`ledger.core.Ledger`; it needs only an engine, a clock and the
 bound scope. No read takes a lock or reads a clock of its own. Each read runs in
-one read transaction (``engine.begin()``), so a read of several statements (as-of,
-history) sees one snapshot even while writers commit.
+one read transaction (SQLite: one snapshot; PostgreSQL: REPEATABLE READ), so a read
+of several statements (history) sees one snapshot even while writers commit.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -45,16 +46,25 @@ class LedgerReads:
         return require_aware(self.clock() if now is None else now, name=name)
 
     def _require_row(self, conn: Connection, record_id: object) -> Mapping[str, Any]:
-        if not isinstance(record_id, str) or not record_id:
-            raise InvalidArgument("a record id must be a non-empty string")
+        if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
+            raise InvalidArgument("a record id must be a non-empty string without NUL characters")
         row = R.fetch_one(conn, record_id)
         if row is None:
             raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
         return row
 
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """One read transaction: one snapshot on SQLite, REPEATABLE READ on PostgreSQL."""
+        with self.engine.connect() as conn:
+            if conn.dialect.name != "sqlite":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
     def get(self, record_id: str) -> MemoryRecord:
         """One record in any status. Raises RecordNotFound."""
-        with self.engine.begin() as conn:
+        with self._reading() as conn:
             return self._as_of_now(R.to_record(self._require_row(conn, record_id)))
 
     def _as_of_now(self, record: MemoryRecord) -> MemoryRecord:
@@ -65,7 +75,7 @@ class LedgerReads:
 
     def history(self, record_id: str) -> RecordList:
         """The whole revision chain of ``record_id`` (every source of every merge), oldest first."""
-        with self.engine.begin() as conn:
+        with self._reading() as conn:
             row = self._require_row(conn, record_id)
             head = R.chain_head(conn, row)
             chain = [*R.ancestors(conn, head), head]
@@ -76,7 +86,7 @@ class LedgerReads:
         """The active set of a scope as of ``now``: never a record past its ``expires_at``."""
         scope = check_scope(scope_key)
         now_us = to_micros(self.now(now))
-        with self.engine.begin() as conn:
+        with self._reading() as conn:
             rows = R.fetch_where(
                 conn,
                 "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
@@ -92,19 +102,17 @@ class LedgerReads:
         scope = check_scope(scope_key)
         t = to_micros(as_of, name="as_of")
         where = (
-            "scope_key = :s AND valid_from <= :t AND (expires_at IS NULL OR expires_at > :t) AND erased_at IS NULL "
-            "AND status <> 'deleted'"
+            "scope_key = :s AND valid_from <= :t AND (valid_to IS NULL OR valid_to > :t) "
+            "AND (expires_at IS NULL OR expires_at > :t) AND erased_at IS NULL AND status <> 'deleted'"
         )
-        with self.engine.begin() as conn:
-            open_rows = R.fetch_where(conn, f"{where} AND valid_to IS NULL", {"s": scope, "t": t})
-            closed_rows = R.fetch_where(conn, f"{where} AND valid_to > :t", {"s": scope, "t": t})
-        merged = sorted([*open_rows, *closed_rows], key=lambda r: (r["valid_from"], r["seq"]))
-        return [R.to_record(r) for r in merged]
+        with self._reading() as conn:
+            rows = R.fetch_where(conn, where, {"s": scope, "t": t})
+        return [R.to_record(r) for r in rows]
 
     def records(self, scope_key: str) -> RecordList:
         """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
         scope = check_scope(scope_key)
-        with self.engine.begin() as conn:
+        with self._reading() as conn:
             rows = R.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
         return [R.to_record(r) for r in rows]
 
@@ -112,7 +120,7 @@ class LedgerReads:
         """Proposals waiting for a decision (not past their expiry), oldest first."""
         scope = check_scope(scope_key)
         now_us = to_micros(self.now(now))
-        with self.engine.begin() as conn:
+        with self._reading() as conn:
             rows = R.fetch_where(
                 conn,
                 "scope_key = :s AND status = 'proposed' AND (expires_at IS NULL OR expires_at > :n)",
@@ -128,7 +136,7 @@ class LedgerReads:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
             raise InvalidArgument("limit must be an integer from 1 to 200")
         now_us = to_micros(self.now(now))
-        with self.engine.begin() as conn:
+        with self._reading() as conn:
             rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
         return [R.to_record(r) for r in rows]
 
@@ -153,7 +161,7 @@ class LedgerReads:
             clauses.append("record_id = :r")
             params["r"] = record_id
         where = " AND ".join(clauses) or "1 = 1"
-        with self.engine.begin() as conn:
+        with self._reading() as conn:
             rows = conn.execute(text(f"SELECT * FROM ledger_events WHERE {where} ORDER BY seq"), params).mappings()
             return [
                 LedgerEvent(

@@ -554,14 +554,20 @@ def _find(text: str) -> _Finding | None:
     return None
 
 
+# NUL and the other C0/C1 controls except tab, line feed and carriage return: no database
+# stores NUL in text, and the rest only hides what a memory says.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def screen_body(body: object, *, max_chars: int = MAX_BODY_CHARS) -> str:
     """Return the body to store (leading/trailing whitespace stripped), or raise BodyRejected.
 
     The length limit applies to the stripped body: exactly ``max_chars`` characters is accepted.
 
     Raises:
-        BodyRejected: ``why="not_text"`` when ``body`` is not a ``str``; ``why="empty"`` when it is
-            empty or whitespace only; ``why="too_long"`` when the stripped body is longer than
+        BodyRejected: ``why="not_text"`` when ``body`` is not a ``str`` or holds a control
+            character; ``why="empty"`` when it is empty or whitespace only; ``why="too_long"``
+            when the stripped body is longer than
             ``max_chars``; ``why="credential"`` when it holds an API key, token, private key,
             password or a connection string with a password (``detail`` names the kind, never
             the value).
@@ -573,6 +579,11 @@ def screen_body(body: object, *, max_chars: int = MAX_BODY_CHARS) -> str:
     text = body.strip()
     if not text:
         raise BodyRejected("The memory is empty: write the fact you want to keep.", why="empty")
+    if _CONTROL.search(text):
+        raise BodyRejected(
+            "The memory contains a control character (such as NUL): send plain text; line breaks and tabs are fine.",
+            why="not_text",
+        )
     if len(text) > max_chars:
         raise BodyRejected(
             f"The memory is {len(text):,} characters long and the limit is {max_chars:,}: "

@@ -206,3 +206,26 @@ def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake: 
         assert files_hold("eu-west-1")  # what was not forgotten is still there
     finally:
         led.close()
+
+
+def test_forgetting_through_a_bare_ledger_scrubs_runs_too(
+    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic, db_url: str
+) -> None:
+    # Given a run that stored the chain's bodies, made by a service
+    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    led = svc.led
+    led.save(SECRET, now=T0)
+    led.save(SECRET_TWIN, now=T0)
+    fake.set_operations(by_body({"op": "merge", "targets": [SECRET, SECRET_TWIN], "body": SECRET}))
+    done = run_once(svc, at(1))
+    [merged] = [r for r in led.list(SCOPE, now=at(2)) if r.provenance == Provenance.MODEL_CONSOLIDATION]
+    # When another program with no consolidation service at all (the CLI's `unpin`) forgets the head
+    bare = open_ledger(db_url, migrate=True)
+    try:
+        bare.delete(merged.id, now=at(3))
+    finally:
+        bare.close()
+    # Then the run's stored prompt and answers hold no trace of it either
+    after = stored_columns(led, done.id)
+    for column in ("prompt", "answer", "answer_raw"):
+        assert WORD not in (after[column] or ""), column

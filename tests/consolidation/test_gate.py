@@ -163,3 +163,14 @@ def test_screen_is_called_for_bodies() -> None:
         screen=screen,
     )
     assert seen == ["hello"] and result.refusals == {G.BODY_REJECTED: 1}
+
+
+@pytest.mark.parametrize("kind", [["fact"], {"k": 1}, 3, True])
+def test_a_kind_of_the_wrong_type_is_malformed_not_a_crash(kind: object) -> None:
+    result = gate([{"op": "correct", "targets": ["a"], "body": "x", "kind": kind}])
+    assert result.refusals == {G.MALFORMED: 1}
+
+
+def test_a_body_with_a_nul_character_is_refused() -> None:
+    result = gate([{"op": "correct", "targets": ["a"], "body": "hel\x00lo"}])
+    assert result.refusals == {G.BODY_REJECTED: 1}

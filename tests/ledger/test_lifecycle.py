@@ -902,3 +902,65 @@ def test_every_user_error_is_a_ledger_error_and_changes_nothing(led: Ledger, clo
 def test_a_bad_account_is_refused(led: Ledger) -> None:
     with pytest.raises(ScopeError):
         Ledger(led.engine, account="has space")
+
+
+# --------------------------------------------------------------------------- review fixes
+T = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda led: led.save("hello\x00world", now=T),
+        lambda led: led.save("fine", conflict_group="g\x00", now=T),
+        lambda led: led.save("fine", source_session_id="s\x00", now=T),
+        lambda led: led.get("mem_\x00"),
+        lambda led: led.delete("mem_\x00", now=T),
+    ],
+)
+def test_nul_characters_are_refused_before_any_sql_on_both_backends(led: Ledger, call: Callable[[Ledger], Any]) -> None:
+    before = snapshot(led)
+    with pytest.raises(LedgerError) as info:
+        call(led)
+    assert info.value.reason in ("body_rejected", "invalid_params")
+    assert snapshot(led) == before
+
+
+def test_an_expired_proposal_built_on_a_forgotten_chain_is_forgotten_with_it(led: Ledger) -> None:
+    # Given a proposal that restates a record, expired unaccepted
+    rec = led.save("my locker code word is wombatplatypus", now=T)
+    proposal = led.propose(
+        "locker: wombatplatypus",
+        kind="fact",
+        confidence_bps=9000,
+        rationale="restates wombatplatypus",
+        supersedes=[rec.id],
+        expires_at=T + timedelta(hours=1),
+        now=T,
+    )
+    assert led.sweep_expired(T + timedelta(hours=2)) == 1
+    assert led.get(proposal.id).status == Status.EXPIRED
+    # When the record is forgotten
+    led.delete(rec.id, now=T + timedelta(hours=3))
+    # Then the proposal lost its body and rationale too
+    gone = led.get(proposal.id)
+    assert gone.status == Status.DELETED and gone.body is None and gone.rationale is None and gone.erased
+
+
+def test_a_write_expires_every_due_record_first_even_past_one_sweep_batch(sqlite_url: str) -> None:
+    from ledger import open_ledger
+    from ledger.sweep import SWEEP_BATCH
+
+    led = open_ledger(sqlite_url)
+    try:
+        led.set_budget(SCOPE, SWEEP_BATCH + 10, now=T)
+        for n in range(SWEEP_BATCH + 1):
+            led.save(f"note {n}", expires_at=T + timedelta(seconds=10), now=T)
+        member = led.save("region eu-west-1", conflict_group="region", expires_at=T + timedelta(seconds=20), now=T)
+        # When a later save lands in the group, long after everything expired
+        led.save("region us-east-1", conflict_group="region", now=T + timedelta(seconds=60))
+        # Then the old member expired at its expires_at; it was not superseded at the save instant
+        old = led.get(member.id)
+        assert old.status == Status.EXPIRED and old.valid_to == T + timedelta(seconds=20)
+    finally:
+        led.close()

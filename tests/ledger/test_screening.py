@@ -235,3 +235,14 @@ def test_concurrent_screening_gives_the_same_answers(monkeypatch: pytest.MonkeyP
 
     # Then every thread gets the single-threaded answers
     assert all(result == expected for result in results)
+
+
+@pytest.mark.parametrize("body", ["hello\x00world", "bell\x07", "esc\x1b[31m red", "c1\x85 control"])
+def test_control_characters_are_refused_as_not_text(body: str) -> None:
+    with pytest.raises(BodyRejected) as info:
+        screen_body(body)
+    assert info.value.why == "not_text"
+
+
+def test_tabs_and_line_breaks_are_kept() -> None:
+    assert screen_body("line one\n\tline two\r\n") == "line one\n\tline two"

@@ -304,7 +304,11 @@ class LedgerMachine(RuleBasedStateMachine):
         chain_ids = {r.id for r in chain}
         # Proposals that would supersede a forgotten record are forgotten with it.
         dependants = [
-            r for r in self.recs.values() if r.status in ("proposed", "rejected") and chain_ids & set(r.supersedes)
+            r
+            for r in self.recs.values()
+            if r.valid_to == r.valid_from
+            and r.status in ("proposed", "rejected", "expired")
+            and chain_ids & set(r.supersedes)
         ]
         for r in dependants:
             r.status = "deleted"
