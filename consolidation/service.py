@@ -175,7 +175,8 @@ class ConsolidationService:
         return settled
 
     def execute(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun | None:
-        """Claim, run and settle one run. None when the call is stale (not pending, not due, scope busy).
+        """Claim, run and settle one run. None when the call is stale (not pending, not due, scope busy)
+        or when the janitor settled the run first (it outlived its cap + grace).
 
         Exactly once: any number of concurrent or repeated calls with one run id
         lead to one execution and one settlement.
@@ -207,17 +208,19 @@ class ConsolidationService:
         spent: int,
         records: list[MemoryRecord],
         now_us: int,
-    ) -> ConsolidationRun:
+    ) -> ConsolidationRun | None:
         if spent >= settings.spend_budget_micro_usd:
-            return self._settle(
-                run.id,
-                Outcome.SKIPPED_BUDGET,
-                now_us,
-                error=f"monthly spend {spent} micro-USD reached the budget of {settings.spend_budget_micro_usd}",
-            )[0]
+            return _mine(
+                self._settle(
+                    run.id,
+                    Outcome.SKIPPED_BUDGET,
+                    now_us,
+                    error=f"monthly spend {spent} micro-USD reached the budget of {settings.spend_budget_micro_usd}",
+                )
+            )
         if not records:
             outcome = Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED
-            return self._settle(run.id, outcome, now_us)[0]
+            return _mine(self._settle(run.id, outcome, now_us))
         # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
         # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
         aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
@@ -233,15 +236,23 @@ class ConsolidationService:
                 wall_clock_cap_s=settings.wall_clock_cap_s,
             )
         except HarnessError as exc:
-            return self._settle(
-                run.id, Outcome.FAILED, now_us, error=exc.message, usage=exc.usage, spend=exc.spend_micro_usd, calls=1
-            )[0]
+            return _mine(
+                self._settle(
+                    run.id,
+                    Outcome.FAILED,
+                    now_us,
+                    error=exc.message,
+                    usage=exc.usage,
+                    spend=exc.spend_micro_usd,
+                    calls=1,
+                )
+            )
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
-            return self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}")[0]
+            return _mine(self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}"))
         self._store(run.id, _unalias(result, aliases), now_us)
         self._fault("after_answer_stored")
-        return self._apply_stored(run.id, now_us, scope_key=run.scope_key)[0]
+        return _mine(self._apply_stored(run.id, now_us, scope_key=run.scope_key))
 
     def _store(self, run_id: str, result: HarnessResult, now_us: int) -> None:
         def fn(conn: Connection) -> bool:
@@ -413,7 +424,11 @@ class ConsolidationService:
             # An answer was stored between the read and the abandon: apply it instead.
         return self._apply_stored(run.id, now_us, scope_key=run.scope_key)
 
-    # ------------------------------------------------------------------ erasure
+
+def _mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
+    """The run, when this call settled it; None when another settlement (the janitor's) came first."""
+    run, won = settled
+    return run if won else None
 
 
 class _LostRace(Exception):
