@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from consolidation.harnesses import HarnessResult, PromptRecord
 from consolidation.harnesses.offline import OfflineHarness
 from consolidation.prompt import build_user_message
 from ledger import open_ledger
+from tests.bench.conftest import FigureTable
 from tests.conftest import T0, Clock
 
 pytestmark = pytest.mark.bench
@@ -41,29 +42,9 @@ OVERHEAD_RUNS = 300
 WARMUP_RUNS = 20  # statement caches and connection pool filled before timing
 PROMPT_RECORDS = 200
 
-ROWS: list[tuple[str, str, str, str, str]] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def table(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Print every figure side by side once the module's benchmarks have run."""
-    yield
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    lines = ["", "consolidation benchmarks", _row(("figure", "memledger", "baseline", "target", "met"))]
-    lines.append("-" * len(lines[-1]))
-    lines += [_row(r) for r in ROWS]
-    with capture.global_and_fixture_disabled():
-        print("\n".join(lines))
-
-
-def _row(cells: Sequence[str]) -> str:
-    widths = (44, 14, 14, 10, 4)
-    return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))
-
-
-def record(figure: str, ours: str, baseline: str, target: str, met: bool | None) -> None:
-    ROWS.append((figure, ours, baseline, target, "" if met is None else "yes" if met else "NO"))
-    print(_row(ROWS[-1]))
+TABLE = FigureTable("consolidation benchmarks", widths=(44, 14, 14, 10, 4))
+table = TABLE.fixture()
+record = TABLE.record
 
 
 def at(seconds: float) -> datetime:

@@ -30,6 +30,7 @@ import redis
 
 from consolidation import RunState
 from ledger import open_ledger
+from tests.bench.conftest import FigureTable
 from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
 
@@ -43,30 +44,9 @@ CONVERSATION_TURNS = 10
 THREADS = 8
 DUPLICATES = ("I prefer metric units", "i prefer  metric units.")
 
-ROWS: list[tuple[str, str, str, str, str]] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def table(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Print every figure side by side once the module's benchmarks have run."""
-    yield
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    lines = ["", "worker benchmarks", _row(("figure", "memledger", "baseline", "target", "met"))]
-    lines.append("-" * len(lines[-1]))
-    lines += [_row(r) for r in ROWS]
-    with capture.global_and_fixture_disabled():
-        print("\n".join(lines))
-
-
-def _row(cells: Sequence[str]) -> str:
-    widths = (46, 16, 16, 10, 4)
-    return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True))
-
-
-def record(figure: str, ours: str, baseline: str = "", target: str = "", met: bool | None = None) -> None:
-    """One row; ``met`` is None for a figure shown for context, without a target."""
-    ROWS.append((figure, ours, baseline, target, "" if met is None else "yes" if met else "NO"))
-    print(_row(ROWS[-1]))
+TABLE = FigureTable("worker benchmarks", widths=(46, 16, 16, 10, 4))
+table = TABLE.fixture()
+record = TABLE.record
 
 
 def _us(seconds: float) -> str:

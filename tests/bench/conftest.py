@@ -259,3 +259,40 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     out = os.environ.get("MEMLEDGER_BENCH_JSON")
     if out:
         Path(out).write_text(json.dumps([asdict(f) for f in FIGURES], indent=2) + "\n")
+
+
+class FigureTable:
+    """A module's own table of figures (text cells), printed once its benchmarks have run.
+
+    For benchmarks whose figures are not interleaved ratios (counts, rates, latencies)::
+
+        TABLE = FigureTable("worker benchmarks", widths=(46, 16, 16, 10, 4))
+        table = TABLE.fixture()          # module-level, autouse
+        TABLE.record("due -> start, p50", "16 ms", "", "<= 100 ms", True)
+    """
+
+    def __init__(self, title: str, *, widths: tuple[int, int, int, int, int]) -> None:
+        self.title = title
+        self.widths = widths
+        self.rows: list[tuple[str, str, str, str, str]] = []
+
+    def row(self, cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, self.widths, strict=True))
+
+    def record(self, figure: str, ours: str, baseline: str = "", target: str = "", met: bool | None = None) -> None:
+        """One row; ``met`` is None for a figure shown for context, without a target."""
+        self.rows.append((figure, ours, baseline, target, "" if met is None else "yes" if met else "NO"))
+        print(self.row(self.rows[-1]))
+
+    def fixture(self) -> Callable[[pytest.FixtureRequest], Iterator[None]]:
+        @pytest.fixture(scope="module", autouse=True)
+        def table(request: pytest.FixtureRequest) -> Iterator[None]:
+            yield
+            capture = request.config.pluginmanager.getplugin("capturemanager")
+            lines = ["", self.title, self.row(("figure", "memledger", "baseline", "target", "met"))]
+            lines.append("-" * len(lines[-1]))
+            lines += [self.row(r) for r in self.rows]
+            with capture.global_and_fixture_disabled():
+                print("\n".join(lines))
+
+        return table

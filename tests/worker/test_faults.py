@@ -81,6 +81,19 @@ def run_of(runtime: Runtime, scope: str) -> ConsolidationRun:
     return run
 
 
+def api_on(
+    make_runtime: Callable[..., Runtime], base_env: dict[str, str], redis_url: str, **extra_env: str
+) -> tuple[dict[str, str], Runtime]:
+    """The environment for worker processes on ``redis_url``, and an API runtime sharing their database and queue."""
+    env = {**base_env, "MEMLEDGER_REDIS_URL": redis_url, **extra_env}
+    api = make_runtime(
+        redis_url=redis_url,
+        database_url=env["MEMLEDGER_DATABASE_URL"],
+        redis_namespace=env["MEMLEDGER_REDIS_NAMESPACE"],
+    )
+    return env, api
+
+
 def settled_all(runtime: Runtime, scopes: list[str]) -> bool:
     return all(run_of(runtime, s).state == RunState.SETTLED for s in scopes)
 
@@ -196,12 +209,7 @@ def test_kill_a_worker_at_each_step_of_a_run(
 def test_redis_losing_everything_loses_no_run(
     make_runtime: Callable[..., Runtime], spawn: Callable[..., Proc], base_env: dict[str, str], redis_url: str
 ) -> None:
-    env = {**base_env, "MEMLEDGER_REDIS_URL": redis_url}
-    api = make_runtime(
-        redis_url=redis_url,
-        database_url=env["MEMLEDGER_DATABASE_URL"],
-        redis_namespace=env["MEMLEDGER_REDIS_NAMESPACE"],
-    )
+    env, api = api_on(make_runtime, base_env, redis_url)
     client = redis.Redis.from_url(redis_url)
     scopes = []
     for i in range(4):
@@ -238,12 +246,7 @@ def test_one_message_delivered_many_times_to_many_workers(
     redis_url: str,
     fakes: Callable[..., FakeAnthropic],
 ) -> None:
-    env = {**base_env, "MEMLEDGER_REDIS_URL": redis_url}
-    api = make_runtime(
-        redis_url=redis_url,
-        database_url=env["MEMLEDGER_DATABASE_URL"],
-        redis_namespace=env["MEMLEDGER_REDIS_NAMESPACE"],
-    )
+    env, api = api_on(make_runtime, base_env, redis_url)
     led, _ = seed(api.config.database_url, "dup")
     fake = fakes(operations=merge_all, delay_s=0.3)
     env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url)
@@ -411,12 +414,7 @@ def test_sigterm_lets_the_run_in_flight_finish(
     redis_url: str,
     fakes: Callable[..., FakeAnthropic],
 ) -> None:
-    env = {**base_env, "MEMLEDGER_REDIS_URL": redis_url}
-    api = make_runtime(
-        redis_url=redis_url,
-        database_url=env["MEMLEDGER_DATABASE_URL"],
-        redis_namespace=env["MEMLEDGER_REDIS_NAMESPACE"],
-    )
+    env, api = api_on(make_runtime, base_env, redis_url)
     led, _ = seed(api.config.database_url, "term")
     fake = fakes(operations=merge_all, delay_s=2)
     env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url)
@@ -471,12 +469,7 @@ def test_soak_workers_killed_at_random_while_turns_keep_coming(
     import random
 
     rng = random.Random(7)
-    env = {**base_env, "MEMLEDGER_REDIS_URL": redis_url, "MEMLEDGER_JANITOR_GRACE_S": "0.5"}
-    api = make_runtime(
-        redis_url=redis_url,
-        database_url=env["MEMLEDGER_DATABASE_URL"],
-        redis_namespace=env["MEMLEDGER_REDIS_NAMESPACE"],
-    )
+    env, api = api_on(make_runtime, base_env, redis_url, MEMLEDGER_JANITOR_GRACE_S="0.5")
     fake = fakes(operations=merge_all, delay_s=0.4)
     env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url)
     ledgers = [seed(api.config.database_url, f"soak{i}")[0] for i in range(6)]
@@ -546,10 +539,7 @@ def test_a_restarted_and_flushed_redis_loses_no_run(
     port = free_port()
     server = _start_private_redis(port, tmp_path)
     url = f"redis://127.0.0.1:{port}/0"
-    env = {**base_env, "MEMLEDGER_REDIS_URL": url}
-    api = make_runtime(
-        redis_url=url, database_url=env["MEMLEDGER_DATABASE_URL"], redis_namespace=env["MEMLEDGER_REDIS_NAMESPACE"]
-    )
+    env, api = api_on(make_runtime, base_env, url)
     scopes = []
     for i in range(3):
         led, _ = seed(api.config.database_url, f"restart{i}")
