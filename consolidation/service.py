@@ -241,13 +241,18 @@ class ConsolidationService:
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
             return _mine(self._settle(scope, run.id, Outcome.FAILED, now, error=f"harness error: {type(exc).__name__}"))
-        self._store(scope, run.id, _unalias(result, aliases), now)
+        self._store(scope, run.id, _unalias(result, aliases), list(aliases.values()), now)
         self._fault("after_answer_stored")
         return _mine(self._apply_stored(run.id, now, scope_key=scope))
 
-    def _store(self, scope: str, run_id: str, result: HarnessResult, now: datetime | None) -> None:
+    def _store(
+        self, scope: str, run_id: str, result: HarnessResult, record_ids: list[str], now: datetime | None
+    ) -> None:
+        """Store the answer, and register the prompt and answer as text derived from the prompt's records
+        (forgetting one of them erases all three columns; see docs/ledger.md, "Derived text")."""
+
         def fn(tx: Transaction) -> bool:
-            return R.store_answer(
+            stored = R.store_answer(
                 tx,
                 run_id,
                 prompt=result.prompt,
@@ -257,6 +262,9 @@ class ConsolidationService:
                 spend_micro_usd=result.spend_micro_usd,
                 now_us=tx.now_us,
             )
+            if stored:  # after the text is written: a record forgotten meanwhile erases it at once
+                tx.register_derived(RUNS, run_id, record_ids=record_ids, columns=("prompt", "answer", "answer_raw"))
+            return stored
 
         self.led.run(scope, fn, now=now)
 
@@ -293,6 +301,10 @@ class ConsolidationService:
         run = R.get(tx, run_id)
         if run is None or run.state != "running":
             return False
+        if run.answer is None and run.answer_raw is None:
+            # A record the answer was built from was forgotten after it was stored: nothing to apply.
+            error = "the stored answer was erased: a record it was built from was forgotten"
+            return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
         if run.answer is None:
             count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
             return R.settle(

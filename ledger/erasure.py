@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ledger import rows
 from ledger.db import BUSY_TIMEOUT_MS, execute
-from ledger.derived import scrub_runs
+from ledger.derived import erase_derived
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies = [row["body"] for row in chain if row["body"]]
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
-    scrub_runs(conn, ids, bodies)
+    erase_derived(conn, ids)
     if conn.dialect.name == "sqlite":
         # Rewrite the FTS segments without the deleted entries, inside the delete's own
         # transaction (so it is retried with it); secure_delete zeroes the freed pages.

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, CursorResult, Executable
+from sqlalchemy import Connection, CursorResult, Executable, Table
 
-from ledger import rows
+from ledger import derived, rows
 from ledger import validate as V
 from ledger.db import execute, query
 from ledger.erasure import erase_chain
@@ -142,6 +142,34 @@ class Transaction(Reader):
             nested.rollback()
             raise
         nested.commit()
+
+    def register_derived(
+        self,
+        owner: Table | str,
+        key: str,
+        *,
+        record_ids: Iterable[str],
+        columns: Sequence[str],
+        key_column: str = "id",
+    ) -> None:
+        """Register text derived from ``record_ids``, stored in ``owner``'s row ``key_column == key``.
+
+        Forgetting any of those records (or a record of their chains) sets ``columns`` of
+        that row to NULL in the delete's own transaction; if one is already forgotten, they
+        are cleared now. ``owner`` is a table from :mod:`ledger.models` or a table name.
+
+        Raises:
+            InvalidArgument: a name is not a plain SQL identifier, or not a column of ``owner``.
+        """
+        derived.register(
+            self.conn,
+            owner=owner,
+            key=key,
+            record_ids=record_ids,
+            columns=columns,
+            key_column=key_column,
+            now_us=self.now_us,
+        )
 
     def event(
         self,
