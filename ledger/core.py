@@ -17,15 +17,15 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_random_exponential
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_before_delay, wait_random_exponential
 
-from ledger.db import engine_lock, is_sqlite, retryable, stamp, translated, write_connection
-from ledger.erasure import scrub_files
+from ledger.db import stamp
 from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError, RecordNotFound
 from ledger.instants import Clock, require_aware, system_clock, to_micros
 from ledger.models import EventKind, Kind, MemoryRecord, Provenance
 from ledger.reads import LedgerReads, check_scope
 from ledger.screening import MAX_BODY_CHARS, screen_body
+from ledger.store import store_for
 from ledger.sweep import SWEEP_BATCH, expire_due
 from ledger.tx import ScopeUsage, Transaction
 from ledger.validate import new_record_id, storable_body
@@ -65,7 +65,7 @@ class Ledger(LedgerReads):
         self.clock = clock
         self.max_body_chars = max_body_chars
         self.default_max_records = default_max_records
-        self._sqlite = is_sqlite(engine)
+        self.store = store_for(engine)
         self._erase_hooks: list[EraseHook] = []
 
     # ------------------------------------------------------------------ plumbing
@@ -91,21 +91,20 @@ class Ledger(LedgerReads):
         """
         scope = check_scope(scope_key or self.scope_key)
         explicit = None if now is None else to_micros(now, name="now")
-        with translated(self.engine):
-            with write_connection(self.engine) as conn:
-                clock_us = explicit if explicit is not None else to_micros(self.now(), name="clock")
-                now_us = stamp(
-                    conn,
-                    scope,
-                    default_max=self.default_max_records,
-                    clock_us=clock_us,
-                    explicit=explicit is not None,
-                    create=_create,
-                )
-                tx = Transaction(self, conn, scope, now_us)
-                yield tx
-            for fn in tx._after_commit:
-                fn()
+        with self.store.write() as conn:
+            clock_us = explicit if explicit is not None else to_micros(self.now(), name="clock")
+            now_us = stamp(
+                conn,
+                scope,
+                default_max=self.default_max_records,
+                clock_us=clock_us,
+                explicit=explicit is not None,
+                create=_create,
+            )
+            tx = Transaction(self, conn, scope, now_us)
+            yield tx
+        for fn in tx._after_commit:
+            fn()
 
     def run(
         self,
@@ -122,12 +121,11 @@ class Ledger(LedgerReads):
             # The uncontended write pays for no retry machinery.
             with self.transaction(scope_key, now=now, _create=_create) as tx:
                 return fn(tx)
-        except LedgerError as exc:
-            if not retryable(exc):
-                raise
+        except LedgerBusy:
+            pass
         budget_s = max(0.0, WRITE_RETRY_BUDGET_S - (time.monotonic() - started))
         retrying = Retrying(
-            retry=retry_if_exception(retryable),
+            retry=retry_if_exception_type(LedgerBusy),
             stop=stop_before_delay(budget_s) | stop_after_attempt(WRITE_ATTEMPTS - 1),
             wait=wait_random_exponential(multiplier=0.005, max=0.5),
             reraise=True,
@@ -145,11 +143,6 @@ class Ledger(LedgerReads):
             self.run(scope_key, lambda tx: tx.event(event, reason=exc.reason, detail=info), now=now, _create=False)
         except LedgerError as failed:  # the refusal is what the caller must see
             log.warning("could not record a %s event: %s", event, failed)
-
-    def _scrub_files(self) -> None:
-        if self._sqlite:
-            with engine_lock(self.engine):
-                scrub_files(self.engine)
 
     def _scope_of(self, record_id: object) -> str:
         """The bound scope, when ``record_id`` is one of its records; another account's id is not found."""
@@ -297,7 +290,7 @@ class Ledger(LedgerReads):
     def budget(self, scope_key: str) -> ScopeUsage:
         scope = check_scope(scope_key)
         with self._reading() as conn:
-            from ledger.db import query
+            from ledger.store import query
             from ledger.tx import _USAGE
 
             ((budget, active, proposed),) = query(conn, _USAGE, {"s": scope})
@@ -327,7 +320,7 @@ class Ledger(LedgerReads):
             raise InvalidArgument("batch_size must be a positive integer")
         total = 0
         while True:
-            with translated(self.engine), write_connection(self.engine) as conn:
+            with self.store.write() as conn:
                 done = expire_due(conn, now_us, limit=batch_size)
             total += done
             if progress is not None and done:

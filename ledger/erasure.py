@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, bindparam, text
 
 from ledger import rows
-from ledger.db import BUSY_TIMEOUT_MS, execute
 from ledger.derived import erase_derived
+from ledger.store import store_for
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +33,7 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
     erase_derived(conn, ids)
-    if conn.dialect.name == "sqlite":
-        # Rewrite the FTS segments without the deleted entries, inside the delete's own
-        # transaction (so it is retried with it); secure_delete zeroes the freed pages.
-        execute(conn, "INSERT INTO memory_fts(memory_fts) VALUES ('optimize')", {})
+    store_for(conn.engine).erase_in_transaction(conn)
     return ids, bodies
 
 
@@ -61,31 +56,3 @@ def _dependent_proposals(conn: Connection, scope: str, ids: list[str], now_us: i
             {"n": now_us, "ids": [r["id"] for r in found]},
         )
     return found
-
-
-def scrub_files(engine: Engine) -> bool:
-    """SQLite, after a delete commits: checkpoint the WAL so old page images of erased text leave the files.
-
-    Best effort, never waits and never raises: the delete has committed. ``TRUNCATE`` is
-    tried without a busy handler (a checkpoint that waits for readers holds the write
-    lock meanwhile and would stall every writer); when a reader holds a snapshot it falls
-    back to ``PASSIVE``, which copies what it can, and the next checkpoint overwrites the
-    rest of the frames. Returns whether the truncating checkpoint completed.
-    """
-    try:
-        with engine.connect() as conn:
-            raw = conn.connection.dbapi_connection
-            assert raw is not None
-            raw.execute("PRAGMA busy_timeout=0")
-            try:
-                busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                if busy == 0:
-                    return True
-                raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            finally:
-                raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    except (sqlite3.Error, DBAPIError) as exc:
-        log.warning("erasure checkpoint failed (%s); the next checkpoint will finish it", type(exc).__name__)
-        return False
-    log.info("erasure checkpoint could not truncate: a reader held the WAL; the next checkpoint finishes it")
-    return False

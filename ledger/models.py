@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Column, Float, Integer, Table, Text
+from sqlalchemy import BigInteger, CheckConstraint, Column, Float, Index, Integer, Table, Text, text
 from sqlmodel import Field, SQLModel
 
 
@@ -68,10 +68,52 @@ def _big(*, nullable: bool = False, index: bool = False) -> Column[int]:
     return Column(BigInteger, nullable=nullable, index=index)
 
 
+def _partial(name: str, *columns: str, where: str, unique: bool = False) -> Index:
+    """A partial index, the same on both databases."""
+    return Index(name, *columns, unique=unique, sqlite_where=text(where), postgresql_where=text(where))
+
+
+def _in(column: str, values: type[StrEnum] | tuple[str, ...]) -> str:
+    names = values if isinstance(values, tuple) else tuple(v.value for v in values)
+    return f"{column} IN ({', '.join(repr(v) for v in names)})"
+
+
 class MemoryRecordRow(SQLModel, table=True):
     """One row of ``memory_records``. ``seq`` is the FTS rowid; ``id`` is public."""
 
     __tablename__ = "memory_records"
+    __table_args__ = (
+        CheckConstraint(_in("kind", Kind), name="ck_memory_records_kind"),
+        CheckConstraint(_in("provenance", Provenance), name="ck_memory_records_provenance"),
+        CheckConstraint(_in("status", Status), name="ck_memory_records_status"),
+        CheckConstraint("valid_to IS NULL OR valid_to >= valid_from", name="ck_memory_records_interval"),
+        CheckConstraint("(status = 'active') = (valid_to IS NULL)", name="ck_memory_records_active_open"),
+        CheckConstraint(
+            "status NOT IN ('proposed','rejected') OR valid_to = valid_from", name="ck_memory_records_proposal_empty"
+        ),
+        CheckConstraint(
+            "confidence_bps IS NULL OR (confidence_bps BETWEEN 0 AND 10000)", name="ck_memory_records_confidence"
+        ),
+        CheckConstraint("body IS NOT NULL OR erased_at IS NOT NULL", name="ck_memory_records_body_or_erased"),
+        CheckConstraint("erased_at IS NULL OR status IN ('deleted','superseded')", name="ck_memory_records_erased"),
+        CheckConstraint("status <> 'superseded' OR superseded_by IS NOT NULL", name="ck_memory_records_successor"),
+        # One active member per conflict group (SPEC 3.2.4).
+        _partial(
+            "ux_memory_records_conflict_active",
+            "scope_key",
+            "conflict_group",
+            where="status = 'active' AND conflict_group IS NOT NULL",
+            unique=True,
+        ),
+        # As-of reads: open records (valid_to IS NULL) and those closed after the instant.
+        Index("ix_memory_records_asof", "scope_key", "valid_to", "valid_from"),
+        # The active set and the budget count.
+        Index("ix_memory_records_scope_status", "scope_key", "status"),
+        # The sweep: only what can still expire, ordered by when.
+        _partial(
+            "ix_memory_records_due", "expires_at", where="status IN ('active','proposed') AND expires_at IS NOT NULL"
+        ),
+    )
 
     seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
     id: str = Field(sa_column=Column(Text, nullable=False, unique=True))
@@ -98,6 +140,7 @@ class ScopeSettingsRow(SQLModel, table=True):
     """One row per scope; also the lock that serializes a scope's writes."""
 
     __tablename__ = "scope_settings"
+    __table_args__ = (CheckConstraint("max_records >= 0", name="ck_scope_settings_max_records"),)
 
     scope_key: str = Field(sa_column=Column(Text, primary_key=True))
     max_records: int = Field(sa_column=Column(Integer, nullable=False))
@@ -111,6 +154,10 @@ class LedgerEventRow(SQLModel, table=True):
     """Append-only event log. Never holds a body."""
 
     __tablename__ = "ledger_events"
+    __table_args__ = (
+        Index("ix_ledger_events_scope", "scope_key", "seq"),
+        Index("ix_ledger_events_record", "record_id"),
+    )
 
     seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
     at: int = Field(sa_column=_big())
@@ -130,6 +177,14 @@ class ConsolidationSettingsRow(SQLModel, table=True):
     """Per-scope consolidation settings (written by ``consolidation/`` through a ledger transaction)."""
 
     __tablename__ = "consolidation_settings"
+    __table_args__ = (
+        CheckConstraint("mode IN ('off','propose','apply')", name="ck_consolidation_settings_mode"),
+        CheckConstraint("debounce_s >= 0", name="ck_consolidation_settings_debounce"),
+        CheckConstraint("max_wait_s IS NULL OR max_wait_s >= debounce_s", name="ck_consolidation_settings_wait"),
+        CheckConstraint("wall_clock_cap_s > 0", name="ck_consolidation_settings_cap"),
+        CheckConstraint("max_output_tokens > 0", name="ck_consolidation_settings_tokens"),
+        CheckConstraint("spend_budget_micro_usd >= 0", name="ck_consolidation_settings_budget"),
+    )
 
     scope_key: str = Field(sa_column=Column(Text, primary_key=True))
     mode: str = Field(sa_column=Column(Text, nullable=False))
@@ -149,6 +204,23 @@ class ConsolidationRunRow(SQLModel, table=True):
     """One consolidation run (SPEC 4.2). ``prompt``/``answer``/``answer_raw`` hold bodies."""
 
     __tablename__ = "consolidation_runs"
+    __table_args__ = (
+        CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
+        CheckConstraint(
+            "(state = 'settled') = (outcome IS NOT NULL) AND (outcome IS NULL OR outcome IN "
+            "('applied','proposed','cancelled','skipped_budget','failed','abandoned'))",
+            name="ck_consolidation_runs_outcome",
+        ),
+        CheckConstraint("(state = 'settled') = (settled_at IS NOT NULL)", name="ck_consolidation_runs_settled"),
+        CheckConstraint(
+            "state = 'pending' OR started_at IS NOT NULL OR outcome = 'cancelled'", name="ck_consolidation_runs_started"
+        ),
+        # At most one pending and one running run per scope.
+        _partial("ux_consolidation_runs_pending", "scope_key", where="state = 'pending'", unique=True),
+        _partial("ux_consolidation_runs_running", "scope_key", where="state = 'running'", unique=True),
+        _partial("ix_consolidation_runs_due", "due_at", where="state = 'pending'"),
+        Index("ix_consolidation_runs_scope", "scope_key", "created_at"),
+    )
 
     id: str = Field(sa_column=Column(Text, primary_key=True))
     scope_key: str = Field(sa_column=Column(Text, nullable=False))

@@ -19,12 +19,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine, text
 
 from ledger import rows as rowsmod
-from ledger.db import engine_lock, query, translated
 from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
 from ledger.models import LedgerEvent, MemoryRecord, Status
 from ledger.packet import Packet, build_packet
 from ledger.search import search_active
+from ledger.store import Store, query
 from ledger.tx import Reader
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
@@ -48,6 +48,7 @@ def check_scope(scope_key: object) -> str:
 
 class LedgerReads:
     engine: Engine
+    store: Store
     clock: Clock
     scope_key: str
 
@@ -65,11 +66,8 @@ class LedgerReads:
     @contextmanager
     def _reading(self) -> Iterator[Connection]:
         """One read transaction: one snapshot on SQLite, REPEATABLE READ on PostgreSQL."""
-        with translated(self.engine), engine_lock(self.engine), self.engine.connect() as conn:
-            if conn.dialect.name != "sqlite":
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
-            with conn.begin():
-                yield conn
+        with self.store.read() as conn:
+            yield conn
 
     @contextmanager
     def reading(self) -> Iterator[Reader]:

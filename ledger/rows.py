@@ -8,15 +8,13 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from ledger.db import query
 from ledger.instants import from_micros, opt_from_micros
-from ledger.models import Kind, MemoryRecord, Provenance, Status
+from ledger.models import RECORDS, Kind, MemoryRecord, Provenance, Status
+from ledger.store import query
 
-COLUMNS = (
-    "seq, id, scope_key, kind, body, provenance, status, source_session_id, supersedes, superseded_by, "
-    "confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at, created_at, updated_at"
-)
-NAMES = tuple(name.strip() for name in COLUMNS.split(","))
+# The columns, in table order, from the SQLModel table (the one schema).
+NAMES = tuple(column.name for column in RECORDS.c)
+COLUMNS = ", ".join(NAMES)
 
 
 def to_record(row: Mapping[Any, Any]) -> MemoryRecord:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, text
 
-from ledger.db import query
+from ledger.store import query, store_for
 
 SWEEP_BATCH = 1000
 
@@ -34,7 +34,7 @@ def expire_due(conn: Connection, now_us: int, *, scope_key: str | None = None, l
         # Every write runs this. On SQLite ``+scope_key`` keeps the planner on
         # ix_memory_records_due (only what is due) instead of ix_memory_records_scope_status
         # (every active record of the scope, each read from the table).
-        scope_clause = " AND +scope_key = :s" if conn.dialect.name == "sqlite" else " AND scope_key = :s"
+        scope_clause = " AND " + store_for(conn.engine).scope_hint()
     sql = f"SELECT seq FROM memory_records WHERE {_DUE}{scope_clause} ORDER BY expires_at, seq LIMIT :lim"
     seqs = [seq for (seq,) in query(conn, sql, {"n": now_us, "s": scope_key, "lim": limit})]
     if not seqs:

@@ -23,7 +23,6 @@ from sqlalchemy import Connection, CursorResult, Executable, Table
 
 from ledger import derived, rows
 from ledger import validate as V
-from ledger.db import execute, query
 from ledger.erasure import erase_chain
 from ledger.errors import (
     BudgetExceeded,
@@ -36,6 +35,7 @@ from ledger.errors import (
 from ledger.instants import from_micros, to_micros
 from ledger.models import TRANSITIONS, EventKind, Kind, MemoryRecord, Provenance, Status
 from ledger.screening import screen_body
+from ledger.store import execute, query
 from ledger.sweep import SWEEP_BATCH, expire_due
 
 if TYPE_CHECKING:
@@ -125,10 +125,10 @@ class Transaction(Reader):
         self.scope_key = scope_key
         self.now_us = now_us
         self.now: datetime = from_micros(now_us)
-        self._after_commit: list[Callable[[], None]] = []
+        self._after_commit: list[Callable[[], object]] = []
 
     # ------------------------------------------------------------------ plumbing
-    def after_commit(self, fn: Callable[[], None]) -> None:
+    def after_commit(self, fn: Callable[[], object]) -> None:
         """Call ``fn()`` once the transaction has committed (never if it rolls back)."""
         self._after_commit.append(fn)
 
@@ -499,7 +499,7 @@ class Transaction(Reader):
             self.event(EventKind.ERASED, record_id=erased)
         for hook in self.ledger._erase_hooks:
             hook(self.conn, erased_ids, bodies)
-        self.after_commit(self.ledger._scrub_files)
+        self.after_commit(self.ledger.store.scrub_files)
         return self._fresh(record_id)
 
     def set_budget(self, max_records: int) -> ScopeUsage:

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection, create_engine
+from sqlmodel import SQLModel
+
+import ledger.models  # noqa: F401 - registers every table on SQLModel.metadata
+from ledger.store.base import include_object
 
 config = context.config
 
 
 def _run(connection: Connection) -> None:
-    # FTS5 shadow tables and triggers are written by hand in the migrations; autogenerate
-    # must not try to drop them, so only the SQLModel metadata tables are compared.
-    def include_object(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
-        return not (type_ == "table" and name is not None and name.startswith("memory_fts"))
-
+    # The FTS5 shadow tables and the PostgreSQL GIN index are written by hand in the migrations;
+    # autogenerate compares everything else against the SQLModel tables (the one schema).
     context.configure(
         connection=connection,
+        target_metadata=SQLModel.metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         include_object=include_object,
         transaction_per_migration=False,

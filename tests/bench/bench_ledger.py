@@ -27,9 +27,9 @@ import pytest
 from sqlalchemy import Engine, event
 
 from ledger import Ledger, open_ledger
-from ledger import db as ledger_db
 from ledger.instants import to_micros
 from ledger.screening import screen_body
+from ledger.store import sqlite as ledger_sqlite
 from tests.bench.conftest import Sample, interleave, median, note, once, per_op, report
 
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(900)]
@@ -258,11 +258,11 @@ def captured_sql(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Engine],
     """``capture(engine)`` starts recording the statements (and parameters) the engine runs.
 
     Reads go either through SQLAlchemy (seen by its ``before_cursor_execute`` event) or
-    straight to the sqlite3 cursor through ``ledger.db._exec_dbapi`` (wrapped here).
+    straight to the sqlite3 cursor through ``ledger.store.sqlite._exec_dbapi`` (wrapped here).
     """
     listening: list[tuple[Engine, Callable[..., None]]] = []
     seen: list[tuple[str, Any]] = []
-    direct = ledger_db._exec_dbapi
+    direct = ledger_sqlite._exec_dbapi
 
     def recording(dbapi_conn: Any, sql: str, params: Any) -> Any:
         seen.append((sql, params))
@@ -274,7 +274,7 @@ def captured_sql(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Engine],
 
         event.listen(engine, "before_cursor_execute", on_execute)
         listening.append((engine, on_execute))
-        monkeypatch.setattr(ledger_db, "_exec_dbapi", recording)
+        monkeypatch.setattr(ledger_sqlite, "_exec_dbapi", recording)
         return seen
 
     yield capture

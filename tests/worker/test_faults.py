@@ -27,7 +27,7 @@ from sqlalchemy import text
 from consolidation import ConsolidationRun, Outcome, RunState
 from consolidation.fake_anthropic import FakeAnthropic, Reply
 from ledger import Ledger, Provenance, Status, open_ledger
-from ledger import db as ledger_db
+from ledger.store import PostgresStore
 from tests.worker.conftest import TWO_DUPLICATES, Proc, wait_until
 from worker.runtime import FAULT_EXIT_CODE, Runtime
 
@@ -368,15 +368,15 @@ def test_postgres_serialization_failures_are_retried(
     with runtime.ledger.engine.connect() as conn:
         assert conn.execute(text("SHOW transaction_isolation")).scalar() == "serializable"
     retried: list[str] = []
-    original = ledger_db._retryable
+    original = PostgresStore.is_busy
 
-    def counting(exc: BaseException) -> bool:
-        verdict = original(exc)
+    def counting(self: PostgresStore, exc: BaseException) -> bool:
+        verdict = original(self, exc)
         if verdict:
             retried.append(getattr(getattr(exc, "orig", None), "sqlstate", "?"))
         return verdict
 
-    monkeypatch.setattr(ledger_db, "_retryable", counting)
+    monkeypatch.setattr(PostgresStore, "is_busy", counting)
     # When many turns and many executions of the same run race
     errors: list[BaseException] = []
     barrier = threading.Barrier(16)

@@ -1,0 +1,58 @@
+"""One store per database (``sqlite.py``, ``postgres.py``); see :mod:`ledger.store.base`."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import make_url
+
+from ledger.errors import LedgerError
+from ledger.store.base import Store, include_object
+from ledger.store.postgres import PostgresStore
+from ledger.store.sqlite import SQLiteStore
+
+__all__ = ["PostgresStore", "SQLiteStore", "Store", "execute", "include_object", "make_engine", "query", "store_for"]
+
+_KINDS: dict[str, type[Store]] = {"sqlite": SQLiteStore, "postgresql": PostgresStore}
+_STORES: weakref.WeakKeyDictionary[Engine, Store] = weakref.WeakKeyDictionary()
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url`` with the settings its store relies on. Raises LedgerError for other databases."""
+    parsed = make_url(url)
+    kind = _KINDS.get(parsed.get_backend_name())
+    if kind is None:
+        raise LedgerError(
+            f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: use sqlite or postgresql"
+        )
+    engine = kind.create_engine(url)
+    _STORES[engine] = kind(engine)
+    return engine
+
+
+def store_for(engine: Engine) -> Store:
+    """The engine's store (one per engine)."""
+    found = _STORES.get(engine)
+    if found is None:
+        kind = _KINDS.get(engine.dialect.name)
+        if kind is None:
+            raise LedgerError(f"unsupported database {engine.dialect.name!r}: use sqlite or postgresql")
+        found = _STORES[engine] = kind(engine)
+    return found
+
+
+def _store_of(conn: Connection) -> Store:
+    return store_for(conn.engine)
+
+
+def execute(conn: Connection, sql: str, params: Mapping[str, Any]) -> int:
+    """Run one statement in ``conn``'s transaction through its store's fastest path; its row count."""
+    return _store_of(conn).execute(conn, sql, params)
+
+
+def query(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Like :func:`execute`, returning the rows as tuples."""
+    return _store_of(conn).query(conn, sql, params)

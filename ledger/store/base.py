@@ -1,0 +1,131 @@
+"""The store: everything that differs between databases, behind one interface.
+
+One :class:`Store` per engine (:func:`ledger.store.store_for`). The ledger asks it for a
+write transaction (the scope's lock), a read transaction (one snapshot), the statements
+a dialect spells differently (full-text search, the sweep's planner hint), the erasure
+mechanics, and the translation of every driver error into the :class:`LedgerError` tree.
+Everything else — the statements built from the SQLModel tables — is shared.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, ClassVar
+
+from sqlalchemy import Connection, Engine, RowMapping, text
+from sqlalchemy.exc import DBAPIError, StatementError
+
+from ledger.errors import InvalidArgument, LedgerBusy, LedgerError
+from ledger.models import RECORDS
+
+# Tables the migrations write by hand for one dialect; the autogenerate comparison skips them.
+DIALECT_OBJECTS = ("memory_fts", "ix_memory_records_fts")
+
+
+def prefixed_columns(alias: str) -> str:
+    """Every ``memory_records`` column, in table order, qualified by ``alias``."""
+    return ", ".join(f"{alias}.{column.name}" for column in RECORDS.c)
+
+
+def include_object(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
+    """Alembic's filter: the FTS5 shadow tables and the PostgreSQL GIN index are dialect features."""
+    return not (name is not None and name.startswith(DIALECT_OBJECTS))
+
+
+class Store(ABC):
+    """One database: :class:`~ledger.store.sqlite.SQLiteStore` or :class:`~ledger.store.postgres.PostgresStore`."""
+
+    dialect: ClassVar[str]
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._lock: AbstractContextManager[Any] = nullcontext()
+
+    @classmethod
+    @abstractmethod
+    def create_engine(cls, url: str) -> Engine:
+        """An engine for ``url`` with every setting this store relies on."""
+
+    # ------------------------------------------------------------------ transactions
+    @abstractmethod
+    def _begin_write(self) -> AbstractContextManager[Connection]:
+        """A write transaction that serializes writers (at least those of one scope, with :func:`stamp`)."""
+
+    @abstractmethod
+    def _begin_read(self) -> AbstractContextManager[Connection]:
+        """A read transaction: one snapshot for every statement in it."""
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction; commits when the block ends, rolls back when it raises."""
+        with self.translated(), self._lock, self._begin_write() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.translated(), self._lock, self._begin_read() as conn:
+            yield conn
+
+    def serialized(self) -> AbstractContextManager[Any]:
+        """Held around every use of a connection when the store has only one (in-memory SQLite)."""
+        return self._lock
+
+    # ------------------------------------------------------------------ statements
+    def execute(self, conn: Connection, sql: str, params: Mapping[str, Any]) -> int:
+        """Run one statement (``:name`` parameters); its row count."""
+        return int(conn.execute(text(sql), params).rowcount)
+
+    def query(self, conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in conn.execute(text(sql), params)]
+
+    @abstractmethod
+    def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
+        """Active bodies of ``scope`` matching ``query``'s words, best first."""
+
+    def scope_hint(self) -> str:
+        """The sweep's scope predicate (SQLite needs a planner hint)."""
+        return "scope_key = :s"
+
+    # ------------------------------------------------------------------ erasure
+    def erase_in_transaction(self, conn: Connection) -> None:  # noqa: B027 - nothing to do by default
+        """Inside the forget's transaction, after the bodies are nulled (SQLite: rewrite the FTS segments)."""
+
+    def scrub_files(self) -> bool:
+        """After the forget commits: best effort, never waits, never raises. Whether it completed."""
+        return True
+
+    # ------------------------------------------------------------------ errors
+    @abstractmethod
+    def is_busy(self, exc: BaseException) -> bool:
+        """A driver error that means "try again": locked, busy, a serialization failure, a deadlock."""
+
+    @contextmanager
+    def translated(self) -> Iterator[None]:
+        """The store boundary: no SQLAlchemy, sqlite3 or psycopg error reaches a caller."""
+        try:
+            yield
+        except LedgerError:
+            raise
+        except UnicodeError as exc:
+            raise InvalidArgument(
+                "the text contains a character the database cannot store (a lone UTF-16 surrogate); send valid Unicode"
+            ) from exc
+        except DBAPIError as exc:
+            if self.is_busy(exc):
+                raise LedgerBusy("the ledger database stayed busy; try again in a moment") from exc
+            raise LedgerError(f"the ledger database refused the operation: {_first_line(exc)}") from exc
+        except StatementError as exc:
+            raise InvalidArgument(f"a value cannot be stored: {_first_line(exc)}") from exc
+
+    @staticmethod
+    def new_lock() -> threading.RLock:
+        return threading.RLock()
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    return lines[0] if lines else type(orig).__name__

@@ -1,0 +1,58 @@
+"""PostgreSQL: READ COMMITTED writers serialized per scope by its ``scope_settings`` row lock,
+REPEATABLE READ reads, ``tsvector`` search over a GIN index, SQLSTATE-based retry."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import ClassVar
+
+from sqlalchemy import Connection, Engine, RowMapping, create_engine, text
+
+from ledger.store.base import Store, prefixed_columns
+
+MAX_TERMS = 32
+_WORD = re.compile(r"\w+", re.UNICODE)
+# serialization failure, deadlock, lock not available
+_RETRY_SQLSTATES = ("40001", "40P01", "55P03")
+
+
+class PostgresStore(Store):
+    dialect: ClassVar[str] = "postgresql"
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        vector = "to_tsvector('english', coalesce(m.body, ''))"
+        self._search_sql = (
+            f"SELECT {prefixed_columns('m')} FROM memory_records m WHERE m.scope_key = :s AND m.status = 'active' "
+            f"AND (m.expires_at IS NULL OR m.expires_at > :n) AND {vector} @@ websearch_to_tsquery('english', :q) "
+            f"ORDER BY ts_rank({vector}, websearch_to_tsquery('english', :q)) DESC, m.seq LIMIT :lim"
+        )
+
+    @classmethod
+    def create_engine(cls, url: str) -> Engine:
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+    @contextmanager
+    def _begin_write(self) -> Iterator[Connection]:
+        # The scope's lock is the row lock the stamp statement takes (INSERT .. ON CONFLICT DO UPDATE).
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def _begin_read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
+
+    def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
+        words = _WORD.findall(query)[:MAX_TERMS]
+        if not words:
+            return []
+        params = {"q": " or ".join(words), "s": scope, "n": now_us, "lim": limit}
+        return list(conn.execute(text(self._search_sql), params).mappings())
+
+    def is_busy(self, exc: BaseException) -> bool:
+        return getattr(getattr(exc, "orig", None), "sqlstate", None) in _RETRY_SQLSTATES

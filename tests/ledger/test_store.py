@@ -1,0 +1,164 @@
+"""The store boundary: one schema (no drift), dialect mechanics, error translation, sharing, derived text."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import insert, select, update
+from sqlmodel import SQLModel
+
+from ledger import InvalidArgument, Ledger, LedgerError, open_ledger
+from ledger.models import RUNS, SCOPES
+from ledger.store import include_object
+
+SCOPE = "account:local"
+
+
+def test_the_migrations_build_exactly_the_sqlmodel_schema(led: Ledger) -> None:
+    """Alembic's autogenerate comparison of the migrated database against the SQLModel tables finds nothing."""
+    with led.engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"include_object": include_object, "compare_type": True})
+        diffs = compare_metadata(ctx, SQLModel.metadata)
+    assert diffs == []
+
+
+def test_the_comparison_sees_drift(led: Ledger) -> None:
+    """The check above can fail: a column the models do not have is reported."""
+    with led.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE scope_settings ADD COLUMN stray INTEGER")
+    with led.engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"include_object": include_object})
+        diffs = compare_metadata(ctx, SQLModel.metadata)
+    assert any(d[0] == "remove_column" and d[3].name == "stray" for d in diffs), diffs
+
+
+def test_a_database_error_inside_a_transaction_is_a_ledger_error(led: Ledger) -> None:
+    led.save("kept")
+    with pytest.raises(LedgerError) as caught, led.transaction(SCOPE) as tx:
+        tx.execute(update(SCOPES).where(SCOPES.c.scope_key == SCOPE).values(max_records=-1))  # a CHECK fails
+    assert type(caught.value) is LedgerError and "refused" in str(caught.value)
+    assert led.budget(SCOPE).max_records == 200 and [r.body for r in led.list(SCOPE)] == ["kept"]
+
+
+def test_in_memory_sqlite_shared_by_threads_is_serialized() -> None:
+    led = open_ledger("sqlite://")
+    errors: list[BaseException] = []
+    saved: list[str] = []
+
+    def work(i: int) -> None:
+        for n in range(40):
+            try:
+                saved.append(led.save(f"thread {i} note {n}").id)
+                led.list(SCOPE)
+            except BaseException as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert sorted(r.id for r in led.list(SCOPE)) == sorted(saved) and len(saved) == 160
+    led.close()
+
+
+def test_a_forget_never_waits_on_a_reader_holding_a_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    led = open_ledger(f"sqlite:///{path}")
+    try:
+        led.set_budget(SCOPE, 100_000)
+        recs = [led.save(f"note number {n}") for n in range(20)]
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM memory_records").fetchone()  # holds a snapshot
+        saves: list[float] = []
+        stop = threading.Event()
+
+        def keep_saving() -> None:
+            while not stop.is_set():
+                started = time.monotonic()
+                led.save("a concurrent save")
+                saves.append(time.monotonic() - started)
+
+        saver = threading.Thread(target=keep_saving)
+        saver.start()
+        started = time.monotonic()
+        led.delete(recs[0].id)
+        forget_s = time.monotonic() - started
+        time.sleep(0.2)
+        stop.set()
+        saver.join(10)
+        reader.execute("COMMIT")
+        reader.close()
+        assert forget_s < 1.0, forget_s
+        assert saves and max(saves) < 1.0, max(saves)
+        assert led.get(recs[0].id).body is None
+    finally:
+        led.close()
+
+
+def _run_row(led: Ledger, run_id: str, prompt: str) -> None:
+    with led.transaction(SCOPE) as tx:
+        tx.execute(
+            insert(RUNS).values(
+                id=run_id,
+                scope_key=SCOPE,
+                state="settled",
+                outcome="cancelled",
+                turns=1,
+                created_at=tx.now_us,
+                due_at=tx.now_us,
+                settled_at=tx.now_us,
+            )
+        )
+        tx.execute(update(RUNS).where(RUNS.c.id == run_id).values(prompt=prompt, answer_raw=prompt))
+
+
+def _prompt(led: Ledger, run_id: str) -> Any:
+    with led.reading() as r:
+        return r.execute(select(RUNS.c.prompt, RUNS.c.answer_raw).where(RUNS.c.id == run_id)).one()
+
+
+def test_forget_erases_registered_derived_text_and_nothing_else(led: Ledger) -> None:
+    a = led.save("the quokka lives in Perth")
+    b = led.save("unrelated note")
+    _run_row(led, "run_a", "text built from the quokka")
+    _run_row(led, "run_b", "text built from the unrelated note")
+    with led.transaction(SCOPE) as tx:
+        tx.register_derived(RUNS, "run_a", record_ids=[a.id, b.id], columns=("prompt", "answer_raw"))
+        tx.register_derived(RUNS, "run_b", record_ids=[b.id], columns=("prompt",))
+    edited = led.save("the quokka lives in Rottnest", supersedes=a.id)
+    led.delete(edited.id)  # the head: the chain (a included) is forgotten
+    assert tuple(_prompt(led, "run_a")) == (None, None)
+    assert tuple(_prompt(led, "run_b")) == ("text built from the unrelated note",) * 2
+
+
+def test_registering_text_of_an_already_forgotten_record_erases_it_at_once(led: Ledger) -> None:
+    a = led.save("a passing thought")
+    led.delete(a.id)
+    _run_row(led, "run_late", "built before the forget, stored after")
+    with led.transaction(SCOPE) as tx:
+        tx.register_derived(RUNS, "run_late", record_ids=[a.id], columns=("prompt", "answer_raw"))
+    assert tuple(_prompt(led, "run_late")) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda tx: tx.register_derived("runs; DROP TABLE x", "k", record_ids=["m"], columns=("prompt",)),
+        lambda tx: tx.register_derived(RUNS, "k", record_ids=["m"], columns=("no_such_column",)),
+        lambda tx: tx.register_derived(RUNS, "k", record_ids=["m"], columns=()),
+    ],
+)
+def test_a_bad_derived_registration_is_refused(led: Ledger, bad: Callable[[Any], None]) -> None:
+    with pytest.raises(InvalidArgument), led.transaction(SCOPE) as tx:
+        bad(tx)
