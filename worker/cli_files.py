@@ -24,7 +24,7 @@ from typing import Annotated
 import typer
 
 from ledger.files.audit import AuditReport, AuditUsageError, audit_directory, entry_files, parse_context
-from ledger.files.dates import DateError, format_instant, parse_day, parse_now
+from ledger.files.dates import DateError, parse_day, parse_now
 from ledger.files.entry import EntryUnreadable, read_entry, validate
 from ledger.files.exchange import DEFAULT_REVIEW_DAYS, ExportResult, ImportResult, export_scope, import_directory
 from ledger.files.explain import explain
@@ -357,9 +357,7 @@ def import_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Directory of entries to import.")],
     scope: Annotated[
         str,
-        typer.Option(
-            "--scope", metavar="global|project:REF", help="Trust context: import only entries trusted in it."
-        ),
+        typer.Option("--scope", metavar="global|project:REF", help="Trust context: import only entries trusted in it."),
     ],
     as_of: AsOfOpt = None,
     now: NowOpt = None,

@@ -199,9 +199,7 @@ def entry_id(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-def load_entries(
-    root: Path, files: Iterable[Path], *, on_entry: Callable[[], None] | None = None
-) -> dict[str, Entry]:
+def load_entries(root: Path, files: Iterable[Path], *, on_entry: Callable[[], None] | None = None) -> dict[str, Entry]:
     """Parse every file (by id); an unreadable one becomes an entry with an ``unreadable`` problem."""
     entries: dict[str, Entry] = {}
     for path in files:
@@ -280,7 +278,7 @@ def audit_entries(
             lists.add_invalid(entry)
         else:
             valid[name] = entry
-    for name, entry in valid.items():
+    for entry in valid.values():
         lists.add_horizons(entry, as_of)
         reason = scope_violation(entry, context)
         if reason is not None:
@@ -336,7 +334,9 @@ class _Lists:
 
     def add_invalid(self, entry: Entry) -> None:
         self.invalid.append(entry.name)
-        self.findings.extend(Finding(p.file, p.rule, p.message, p.hint, p.line, p.field, p.check) for p in entry.problems)
+        self.findings.extend(
+            Finding(p.file, p.rule, p.message, p.hint, p.line, p.field, p.check) for p in entry.problems
+        )
         if any(p.rule == MISSING_SOURCE for p in entry.problems):
             self.missing.append(entry.name)
         scope_problem = next((p for p in entry.problems if _is_scope_problem(p)), None)
@@ -357,7 +357,9 @@ class _Lists:
             self.overdue.append(Listed(entry.name, entry.review_by.text))
             msg = f"was due for review after {entry.review_by}; re-verify before trusting it"
             hint = "re-read the source, then move review-by forward or supersede the entry"
-            self.findings.append(Finding(entry.name, REVIEW_OVERDUE, msg, hint, entry.line_of("review-by"), "review-by"))
+            self.findings.append(
+                Finding(entry.name, REVIEW_OVERDUE, msg, hint, entry.line_of("review-by"), "review-by")
+            )
 
     def add_scope(self, entry: Entry, reason: str) -> None:
         self.scope.append(Listed(entry.name, reason))
@@ -385,7 +387,9 @@ def _notices(entry: Entry, as_of: date, until: date) -> list[Notice]:
     out: list[Notice] = []
     if entry.expires is not None and as_of <= entry.expires.day <= until:
         line = entry.line_of("expires")
-        out.append(Notice(entry.name, EXPIRES_SOON, f"holds through {entry.expires}, then expires", line, entry.expires))
+        out.append(
+            Notice(entry.name, EXPIRES_SOON, f"holds through {entry.expires}, then expires", line, entry.expires)
+        )
     if entry.review_by is not None and as_of <= entry.review_by.day <= until:
         line = entry.line_of("review-by")
         out.append(Notice(entry.name, REVIEW_DUE_SOON, f"review due by {entry.review_by}", line, entry.review_by))

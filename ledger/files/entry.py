@@ -95,7 +95,14 @@ def _parse_parts(name: str, path: Path, digest: str, yaml_text: str, raw_body: s
             out.add(p.key, p.check, p.message, p.hint, line=p.line)
         body = check_body(raw_body, body_line, out)
         return Entry(
-            name, path, digest, False, body=body, body_line=body_line, lines=loaded.lines, problems=_sorted(out.problems)
+            name,
+            path,
+            digest,
+            False,
+            body=body,
+            body_line=body_line,
+            lines=loaded.lines,
+            problems=_sorted(out.problems),
         )
     f = read_fields(loaded.data, out)
     body = check_body(raw_body, body_line, out)

@@ -56,8 +56,14 @@ def audit_markdown(report: AuditReport) -> str:
     messages = {name: "; ".join(p.message for p in report.entries[name].problems) for name in report.invalid}
     lines += _section("Invalid entries", (f"{_code(name)}: {messages[name]}" for name in report.invalid))
     stale = [
-        *(f"{_code(x.id)} expired after {_code(x.detail)}; do not trust it or let it authorize action." for x in report.expired),
-        *(f"{_code(x.id)} was due for review after {_code(x.detail)}; re-verify before trusting it." for x in report.overdue),
+        *(
+            f"{_code(x.id)} expired after {_code(x.detail)}; do not trust it or let it authorize action."
+            for x in report.expired
+        ),
+        *(
+            f"{_code(x.id)} was due for review after {_code(x.detail)}; re-verify before trusting it."
+            for x in report.overdue
+        ),
     ]
     lines += _section("Expired or overdue", stale)
     missing = (f"{_code(name)} has no concrete, retrievable source reference." for name in report.missing_sources)

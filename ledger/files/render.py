@@ -106,7 +106,9 @@ def audit_text(report: AuditReport) -> str:
         lines.append("")
     if report.chains.chains:
         lines.append("Supersession chains:")
-        lines.extend(f"  {' → '.join(c.ids)}" + (f"  (broken: {c.broken})" if c.broken else "") for c in report.chains.chains)
+        lines.extend(
+            f"  {' → '.join(c.ids)}" + (f"  (broken: {c.broken})" if c.broken else "") for c in report.chains.chains
+        )
         lines.append("")
     if report.notices:
         lines.append("Warnings (coming due soon):")
@@ -166,9 +168,7 @@ def audit_json(report: AuditReport) -> str:
         },
         "candidates": [_candidate_dict(c) for c in report.candidates],
         "findings": [_finding_dict(f) for f in report.findings],
-        "chains": [
-            {"entries": list(c.ids), "broken": c.broken, "target": c.target} for c in report.chains.chains
-        ],
+        "chains": [{"entries": list(c.ids), "broken": c.broken, "target": c.target} for c in report.chains.chains],
         "warnings": [_notice_dict(n) for n in report.notices],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)
