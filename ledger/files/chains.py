@@ -8,8 +8,10 @@ exactly one valid entry has.
 Each chain is listed once, from its root (a superseded entry that no other
 superseded entry points to) to where it ends: a head (no ``superseded-by``), a
 missing target, or the entry at which it returns on itself (a cycle). A cycle
-that no root leads into is listed from its smallest id. Chains that merge are
-listed once per root; each broken chain is reported once, on its root.
+that no root leads into is listed from its first id. Chains that merge are
+listed once per root; each broken chain is reported once, on its root. Chains are
+listed in the order of their roots' ids (SPEC 6.1; the reference tool lists a
+cycle that no root leads into after the rooted chains).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Chains:
     ``links``: id → the id its ``superseded-by`` resolves to, or the raw name when it resolves to nothing.
     ``missing``: id → the raw name that resolves to nothing.
     ``cycle_of``: id → the cycle it is a member of (ids in link order).
-    ``superseded``: the ids (sorted) of the valid entries that have a ``superseded-by``.
+    ``superseded``: the ids of the valid entries that have a ``superseded-by``, in the order of ``links``.
     """
 
     chains: tuple[Chain, ...]
@@ -83,7 +85,10 @@ class Chains:
 
 
 def resolve_chains(links: Mapping[str, str | None]) -> Chains:
-    """Resolve the chains of valid entries: ``links[id]`` is the raw ``superseded-by`` of entry ``id`` (or None)."""
+    """Resolve the chains of valid entries: ``links[id]`` is the raw ``superseded-by`` of entry ``id`` (or None).
+
+    ``links`` is in the order of the sorted entry ids; chains are listed in the order of their roots.
+    """
     by_basename: dict[str, str | None] = {}
     for name in links:
         base = posixpath.basename(name)
@@ -101,7 +106,8 @@ def resolve_chains(links: Mapping[str, str | None]) -> Chains:
         else:
             resolved[name] = hit
 
-    superseded = tuple(sorted(n for n in links if links[n] is not None))
+    order = {name: i for i, name in enumerate(links)}
+    superseded = tuple(n for n in links if links[n] is not None)
     targeted = {resolved[n] for n in superseded if n not in missing}
     roots = [n for n in superseded if n not in targeted]
     chains: list[Chain] = []
@@ -117,6 +123,8 @@ def resolve_chains(links: Mapping[str, str | None]) -> Chains:
             loop = chain.ids[chain.ids.index(chain.target) : -1]
             for member in loop:
                 cycle_of.setdefault(member, loop)
+    # Walked roots first (so a cycle is entered from its lead-in), listed in the order of the ids (SPEC 6.1).
+    chains.sort(key=lambda c: order[c.root])
     feeders: dict[str, list[str]] = {}
     for name, target in resolved.items():
         if name not in missing:

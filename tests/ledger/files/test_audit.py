@@ -133,7 +133,9 @@ def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- whole-day horizons
 
 
-@pytest.mark.parametrize(("as_of", "expired"), [(date(2025, 6, 29), False), (date(2025, 6, 30), False), (date(2025, 7, 1), True)])
+@pytest.mark.parametrize(
+    ("as_of", "expired"), [(date(2025, 6, 29), False), (date(2025, 6, 30), False), (date(2025, 7, 1), True)]
+)
 def test_expires_holds_on_its_own_day(tmp_path: Path, as_of: date, expired: bool) -> None:
     report = audit(write_dir(tmp_path, {"e.md": entry(created="2025-06-01", expires="2025-06-30")}), as_of=as_of)
     assert [x.id for x in report.expired] == (["e.md"] if expired else [])

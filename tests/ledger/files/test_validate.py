@@ -14,7 +14,7 @@ from tests.ledger.files.helpers import FACT, FIXTURES, entry
 
 VALID = sorted((FIXTURES / "valid").iterdir())
 INVALID = sorted((FIXTURES / "invalid").iterdir())
-EXAMPLES = sorted((FIXTURES / "reference-examples" / "memories").iterdir())
+EXAMPLES = sorted((FIXTURES / "reference-examples" / "examples" / "memories").iterdir())
 # Problems about the source itself: the "Missing sources" of the report.
 MISSING_SOURCE_CHECKS = {"source-reference-missing", "source-reference-placeholder"}
 
@@ -140,7 +140,9 @@ def test_fact_is_required_first_field() -> None:
     assert problems_of(entry(fact=None)) == [("fact", "missing-field", "invalid")]
 
 
-@pytest.mark.parametrize(("created", "horizon", "ok"), [("2025-01-10", "2025-01-10", True), ("2025-01-10", "2025-01-09", False)])
+@pytest.mark.parametrize(
+    ("created", "horizon", "ok"), [("2025-01-10", "2025-01-10", True), ("2025-01-10", "2025-01-09", False)]
+)
 def test_horizon_may_be_the_created_day_but_not_before(created: str, horizon: str, ok: bool) -> None:
     for kwargs in ({"expires": horizon}, {"expires": None, "review": horizon, "auth": "false"}):
         found = problems_of(entry(created=created, **kwargs))  # type: ignore[arg-type]
