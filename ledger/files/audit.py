@@ -257,7 +257,8 @@ def scope_violation(entry: Entry, context: str | None) -> str | None:
     return None
 
 
-def _is_scope_problem(p: Problem) -> bool:
+def is_scope_problem(p: Problem) -> bool:
+    """True for a validation problem that is about the scope declaration (a scope violation in the report)."""
     return p.field == "scope" or p.field.startswith("scope.") or p.check == "authorize-not-project"
 
 
@@ -339,7 +340,7 @@ class _Lists:
         )
         if any(p.rule == MISSING_SOURCE for p in entry.problems):
             self.missing.append(entry.name)
-        scope_problem = next((p for p in entry.problems if _is_scope_problem(p)), None)
+        scope_problem = next((p for p in entry.problems if is_scope_problem(p)), None)
         if scope_problem is not None:
             self.scope.append(Listed(entry.name, SCOPE_INVALID))
             hint = "fix the scope fields (see the invalid finding on the same line)"

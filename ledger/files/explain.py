@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.files.audit import AuditReport, Finding, scope_violation
+from ledger.files.audit import AuditReport, Finding, is_scope_problem, scope_violation
 from ledger.files.fields import authorization_criteria
 from ledger.files.model import CHAIN_CYCLE, CHAIN_MISSING_TARGET, INVALID, MISSING_SOURCE, Entry
 
@@ -70,9 +70,9 @@ def explain(report: AuditReport, name: str) -> Explanation:
 
 
 def _context_checks(report: AuditReport, entry: Entry, own_rules: set[str]) -> list[Check]:
-    valid = not entry.problems
-    reason = scope_violation(entry, report.context) if valid else None
-    in_scope = valid and reason is None
+    scope_problem = next((p for p in entry.problems if is_scope_problem(p)), None)
+    reason = scope_problem.message if scope_problem is not None else scope_violation(entry, report.context)
+    in_scope = entry.trusted and reason is None
     if report.context is None:
         scope_label = "in scope (no trust context: structural checks only)"
     else:
