@@ -12,6 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from ledger.files import parse_entry, read_entry, validate
+from ledger.files.fields import is_placeholder_reference
 from ledger.files.frontmatter import load_front_matter
 from tests.ledger.files.helpers import FIXTURES
 
@@ -96,3 +97,29 @@ def test_invalid_fixtures_the_schema_can_see_fail_it(path: Path) -> None:
     if not e.trusted or check in BEYOND_SCHEMA or check.startswith(("front-matter", "yaml-", "not-utf8")):
         pytest.skip(f"{check}: not a question the schema answers")
     assert errors(front_matter(path.read_text(encoding="utf-8"))), check
+
+
+@pytest.mark.parametrize(
+    ("ref", "placeholder"),
+    [
+        ("TODO", True),
+        ("todo: find it", True),
+        ("TBD", True),
+        ("unknown", True),
+        ("None", True),
+        ("n/a", True),
+        ("Replace me", True),
+        ("example chat", True),
+        ("<url>", True),
+        ("{{ticket}}", True),
+        ("https://x.example/<the id>", True),
+        ("https://tracker.example/ACME-42", False),
+        ("mail:<CAF12@mail.example.com>", False),
+        ("synthetic-conversation:2026-07-10#message-12", False),
+    ],
+)
+def test_schema_and_validator_agree_on_placeholder_references(ref: str, placeholder: bool) -> None:
+    data = front_matter((FIXTURES / "valid" / "authorizing.md").read_text(encoding="utf-8"))
+    data["source"]["reference"] = ref
+    assert bool(errors(data)) is placeholder
+    assert is_placeholder_reference(ref) is placeholder
