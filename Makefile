@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m pytest -q -s -m bench tests/bench -p no:cacheprovider
 
 soak: $(STAMP)

@@ -116,12 +116,11 @@ class LedgerReads:
             require_aware(now, name="now")
         with self._reading() as conn:
             now_us = self._read_us(conn, scope, now)
-            rows = rowsmod.fetch_where(
+            return rowsmod.fetch_records(
                 conn,
                 "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
                 {"s": scope, "n": now_us},
             )
-        return [rowsmod.to_record(r) for r in rows]
 
     def list_as_of(self, scope_key: str, as_of: datetime) -> RecordList:
         """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.
@@ -137,15 +136,13 @@ class LedgerReads:
             "AND (expires_at IS NULL OR expires_at > :t)"
         )
         with self._reading() as conn:
-            rows = rowsmod.fetch_where(conn, where, {"s": scope, "t": t})
-        return [rowsmod.to_record(r) for r in rows]
+            return rowsmod.fetch_records(conn, where, {"s": scope, "t": t})
 
     def records(self, scope_key: str) -> RecordList:
         """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
         scope = check_scope(scope_key)
         with self._reading() as conn:
-            rows = rowsmod.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
-        return [rowsmod.to_record(r) for r in rows]
+            return rowsmod.fetch_records(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
 
     def proposals(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """Proposals waiting for a decision (not past their expiry), oldest first."""
@@ -154,12 +151,11 @@ class LedgerReads:
             require_aware(now, name="now")
         with self._reading() as conn:
             now_us = self._read_us(conn, scope, now)
-            rows = rowsmod.fetch_where(
+            return rowsmod.fetch_records(
                 conn,
                 "scope_key = :s AND status = 'proposed' AND (expires_at IS NULL OR expires_at > :n)",
                 {"s": scope, "n": now_us},
             )
-        return [rowsmod.to_record(r) for r in rows]
 
     def search(self, scope_key: str, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
         """Full-text search over active bodies, best match first. Any text is a valid query."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection
 
-from ledger.instants import from_micros, opt_from_micros
+from ledger.instants import EPOCH
 from ledger.models import RECORDS, Kind, MemoryRecord, Provenance, Status
 from ledger.store import query
 
@@ -17,32 +19,65 @@ NAMES = tuple(column.name for column in RECORDS.c)
 COLUMNS = ", ".join(NAMES)
 
 
-def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
-    # Most records were created when they took effect and many were never touched
-    # since: convert each distinct instant once (every read converts every row).
-    valid_from_us, created_us, updated_us = row["valid_from"], row["created_at"], row["updated_at"]
-    valid_from = from_micros(valid_from_us)
-    created_at = valid_from if created_us == valid_from_us else from_micros(created_us)
-    return MemoryRecord(
-        id=row["id"],
-        scope_key=row["scope_key"],
-        kind=Kind(row["kind"]),
-        body=row["body"],
-        provenance=Provenance(row["provenance"]),
-        status=Status(row["status"]),
-        source_session_id=row["source_session_id"],
-        supersedes=[] if row["supersedes"] == "[]" else list(json.loads(row["supersedes"])),
-        superseded_by=row["superseded_by"],
-        confidence_bps=row["confidence_bps"],
-        rationale=row["rationale"],
-        valid_from=valid_from,
-        valid_to=opt_from_micros(row["valid_to"]),
-        expires_at=opt_from_micros(row["expires_at"]),
-        conflict_group=row["conflict_group"],
-        created_at=created_at,
-        updated_at=created_at if updated_us == created_us else from_micros(updated_us),
-        erased=row["erased_at"] is not None,
+_KINDS = {k.value: k for k in Kind}
+_PROVENANCES = {p.value: p for p in Provenance}
+_STATUSES = {s.value: s for s in Status}
+# A record is built by setting its slots directly: a frozen dataclass's __init__ goes through
+# object.__setattr__ once per field, which costs more than the rest of the conversion (a list of
+# 1,500 records converts every one).
+_SETTERS = tuple(getattr(MemoryRecord, f.name).__set__ for f in fields(MemoryRecord))
+_NEW = object.__new__
+
+
+def _instant(value: int) -> datetime:
+    return EPOCH + timedelta(0, 0, value)  # positional: a third faster than microseconds=
+
+
+def record_from_tuple(row: Sequence[Any]) -> MemoryRecord:
+    """A record from a row in :data:`NAMES` order (the fast path of every list read)."""
+    (_seq, rid, scope, kind, body, prov, status, session, sup, succ, conf, why, vf, vt, exp, group, erased, ca, ua) = (
+        row
     )
+    # Most records were created when they took effect and many were never touched
+    # since: convert each distinct instant once.
+    valid_from = _instant(vf)
+    created_at = valid_from if ca == vf else _instant(ca)
+    values = (
+        rid,
+        scope,
+        _KINDS[kind],
+        body,
+        _PROVENANCES[prov],
+        _STATUSES[status],
+        session,
+        [] if sup == "[]" else list(json.loads(sup)),
+        succ,
+        conf,
+        why,
+        valid_from,
+        None if vt is None else _instant(vt),
+        None if exp is None else _instant(exp),
+        group,
+        created_at,
+        created_at if ua == ca else _instant(ua),
+        erased is not None,
+    )
+    rec: MemoryRecord = _NEW(MemoryRecord)
+    for setter, value in zip(_SETTERS, values, strict=True):
+        setter(rec, value)
+    return rec
+
+
+def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
+    return record_from_tuple([row[name] for name in NAMES])
+
+
+def fetch_records(
+    conn: Connection, where: str, params: Mapping[str, Any], *, order: str = "valid_from, seq"
+) -> list[MemoryRecord]:
+    """The records matching ``where``, converted straight from the driver's tuples."""
+    found = query(conn, f"SELECT {COLUMNS} FROM memory_records WHERE {where} ORDER BY {order}", dict(params))
+    return [record_from_tuple(row) for row in found]
 
 
 def _rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -224,8 +224,7 @@ class Transaction(Reader):
 
     def active(self) -> list[MemoryRecord]:
         """The scope's active set at ``tx.now``."""
-        found = rows.fetch_where(self.conn, _ACTIVE_NOW, {"s": self.scope_key, "n": self.now_us})
-        return [rows.to_record(r) for r in found]
+        return rows.fetch_records(self.conn, _ACTIVE_NOW, {"s": self.scope_key, "n": self.now_us})
 
     def _row(self, record_id: object) -> Row:
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:

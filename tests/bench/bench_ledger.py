@@ -61,7 +61,7 @@ PINS = (
     "Release branches are named release/YYYY.MM",
 )
 
-# The pragmas ledger.db sets on every SQLite connection, so the baseline pays the same.
+# The pragmas ledger.store.sqlite sets on every SQLite connection, so the baseline pays the same.
 PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
@@ -136,9 +136,12 @@ class RawSqlite:
 class LedgerStatements(RawSqlite):
     """The exact statements ``Ledger.save`` runs, replayed on raw sqlite3: the database's share of a save."""
 
-    ENSURE_SCOPE = (
-        "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at) "
-        "VALUES (?, 200, ?, ?) ON CONFLICT (scope_key) DO NOTHING"
+    STAMP = (
+        "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at, latest_at) "
+        "VALUES (?, 200, ?, ?, ?) ON CONFLICT (scope_key) DO UPDATE SET latest_at = CASE "
+        "WHEN scope_settings.latest_at IS NULL OR scope_settings.latest_at < excluded.latest_at "
+        "THEN excluded.latest_at WHEN 1 = 1 THEN scope_settings.latest_at ELSE scope_settings.latest_at + 1 END "
+        "RETURNING latest_at"
     )
     DUE = (
         "SELECT seq FROM memory_records WHERE status IN ('active','proposed') AND expires_at IS NOT NULL "
@@ -154,7 +157,7 @@ class LedgerStatements(RawSqlite):
         record_id = "mem_" + secrets.token_hex(12)
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(self.ENSURE_SCOPE, (scope, now_us, now_us))
+        conn.execute(self.STAMP, (scope, now_us, now_us, now_us)).fetchone()
         conn.execute(self.DUE, (now_us, scope)).fetchall()
         conn.execute(self.USAGE, (scope, scope, scope)).fetchone()
         conn.execute(self.INSERT, (record_id, scope, body, now_us, now_us, now_us))
@@ -395,3 +398,101 @@ def test_sweep_cost_follows_what_is_due(tmp_path: Path) -> None:
     small.close()
     large.close()
     figure.check()
+
+
+# --------------------------------------------------------------------------- LangGraph's SqliteStore
+LANGGRAPH_N = 1_500
+LANGGRAPH_ROUNDS = 5
+
+
+class LangGraphStore:
+    """LangGraph's ``SqliteStore`` (the store LangMem keeps memories in) on a WAL file of its own."""
+
+    def __init__(self, path: Path) -> None:
+        from langgraph.store.sqlite import SqliteStore
+
+        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.store = SqliteStore(self.conn)
+        self.store.setup()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def test_side_by_side_with_langgraph_sqlite_store(tmp_path: Path) -> None:
+    """Same 1,500 bodies, file SQLite in WAL on both sides, one process, interleaved rounds."""
+    pytest.importorskip("langgraph.store.sqlite", reason="pip install -e '.[bench]' (make bench does)")
+    base = open_ledger(f"sqlite:///{tmp_path / 'ours.db'}")
+    theirs = LangGraphStore(tmp_path / "langgraph.db")
+    bodies = [pin(0, i) for i in range(LANGGRAPH_N)]
+    scopes: dict[int, Ledger] = {}
+    recs: dict[int, list[str]] = {}
+
+    def ours_save(r: int) -> Sample:
+        led = scopes[r] = Ledger(base.engine, account=f"lg{r}")
+        led.set_budget(led.scope_key, LANGGRAPH_N + 10)
+        out = recs[r] = []
+        return per_op(lambda i: out.append(led.save(bodies[i]).id), LANGGRAPH_N)
+
+    def their_put(r: int) -> Sample:
+        return per_op(lambda i: theirs.store.put(("memories", f"lg{r}"), f"k{i}", {"text": bodies[i]}), LANGGRAPH_N)
+
+    saves = interleave({"ours": ours_save, "theirs": their_put}, rounds=LANGGRAPH_ROUNDS, warmup=1)
+    save_fig = report(
+        "save vs LangGraph SqliteStore.put, per record",
+        saves["ours"],
+        saves["theirs"],
+        target=1.0,
+        baseline_label="LangGraph SqliteStore.put",
+    )
+    last = max(scopes)
+
+    def ours_list(r: int) -> Sample:
+        return once(lambda: scopes[last].list(scopes[last].scope_key))
+
+    def their_search(r: int) -> Sample:
+        return once(lambda: theirs.store.search(("memories", f"lg{last}"), limit=LANGGRAPH_N))
+
+    lists = interleave({"ours": ours_list, "theirs": their_search}, rounds=15)
+    list_fig = report(
+        "list 1,500 active vs LangGraph search(limit=1500)",
+        lists["ours"],
+        lists["theirs"],
+        target=1.0,
+        baseline_label="LangGraph SqliteStore.search",
+    )
+    ids = recs[last]
+
+    def ours_get(r: int) -> Sample:
+        return per_op(lambda i: scopes[last].get(ids[i]), 200)
+
+    def their_get(r: int) -> Sample:
+        return per_op(lambda i: theirs.store.get(("memories", f"lg{last}"), f"k{i}"), 200)
+
+    gets = interleave({"ours": ours_get, "theirs": their_get}, rounds=9)
+    get_fig = report("get one record vs LangGraph get", gets["ours"], gets["theirs"], target=2.0)
+    edited: dict[int, str] = {}
+
+    def ours_edit(r: int) -> Sample:
+        led = scopes[last]
+
+        def one(i: int) -> None:
+            key = (r * 100 + i) % len(ids)
+            new = led.save(bodies[key] + " (edited)", supersedes=edited.get(key, ids[key]))
+            edited[key] = new.id
+
+        return per_op(one, 100)
+
+    def their_edit(r: int) -> Sample:
+        ns = ("memories", f"lg{last}")
+        return per_op(lambda i: theirs.store.put(ns, f"k{(r * 100 + i) % len(ids)}", {"text": "edited"}), 100)
+
+    edits = interleave({"ours": ours_edit, "theirs": their_edit}, rounds=9)
+    edit_fig = report("edit (supersede) vs LangGraph put over a key", edits["ours"], edits["theirs"], target=3.0)
+    wall = {name: median([s.wall_s for s in runs]) for name, runs in saves.items()}
+    note(f"saves per second: memledger {1 / wall['ours']:,.0f}, LangGraph SqliteStore {1 / wall['theirs']:,.0f}")
+    theirs.close()
+    base.close()
+    for figure in (save_fig, list_fig, get_fig, edit_fig):
+        figure.check()
