@@ -29,7 +29,7 @@ from consolidation import runs as R
 from consolidation import settings as S
 from consolidation.apply import apply_batch
 from consolidation.errors import RunNotFound
-from consolidation.gate import UNPARSEABLE, check_batch
+from consolidation.gate import UNPARSEABLE, GateResult, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
@@ -317,25 +317,7 @@ class ConsolidationService:
                 ops_refused=count,
                 refusals={UNPARSEABLE: count},
             )
-        tx.prepare()
-        settings = self._settings_in(tx, run.scope_key)
-        mode = Mode(run.mode or settings.mode)
-        ops = run.answer.get("operations") if isinstance(run.answer, dict) else None
-        named = {
-            t
-            for op in ops or []
-            if isinstance(op, dict) and isinstance(op.get("targets"), list)
-            for t in op["targets"]
-            if isinstance(t, str)
-        }
-        gate = check_batch(
-            run.answer,
-            scope_key=run.scope_key,
-            records=tx.records(sorted(named)),
-            allowed_ops=settings.allowed_ops,
-            now=tx.now,
-            screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
-        )
+        gate, mode = self._gate(tx, run)
         self._fault("mid_apply")
         applied = apply_batch(tx, gate, mode=mode, run_id=run_id)
         refusals = gate.refusals
@@ -355,6 +337,29 @@ class ConsolidationService:
         if not won:
             raise _LostRace(run_id)  # another settlement won: roll the whole batch back
         return True
+
+    def _gate(self, tx: Transaction, run: ConsolidationRun) -> tuple[GateResult, Mode]:
+        """Check the stored answer against the records as they are at ``tx.now``."""
+        tx.prepare()
+        settings = self._settings_in(tx, run.scope_key)
+        mode = Mode(run.mode or settings.mode)
+        ops = run.answer.get("operations") if isinstance(run.answer, dict) else None
+        named = {
+            t
+            for op in ops or []
+            if isinstance(op, dict) and isinstance(op.get("targets"), list)
+            for t in op["targets"]
+            if isinstance(t, str)
+        }
+        gate = check_batch(
+            run.answer,
+            scope_key=run.scope_key,
+            records=tx.records(sorted(named)),
+            allowed_ops=settings.allowed_ops,
+            now=tx.now,
+            screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
+        )
+        return gate, mode
 
     def _settle(
         self,

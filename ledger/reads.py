@@ -25,12 +25,16 @@ from ledger.models import LedgerEvent, MemoryRecord, Status
 from ledger.packet import Packet, build_packet
 from ledger.search import search_active
 from ledger.store import Store, query
-from ledger.tx import Reader
+from ledger.txparts import Reader
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 
 RecordList = list[MemoryRecord]  # aliases: inside the class, ``list`` names the method
 EventList = list[LedgerEvent]
+
+
+def _may_expire(record: MemoryRecord) -> bool:
+    return record.status == Status.ACTIVE and record.expires_at is not None
 
 
 def _as_of(record: MemoryRecord, at: datetime) -> MemoryRecord:
@@ -93,9 +97,10 @@ class LedgerReads:
         if now is not None:
             require_aware(now, name="now")
         with self._reading() as conn:
-            row = self._require_row(conn, record_id)
-            at = from_micros(self._read_us(conn, row["scope_key"], now))
-            return _as_of(rowsmod.to_record(row), at)
+            record = rowsmod.to_record(self._require_row(conn, record_id))
+            if not _may_expire(record):
+                return record  # the instant cannot change how it reads: no need to read it
+            return _as_of(record, from_micros(self._read_us(conn, record.scope_key, now)))
 
     def history(self, record_id: str, *, now: datetime | None = None) -> RecordList:
         """The whole revision chain of ``record_id`` (every source of every merge), oldest first, as of ``now``."""
@@ -103,11 +108,14 @@ class LedgerReads:
             require_aware(now, name="now")
         with self._reading() as conn:
             row = self._require_row(conn, record_id)
-            at = from_micros(self._read_us(conn, row["scope_key"], now))
             head = rowsmod.chain_head(conn, row)
             chain = [*rowsmod.ancestors(conn, head), head]
-        chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
-        return [_as_of(rowsmod.to_record(r), at) for r in chain]
+            chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
+            records = [rowsmod.to_record(r) for r in chain]
+            if not any(_may_expire(r) for r in records):
+                return records
+            at = from_micros(self._read_us(conn, row["scope_key"], now))
+        return [_as_of(r, at) for r in records]
 
     def list(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """The active set of a scope as of ``now``: never a record past its ``expires_at``."""

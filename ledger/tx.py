@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, CursorResult, Executable, Table
+from sqlalchemy import Connection, Table
 
 from ledger import derived, rows
 from ledger import validate as V
@@ -33,15 +32,24 @@ from ledger.errors import (
     ScopeError,
 )
 from ledger.instants import from_micros, to_micros
-from ledger.models import TRANSITIONS, EventKind, Kind, MemoryRecord, Provenance, Status
+from ledger.models import EventKind, Kind, MemoryRecord, Provenance, Status
 from ledger.screening import screen_body
 from ledger.store import execute, query
 from ledger.sweep import SWEEP_BATCH, expire_due
+from ledger.txparts import (
+    Reader,
+    Row,
+    ScopeUsage,
+    _check_transition,
+    _NewRecord,
+    _replace_expiry,
+    _replace_status,
+    _values,
+)
 
 if TYPE_CHECKING:
     from ledger.core import Ledger
 
-Row = Mapping[str, Any]
 
 _INSERT_EVENT = (
     "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
@@ -64,51 +72,6 @@ _ACTIVE_NOW = "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (exp
 
 # json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
 _sorted_json = json.JSONEncoder(sort_keys=True).encode
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeUsage:
-    scope_key: str
-    max_records: int
-    active: int
-    proposed: int
-
-    @property
-    def held(self) -> int:
-        return self.active + self.proposed
-
-
-@dataclass(frozen=True, slots=True)
-class _NewRecord:
-    """What a write path hands to :meth:`Transaction._write_record` (screened and validated)."""
-
-    body: str
-    kind: Kind
-    provenance: Provenance
-    status: Status
-    expires_at: int | None = None
-    conflict_group: str | None = None
-    source_session_id: str | None = None
-    confidence_bps: int | None = None
-    rationale: str | None = None
-    run_id: str | None = None
-
-
-class Reader:
-    """A read transaction (one snapshot). ``execute`` runs SQLAlchemy Core statements."""
-
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def execute(
-        self, statement: Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
-    ) -> CursorResult[Any]:
-        """Run one SQLAlchemy Core statement (built from the SQLModel tables in :mod:`ledger.models`)."""
-        return self.conn.execute(statement, params)
-
-    def records(self, record_ids: Iterable[str]) -> dict[str, MemoryRecord]:
-        """The named records as this transaction sees them, by id (missing ids left out)."""
-        return {row["id"]: rows.to_record(row) for row in rows.fetch_many(self.conn, list(record_ids))}
 
 
 class Transaction(Reader):
@@ -558,47 +521,6 @@ class Transaction(Reader):
         detail = {"supersedes": names, "provenance": new.provenance.value}
         self.event(event, record_id=new_id, run_id=new.run_id, detail=detail)
         return rows.to_record({**values, "seq": None})
-
-
-def _values(record_id: str, scope: str, new: _NewRecord, now_us: int, supersedes: Sequence[str]) -> dict[str, Any]:
-    return {
-        "id": record_id,
-        "scope_key": scope,
-        "kind": new.kind.value,
-        "body": new.body,
-        "provenance": new.provenance.value,
-        "status": new.status.value,
-        "source_session_id": new.source_session_id,
-        "supersedes": json.dumps(list(supersedes)) if supersedes else "[]",
-        "superseded_by": None,
-        "confidence_bps": new.confidence_bps,
-        "rationale": new.rationale,
-        "valid_from": now_us,
-        "valid_to": None if new.status == Status.ACTIVE else now_us,
-        "expires_at": new.expires_at,
-        "conflict_group": new.conflict_group,
-        "erased_at": None,
-        "created_at": now_us,
-        "updated_at": now_us,
-    }
-
-
-def _replace_expiry(new: _NewRecord, expires_at: int | None) -> _NewRecord:
-    from dataclasses import replace
-
-    return replace(new, expires_at=expires_at)
-
-
-def _replace_status(new: _NewRecord, status: Status) -> _NewRecord:
-    from dataclasses import replace
-
-    return replace(new, status=status)
-
-
-def _check_transition(row: Row, to: Status, verb: str) -> None:
-    current = Status(row["status"])
-    if to not in TRANSITIONS[current]:
-        raise InvalidTransition(f"cannot {verb} {row['id']}: it is {current.value}")
 
 
 __all__ = ["Reader", "ScopeUsage", "Transaction"]
