@@ -162,3 +162,23 @@ def test_registering_text_of_an_already_forgotten_record_erases_it_at_once(led: 
 def test_a_bad_derived_registration_is_refused(led: Ledger, bad: Callable[[Any], None]) -> None:
     with pytest.raises(InvalidArgument), led.transaction(SCOPE) as tx:
         bad(tx)
+
+
+def test_consolidation_reaches_the_database_only_through_the_ledgers_public_surface() -> None:
+    """consolidation/ imports no ledger.db or store module and never touches an engine (issue 8)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "consolidation"
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("ledger.db", "ledger.store")):
+                offenders.append(f"{path.name}: from {node.module}")
+            if isinstance(node, ast.Import) and any(
+                a.name.startswith(("ledger.db", "ledger.store")) for a in node.names
+            ):
+                offenders.append(f"{path.name}: import")
+            if isinstance(node, ast.Attribute) and node.attr == "engine":
+                offenders.append(f"{path.name}:{node.lineno} .engine")
+    assert offenders == []
