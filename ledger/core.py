@@ -9,6 +9,7 @@ record past its expiry.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import secrets
@@ -30,7 +31,6 @@ from ledger.errors import (
     InvalidTransition,
     LedgerError,
     RecordNotFound,
-    ScopeError,
 )
 from ledger.instants import Clock, from_micros, require_aware, system_clock, to_micros
 from ledger.models import TRANSITIONS, EventKind, Kind, MemoryRecord, Provenance, Status
@@ -149,6 +149,16 @@ class Ledger(LedgerReads):
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
         self.engine.dispose()
+
+    def for_account(self, account: str) -> Ledger:
+        """This ledger bound to ``account:<account>`` instead: same engine, clock, limits and erase hooks.
+
+        For a server that serves many accounts (the account comes from the caller's token).
+        Raises ScopeError when the account cannot form a scope key.
+        """
+        twin = copy.copy(self)
+        twin.scope_key = check_scope(f"account:{account}")
+        return twin
 
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
@@ -312,8 +322,8 @@ class Ledger(LedgerReads):
             final_kind, final_group = new_kind or Kind.FACT, group
             if supersedes is not None:
                 target = self._require_row(conn, supersedes)
-                if target["scope_key"] != scope:
-                    raise ScopeError(f"record {supersedes} belongs to another scope")
+                if target["scope_key"] != scope:  # another account's id reads as an unknown one (SPEC 3.6)
+                    raise RecordNotFound(f"no memory record {supersedes!r}", record_id=supersedes)
                 if target["status"] != Status.ACTIVE:
                     raise InvalidTransition(
                         f"record {supersedes} is {target['status']}, not active: only an active record can be edited"
@@ -627,7 +637,7 @@ class Ledger(LedgerReads):
         with self.engine.connect() as conn:
             row = self._require_row(conn, record_id)
         if row["scope_key"] != self.scope_key:
-            raise RecordNotFound(f"no memory record {record_id!r} in {self.scope_key}", record_id=str(record_id))
+            raise RecordNotFound(f"no memory record {record_id!r}", record_id=str(record_id))
         return self.scope_key
 
     def set_budget(self, scope_key: str, max_records: int, *, now: datetime | None = None) -> ScopeUsage:
