@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from ledger.errors import BodyRejected
+from ledger.screening_views import decoded_runs, normalised
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
 
@@ -80,6 +81,7 @@ class _Finding:
 _TRIGGER: Final = re.compile(
     r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
     r"|cred|auth|be(?:arer|gin)|contrase|://"
+    r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord|пароль|密码|密碼|口令|パスワード|暗証"
 )
 _LONG_TOKEN: Final = 16
 _ARTIFACTORY_HINT: Final = re.compile(r"A(?:KC|P[\dA-F])[A-Za-z0-9]{8}")
@@ -337,6 +339,66 @@ def _keyword_rule(text: str) -> _Finding | None:
     return None
 
 
+# Passwords stated in a sentence in other languages (de, fr, es, pt, it, nl, ru, zh, ja): the keyword,
+# an optional "for the router" phrase, a connector ("ist", "est", "es", "é", "è", "是", "は", ":" ...),
+# the value. An unquoted value stops where CJK text resumes ("私のパスワードは hunter2 です").
+_INTL_KEYWORD = (
+    r"passwort|kennwort|mot\s+de\s+passe|mdp|contrase(?:ñ|n)a|clave|senha|palavra[\s-]passe|password"
+    r"|parola\s+d['\u2019]ordine|wachtwoord|парол(?:ь|я|ем)"
+)
+_CJK_KEYWORD = r"密码|密碼|口令|パスワード|暗証番号"
+_FOR_PHRASE = (
+    r"(?:\s+(?:für|fuer|vom|von|zum|zur|des|der|du|de|del|do|da|della|dello|van|voor|от|для)\s+"
+    r"(?:(?:das|die|den|dem|le|la|les|mon|ma|mes|el|mi|mis|o|a|meu|minha|il|lo|mio|mia|het|mijn|моей|моего)\s+)?"
+    r"[\w.'-]+)?"
+)
+_INTL_CONN = (
+    r"(?P<conn>\s*[:：=]\s*|\s*[—–]\s*|\s+(?:ist|lautet|hei(?:ß|ss)t|est|c['\u2019]est|es|é|è|is|это|равен)\s+"
+    r"|\s*(?:是|为|為|は)\s*|\s+)"
+)
+_CJK = "\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff01-\uff0f\uff1a-\uff20"
+_INTL_VALUE = (
+    rf"(?P<val>\"[^\"\n]{{1,200}}\"|'[^'\n]{{1,200}}'|«[^»\n]{{1,200}}»|「[^」\n]{{1,200}}」"
+    rf"|[^\s{_CJK}、。，,;]{{1,200}})"
+)
+_INTL_SENTENCE: Final = re.compile(
+    rf"(?:(?<![\w])(?:{_INTL_KEYWORD})|(?:{_CJK_KEYWORD})){_FOR_PHRASE}{_INTL_CONN}{_INTL_VALUE}", re.IGNORECASE
+)
+_CJK_NEXT: Final = re.compile(rf"[{_CJK}、。，]")
+# Words that follow "Passwort ist" / "mot de passe est" ... in prose rather than being the password.
+_INTL_PROSE_TEXT = """
+    im in bei auf unter nicht noch schon jetzt mein dein unser das der die ein eine gleich sicher geheim lang kurz
+    stark schwach falsch richtig neu alt gespeichert geändert vergessen abgelaufen hinterlegt
+    dans sur sous chez pas encore déjà sécurisé sûr secret long court fort faible faux nouveau ancien oublié changé
+    expiré enregistré le la les mon ma un une même
+    en seguro segura secreto secreta largo larga corta corto fuerte débil nueva nuevo vieja viejo olvidada
+    cambiada guardada el mi no ya igual
+    em na forte fraca nova antiga esquecida o meu minha um uma não
+    nel nella sicura sicuro segreta lunga debole vecchia dimenticata salvata il mio mia non uguale
+    op veilig geheim sterk zwak nieuw oud vergeten opgeslagen het de mijn een niet hetzelfde
+    в на у не надёжный надежный сложный простой длинный короткий новый старый забыт сохранён такой
+"""
+_INTL_PROSE: Final = frozenset(_INTL_PROSE_TEXT.split())
+
+
+def _intl_password_rule(text: str) -> _Finding | None:
+    """A password stated in a sentence in one of the other languages a user may write in."""
+    for m in _INTL_SENTENCE.finditer(text):
+        raw = m.group("val")
+        if raw.strip("\"'«»「」.,;:!?").lower() in _INTL_PROSE or _prose_word(raw.rstrip(".,;:!?")):
+            continue
+        conn = m.group("conn").strip()
+        mode = "assign" if conn == "=" else "colon" if conn in (":", "：") else "bare" if not conn else "verb"
+        end = m.end()
+        if _CJK_NEXT.match(text, end):  # the value ends where the sentence's script resumes
+            text_after, end_at = raw + ".", len(raw)
+        else:
+            text_after, end_at = text, end
+        if _judge(raw, _PW, mode, text_after, end_at):
+            return _DETAILS[_PW, "sentence"]
+    return None
+
+
 def _family(m: re.Match[str]) -> str:
     for family in (_PW, _PIN, _KEY):
         if m.group(family) is not None:
@@ -537,6 +599,24 @@ def find_credential(text: str) -> str | None:
 
 
 def _find(text: str) -> _Finding | None:
+    """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex."""
+    finding = _find_in(text)
+    if finding is not None:
+        return finding
+    view = normalised(text)
+    if view != text:
+        finding = _find_in(view)
+        if finding is not None:
+            return _Finding(f"{finding.detail}, disguised with invisible or look-alike characters", finding.advice)
+    if _has_long_token(view):
+        for decoded in decoded_runs(view):
+            finding = _find_in(decoded) or _find_in(normalised(decoded))
+            if finding is not None:
+                return _Finding(f"{finding.detail}, base64- or hex-encoded", finding.advice)
+    return None
+
+
+def _find_in(text: str) -> _Finding | None:
     low = text.lower()
     if not _is_candidate(text, low):
         return None
@@ -548,7 +628,7 @@ def _find(text: str) -> _Finding | None:
         segment_low = segment.lower() if len(segments) > 1 else low
         if not _is_candidate(segment, segment_low):
             continue
-        finding = _keyword_rule(segment) or _detect_secrets_rule(segment)
+        finding = _keyword_rule(segment) or _intl_password_rule(segment) or _detect_secrets_rule(segment)
         if finding is not None:
             return finding
     return None

@@ -577,7 +577,7 @@ ID_METHODS = [
 def test_another_accounts_scope_is_a_scope_error(
     led: Ledger, make_ledger: Any, clock: Clock, method: str, extra: dict[str, Any]
 ) -> None:
-    other, _, _ = _foreign_records(make_ledger, clock)
+    _foreign_records(make_ledger, clock)
     before = state(led)
     error = err(led, method, {"scopeKey": "account:other", **extra})
     assert error["code"] == INVALID_PARAMS

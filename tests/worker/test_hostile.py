@@ -38,7 +38,8 @@ NASTY = [
     "2030-01-01T00:00:00.1234567Z", "2030-01-01T00:00:00Z", "2030-02-30T00:00:00Z", "9999-12-31T23:59:59-05:00",
     "0001-01-01T00:00:00+01:00", SCOPE, "account:other", "account:", "mem_", "mem_000000000000000000000000",
     "'", '"', "*", "NEAR(", "AND OR NOT", "{", "]", "%s", "${x}", "/pin ", "/unpin ", "/pins",
-    "sk-ant-api03-" + "Zq7vX2mK9pL4nR8sT1wY6bC3dF5gH0jA" * 2, "password=hunter2!", "é", "😀", "ｆｕｌｌ",
+    "sk-ant-api03-" + "Zq7vX2mK9pL4nR8sT1wY6bC3dF5gH0jA" * 2, "password=hunter2!", "é", "😀",
+    "\uff46\uff55\uff4c\uff4c",
 ]  # fmt: skip
 WIRE_NAMES = [
     "body", "kind", "supersedes", "expiresAt", "conflictGroup", "sourceSessionId", "scopeKey", "asOf", "id",

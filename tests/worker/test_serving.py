@@ -190,7 +190,7 @@ def _probe_all_methods(client: TestClient, headers: dict[str, str], scope: str, 
         answers.append(
             client.post(
                 "/rpc", json=rpc("memory/handle_slash_command", {"text": f"/unpin {record_id}"}), headers=headers
-            ).json()  # fmt: skip
+            ).json()
         )
     for method in ("memory/handle_slash_command", "memory/get_consolidation_settings", "consolidation/notify_turn"):
         params = {"text": "/pins"} if method == "memory/handle_slash_command" else None
