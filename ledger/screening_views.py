@@ -31,8 +31,13 @@ FORMAT_CHARS_CLASS: Final = (
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
 )
 _FORMAT_CHARS: Final = re.compile(f"[{FORMAT_CHARS_CLASS}]")
-_MIXED_WORD: Final = re.compile(r"\w*(?:[A-Za-z][^\W\d_A-Za-z]|[^\W\d_A-Za-z][A-Za-z])\w*")
-_NON_ASCII_LETTER: Final = re.compile(r"[^\W\d_A-Za-z]")
+# Scripts whose letters are drawn like Latin ones: Greek, Cyrillic, Armenian, Cherokee, Coptic.
+_LOOKALIKE_SCRIPTS: Final = (
+    "\u0370-\u03ff\u0400-\u052f\u0530-\u058f\u13a0-\u13ff\u1f00-\u1fff\u2c80-\u2cff\ua640-\ua69f"
+)
+# A word (from its start, so the search stays linear) holding both a Latin letter and a look-alike one.
+_MIXED_WORD: Final = re.compile(rf"(?<!\w)(?=\w*[A-Za-z])(?=\w*[{_LOOKALIKE_SCRIPTS}])\w+")
+_NON_ASCII_LETTER: Final = re.compile(f"[{_LOOKALIKE_SCRIPTS}]")
 # Long enough to hold the shortest key worth finding once decoded (16 characters -> 24 of base64).
 _BASE64_RUN: Final = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
 _HEX_RUN: Final = re.compile(r"(?:[0-9A-Fa-f]{2}){16,}")
@@ -68,6 +73,8 @@ def normalised(text: str) -> str:
     if text.isascii():
         return text
     view = _FORMAT_CHARS.sub("", unicodedata.normalize("NFKC", text))
+    if _NON_ASCII_LETTER.search(view) is None:
+        return view
     return _MIXED_WORD.sub(_fold_word, view)
 
 
