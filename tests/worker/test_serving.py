@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -360,3 +361,28 @@ def test_serve_command_refuses_to_bind_publicly_without_tokens(tmp_path: Any) ->
     done = subprocess.run([MEMLEDGER, "serve", "--host", "0.0.0.0", "--port", "0"], env=env, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2 and "MEMLEDGER_AUTH=tokens" in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------- deploy: tokens on, publish only what must
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def test_deployments_have_tokens_on_and_publish_only_the_api() -> None:
+    import yaml
+
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    for name, service in compose["services"].items():
+        if name in ("postgres", "redis"):
+            assert "ports" not in service, name
+            continue
+        assert service["environment"]["MEMLEDGER_AUTH"] == "tokens", name
+        assert ("ports" in service) == (name == "api"), name
+    assert compose["services"]["api"]["ports"] == [
+        "${MEMLEDGER_HTTP_BIND:-127.0.0.1}:${MEMLEDGER_HTTP_PORT:-8080}:8080"
+    ]
+    config = yaml.safe_load((DEPLOY / "k8s" / "10-config.yaml").read_text())
+    assert config["data"]["MEMLEDGER_AUTH"] == "tokens"
+    services = [d for d in yaml.safe_load_all((DEPLOY / "k8s" / "40-api.yaml").read_text()) if d["kind"] == "Service"]
+    assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
+    assert "MEMLEDGER_AUTH=tokens" in (DEPLOY / "Dockerfile").read_text()
+    assert "--host 127.0.0.1" in (DEPLOY / "systemd" / "memledger-serve.service").read_text()
