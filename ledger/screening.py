@@ -441,6 +441,7 @@ _FORMATS: Final[tuple[tuple[str, str, str, _Validator | None], ...]] = (
     ("Hugging Face token", _ADVICE_KEY, r"\bhf_[A-Za-z0-9]{30,}\b", _random_tail),
     ("SendGrid API key", _ADVICE_KEY, r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", None),
     ("DigitalOcean token", _ADVICE_KEY, r"\bdo[por]_v1_[a-f0-9]{64}\b", None),
+    ("memledger API token", _ADVICE_KEY, r"\bmlt_[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])", None),
     ("Shopify token", _ADVICE_KEY, r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", None),
     (
         "HTTP authorization header",
@@ -454,7 +455,7 @@ _FORMAT_RE: Final = re.compile("|".join(f"(?P<f{i}>{pattern})" for i, (_, _, pat
 _FORMAT_HINT: Final = re.compile(
     r"sk-|gh[pousr]_|github_pat_|gl(?:pat|dt|ft|soat|rt|cbt|ptt|oas|imt|agent)-|xox|xapp-|hooks\.slack"
     r"|akia|asia|abia|acca|a3t|aiza|ya29\.|gocspx-|eyj|private key|putty-user|k_live_|k_test_|whsec_"
-    r"|npm_|pypi-|hf_|sg\.|_v1_|shp|bearer|authorization"
+    r"|npm_|pypi-|hf_|sg\.|_v1_|shp|bearer|authorization|mlt_"
 )
 
 # scheme://user:password@host — the password part must not be empty or a placeholder.

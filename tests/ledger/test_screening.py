@@ -312,3 +312,11 @@ def test_decoding_is_bounded() -> None:
 )
 def test_my_password_is_in_1password_is_kept_in_every_language(body: str) -> None:
     assert screen_body(body) == body
+
+
+def test_a_memledger_api_token_is_refused() -> None:
+    token = "mlt_" + "Fake0Token1Not2Real3abcdefghijklmnopqrstuvw"
+    assert _rejected(f"the chat backend uses {token}").detail == "memledger API token"
+    assert screen_body("tokens look like mlt_ followed by 43 characters") == (
+        "tokens look like mlt_ followed by 43 characters"
+    )
