@@ -386,3 +386,23 @@ def test_deployments_have_tokens_on_and_publish_only_the_api() -> None:
     assert [s["spec"]["type"] for s in services] == ["ClusterIP"]
     assert "MEMLEDGER_AUTH=tokens" in (DEPLOY / "Dockerfile").read_text()
     assert "--host 127.0.0.1" in (DEPLOY / "systemd" / "memledger-serve.service").read_text()
+
+
+@pytest.mark.postgres
+def test_tokens_on_postgres(pg_schema: str) -> None:
+    from sqlalchemy import inspect
+
+    from ledger import open_ledger
+
+    led = open_ledger(pg_schema, migrate=True)
+    try:
+        columns = {c["name"] for c in inspect(led.engine).get_columns("api_tokens")}
+        assert columns == {"id", "account", "hash", "created_at", "last_used_at", "revoked_at"}
+        tokens = TokenStore.for_ledger(led)
+        record, token = tokens.create("alice")
+        assert tokens.authenticate(token) == "alice" and tokens.authenticate(token + "x") is None
+        tokens.revoke(record.id)
+        assert tokens.authenticate(token) is None
+        assert [t.active for t in tokens.list("alice")] == [False]
+    finally:
+        led.close()
