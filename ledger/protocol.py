@@ -581,6 +581,12 @@ def _validation_error(exc: ValidationError) -> RpcError:
     return RpcError(INVALID_PARAMS, f"invalid params: {summary}", reason="invalid_params", errors=problems)
 
 
+_PYTHON_NAMES = re.compile(
+    r"\b(?:expires_at|as_of|conflict_group|source_session_id|scope_key|max_chars|max_records|record_id|debounce_s"
+    r"|allow_removal)\b"
+)
+
+
 def _ledger_error(exc: LedgerError) -> RpcError:
     """Map a LedgerError to its code; ``data`` gets the reason and the scalar context (camelCase, capped)."""
     code = REASON_CODES.get(exc.reason, LEDGER_ERROR)
@@ -598,6 +604,8 @@ def _ledger_error(exc: LedgerError) -> RpcError:
         message = not_found(str(exc.context.get("record_id", ""))).message
     elif len(message) > 400:  # a message that grew with its input: keep its head
         message = message[:400] + "…"
+    if exc.reason == "invalid_params":  # the ledger names its Python arguments; the client knows the wire's
+        message = _PYTHON_NAMES.sub(lambda m: to_camel(m.group()), message)
     return RpcError(code, message, reason=exc.reason, **context)
 
 

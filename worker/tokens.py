@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, Row, insert, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from ledger import Ledger
 from ledger.errors import LedgerError
@@ -161,8 +162,11 @@ class TokenStore:
             return None
         now_us = self._now_us(now)
         if row.last_used_at is None or now_us - row.last_used_at >= LAST_USED_EVERY_US:
-            with self.engine.begin() as conn:
-                conn.execute(update(_TABLE).where(_TABLE.c.id == row.id).values(last_used_at=now_us))
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(update(_TABLE).where(_TABLE.c.id == row.id).values(last_used_at=now_us))
+            except SQLAlchemyError:  # best effort: a busy database must not turn a valid token away
+                log.warning("could not record the use of api token %s", row.id, exc_info=True)
         account: str = row.account
         return account
 

@@ -811,3 +811,8 @@ def test_batches_are_bounded(led: Ledger) -> None:
     assert "100" in too_many["error"]["message"]
     assert led.records(SCOPE) == []
     assert len(handle(led, [{**request, "id": i} for i in range(100)])) == 100
+
+
+def test_ledger_refusals_name_the_wire_field(led: Ledger) -> None:
+    past = err(led, "memory/save_memory_record", {"body": "x", "expiresAt": "2020-01-01T00:00:00Z"})
+    assert "expiresAt" in past["message"] and "expires_at" not in past["message"]
