@@ -337,3 +337,27 @@ def test_a_declared_oversize_body_is_refused_before_it_is_sent(served: Served) -
         sock.settimeout(10)
         [(status, _)] = _read_responses(sock, 1)
     assert status == 413
+
+
+def test_rpc_answers_every_line_after_a_lone_surrogate(tmp_path: Path, base_env: dict[str, str]) -> None:
+    # `memledger rpc` used to exit with status 1 on a lone surrogate and never answer the next line.
+    env = {**base_env, "MEMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'stdio.db'}"}
+    lines = [
+        b'{"jsonrpc":"2.0","id":1,"method":"memory/save_memory_record","params":{"body":"x\\ud800"}}',
+        b'{"jsonrpc":"2.0","id":"\\udc00","method":"memory/list_memory_records","params":{"scopeKey":"account:local"}}',
+        b'[{"jsonrpc":"2.0","id":3,"method":"memory/\\ud800"},{"jsonrpc":"2.0","id":4,"method":"memory/save_memory_record",'
+        b'"params":{"body":"after the surrogates"}}]',
+    ]
+    done = subprocess.run([MEMLEDGER, "rpc"], input=b"\n".join(lines) + b"\n", env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (
+        answers[0]["error"]["data"]
+        == {
+            "reason": "invalid_params",
+            "field": "body",
+        }
+        or answers[0]["error"]["data"]["field"] == "body"
+    )
+    assert answers[1]["id"] is None and answers[1]["error"]["code"] == -32600
+    assert [a["id"] for a in answers[2]] == [3, 4] and answers[2][1]["result"]["body"] == "after the surrogates"
