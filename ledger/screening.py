@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from ledger.errors import BodyRejected
+from ledger.screening_languages import CJK_NEXT, INTL_PROSE, INTL_SENTENCE
 from ledger.screening_views import decoded_runs, normalised
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
@@ -339,58 +340,16 @@ def _keyword_rule(text: str) -> _Finding | None:
     return None
 
 
-# Passwords stated in a sentence in other languages (de, fr, es, pt, it, nl, ru, zh, ja): the keyword,
-# an optional "for the router" phrase, a connector ("ist", "est", "es", "é", "è", "是", "は", ":" ...),
-# the value. An unquoted value stops where CJK text resumes ("私のパスワードは hunter2 です").
-_INTL_KEYWORD = (
-    r"passwort|kennwort|mot\s+de\s+passe|mdp|contrase(?:ñ|n)a|clave|senha|palavra[\s-]passe|password"
-    r"|parola\s+d['\u2019]ordine|wachtwoord|парол(?:ь|я|ем)"
-)
-_CJK_KEYWORD = r"密码|密碼|口令|パスワード|暗証番号"
-_FOR_PHRASE = (
-    r"(?:\s+(?:für|fuer|vom|von|zum|zur|des|der|du|de|del|do|da|della|dello|van|voor|от|для)\s+"
-    r"(?:(?:das|die|den|dem|le|la|les|mon|ma|mes|el|mi|mis|o|a|meu|minha|il|lo|mio|mia|het|mijn|моей|моего)\s+)?"
-    r"[\w.'-]+)?"
-)
-_INTL_CONN = (
-    r"(?P<conn>\s*[:：=]\s*|\s*[—–]\s*|\s+(?:ist|lautet|hei(?:ß|ss)t|est|c['\u2019]est|es|é|è|is|это|равен)\s+"
-    r"|\s*(?:是|为|為|は)\s*|\s+)"
-)
-_CJK = "\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff01-\uff0f\uff1a-\uff20"
-_INTL_VALUE = (
-    rf"(?P<val>\"[^\"\n]{{1,200}}\"|'[^'\n]{{1,200}}'|«[^»\n]{{1,200}}»|「[^」\n]{{1,200}}」"
-    rf"|[^\s{_CJK}、。，,;]{{1,200}})"
-)
-_INTL_SENTENCE: Final = re.compile(
-    rf"(?:(?<![\w])(?:{_INTL_KEYWORD})|(?:{_CJK_KEYWORD})){_FOR_PHRASE}{_INTL_CONN}{_INTL_VALUE}", re.IGNORECASE
-)
-_CJK_NEXT: Final = re.compile(rf"[{_CJK}、。，]")
-# Words that follow "Passwort ist" / "mot de passe est" ... in prose rather than being the password.
-_INTL_PROSE_TEXT = """
-    im in bei auf unter nicht noch schon jetzt mein dein unser das der die ein eine gleich sicher geheim lang kurz
-    stark schwach falsch richtig neu alt gespeichert geändert vergessen abgelaufen hinterlegt
-    dans sur sous chez pas encore déjà sécurisé sûr secret long court fort faible faux nouveau ancien oublié changé
-    expiré enregistré le la les mon ma un une même
-    en seguro segura secreto secreta largo larga corta corto fuerte débil nueva nuevo vieja viejo olvidada
-    cambiada guardada el mi no ya igual
-    em na forte fraca nova antiga esquecida o meu minha um uma não
-    nel nella sicura sicuro segreta lunga debole vecchia dimenticata salvata il mio mia non uguale
-    op veilig geheim sterk zwak nieuw oud vergeten opgeslagen het de mijn een niet hetzelfde
-    в на у не надёжный надежный сложный простой длинный короткий новый старый забыт сохранён такой
-"""
-_INTL_PROSE: Final = frozenset(_INTL_PROSE_TEXT.split())
-
-
 def _intl_password_rule(text: str) -> _Finding | None:
     """A password stated in a sentence in one of the other languages a user may write in."""
-    for m in _INTL_SENTENCE.finditer(text):
+    for m in INTL_SENTENCE.finditer(text):
         raw = m.group("val")
-        if raw.strip("\"'«»「」.,;:!?").lower() in _INTL_PROSE or _prose_word(raw.rstrip(".,;:!?")):
+        if raw.strip("\"'«»「」.,;:!?").lower() in INTL_PROSE or _prose_word(raw.rstrip(".,;:!?")):
             continue
         conn = m.group("conn").strip()
         mode = "assign" if conn == "=" else "colon" if conn in (":", "：") else "bare" if not conn else "verb"
         end = m.end()
-        if _CJK_NEXT.match(text, end):  # the value ends where the sentence's script resumes
+        if CJK_NEXT.match(text, end):  # the value ends where the sentence's script resumes
             text_after, end_at = raw + ".", len(raw)
         else:
             text_after, end_at = text, end
