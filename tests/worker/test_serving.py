@@ -406,3 +406,34 @@ def test_tokens_on_postgres(pg_schema: str) -> None:
         assert [t.active for t in tokens.list("alice")] == [False]
     finally:
         led.close()
+
+
+def _token_table_drift(engine: Any) -> list[Any]:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlmodel import SQLModel
+
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+    return [d for d in diff if "api_tokens" in repr(d)]
+
+
+def test_the_tokens_migration_matches_the_table_class(tmp_path: Any) -> None:
+    from ledger import open_ledger
+
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        assert _token_table_drift(led.engine) == []
+    finally:
+        led.close()
+
+
+@pytest.mark.postgres
+def test_the_tokens_migration_matches_the_table_class_on_postgres(pg_schema: str) -> None:
+    from ledger import open_ledger
+
+    led = open_ledger(pg_schema, migrate=True)
+    try:
+        assert _token_table_drift(led.engine) == []
+    finally:
+        led.close()

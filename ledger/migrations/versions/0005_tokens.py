@@ -3,7 +3,7 @@
 Only the SHA-256 of a token is stored. The code that uses the table is ``worker/tokens.py``.
 
 Revision ID: 0005_tokens
-Revises: 0003_consolidation
+Revises: 0004_store
 Create Date: 2026-12-01
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005_tokens"
-down_revision = "0003_consolidation"
+down_revision = "0004_store"
 branch_labels = None
 depends_on = None
 
