@@ -382,17 +382,18 @@ def not_found(record_id: str) -> RecordNotFound:
     return RecordNotFound(f"no memory record {quote(record_id)} in this account", record_id=record_id[:MAX_ID_CHARS])
 
 
-def _own(led: Ledger, record_id: str) -> str:
-    """``record_id`` when it names a record of the bound account; else :func:`not_found`."""
+def _id(record_id: str) -> str:
+    """``record_id`` to look up; one too long to be a record id is not found without a lookup."""
     if len(record_id) > MAX_ID_CHARS:
         raise not_found(record_id)
-    try:
-        record = led.get(record_id)
-    except RecordNotFound:
-        raise not_found(record_id) from None
-    if record.scope_key != led.scope_key:
-        raise not_found(record_id)
     return record_id
+
+
+def _own(led: Ledger, record: MemoryRecord) -> MemoryRecord:
+    """``record`` when it belongs to the bound account; else :func:`not_found` (writes confine in the ledger)."""
+    if record.scope_key != led.scope_key:
+        raise not_found(record.id)
+    return record
 
 
 def _own_scope(led: Ledger, scope_key: str) -> str:
@@ -421,7 +422,7 @@ def _save(led: Ledger, p: SaveParams) -> Any:
     return led.save(
         p.body,
         kind=p.kind,
-        supersedes=None if p.supersedes is None else _own(led, p.supersedes),
+        supersedes=None if p.supersedes is None else _id(p.supersedes),
         expires_at=p.expires_at,
         conflict_group=p.conflict_group,
         source_session_id=p.source_session_id,
@@ -437,11 +438,14 @@ def _list_as_of(led: Ledger, p: AsOfParams) -> Any:
 
 
 def _get(led: Ledger, p: IdParams) -> Any:
-    return led.get(_own(led, p.id))
+    return _own(led, led.get(_id(p.id)))
 
 
 def _history(led: Ledger, p: IdParams) -> Any:
-    return {"id": p.id, "records": led.history(_own(led, p.id))}
+    records = led.history(_id(p.id))
+    for record in records:
+        _own(led, record)
+    return {"id": p.id, "records": records}
 
 
 def _search(led: Ledger, p: SearchParams) -> Any:
@@ -470,12 +474,12 @@ METHODS: Mapping[str, Method] = {
     "memory/list_memory_records": Method(ScopeParams, _list),
     "memory/list_memory_records_as_of": Method(AsOfParams, _list_as_of),
     "memory/get_memory_record": Method(IdParams, _get),
-    "memory/delete_memory_record": Method(IdParams, lambda led, p: led.delete(_own(led, p.id))),
+    "memory/delete_memory_record": Method(IdParams, lambda led, p: led.delete(_id(p.id))),
     "memory/get_memory_record_history": Method(IdParams, _history),
     "memory/search_memory_records": Method(SearchParams, _search),
     "memory/list_proposed_memory_records": Method(ScopeParams, _proposals),
-    "memory/accept_proposed_memory_record": Method(IdParams, lambda led, p: led.accept(_own(led, p.id))),
-    "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(_own(led, p.id))),
+    "memory/accept_proposed_memory_record": Method(IdParams, lambda led, p: led.accept(_id(p.id))),
+    "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(_id(p.id))),
     "memory/handle_slash_command": Method(SlashParams, lambda led, p: led.handle_slash(p.text)),
     "memory/build_packet": Method(PacketParams, _packet),
 }
