@@ -34,8 +34,13 @@ class Outcome(StrEnum):
 
 
 class Op(StrEnum):
+    """The closed vocabulary (SPEC 4.4), in the order the prompt and the settings list them."""
+
     MERGE = "merge"
     CORRECT = "correct"
+    EXPIRE = "expire"
+    GROUP = "group"
+    RETIRE = "retire"
     KEEP = "keep"
 
 
