@@ -84,7 +84,9 @@ def _stored_forms(body: str) -> list[str]:
     """
     unicode_json = json.dumps(body, ensure_ascii=False)[1:-1]
     prompt_form = unicode_json.replace("<", "\\u003c").replace(">", "\\u003e")
-    return list(dict.fromkeys([body, json.dumps(body)[1:-1], unicode_json, prompt_form]))
+    # The line-based prompt (consolidation.prompt) escapes as JSON does, except quotes.
+    line_form = prompt_form.replace('\\"', '"')
+    return list(dict.fromkeys([body, json.dumps(body)[1:-1], unicode_json, prompt_form, line_form]))
 
 
 def _touched_texts(answer: Any, ids: set[str]) -> list[str]:
