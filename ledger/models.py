@@ -92,6 +92,8 @@ class MemoryRecordRow(SQLModel, table=True):
     erased_at: int | None = Field(default=None, sa_column=_big(nullable=True))
     created_at: int = Field(sa_column=_big())
     updated_at: int = Field(sa_column=_big())
+    # 'forget' on a proposal whose acceptance forgets the record it names (consolidation's retire, propose mode).
+    proposed_action: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class ScopeSettingsRow(SQLModel, table=True):
