@@ -46,6 +46,11 @@ GROUP_MAX_CHARS = 200
 # Hooks called inside the delete transaction with the ids whose bodies were erased
 # (consolidation uses one to scrub stored prompts and answers).
 EraseHook = Callable[[Connection, Sequence[str], Sequence[str]], None]
+# Hooks called when a scope reaches its budget: ``hook(conn, scope_key, now_us)`` inside the write that
+# fills the last slot, and in a transaction of its own after a write refused for the budget. A hook
+# returns a sentence for the refusal message (consolidation: "a run is scheduled to make room"), or None.
+BudgetHook = Callable[[Connection, str, int], "str | None"]
+FORGET = "forget"  # memory_records.proposed_action of a proposal that forgets its target when accepted
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +150,7 @@ class Ledger(LedgerReads):
         self.default_max_records = default_max_records
         self._sqlite = is_sqlite(engine)
         self._erase_hooks: list[EraseHook] = []
+        self._budget_hooks: dict[str, BudgetHook] = {}
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -153,6 +159,31 @@ class Ledger(LedgerReads):
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
         self._erase_hooks.append(hook)
+
+    def set_budget_hook(self, name: str, hook: BudgetHook | None) -> None:
+        """Register (or with None remove) the budget hook called ``name`` (see :data:`BudgetHook`)."""
+        if hook is None:
+            self._budget_hooks.pop(name, None)
+        else:
+            self._budget_hooks[name] = hook
+
+    def _budget_reached(self, conn: Connection, scope_key: str, now_us: int) -> list[str]:
+        return [note for hook in list(self._budget_hooks.values()) if (note := hook(conn, scope_key, now_us))]
+
+    def _refused_for_budget(self, exc: BudgetExceeded, now_us: int) -> BudgetExceeded:
+        """``exc`` with what the budget hooks say, run in a transaction of their own (the refusal wrote nothing)."""
+        if not self._budget_hooks:
+            return exc
+        notes: list[str] = self.write(exc.scope_key, lambda conn: self._budget_reached(conn, exc.scope_key, now_us))
+        if not notes:
+            return exc
+        return BudgetExceeded(
+            " ".join([exc.message, *notes]),
+            scope_key=exc.scope_key,
+            budget=exc.budget,
+            active=exc.active,
+            proposed=exc.proposed,
+        )
 
     def write(self, scope_key: str, fn: Callable[[Connection], Any]) -> Any:
         """Run ``fn`` in a write transaction serialized for ``scope_key``."""
@@ -212,10 +243,15 @@ class Ledger(LedgerReads):
             proposed=int(proposed),
         )
 
-    def check_growth(self, conn: Connection, scope_key: str) -> None:
-        """Raise :class:`BudgetExceeded` unless one more record fits in the scope."""
+    def check_growth(self, conn: Connection, scope_key: str, *, now_us: int | None = None) -> None:
+        """Raise :class:`BudgetExceeded` unless one more record fits in the scope.
+
+        With ``now_us``, a write that takes the last slot calls the budget hooks in its transaction.
+        """
         use = self.usage(conn, scope_key)
         if use.held + 1 <= use.max_records:
+            if now_us is not None and use.held + 1 == use.max_records:
+                self._budget_reached(conn, scope_key, now_us)
             return
         raise BudgetExceeded(
             f"{scope_key} holds {use.held} of {use.max_records} "
@@ -326,7 +362,7 @@ class Ledger(LedgerReads):
             if member is not None and all(member["id"] != r["id"] for r in replaced):
                 replaced.append(member)
             if not replaced:
-                self.check_growth(conn, scope)
+                self.check_growth(conn, scope, now_us=now_us)
             return self._write_record(
                 conn,
                 new_id,
@@ -346,7 +382,7 @@ class Ledger(LedgerReads):
             record: MemoryRecord = self.write(scope, fn)
         except BudgetExceeded as exc:
             self._refusal(EventKind.SAVE_REFUSED, scope, now_us, exc)
-            raise
+            raise self._refused_for_budget(exc, now_us) from None
         return record
 
     def _write_record(
@@ -482,7 +518,7 @@ class Ledger(LedgerReads):
 
         def fn(conn: Connection) -> MemoryRecord:
             self._prepare(conn, scope, now_us)
-            self.check_growth(conn, scope)
+            self.check_growth(conn, scope, now_us=now_us)
             return self._write_record(
                 conn,
                 new_id,
@@ -505,7 +541,7 @@ class Ledger(LedgerReads):
             record: MemoryRecord = self.write(scope, fn)
         except BudgetExceeded as exc:
             self._refusal(EventKind.PROPOSAL_REFUSED, scope, now_us, exc, run_id=run_id)
-            raise
+            raise self._refused_for_budget(exc, now_us) from None
         return record
 
     def accept(self, record_id: str, *, now: datetime | None = None, run_id: str | None = None) -> MemoryRecord:
@@ -521,6 +557,8 @@ class Ledger(LedgerReads):
             self._prepare(conn, scope, now_us)
             row = self._require_row(conn, record_id)
             self._check_transition(row, Status.ACTIVE, "accept")
+            if _proposed_action(conn, record_id) == FORGET:
+                return self._accept_forget(conn, row, scope, now_us, run_id)
             targets = R.fetch_many(conn, json.loads(row["supersedes"]))
             found = {t["id"] for t in targets}
             missing = [t for t in json.loads(row["supersedes"]) if t not in found]
@@ -548,6 +586,8 @@ class Ledger(LedgerReads):
             return R.to_record(fresh)
 
         record: MemoryRecord = self.write(scope, fn)
+        if record.status == Status.DELETED:
+            self.scrub_erased_files()
         return record
 
     def reject(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord:
@@ -586,36 +626,16 @@ class Ledger(LedgerReads):
 
         def fn(conn: Connection) -> MemoryRecord:
             self._prepare(conn, scope, now_us)
-            row = self._require_row(conn, record_id)
-            if row["status"] == Status.SUPERSEDED:
-                raise InvalidTransition(
-                    f"{record_id} was superseded by {row['superseded_by']}; forget {row['superseded_by']} instead "
-                    "(forgetting the head erases the whole chain)"
-                )
-            self._check_transition(row, Status.DELETED, "forget")
-            end_us = row["valid_to"]
-            if row["status"] == Status.ACTIVE:
-                if row["valid_from"] > now_us:
-                    raise InvalidInstant("cannot forget a record at an instant before it took effect")
-                end_us = now_us
-            conn.execute(
-                text("UPDATE memory_records SET status = 'deleted', valid_to = :end, updated_at = :n WHERE id = :id"),
-                {"end": end_us, "n": now_us, "id": record_id},
-            )
-            self.event(conn, EventKind.DELETED, at_us=now_us, scope_key=scope, record_id=record_id)
-            erased_ids, bodies = erase_chain(conn, row, now_us)
-            for erased in erased_ids:
-                self.event(conn, EventKind.ERASED, at_us=now_us, scope_key=scope, record_id=erased)
-            for hook in self._erase_hooks:
-                hook(conn, erased_ids, bodies)
-            fresh = R.fetch_one(conn, record_id)
-            assert fresh is not None
-            return R.to_record(fresh)
+            return self.forget_in(conn, scope_key=scope, record_id=record_id, now_us=now_us)
 
         record: MemoryRecord = self.write(scope, fn)
+        self.scrub_erased_files()
+        return record
+
+    def scrub_erased_files(self) -> None:
+        """After a transaction that forgot records: make the erased bodies gone from the files (SQLite WAL, pages)."""
         if self._sqlite:
             scrub_files(self.engine)
-        return record
 
     def _check_transition(self, row: Mapping[Any, Any], to: Status, verb: str) -> None:
         current = Status(row["status"])
@@ -768,3 +788,128 @@ class Ledger(LedgerReads):
             confidence_bps=_confidence(confidence_bps),
             rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
         )
+
+    def forget_in(
+        self, conn: Connection, *, scope_key: str, record_id: str, now_us: int, run_id: str | None = None
+    ) -> MemoryRecord:
+        """The user's forget, inside ``conn``'s write transaction: a tombstone that erases the chain's bodies.
+
+        Call :meth:`scrub_erased_files` after the transaction commits.
+
+        Raises:
+            RecordNotFound; InvalidTransition on a superseded record (naming its successor) or one
+            already forgotten; InvalidInstant.
+        """
+        row = self._require_row(conn, record_id)
+        if row["scope_key"] != scope_key:
+            raise ScopeError(f"record {record_id} belongs to another scope")
+        if row["status"] == Status.SUPERSEDED:
+            raise InvalidTransition(
+                f"{record_id} was superseded by {row['superseded_by']}; forget {row['superseded_by']} instead "
+                "(forgetting the head erases the whole chain)"
+            )
+        self._check_transition(row, Status.DELETED, "forget")
+        end_us = row["valid_to"]
+        if row["status"] == Status.ACTIVE:
+            if row["valid_from"] > now_us:
+                raise InvalidInstant("cannot forget a record at an instant before it took effect")
+            end_us = now_us
+        conn.execute(
+            text("UPDATE memory_records SET status = 'deleted', valid_to = :end, updated_at = :n WHERE id = :id"),
+            {"end": end_us, "n": now_us, "id": record_id},
+        )
+        self.event(conn, EventKind.DELETED, at_us=now_us, scope_key=scope_key, record_id=record_id, run_id=run_id)
+        erased_ids, bodies = erase_chain(conn, row, now_us)
+        for erased in erased_ids:
+            self.event(conn, EventKind.ERASED, at_us=now_us, scope_key=scope_key, record_id=erased)
+        for hook in self._erase_hooks:
+            hook(conn, erased_ids, bodies)
+        fresh = R.fetch_one(conn, record_id)
+        assert fresh is not None
+        return R.to_record(fresh)
+
+    def set_expiry_in(
+        self, conn: Connection, *, scope_key: str, record_id: str, expires_at_us: int, now_us: int
+    ) -> MemoryRecord:
+        """Give an active record an expiry after ``now_us``, inside ``conn``'s write transaction.
+
+        An existing earlier expiry is kept (the earlier wins). The record stays active until
+        then and the sweep expires it as any other; the past reads as it did, since the
+        expiry is in the future.
+
+        Raises:
+            InvalidTransition: the record is not active in ``scope_key``.
+            InvalidInstant: ``expires_at_us`` is not after ``now_us``.
+        """
+        if expires_at_us <= now_us:
+            raise InvalidInstant("an expiry must be after the instant it is set")
+        row = R.fetch_one(conn, record_id)
+        if row is None or row["scope_key"] != scope_key or row["status"] != Status.ACTIVE:
+            raise InvalidTransition(f"record {record_id} is no longer active in {scope_key}")
+        if row["expires_at"] is None or row["expires_at"] > expires_at_us:
+            execute(
+                conn,
+                "UPDATE memory_records SET expires_at = :e, updated_at = :n WHERE id = :id AND status = 'active'",
+                {"e": expires_at_us, "n": now_us, "id": record_id},
+            )
+        fresh = R.fetch_one(conn, record_id)
+        assert fresh is not None
+        return R.to_record(fresh)
+
+    def propose_forget_in(
+        self,
+        conn: Connection,
+        *,
+        scope_key: str,
+        target_id: str,
+        now_us: int,
+        provenance: Provenance = Provenance.MODEL_CONSOLIDATION,
+        rationale: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
+        """A pending forget of ``target_id``: a proposal that, when accepted, forgets the target as the user would.
+
+        Its body names the target and never copies the target's words (they may be erased on
+        accept). Growth, so the budget applies. Rejecting it forgets nothing.
+
+        Raises:
+            InvalidTransition: the target is not active in ``scope_key``.
+            BudgetExceeded: the proposal does not fit.
+        """
+        target = R.fetch_one(conn, target_id)
+        if target is None or target["scope_key"] != scope_key or target["status"] != Status.ACTIVE:
+            raise InvalidTransition(f"record {target_id} is no longer active in {scope_key}")
+        self.check_growth(conn, scope_key)
+        new_id = new_record_id()
+        record = self._write_record(
+            conn,
+            new_id,
+            scope_key,
+            Kind(target["kind"]),
+            f"Forget the pin {target_id}",
+            provenance,
+            Status.PROPOSED,
+            now_us,
+            supersedes=[target_id],
+            run_id=run_id,
+            rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
+        )
+        execute(conn, "UPDATE memory_records SET proposed_action = :a WHERE id = :id", {"a": FORGET, "id": new_id})
+        return record
+
+    def _accept_forget(
+        self, conn: Connection, row: Mapping[Any, Any], scope: str, now_us: int, run_id: str | None
+    ) -> MemoryRecord:
+        """Accepting a pending forget: the target is forgotten, and the proposal (an instruction, not a pin) too."""
+        (target_id,) = json.loads(row["supersedes"])
+        target = R.fetch_one(conn, target_id)
+        if target is None or target["status"] != Status.ACTIVE:
+            raise InvalidTransition(f"cannot accept {row['id']}: {target_id} is no longer active; reject it instead")
+        self.forget_in(conn, scope_key=scope, record_id=target_id, now_us=now_us, run_id=run_id)
+        self.event(conn, EventKind.ACCEPTED, at_us=now_us, scope_key=scope, record_id=row["id"], run_id=run_id)
+        return self.forget_in(conn, scope_key=scope, record_id=row["id"], now_us=now_us, run_id=run_id)
+
+
+def _proposed_action(conn: Connection, record_id: str) -> str | None:
+    found = query(conn, "SELECT proposed_action FROM memory_records WHERE id = :id", {"id": record_id})
+    return None if not found else found[0][0]
