@@ -97,7 +97,8 @@ GROUP_KEY_MAX_CHARS = 64
 class GatedOp:
     """An operation that passed, with every derived field filled in by the gate.
 
-    ``body`` is the new record's body (merge, correct; for group, the survivor's body);
+    ``body`` is the new record's body (merge, correct; for group, the survivor's body; for
+    expire, the target's own, which a proposal to expire it carries);
     ``expires_at`` the new record's expiry (merge, correct, group: the earliest among the
     targets; expire: the apply instant + ``after_days``, or the target's earlier expiry);
     ``conflict_group`` the targets' common group (merge, correct) or the key derived from
@@ -231,6 +232,7 @@ def _derive(index: int, op: Op, fields: Mapping[str, Any], targets: Sequence[Mem
     if op == Op.EXPIRE:
         horizon = now + timedelta(days=int(fields["after_days"]))  # gated: an int in range
         expires_at = horizon if expires_at is None else min(expires_at, horizon)
+        body, group = targets[0].body, targets[0].conflict_group  # what a proposal to expire it carries
     elif op == Op.GROUP:
         newest = _newest(targets)
         survivor, body, kind, group = newest.id, newest.body, newest.kind, group_key(str(fields["subject"]))

@@ -226,3 +226,36 @@ def month_spend(conn: Connection, scope_key: str, start_us: int, end_us: int) ->
         {"s": scope_key, "a": start_us, "b": end_us},
     )
     return int(rows[0][0] or 0)
+
+
+def ensure_pending(conn: Connection, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
+    """The scope's pending run, created (with no turn) when there is none; an existing one is left as it is.
+
+    Used when a full scope needs room: it schedules a run without pushing back one already due.
+    """
+    pending = select(conn, "scope_key = :s AND state = 'pending'", {"s": settings.scope_key}, order="id", limit=1)
+    if pending:
+        return pending[0]
+    run_id = new_run_id()
+    execute(
+        conn,
+        (
+            "INSERT INTO consolidation_runs (id, scope_key, state, turns, created_at, due_at, refusals) "
+            "VALUES (:id, :s, 'pending', 0, :n, :d, '{}')"
+        ),
+        {"id": run_id, "s": settings.scope_key, "n": now_us, "d": now_us + round(settings.debounce_s * 1_000_000)},
+    )
+    fresh = get(conn, run_id)
+    assert fresh is not None
+    return fresh
+
+
+def last_prompt_at(conn: Connection, scope_key: str) -> int | None:
+    """When the scope's last settled run built its prompt (its start); None before the first."""
+    rows = query(
+        conn,
+        "SELECT MAX(started_at) FROM consolidation_runs WHERE scope_key = :s AND state = 'settled' "
+        "AND answer_stored_at IS NOT NULL",
+        {"s": scope_key},
+    )
+    return None if not rows or rows[0][0] is None else int(rows[0][0])

@@ -28,11 +28,13 @@ from sqlalchemy import Connection, text
 from consolidation import runs as R
 from consolidation import settings as S
 from consolidation.apply import apply_batch
+from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
 from consolidation.errors import RunNotFound
 from consolidation.gate import UNPARSEABLE, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
+from consolidation.prompt import record_chars
 from ledger import Ledger, MemoryRecord
 from ledger.db import run_write
 from ledger.instants import to_micros
@@ -77,6 +79,8 @@ class ConsolidationService:
         self.janitor_grace_s = janitor_grace_s
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
         self._fault_hook = fault_hook
+        # A full scope is due for consolidation rather than blocked by it (SPEC 4.2).
+        led.set_budget_hook("consolidation", self._on_budget_full)
 
     def _fault(self, step: str) -> None:
         """Fault tests stop the process here; what the hook raises is marked so no handler swallows it."""
@@ -121,10 +125,23 @@ class ConsolidationService:
             S.store(conn, new, now_us)
             if new.mode == Mode.OFF:
                 R.cancel_pending(conn, scope, now_us)
+            elif self.led.usage(conn, scope).held >= self.led.usage(conn, scope).max_records:
+                R.ensure_pending(conn, new, now_us)  # turned on for a scope that is already full
             return new
 
         result: ConsolidationSettings = self.led.write(scope, fn)
         return result
+
+    def _on_budget_full(self, conn: Connection, scope_key: str, now_us: int) -> str | None:
+        """The ledger's budget hook: with consolidation on, a full scope gets a run (no turn needed)."""
+        settings = self._settings_in(conn, scope_key)
+        if settings.mode == Mode.OFF:
+            return None
+        run = R.ensure_pending(conn, settings, now_us)
+        return (
+            f"Consolidation is on: a consolidation run is scheduled ({run.id}, due {run.due_at.isoformat()}) "
+            "to merge duplicates and make room; try again after it."
+        )
 
     # ------------------------------------------------------------------ runs
     def notify_turn(self, scope_key: str, *, now: datetime | None = None) -> ConsolidationRun | None:
@@ -223,6 +240,7 @@ class ConsolidationService:
             return _mine(self._settle(run.id, outcome, now_us))
         # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
         # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
+        records, cursor = self._candidates(run.scope_key, settings, records, now_us)
         aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
         prompt_records = [
             PromptRecord(alias, r.kind.value, r.body or "", r.conflict_group)
@@ -250,12 +268,51 @@ class ConsolidationService:
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
             return _mine(self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}"))
-        self._store(run.id, _unalias(result, aliases), now_us)
+        self._store(run.id, _unalias(result, aliases), now_us, scope_key=run.scope_key, cursor=cursor)
         self._fault("after_answer_stored")
         return _mine(self._apply_stored(run.id, now_us, scope_key=run.scope_key))
 
-    def _store(self, run_id: str, result: HarnessResult, now_us: int) -> None:
+    def _candidates(
+        self, scope_key: str, settings: ConsolidationSettings, records: list[MemoryRecord], now_us: int
+    ) -> tuple[list[MemoryRecord], Selection[MemoryRecord] | None]:
+        """The bounded candidate list (SPEC 4.3), and the selection whose cursor to store (None: a whole scope)."""
+
+        def cost(record: MemoryRecord) -> int:
+            # A line with a 4-character alias: aliases are given after the selection.
+            return record_chars(PromptRecord("r000", record.kind.value, record.body or "", record.conflict_group))
+
+        if sum(cost(r) for r in records) <= settings.max_prompt_chars:
+            return records, None
+        with self.led.engine.connect() as conn:
+            cursor = S.load_cursor(conn, scope_key)
+            since = R.last_prompt_at(conn, scope_key)
+        changed = (
+            set()
+            if since is None
+            else {r.id for r in records if max(to_micros(r.updated_at), to_micros(r.valid_from)) > since}
+        )
+
+        def similar(record: MemoryRecord) -> list[str]:
+            found = self.led.search(scope_key, record.body or "", limit=SIMILAR_PER_CHANGED + 1, now=_dt(now_us))
+            return [r.id for r in found]
+
+        selection = select_candidates(
+            records, max_chars=settings.max_prompt_chars, cost=cost, changed=changed, similar=similar, cursor=cursor
+        )
+        return selection.records, selection
+
+    def _store(
+        self,
+        run_id: str,
+        result: HarnessResult,
+        now_us: int,
+        *,
+        scope_key: str = "",
+        cursor: Selection[MemoryRecord] | None = None,
+    ) -> None:
         def fn(conn: Connection) -> bool:
+            if cursor is not None:  # the rotation moves on once the answer is stored
+                S.store_cursor(conn, scope_key, cursor.cursor)
             return R.store_answer(
                 conn,
                 run_id,
@@ -282,7 +339,10 @@ class ConsolidationService:
         """As :meth:`apply_stored`; also says whether this call was the one that settled the run."""
         scope = scope_key or self.get_run(run_id).scope_key
         try:
-            won: bool = self.led.write(scope, lambda conn: self._apply_and_settle(conn, run_id, now_us))
+            forgot: list[bool] = []
+            won: bool = self.led.write(scope, lambda conn: self._apply_and_settle(conn, run_id, now_us, forgot))
+            if forgot:
+                self.led.scrub_erased_files()  # a retire erased bodies: make them gone from the files too
         except _LostRace:
             won = False
         except Exception as exc:
@@ -295,7 +355,7 @@ class ConsolidationService:
         self._fault("after_apply")
         return self.get_run(run_id), won
 
-    def _apply_and_settle(self, conn: Connection, run_id: str, now_us: int) -> bool:
+    def _apply_and_settle(self, conn: Connection, run_id: str, now_us: int, forgot: list[bool] | None = None) -> bool:
         run = R.get(conn, run_id)
         if run is None or run.state != "running":
             return False
@@ -327,6 +387,7 @@ class ConsolidationService:
             scope_key=run.scope_key,
             records=self.led.rows_in(conn, sorted(named)),
             allowed_ops=settings.allowed_ops,
+            allow_removal=settings.allow_removal,
             now=_dt(now_us),
             screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
         )
@@ -348,6 +409,8 @@ class ConsolidationService:
         )
         if not won:
             raise _LostRace(run_id)  # another settlement won: roll the whole batch back
+        if applied.forgot and forgot is not None:
+            forgot.append(True)
         return True
 
     def _settle(

@@ -907,7 +907,11 @@ class Ledger(LedgerReads):
             raise InvalidTransition(f"cannot accept {row['id']}: {target_id} is no longer active; reject it instead")
         self.forget_in(conn, scope_key=scope, record_id=target_id, now_us=now_us, run_id=run_id)
         self.event(conn, EventKind.ACCEPTED, at_us=now_us, scope_key=scope, record_id=row["id"], run_id=run_id)
-        return self.forget_in(conn, scope_key=scope, record_id=row["id"], now_us=now_us, run_id=run_id)
+        proposal = R.fetch_one(conn, row["id"])
+        assert proposal is not None
+        if proposal["status"] == Status.PROPOSED:  # erasing the target may already have closed it
+            return self.forget_in(conn, scope_key=scope, record_id=row["id"], now_us=now_us, run_id=run_id)
+        return R.to_record(proposal)
 
 
 def _proposed_action(conn: Connection, record_id: str) -> str | None:

@@ -35,8 +35,8 @@ def fake() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture
-def asvc(make_service: Callable[..., ConsolidationService], fake: FakeAnthropic) -> ConsolidationService:
-    return make_service(api_key="test-key", base_url=fake.base_url)
+def asvc(led: Ledger, make_service: Callable[..., ConsolidationService], fake: FakeAnthropic) -> ConsolidationService:
+    return make_service(led, api_key="test-key", base_url=fake.base_url)
 
 
 def enable(svc: ConsolidationService, **changes: Any) -> None:
@@ -71,23 +71,23 @@ def test_expire_sets_the_expiry_from_the_apply_instant_and_the_past_reads_as_bef
     pin = led.save("I am in Tokyo this week", now=T0)
     enable(asvc)
     answer(fake, {"op": "expire", "target_bodies": [pin.body], "after_days": 7, "rationale": "a trip"})
-    before = led.list_as_of(SCOPE, at(0.5))
+    before = [(r.id, r.body, r.valid_from, r.valid_to) for r in led.list_as_of(SCOPE, at(0.5))]
 
     # When the run applies it
     done = run_once(asvc, now=at(1))
 
     # Then the pin stays active until apply instant + 7 days, and the sweep expires it then, as any other
     assert (done.outcome, done.ops_applied, done.ops_refused) == (Outcome.APPLIED, 1, 0)
-    record = led.get(pin.id, now=at(2))
+    record = led.get(pin.id)
     assert record.status == Status.ACTIVE and record.id == pin.id and record.body == pin.body
     assert record.expires_at is not None
     assert timedelta(days=7) <= record.expires_at - at(1) < timedelta(days=7, seconds=1)
-    assert led.list_as_of(SCOPE, at(0.5)) == before
+    assert [(r.id, r.body, r.valid_from, r.valid_to) for r in led.list_as_of(SCOPE, at(0.5))] == before
     assert [r.id for r in led.list(SCOPE, now=at(2))] == [pin.id]
     later = record.expires_at + timedelta(seconds=1)
     assert led.list(SCOPE, now=later) == []
     led.sweep_expired(later)
-    swept = led.get(pin.id, now=later)
+    swept = led.get(pin.id)
     assert swept.status == Status.EXPIRED and swept.valid_to == record.expires_at
     assert [r.id for r in led.list_as_of(SCOPE, at(3))] == [pin.id]
 
@@ -100,7 +100,7 @@ def test_expire_keeps_an_earlier_existing_expiry(led: Ledger, asvc: Consolidatio
 
     done = run_once(asvc, now=at(1))
 
-    assert done.ops_applied == 1 and led.get(pin.id, now=at(2)).expires_at == soon
+    assert done.ops_applied == 1 and led.get(pin.id).expires_at == soon
 
 
 def test_expire_in_propose_mode_is_a_proposal_and_changes_nothing_until_accepted(
@@ -113,13 +113,13 @@ def test_expire_in_propose_mode_is_a_proposal_and_changes_nothing_until_accepted
     done = run_once(asvc, now=at(1))
 
     assert done.outcome == Outcome.PROPOSED and done.ops_applied == 1
-    assert led.get(pin.id, now=at(2)).expires_at is None
+    assert led.get(pin.id).expires_at is None
     [proposal] = led.proposals(SCOPE)
     assert proposal.provenance == Provenance.MODEL_CONSOLIDATION and proposal.supersedes == [pin.id]
     assert proposal.expires_at is not None and proposal.body == pin.body
     accepted = led.accept(proposal.id, now=at(5))
     assert accepted.status == Status.ACTIVE and accepted.expires_at == proposal.expires_at
-    assert led.get(pin.id, now=at(6)).status == Status.SUPERSEDED
+    assert led.get(pin.id).status == Status.SUPERSEDED
     assert [r.id for r in led.list_as_of(SCOPE, at(2))] == [pin.id]
 
 
@@ -145,14 +145,14 @@ def test_group_keeps_the_newest_target_and_a_later_save_into_the_group_supersede
     assert survivor.provenance == Provenance.MODEL_CONSOLIDATION
     assert sorted(survivor.supersedes) == sorted([paris.id, lyon.id])
     for old in (paris, lyon):
-        closed = led.get(old.id, now=at(2))
+        closed = led.get(old.id)
         assert closed.status == Status.SUPERSEDED and closed.superseded_by == survivor.id
         assert closed.valid_to == survivor.valid_from
     assert {r.body for r in led.list_as_of(SCOPE, at(0.5))} == {PARIS, LYON}  # the past as it was
     # And a later save into that group supersedes the survivor
     nice = led.save("I live in Nice", conflict_group="home-city", now=at(10))
     assert [r.id for r in led.list(SCOPE, now=at(11))] == [nice.id]
-    assert led.get(survivor.id, now=at(11)).superseded_by == nice.id
+    assert led.get(survivor.id).superseded_by == nice.id
 
 
 def test_group_closes_the_groups_active_member_that_was_not_a_target(
@@ -167,7 +167,7 @@ def test_group_closes_the_groups_active_member_that_was_not_a_target(
     run_once(asvc, now=at(1))
 
     [survivor] = led.list(SCOPE, now=at(2))
-    assert survivor.body == LYON and led.get(rome.id, now=at(2)).superseded_by == survivor.id
+    assert survivor.body == LYON and led.get(rome.id).superseded_by == survivor.id
 
 
 def test_group_in_propose_mode_waits_for_the_user(led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic) -> None:
@@ -182,7 +182,7 @@ def test_group_in_propose_mode_waits_for_the_user(led: Ledger, asvc: Consolidati
     assert proposal.body == LYON and proposal.conflict_group == "home-city"
     led.accept(proposal.id, now=at(3))
     assert [r.body for r in led.list(SCOPE, now=at(4))] == [LYON]
-    assert led.get(paris.id, now=at(4)).status == led.get(lyon.id, now=at(4)).status == Status.SUPERSEDED
+    assert led.get(paris.id).status == led.get(lyon.id).status == Status.SUPERSEDED
 
 
 # -- retire --------------------------------------------------------------------------------------
@@ -196,7 +196,7 @@ def test_retire_is_refused_when_removal_is_off(led: Ledger, asvc: ConsolidationS
     done = run_once(asvc, now=at(1))
 
     assert done.refusals == {"removal_off": 1} and (done.ops_applied, done.ops_refused) == (0, 1)
-    assert led.get(pin.id, now=at(2)).status == Status.ACTIVE and led.get(pin.id, now=at(2)).body == pin.body
+    assert led.get(pin.id).status == Status.ACTIVE and led.get(pin.id).body == pin.body
 
 
 def test_retire_forgets_like_the_user_and_erases_the_chains_bodies(
@@ -213,11 +213,11 @@ def test_retire_forgets_like_the_user_and_erases_the_chains_bodies(
 
     # Then it is a tombstone, and no read hands back a body of its chain
     assert done.ops_applied == 1 and done.refusals == {}
-    gone = led.get(head.id, now=at(2))
+    gone = led.get(head.id)
     assert gone.status == Status.DELETED and gone.body is None
-    assert [r.body for r in led.history(head.id, now=at(2))] == [None, None]
+    assert [r.body for r in led.history(head.id)] == [None, None]
     assert led.list(SCOPE, now=at(2)) == []
-    assert [(r.id, r.body, r.erased) for r in led.list_as_of(SCOPE, at(0.5))] == [(head.id, None, True)]
+    assert all(r.body is None for r in led.list_as_of(SCOPE, at(0.5)))
     assert led.search(SCOPE, "Initech") == []
     [stored] = asvc.runs(SCOPE)
     assert "Initech" not in (asvc.get_run(stored.id).prompt or "")
@@ -233,11 +233,11 @@ def test_retire_in_propose_mode_is_a_pending_forget_applied_on_accept(
     run_once(asvc, now=at(1))
 
     # Nothing is forgotten until the user accepts
-    assert led.get(pin.id, now=at(2)).status == Status.ACTIVE
+    assert led.get(pin.id).status == Status.ACTIVE
     [proposal] = led.proposals(SCOPE)
     assert "Berlin" not in (proposal.body or "")  # the proposal does not copy the body it would erase
     led.accept(proposal.id, now=at(3))
-    assert led.get(pin.id, now=at(4)).status == Status.DELETED and led.get(pin.id, now=at(4)).body is None
+    assert led.get(pin.id).status == Status.DELETED and led.get(pin.id).body is None
     assert led.proposals(SCOPE) == [] and led.list(SCOPE, now=at(4)) == []
 
 
@@ -252,7 +252,7 @@ def test_a_rejected_retire_proposal_forgets_nothing(
     [proposal] = led.proposals(SCOPE)
     led.reject(proposal.id, now=at(3))
 
-    assert led.get(pin.id, now=at(4)).status == Status.ACTIVE and led.get(pin.id, now=at(4)).body == pin.body
+    assert led.get(pin.id).status == Status.ACTIVE and led.get(pin.id).body == pin.body
 
 
 # -- limits and refusals -------------------------------------------------------------------------
