@@ -256,7 +256,7 @@ def test_expire_derives_the_expiry_from_after_days_and_the_earlier_wins() -> Non
     assert a.expires_at == NOW + timedelta(days=7) and a.after_days == 7
     assert c.expires_at == T0 + timedelta(days=2)
     assert b.expires_at == NOW + timedelta(days=3650)
-    assert a.body is None and a.kind == Kind.FACT
+    assert a.body == "body a" and a.kind == Kind.FACT  # what a proposal to expire it carries
 
 
 def test_group_derives_the_key_from_the_subject_and_the_newest_target_survives() -> None:
