@@ -271,18 +271,35 @@ def realistic_pins(count: int, *, seed: int) -> list[tuple[str, str, str | None]
     return pins
 
 
+_SHORT_TEMPLATES = [
+    "I prefer {a} {b} for {c}",
+    "Use {a} {b} in {c}",
+    "My {c} runs on {a} {b}",
+    "Never use {a} {b} for {c}",
+    "Our {c} uses {a} {b}",
+    "Reply with {a} {b} about {c}",
+]
+_SHORT_A = ["short", "plain", "dark", "metric", "strict", "local", "small", "fast", "typed", "async", "weekly", "clear"]
+_SHORT_B = ["answers", "units", "mode", "tables", "logs", "builds", "tests", "notes", "fonts", "tabs", "dates", "maps"]
+_SHORT_C = ["work", "reviews", "Python", "docs", "the API", "billing", "mobile", "CI", "recipes", "travel", "SQL", "Go"]
+
+
 def short_pins(count: int, *, seed: int) -> list[tuple[str, str, str | None]]:
-    """``count`` distinct short pins (mean about 36 characters): realistic pins cut at a word before 40 characters."""
+    """``count`` distinct short pins (mean about 36 characters), mixed kinds, some in a conflict group."""
+    rng = random.Random(seed)
     pins: list[tuple[str, str, str | None]] = []
     seen: set[str] = set()
-    extra = 0
     while len(pins) < count:
-        for body, kind, group in realistic_pins(count * 3, seed=seed + extra):
-            cut = body[:40].rsplit(" ", 1)[0].rstrip(",;:")
-            if cut not in seen and len(pins) < count:
-                seen.add(cut)
-                pins.append((cut, kind, group))
-        extra += 1
+        body = rng.choice(_SHORT_TEMPLATES).format(
+            a=rng.choice(_SHORT_A), b=rng.choice(_SHORT_B), c=rng.choice(_SHORT_C)
+        )
+        if rng.random() < 0.65:
+            body += f", since v{rng.randint(1, 99)}"
+        if body in seen:
+            continue
+        seen.add(body)
+        group = rng.choice(_GROUPS)
+        pins.append((body, rng.choice(_KINDS)[0], None if group is None else f"{group}-{len(pins)}"))
     return pins
 
 

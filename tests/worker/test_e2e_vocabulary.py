@@ -37,7 +37,7 @@ def session(base: str, env: dict[str, str], fake: FakeModel) -> None:
         runs: list[dict[str, Any]] = json.loads(cli(env, "runs", "--json"))
         return [r for r in runs if r["state"] == "settled"]
 
-    (run,) = wait_until(settled, timeout_s=20)
+    (run,) = wait_until(settled, timeout_s=60)
     assert run["outcome"] == "applied" and (run["ops_applied"], run["ops_refused"]) == (3, 0), run
     assert fake.calls == 1
     records = {r["body"]: r for r in active(base)}
@@ -59,7 +59,7 @@ def test_expire_group_and_retire_through_the_embedded_worker(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     serve = spawn("serve", ["memledger", "serve", "--port", str(port)], env)
-    wait_until(lambda: healthy(base), timeout_s=20)
+    wait_until(lambda: healthy(base), timeout_s=60)
 
     session(base, env, fake)
 
@@ -77,7 +77,7 @@ def test_expire_group_and_retire_through_worker_processes_on_redis(
     base = f"http://127.0.0.1:{port}"
     api = spawn("api", ["memledger", "serve", "--port", str(port), "--no-worker"], env)
     workers = spawn("worker", ["memledger", "worker", "--processes", "1", "--threads", "2"], env)
-    wait_until(lambda: healthy(base), timeout_s=20)
+    wait_until(lambda: healthy(base), timeout_s=60)
 
     session(base, env, fake)
 
