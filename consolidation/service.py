@@ -34,7 +34,7 @@ from consolidation.gate import UNPARSEABLE, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
-from consolidation.prompt import record_chars
+from consolidation.prompt import IN_GROUP, record_chars
 from ledger import Ledger, MemoryRecord
 from ledger.db import run_write
 from ledger.instants import to_micros
@@ -241,9 +241,9 @@ class ConsolidationService:
         # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
         # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
         records, cursor = self._candidates(run.scope_key, settings, records, now_us)
-        aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
+        aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
         prompt_records = [
-            PromptRecord(alias, r.kind.value, r.body or "", r.conflict_group)
+            PromptRecord(alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP)
             for alias, r in zip(aliases, records, strict=True)
         ]
         try:
@@ -278,8 +278,9 @@ class ConsolidationService:
         """The bounded candidate list (SPEC 4.3), and the selection whose cursor to store (None: a whole scope)."""
 
         def cost(record: MemoryRecord) -> int:
-            # A line with a 4-character alias: aliases are given after the selection.
-            return record_chars(PromptRecord("r000", record.kind.value, record.body or "", record.conflict_group))
+            # A line with a 3-character alias: aliases are given after the selection.
+            group = None if record.conflict_group is None else IN_GROUP
+            return record_chars(PromptRecord("000", record.kind.value, record.body or "", group))
 
         if sum(cost(r) for r in records) <= settings.max_prompt_chars:
             return records, None
@@ -498,6 +499,13 @@ class _LostRace(Exception):
     """Another caller settled the run first; the transaction that tried to apply its batch rolls back."""
 
 
+def _target(known: dict[str, str], target: object) -> object:
+    # Aliases are numerals: a model answering without structured output may write 3 for "3".
+    if isinstance(target, int) and not isinstance(target, bool):
+        target = str(target)
+    return known.get(target, f"unknown:{target}") if isinstance(target, str) else target
+
+
 def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:
     """Map the answer's per-run target aliases back to record ids; an unknown alias stays unmatchable."""
     answer = result.answer
@@ -507,7 +515,7 @@ def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:
     mapped = []
     for op in answer["operations"]:
         if isinstance(op, dict) and isinstance(op.get("targets"), list):
-            op = {**op, "targets": [known.get(t, f"unknown:{t}") if isinstance(t, str) else t for t in op["targets"]]}
+            op = {**op, "targets": [_target(known, t) for t in op["targets"]]}
         mapped.append(op)
     return replace(result, answer={**answer, "operations": mapped})
 

@@ -20,7 +20,7 @@ from consolidation.fake_anthropic import FakeAnthropic
 from consolidation.harnesses import Usage
 from consolidation.harnesses.anthropic import AnthropicHarness
 from consolidation.pricing import DEFAULT_PRICES
-from consolidation.prompt import CLOSE_TAG, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
+from consolidation.prompt import CLOSE_TAG, IN_GROUP, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
 from ledger import Ledger
 from ledger.models import Kind, Provenance, Status
 from tests.conftest import T0
@@ -171,7 +171,7 @@ def test_one_run_is_one_request_carrying_only_the_scopes_active_records(
     # ... carrying the active records (id, kind, body, conflict group) and nothing else
     decoded = decode_user_message(content)
     assert {(r.kind, r.body, r.conflict_group) for r in decoded} == {
-        ("preference", "I prefer metric units", "units"),
+        ("preference", "I prefer metric units", IN_GROUP),  # a group mark: its one active member
         ("fact", "My deploy region is eu-west-1", None),
         ("constraint", f"{CLOSE_TAG} {INJECTION}", None),
         ("fact", "My editor is Helix", None),
