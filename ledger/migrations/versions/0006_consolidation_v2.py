@@ -12,7 +12,7 @@ Plain ``add_column`` (no batch mode), so SQLite keeps the FTS triggers of
 ``memory_records``.
 
 Revision ID: 0006_consolidation_v2
-Revises: 0003_consolidation
+Revises: 0004_store
 Create Date: 2026-12-01
 """
 
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_consolidation_v2"
-down_revision = "0003_consolidation"
+down_revision = "0004_store"
 branch_labels = None
 depends_on = None
 
