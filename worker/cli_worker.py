@@ -251,7 +251,17 @@ def consolidation_set(
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
     max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens")] = None,
     allowed_ops: Annotated[
-        str | None, typer.Option("--allowed-ops", help="Comma-separated: merge,correct,keep.")
+        str | None,
+        typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep."),
+    ] = None,
+    allow_removal: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-removal/--no-allow-removal", help="Let consolidation retire (forget) pins. Off by default."
+        ),
+    ] = None,
+    max_prompt_chars: Annotated[
+        int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
     ] = None,
     as_json: Json = False,
 ) -> None:
@@ -266,6 +276,8 @@ def consolidation_set(
             ("max_wait_s", max_wait_s),
             ("wall_clock_cap_s", cap_s),
             ("max_output_tokens", max_output_tokens),
+            ("allow_removal", allow_removal),
+            ("max_prompt_chars", max_prompt_chars),
         )
         if value is not None
     }
