@@ -110,3 +110,8 @@ def head_revision() -> str:
 
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def is_sqlite(engine: Engine) -> bool:
+    """Whether ``engine`` is SQLite (kept for callers outside the store; dialect code belongs in ledger.store)."""
+    return engine.dialect.name == "sqlite"

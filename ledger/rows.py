@@ -14,8 +14,10 @@ from ledger.instants import EPOCH
 from ledger.models import RECORDS, Kind, MemoryRecord, Provenance, Status
 from ledger.store import query
 
-# The columns, in table order, from the SQLModel table (the one schema).
-NAMES = tuple(column.name for column in RECORDS.c)
+# Columns the write paths keep for themselves; a MemoryRecord does not carry them.
+INTERNAL = frozenset({"proposed_action"})
+# The columns a MemoryRecord is built from, in table order, from the SQLModel table (the one schema).
+NAMES = tuple(column.name for column in RECORDS.c if column.name not in INTERNAL)
 COLUMNS = ", ".join(NAMES)
 
 

@@ -15,6 +15,25 @@ from ledger.models import TRANSITIONS, Kind, MemoryRecord, Provenance, Status
 
 Row = Mapping[str, Any]
 
+_INSERT_EVENT = (
+    "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
+    "VALUES (:at, :s, :e, :r, :why, :run, :d)"
+)
+# The budget and both counts in one round trip; each count is a covering-index lookup.
+_USAGE = (
+    "SELECT (SELECT max_records FROM scope_settings WHERE scope_key = :s), "
+    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'active'), "
+    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'proposed')"
+)
+_CLOSE = (
+    "UPDATE memory_records SET status = 'superseded', valid_to = :n, superseded_by = :succ, "
+    "updated_at = :n WHERE id = :id AND status = 'active'"
+)
+_INSERT_RECORD = (
+    f"INSERT INTO memory_records ({', '.join(rows.NAMES[1:])}) VALUES ({', '.join(f':{c}' for c in rows.NAMES[1:])})"
+)
+_ACTIVE_NOW = "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)"
+
 
 @dataclass(frozen=True, slots=True)
 class ScopeUsage:

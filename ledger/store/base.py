@@ -19,15 +19,16 @@ from sqlalchemy import Connection, Engine, RowMapping, text
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from ledger.errors import InvalidArgument, LedgerBusy, LedgerError
-from ledger.models import RECORDS
 
 # Tables the migrations write by hand for one dialect; the autogenerate comparison skips them.
 DIALECT_OBJECTS = ("memory_fts", "ix_memory_records_fts")
 
 
 def prefixed_columns(alias: str) -> str:
-    """Every ``memory_records`` column, in table order, qualified by ``alias``."""
-    return ", ".join(f"{alias}.{column.name}" for column in RECORDS.c)
+    """The ``memory_records`` columns a record is built from, in table order, qualified by ``alias``."""
+    from ledger.rows import NAMES
+
+    return ", ".join(f"{alias}.{name}" for name in NAMES)
 
 
 def include_object(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
