@@ -325,6 +325,7 @@ def test_the_accounts_consolidation_settings(token_server: tuple[TestClient, Run
     assert runtime.service.settings("account:local").mode.value == "off"
     for params, field in (
         ({"mode": "turbo"}, "mode"),
+        ({"allowRemoval": "yes"}, "allowRemoval"),
         ({"debounceS": -1}, "debounceS"),
         ({"debounceS": "5"}, "debounceS"),
         ({"maxRecords": 2_000_000}, "maxRecords"),
