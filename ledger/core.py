@@ -21,6 +21,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, text
 
 from ledger import rows as R
+from ledger.audit import store_injection
+from ledger.capabilities import CapabilityProvider, base_capabilities, merge_capabilities
 from ledger.db import execute, is_sqlite, query, run_write
 from ledger.erasure import erase_chain, scrub_files
 from ledger.errors import (
@@ -145,6 +147,7 @@ class Ledger(LedgerReads):
         self.default_max_records = default_max_records
         self._sqlite = is_sqlite(engine)
         self._erase_hooks: list[EraseHook] = []
+        self._capability_providers: list[CapabilityProvider] = []
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -153,6 +156,20 @@ class Ledger(LedgerReads):
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
         self._erase_hooks.append(hook)
+
+    def add_capability_provider(self, provider: CapabilityProvider) -> None:
+        """Let another package (consolidation) add what it offers to :meth:`capabilities`."""
+        self._capability_providers.append(provider)
+
+    def capabilities(self) -> dict[str, Any]:
+        """What this ledger offers for its bound scope (SPEC 3.3): scope, ``maxBodyChars``, kinds,
+        the consolidation operations, whether injection and extraction are on."""
+        out = base_capabilities(
+            scope_key=self.scope_key, max_body_chars=self.max_body_chars, injection=self.injection(self.scope_key)
+        )
+        for provider in self._capability_providers:
+            out = merge_capabilities(out, provider(self.scope_key))
+        return out
 
     def write(self, scope_key: str, fn: Callable[[Connection], Any]) -> Any:
         """Run ``fn`` in a write transaction serialized for ``scope_key``."""
@@ -651,6 +668,25 @@ class Ledger(LedgerReads):
             return self.usage(conn, scope)
 
         result: ScopeUsage = self.write(scope, fn)
+        return result
+
+    def set_injection(self, scope_key: str, enabled: bool, *, now: datetime | None = None) -> bool:
+        """Switch whether the scope's packets carry pins (SPEC 3.7). Off: empty packets, no audits.
+
+        Raises:
+            ScopeError, InvalidArgument (``enabled`` not a boolean).
+        """
+        scope = check_scope(scope_key)
+        if not isinstance(enabled, bool):
+            raise InvalidArgument("enabled must be true or false")
+        now_us = to_micros(self.now(now))
+
+        def fn(conn: Connection) -> bool:
+            self._ensure_scope(conn, scope, now_us)
+            store_injection(conn, scope, enabled, now_us)
+            return enabled
+
+        result: bool = self.write(scope, fn)
         return result
 
     def budget(self, scope_key: str) -> ScopeUsage:

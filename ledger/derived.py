@@ -9,6 +9,7 @@ was ever imported. Bodies are replaced by ``[erased]`` in every stored encoding.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,3 +110,49 @@ def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:
                     if key in op:
                         op[key] = ERASED
     return json.loads(_scrub_text(json.dumps(answer), texts) or "null")
+
+
+def scrub_digests(conn: Connection, scope_key: str, bodies: Sequence[str]) -> int:
+    """Erase forgotten bodies from the scope's extraction digests (the chat text an extraction run reads).
+
+    A digest message that contains a forgotten body (case-insensitive, whitespace-flattened)
+    loses that text: the message keeps its id and role, its text has the body replaced by
+    ``[erased]``. Returns how many digests changed.
+    """
+    needles = sorted({" ".join(b.split()).lower() for b in bodies if b and b.strip()}, key=len, reverse=True)
+    if not needles:
+        return 0
+    rows = conn.execute(
+        text("SELECT session_id, messages FROM extraction_digests WHERE scope_key = :s"), {"s": scope_key}
+    ).all()
+    changed = 0
+    for session_id, stored in rows:
+        messages = json.loads(stored)
+        touched = False
+        for message in messages:
+            flat = " ".join(str(message.get("text", "")).split())
+            lowered = flat.lower()
+            if any(n in lowered for n in needles):
+                for needle in needles:
+                    flat = _replace_ci(flat, needle, ERASED)
+                message["text"] = flat
+                touched = True
+        if touched:
+            conn.execute(
+                text(
+                    "UPDATE extraction_digests SET messages = :m, chars = :c WHERE scope_key = :s AND session_id = :sid"
+                ),
+                {
+                    "m": json.dumps(messages, ensure_ascii=False),
+                    "c": sum(len(m.get("text", "")) for m in messages),
+                    "s": scope_key,
+                    "sid": session_id,
+                },
+            )
+            changed += 1
+    return changed
+
+
+def _replace_ci(haystack: str, needle: str, replacement: str) -> str:
+    """Replace every case-insensitive occurrence of ``needle`` in ``haystack``."""
+    return re.sub(re.escape(needle), replacement, haystack, flags=re.IGNORECASE)

@@ -12,8 +12,9 @@ from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import DBAPIError
 
 from ledger import rows as R
+from ledger.audit import scrub_audits
 from ledger.db import execute
-from ledger.derived import scrub_runs
+from ledger.derived import scrub_digests, scrub_runs
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,8 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
     scrub_runs(conn, ids, bodies)
+    scrub_audits(conn, ids, bodies)
+    scrub_digests(conn, head["scope_key"], bodies)
     if conn.dialect.name == "sqlite":
         # Rewrite the FTS segments without the deleted entries, inside the delete's own
         # transaction (so it is retried with it); secure_delete zeroes the freed pages.

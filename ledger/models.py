@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Column, Integer, Text
+from sqlalchemy import BigInteger, Boolean, Column, Float, Integer, Text
 from sqlmodel import Field, SQLModel
 
 
@@ -163,3 +163,61 @@ class LedgerEvent:
     reason: str | None
     run_id: str | None
     detail: dict[str, object] = field(default_factory=dict)
+
+
+class PacketAuditRow(SQLModel, table=True):
+    """The packet audit (SPEC 3.7): one row per session, replaced when its packet is built again.
+
+    ``selected`` is a JSON list of ``{id, kind, reason, body}`` (the body as sent, frozen;
+    null once the record is forgotten); ``excluded`` a JSON list of ``{id, code}``.
+    """
+
+    __tablename__ = "packet_audits"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    session_id: str = Field(sa_column=Column(Text, primary_key=True))
+    built_at: int = Field(sa_column=_big())
+    max_chars: int = Field(sa_column=Column(Integer, nullable=False))
+    token_estimate: int = Field(sa_column=Column(Integer, nullable=False))
+    selected: str = Field(sa_column=Column(Text, nullable=False))
+    excluded: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class MemoryInjectionRow(SQLModel, table=True):
+    """The injection switch per scope; no row means on (the default)."""
+
+    __tablename__ = "memory_injection"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    enabled: bool = Field(sa_column=Column(Boolean, nullable=False))
+    updated_at: int = Field(sa_column=_big())
+
+
+class ExtractionSettingsRow(SQLModel, table=True):
+    """Extraction settings per scope (used only by ``consolidation/``; same migration chain)."""
+
+    __tablename__ = "extraction_settings"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    mode: str = Field(sa_column=Column(Text, nullable=False))
+    harness: str = Field(sa_column=Column(Text, nullable=False))
+    model: str = Field(sa_column=Column(Text, nullable=False))
+    debounce_s: float = Field(sa_column=Column(Float, nullable=False))
+    max_wait_s: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    wall_clock_cap_s: float = Field(sa_column=Column(Float, nullable=False))
+    max_output_tokens: int = Field(sa_column=Column(Integer, nullable=False))
+    created_at: int = Field(sa_column=_big())
+    updated_at: int = Field(sa_column=_big())
+
+
+class ExtractionDigestRow(SQLModel, table=True):
+    """A session's bounded digest of recent messages (JSON list); deleted when its run settles."""
+
+    __tablename__ = "extraction_digests"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    session_id: str = Field(sa_column=Column(Text, primary_key=True))
+    messages: str = Field(sa_column=Column(Text, nullable=False))
+    chars: int = Field(sa_column=Column(Integer, nullable=False))
+    next_seq: int = Field(sa_column=Column(Integer, nullable=False))
+    updated_at: int = Field(sa_column=_big())

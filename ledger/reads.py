@@ -18,14 +18,18 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from ledger import audit as A
 from ledger import rows as R
 from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
 from ledger.models import LedgerEvent, MemoryRecord, Status
-from ledger.packet import Packet, build_packet
+from ledger.packet import Packet, build_packet, empty_packet
 from ledger.search import search_active
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
+
+# Every record the packet decides about: all but the forgotten (their bodies are gone).
+_PACKET_WHERE = "scope_key = :s AND status <> 'deleted' AND erased_at IS NULL"
 
 RecordList = list[MemoryRecord]  # aliases: inside the class, ``list`` names the method
 EventList = list[LedgerEvent]
@@ -140,16 +144,64 @@ class LedgerReads:
             rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
         return [R.to_record(r) for r in rows]
 
-    def build_packet(self, scope_key: str, *, now: datetime | None = None, max_chars: int | None = None) -> Packet:
-        """What a chat turn injects: see :func:`ledger.packet.build_packet`.
+    def build_packet(
+        self,
+        scope_key: str,
+        *,
+        now: datetime | None = None,
+        max_chars: int | None = None,
+        session_id: str | None = None,
+    ) -> Packet:
+        """What a chat turn injects: see :mod:`ledger.packet` (order, citations, exclusion codes).
+
+        With ``session_id`` the packet audit of that session is replaced in the same
+        transaction that read the records. With the scope's injection switch off the
+        packet is empty and no audit is written.
 
         Raises:
-            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative integer).
+            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative
+            integer, a malformed session id).
         """
+        scope = check_scope(scope_key)
         if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
             raise InvalidArgument("max_chars must be a non-negative integer (or omitted for the default)")
+        session = None if session_id is None else A.check_session_id(session_id)
         at = self.now(now)
-        return build_packet(self.list(scope_key, now=at), now=at, max_chars=max_chars)
+        if session is None:
+            if not self.injection(scope):
+                return empty_packet(now=at, max_chars=max_chars)
+            return build_packet(self.packet_candidates(scope), now=at, max_chars=max_chars)
+
+        def fn(conn: Connection) -> Packet:
+            if not A.injection_enabled(conn, scope):
+                return empty_packet(now=at, max_chars=max_chars, session_id=session)
+            rows = R.fetch_where(conn, _PACKET_WHERE, {"s": scope})
+            packet = build_packet([R.to_record(r) for r in rows], now=at, max_chars=max_chars)
+            A.write_audit(conn, scope, session, packet)
+            return replace(packet, session_id=session)
+
+        result: Packet = self.write(scope, fn)  # type: ignore[attr-defined]
+        return result
+
+    def packet_audit(self, session_id: str, *, scope_key: str | None = None) -> A.PacketAudit | None:
+        """What the chat ``session_id`` received last (SPEC 3.7), or None when no packet was built for it."""
+        scope = check_scope(scope_key or self.scope_key)
+        session = A.check_session_id(session_id)
+        with self._reading() as conn:
+            return A.read_audit(conn, scope, session)
+
+    def injection(self, scope_key: str) -> bool:
+        """Whether the scope's packets carry pins (the injection switch; on by default)."""
+        scope = check_scope(scope_key)
+        with self._reading() as conn:
+            return A.injection_enabled(conn, scope)
+
+    def packet_candidates(self, scope_key: str) -> RecordList:
+        """Every record of a scope the packet decides about: all but the forgotten (their bodies are gone)."""
+        scope = check_scope(scope_key)
+        with self._reading() as conn:
+            rows = R.fetch_where(conn, _PACKET_WHERE, {"s": scope})
+        return [R.to_record(r) for r in rows]
 
     def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> EventList:
         """The event log, oldest first, filtered by scope and/or record."""
