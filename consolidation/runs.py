@@ -31,7 +31,7 @@ RUN_COLUMNS = (
     "id", "scope_key", "state", "outcome", "mode", "turns", "created_at", "due_at", "started_at", "settled_at",
     "harness", "model", "wall_clock_cap_s", "input_tokens", "output_tokens", "cache_creation_input_tokens",
     "cache_read_input_tokens", "spend_micro_usd", "model_calls", "ops_proposed", "ops_applied", "ops_refused",
-    "refusals", "error", "prompt", "answer", "answer_raw", "answer_stored_at",
+    "refusals", "error", "prompt", "answer", "answer_raw", "answer_stored_at", "job", "session_id",
 )  # fmt: skip
 _SELECT = f"SELECT {', '.join(RUN_COLUMNS)} FROM consolidation_runs"
 
@@ -51,7 +51,13 @@ def select(
 def debounce(conn: Connection, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
     """Create the scope's pending run, or push it to ``now + debounce_s`` (capped by ``max_wait_s``)."""
     debounce_us = round(settings.debounce_s * 1_000_000)
-    pending = select(conn, "scope_key = :s AND state = 'pending'", {"s": settings.scope_key}, order="id", limit=1)
+    pending = select(
+        conn,
+        "scope_key = :s AND state = 'pending' AND job = 'consolidate'",
+        {"s": settings.scope_key},
+        order="id",
+        limit=1,
+    )
     if pending:
         run = pending[0]
         created_us = _us(run.created_at)
@@ -91,7 +97,7 @@ def cancel_pending(conn: Connection, scope_key: str, now_us: int) -> int:
         conn,
         (
             "UPDATE consolidation_runs SET state = 'settled', outcome = 'cancelled', settled_at = :n "
-            "WHERE scope_key = :s AND state = 'pending'"
+            "WHERE scope_key = :s AND state = 'pending' AND job = 'consolidate'"
         ),
         {"n": now_us, "s": scope_key},
     )
@@ -176,6 +182,8 @@ def settle(
             "input_tokens = input_tokens + :it, output_tokens = output_tokens + :ot, "
             "cache_creation_input_tokens = cache_creation_input_tokens + :cw, "
             "cache_read_input_tokens = cache_read_input_tokens + :cr, spend_micro_usd = spend_micro_usd + :sp, "
+            # An extraction run's prompt is the chat transcript: it does not outlive the run.
+            "prompt = CASE WHEN job = 'extract' THEN NULL ELSE prompt END, "
             "started_at = COALESCE(started_at, :n) WHERE id = :id AND state = :expect"
             + (" AND answer_stored_at IS NULL" if unanswered else "")
         ),

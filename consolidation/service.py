@@ -29,9 +29,13 @@ from consolidation import runs as R
 from consolidation import settings as S
 from consolidation.apply import apply_batch
 from consolidation.errors import RunNotFound
+from consolidation.extraction.service import JOB as EXTRACT_JOB
+from consolidation.extraction.service import ExtractionJobs
+from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.gate import UNPARSEABLE, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
-from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
+from consolidation.harnesses.extract_base import Extractor
+from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
 from ledger import Ledger, MemoryRecord
 from ledger.db import run_write
@@ -69,6 +73,7 @@ class ConsolidationService:
         janitor_grace_s: float = DEFAULT_GRACE_S,
         harnesses: dict[str, Harness] | None = None,
         fault_hook: FaultHook | None = None,
+        extractors: dict[str, Extractor] | None = None,
     ) -> None:
         self.led = led
         self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY") or None
@@ -77,6 +82,8 @@ class ConsolidationService:
         self.janitor_grace_s = janitor_grace_s
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
         self._fault_hook = fault_hook
+        self.extraction = ExtractionJobs(self, extractors)
+        led.add_capability_provider(self.capabilities)
 
     def _fault(self, step: str) -> None:
         """Fault tests stop the process here; what the hook raises is marked so no handler swallows it."""
@@ -127,21 +134,85 @@ class ConsolidationService:
         return result
 
     # ------------------------------------------------------------------ runs
-    def notify_turn(self, scope_key: str, *, now: datetime | None = None) -> ConsolidationRun | None:
-        """Record a chat turn: the scope's one pending run is created or pushed back. None when mode is off."""
+    def notify_turn(
+        self,
+        scope_key: str,
+        *,
+        session_id: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        now: datetime | None = None,
+    ) -> ConsolidationRun | None:
+        """Record a chat turn: the scope's pending consolidation run is created or pushed back and, with
+        ``session_id`` (and ``messages``), the session's digest is extended and its extraction run debounced.
+
+        Returns the session's pending extraction run when there is one, else the consolidation
+        run; None when both jobs are off. :meth:`notify_turn_runs` returns both.
+
+        Raises:
+            InvalidArgument, InvalidExtractionInput: a malformed session id or message (nothing stored).
+        """
+        consolidation, extraction = self.notify_turn_runs(scope_key, session_id=session_id, messages=messages, now=now)
+        return extraction if extraction is not None else consolidation
+
+    def notify_turn_runs(
+        self,
+        scope_key: str,
+        *,
+        session_id: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        now: datetime | None = None,
+    ) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
+        """As :meth:`notify_turn`, in one transaction; returns (consolidation run, extraction run)."""
         from ledger.reads import check_scope
 
         scope = check_scope(scope_key)
+        turn = None if session_id is None and messages is None else self.extraction.check_turn(session_id, messages)
         now_us = self._now(now)
 
-        def fn(conn: Connection) -> ConsolidationRun | None:
+        def fn(conn: Connection) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
             settings = self._settings_in(conn, scope)
-            if settings.mode == Mode.OFF:
-                return None
-            return R.debounce(conn, settings, now_us)
+            consolidation = None if settings.mode == Mode.OFF else R.debounce(conn, settings, now_us)
+            extraction = None if turn is None else self.extraction.notify_turn_in(conn, scope, *turn, now_us)
+            return consolidation, extraction
 
-        result: ConsolidationRun | None = self.led.write(scope, fn)
+        result: tuple[ConsolidationRun | None, ConsolidationRun | None] = self.led.write(scope, fn)
         return result
+
+    # ------------------------------------------------------------------ extraction
+    def extraction_settings(self, scope_key: str) -> ExtractionSettings:
+        """The scope's extraction settings (SPEC 4.5; defaults when never set)."""
+        return self.extraction.settings(scope_key)
+
+    def update_extraction_settings(
+        self, scope_key: str, *, now: datetime | None = None, **changes: Any
+    ) -> ExtractionSettings:
+        """Validate and store extraction settings (``mode``, ``harness``, ``model``, ``debounce_s``, ...).
+
+        ``mode="off"`` cancels the scope's pending extraction runs and deletes their digests.
+
+        Raises:
+            InvalidSettings: a field is invalid (nothing is changed); ScopeError.
+        """
+        return self.extraction.update_settings(scope_key, now=now, **changes)
+
+    def capabilities(self, scope_key: str) -> dict[str, Any]:
+        """What consolidation and extraction offer the scope, for :meth:`ledger.Ledger.capabilities`."""
+        with self.led.engine.connect() as conn:
+            settings = self._settings_in(conn, scope_key)
+            extraction = self.extraction.settings_in(conn, scope_key)
+        return {
+            "consolidation": {
+                "available": True,
+                "mode": settings.mode.value,
+                "operations": list(ALL_OPS),
+                "allowedOperations": list(settings.allowed_ops),
+            },
+            "extraction": {
+                "available": True,
+                "mode": extraction.mode.value,
+                "enabled": extraction.mode != ExtractionMode.OFF,
+            },
+        }
 
     def get_run(self, run_id: str) -> ConsolidationRun:
         with self.led.engine.connect() as conn:
@@ -183,6 +254,8 @@ class ConsolidationService:
         """
         now_us = self._now(now)
         run = self.get_run(run_id)
+        if run.job == EXTRACT_JOB:
+            return self.extraction.execute(run, now_us)
         claimed = self.led.write(run.scope_key, lambda conn: self._claim(conn, run, now_us))
         if claimed is None:
             return None
@@ -280,7 +353,10 @@ class ConsolidationService:
 
     def _apply_stored(self, run_id: str, now_us: int, *, scope_key: str | None = None) -> tuple[ConsolidationRun, bool]:
         """As :meth:`apply_stored`; also says whether this call was the one that settled the run."""
-        scope = scope_key or self.get_run(run_id).scope_key
+        run = self.get_run(run_id)
+        if run.job == EXTRACT_JOB:
+            return self.extraction.apply_stored(run_id, run.scope_key, now_us)
+        scope = scope_key or run.scope_key
         try:
             won: bool = self.led.write(scope, lambda conn: self._apply_and_settle(conn, run_id, now_us))
         except _LostRace:

@@ -761,6 +761,7 @@ class Ledger(LedgerReads):
         confidence_bps: int | None = None,
         rationale: str | None = None,
         run_id: str | None = None,
+        source_session_id: str | None = None,
     ) -> MemoryRecord:
         """One new record that supersedes ``target_ids`` (each active in ``scope_key``), at ``now_us``.
 
@@ -803,4 +804,5 @@ class Ledger(LedgerReads):
             conflict_group=conflict_group,
             confidence_bps=_confidence(confidence_bps),
             rationale=None if rationale is None else str(rationale)[: self.max_body_chars],
+            source_session_id=_opt_text(source_session_id, "source_session_id"),
         )

@@ -62,6 +62,7 @@ from ledger.errors import InvalidInstant, LedgerError
 from ledger.instants import format_rfc3339, parse_rfc3339
 from ledger.models import Kind, MemoryRecord
 from ledger.packet import Packet
+from ledger.packet_methods import PACKET_METHOD_SPECS
 from ledger.slash import SlashResult
 
 log = logging.getLogger(__name__)
@@ -304,6 +305,8 @@ METHODS: Mapping[str, Method] = {
     "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(p.id)),
     "memory/handle_slash_command": Method(SlashParams, lambda led, p: led.handle_slash(p.text)),
     "memory/build_packet": Method(PacketParams, lambda led, p: led.build_packet(p.scope_key, max_chars=p.max_chars)),
+    # The packet with its audit, the injection switch and capabilities (ledger/packet_methods.py).
+    **{name: Method(params, run) for name, (params, run) in PACKET_METHOD_SPECS.items()},  # type: ignore[arg-type]
 }
 
 
