@@ -133,7 +133,8 @@ def test_the_prompt_holds_the_digest_and_pinned_bodies_and_nothing_else(
 ) -> None:
     # Given pins in this scope and in another account, and two sessions
     led = asvc.led
-    pinned = [led.save(f"already pinned {n}", now=at(n - 100)) for n in range(25)]
+    for n in range(25):
+        led.save(f"already pinned {n}", now=at(n - 100))
     other = make_ledger(account="other")
     other.save("another account's pin", now=T0)
     asvc.notify_turn(SCOPE, session_id="other-session", messages=[user("other session text")], now=at(0))

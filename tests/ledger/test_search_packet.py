@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
-from ledger.models import Kind
 from ledger.packet import HEADER, build_packet
 from ledger.search import MAX_TERMS, fts5_query
 
