@@ -60,11 +60,12 @@ def cli_runtime(*, log_level: str = "WARNING") -> Iterator[Runtime]:
 
 def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
     """``consolidation/notify_turn`` for ``memledger rpc`` (the same method ``serve`` exposes)."""
+    from worker.extraction_methods import extraction_methods
     from worker.server import NOTIFY_TURN, notify_turn_method
 
     runtime = build_runtime(cli_config(), ledger=led)
     method: ExtraMethod = notify_turn_method(runtime)
-    return {NOTIFY_TURN: method}
+    return {NOTIFY_TURN: method, **extraction_methods(runtime)}
 
 
 # ---------------------------------------------------------------------- processes
@@ -143,7 +144,7 @@ def runs(
     as_json: Json = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 50,
 ) -> None:
-    """List consolidation runs, newest first (a table, or --json with the fields of SPEC 4.2)."""
+    """List runs of both jobs (consolidate, extract), newest first (a table, or --json with the fields of SPEC 4.2)."""
     with cli_runtime() as runtime:
         found = runtime.service.runs(scope, limit=limit)
     if as_json:
@@ -163,6 +164,7 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
     table = Table(title=title)
     for name, style in (
         ("ID", "cyan"),
+        ("Job", None),
         ("Scope", None),
         ("State", None),
         ("Turns", None),
@@ -179,6 +181,7 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
         state = str(run.state) if run.outcome is None else f"{run.state}: {run.outcome}"
         table.add_row(
             Text(run.id),
+            Text(run.job if not run.session_id else f"{run.job} ({run.session_id})"),
             Text(run.scope_key),
             Text(state),
             str(run.turns),

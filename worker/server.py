@@ -73,7 +73,9 @@ def notify_turn_method(runtime: Runtime) -> Any:
 
 def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
     """``POST /rpc``: one JSON-RPC request in the body, one response (or 204 for a notification)."""
-    extra = {NOTIFY_TURN: notify_turn_method(runtime)}
+    from worker.extraction_methods import extraction_methods
+
+    extra = {NOTIFY_TURN: notify_turn_method(runtime), **extraction_methods(runtime)}
 
     async def rpc(request: Request) -> Response:
         body = await request.body()
