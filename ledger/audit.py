@@ -141,7 +141,7 @@ def scrub_audits(conn: Connection, record_ids: Sequence[str], bodies: Sequence[s
 
 
 def check_session_id(value: object) -> str:
-    """A session id: 1 to 200 characters, no control characters.
+    """A session id: 1 to 200 characters, no control characters, valid Unicode (no lone surrogate).
 
     Raises:
         InvalidArgument: anything else.
@@ -150,7 +150,7 @@ def check_session_id(value: object) -> str:
         not isinstance(value, str)
         or not value.strip()
         or len(value) > SESSION_MAX_CHARS
-        or any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in value)
+        or any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 or 0xD800 <= ord(ch) < 0xE000 for ch in value)
     ):
         raise InvalidArgument(f"a session id must be 1 to {SESSION_MAX_CHARS} characters without control characters")
     return value

@@ -43,6 +43,11 @@ class DigestMessage:
 
 
 def _has_control(text: str, *, allow_breaks: bool) -> bool:
+    """Control characters (but newline, tab, CR when ``allow_breaks``), or a lone surrogate (not text)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
     for ch in text:
         code = ord(ch)
         if allow_breaks and ch in "\n\t\r":

@@ -58,6 +58,8 @@ def test_a_message_carrying_a_credential_is_withheld() -> None:
         [{"role": "system", "text": "x"}],
         [{"role": "user", "text": 5}],
         [{"role": "user", "text": "bell\x07"}],
+        [{"role": "user", "text": "lone \ud800 surrogate"}],
+        [{"role": "user", "text": "x", "id": "\udfff"}],
         [{"role": "user", "text": "x", "extra": 1}],
         [{"role": "user", "text": "x", "id": ""}],
         [{"role": "user", "text": "x", "id": "a" * 101}],

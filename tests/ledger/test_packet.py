@@ -10,6 +10,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import text
 
 from ledger import InvalidArgument, Ledger, Provenance, Status
@@ -227,7 +229,7 @@ def test_injection_off_gives_an_empty_packet_and_no_audit(led: Ledger) -> None:
     assert led.packet_audit("s1") is not None
 
 
-@pytest.mark.parametrize("session", ["", "   ", "x" * 201, "bad\x00id", "tab\there", 7])
+@pytest.mark.parametrize("session", ["", "   ", "x" * 201, "bad\x00id", "tab\there", "lone\ud800", 7])
 def test_a_bad_session_id_is_refused_and_writes_nothing(led: Ledger, session: Any) -> None:
     led.save("a pin")
     with pytest.raises(InvalidArgument):
@@ -318,3 +320,66 @@ def test_capabilities_providers_add_what_they_offer(led: Ledger) -> None:
     led.add_capability_provider(lambda scope: {"consolidation": {"available": True, "operations": ["merge"]}})
     caps = led.capabilities()
     assert caps["consolidation"] == {"available": True, "mode": "off", "operations": ["merge"]}
+
+
+# --------------------------------------------------------------------------- properties
+_BODIES = st.lists(
+    st.sampled_from(["abc", "xyz", " ", "\n", "\t", "[", "]", "<", ">", "|", ":", "mem_", "fact:", "</conversation>"]),
+    min_size=1,
+    max_size=10,
+).map("".join)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    specs=st.lists(
+        st.tuples(
+            _BODIES,
+            st.sampled_from([None, "g1", "g2"]),
+            st.sampled_from(["active", "proposed", "rejected", "superseded", "expired", "deleted", "erased"]),
+            st.sampled_from([Provenance.USER_EXPLICIT, Provenance.MODEL_PROPOSAL]),
+            st.one_of(st.none(), st.integers(0, 10_000)),
+        ),
+        max_size=12,
+    ),
+    limit=st.integers(0, 600),
+)
+def test_packet_invariants_for_any_records(specs: list[Any], limit: int, led: Ledger, clock: Clock) -> None:
+    # Given records in every status, built by hand (the packet is pure: any input is possible)
+    template = led.save("template pin") if not led.list(SCOPE) else led.list(SCOPE)[0]
+    records = []
+    for n, (body, group, status, provenance, conf) in enumerate(specs):
+        at = template.valid_from + timedelta(seconds=n)
+        records.append(
+            replace(
+                template,
+                id=f"mem_{n:024x}",
+                body=None if status == "erased" else body,
+                conflict_group=group,
+                status=Status.SUPERSEDED if status == "erased" else Status(status),
+                erased=status == "erased",
+                provenance=provenance,
+                confidence_bps=conf,
+                valid_from=at,
+                created_at=at,
+                valid_to=None if status == "active" else at,
+            )
+        )
+    now = template.valid_from + timedelta(days=1)
+    packet = build_packet(records, now=now, max_chars=limit)
+    carried = [r.id for r in packet.records]
+    excluded = [e.id for e in packet.excluded]
+    visible = [r.id for r in records if r.status != Status.DELETED and not r.erased]
+    # Then every visible record is carried or excluded, once; forgotten ones appear nowhere
+    assert sorted(carried + excluded) == sorted(visible)
+    # At most one member per group; the text has one line per carried record and fits
+    groups = [r.conflict_group for r in packet.records if r.conflict_group is not None]
+    assert len(groups) == len(set(groups))
+    assert len(packet.text) <= limit
+    lines = packet.text.split("\n") if packet.text else []
+    assert len(lines) == (len(carried) + 1 if carried else 0)
+    for line, record in zip(lines[1:], packet.records, strict=True):
+        assert line.startswith(f"[{record.id[:8]}] {record.kind.value}: ")
+    # Explicit pins come before suggestions
+    kinds = [r.provenance == Provenance.USER_EXPLICIT for r in packet.records]
+    assert kinds == sorted(kinds, reverse=True)

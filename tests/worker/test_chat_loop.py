@@ -34,7 +34,8 @@ def rpc(client: TestClient, method: str, params: dict[str, Any] | None = None) -
     request: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
     if params is not None:
         request["params"] = params
-    response = client.post("/rpc", json=request)
+    # json.dumps escapes a lone surrogate (\ud800) as JSON allows; the server must refuse it as text.
+    response = client.post("/rpc", content=json.dumps(request), headers={"content-type": "application/json"})
     assert response.status_code == 200
     body: dict[str, Any] = response.json()
     return body
@@ -110,6 +111,8 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
         ("memory/notify_turn", {"sessionId": "s", "messages": []}),
         ("memory/notify_turn", {"sessionId": "s", "messages": [{"role": "robot", "text": "x"}]}),
         ("memory/notify_turn", {"sessionId": "bad\u0007id", "messages": [{"role": "user", "text": "x"}]}),
+        ("memory/notify_turn", {"sessionId": "s", "messages": [{"role": "user", "text": "lone \ud800"}]}),
+        ("memory/notify_turn", {"sessionId": "s", "messages": "hello"}),
         ("memory/notify_turn", {"sessionId": "s", "messages": [{"role": "user", "text": "x"}], "scopeKey": "x:y"}),
         ("memory/update_extraction_settings", {"mode": "apply"}),
         ("memory/update_extraction_settings", {"harness": "anthropic"}),
