@@ -189,3 +189,28 @@ def test_the_loop_over_stdio_and_the_operator_commands(base_env: dict[str, str],
     assert audit["result"]["selected"][0]["body"] == "Call me Sam"
     table = cli("runs")
     assert table.returncode == 0 and "extract" in table.stdout.decode()
+
+
+@pytest.mark.redis
+def test_extraction_runs_on_the_redis_broker_and_the_janitor_wakes_a_lost_run(
+    make_runtime: Callable[..., Runtime], redis_url: str
+) -> None:
+    import redis
+
+    runtime = make_runtime(redis_url=redis_url, sweep_interval_s=0)
+    runtime.service.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=0)
+    # Given a turn whose message is lost (Redis flushed before any worker ran)
+    _, lost = runtime.notify_turn_runs(SCOPE, session_id="s1", messages=[{"role": "user", "text": "Call me Ana."}])
+    assert lost is not None
+    redis.Redis.from_url(redis_url).flushdb()
+    runtime.start_worker(threads=2)
+    # When the janitor passes, the run is re-sent and executed once by a dramatiq worker on Redis
+    report = runtime.janitor.run_once()
+    assert report.rearmed + report.resent >= 1
+    wait_until(lambda: runtime.service.get_run(lost.id).state == RunState.SETTLED, timeout_s=15)
+    assert runtime.service.get_run(lost.id).ops_applied == 1
+    # And a second turn goes through the queue as any other
+    _, second = runtime.notify_turn_runs(SCOPE, session_id="s2", messages=[{"role": "user", "text": "I prefer tea."}])
+    assert second is not None
+    wait_until(lambda: runtime.service.get_run(second.id).state == RunState.SETTLED, timeout_s=15)
+    assert sorted(p.body for p in runtime.ledger.proposals(SCOPE)) == ["Call me Ana", "I prefer tea"]
