@@ -81,6 +81,8 @@ def downgrade() -> None:
     op.drop_table("packet_audits")
     op.drop_table("extraction_digests")
     op.drop_table("extraction_settings")
+    # Extraction runs cannot live in the older table (one pending run per scope): they go with it.
+    op.execute("DELETE FROM consolidation_runs WHERE job = 'extract'")
     op.drop_index("ux_consolidation_runs_pending", table_name="consolidation_runs")
     op.create_index(
         "ux_consolidation_runs_pending",
