@@ -15,6 +15,7 @@ position in the session.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,18 +43,18 @@ class DigestMessage:
         return {"id": self.id, "role": self.role, "text": self.text}
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_BUT_BREAKS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def _has_control(text: str, *, allow_breaks: bool) -> bool:
     """Control characters (but newline, tab, CR when ``allow_breaks``), or a lone surrogate (not text)."""
+    if (_CONTROL_BUT_BREAKS if allow_breaks else _CONTROL).search(text):
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return True
-    for ch in text:
-        code = ord(ch)
-        if allow_breaks and ch in "\n\t\r":
-            continue
-        if code < 32 or 0x7F <= code < 0xA0:
-            return True
     return False
 
 

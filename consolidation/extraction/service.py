@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Table, delete, insert, select, text
+from sqlalchemy import Connection, Table, delete, text
 
 from consolidation import runs as R
 from consolidation.extraction import digest as D
@@ -31,6 +31,7 @@ from consolidation.harnesses.base import HarnessError
 from consolidation.harnesses.extract_base import Extractor, get_extractor
 from consolidation.models import ConsolidationRun, Outcome
 from ledger.audit import check_session_id
+from ledger.db import execute, query
 from ledger.errors import BudgetExceeded, InvalidArgument
 from ledger.instants import from_micros, to_micros
 from ledger.models import EventKind, ExtractionDigestRow, Provenance
@@ -43,6 +44,15 @@ log = logging.getLogger(__name__)
 
 JOB = "extract"
 DIGESTS: Table = ExtractionDigestRow.__table__  # type: ignore[attr-defined]
+
+# The turn path runs on every chat turn: its statements go through ledger.db's direct path.
+_DIGEST_READ = "SELECT messages, next_seq FROM extraction_digests WHERE scope_key = :s AND session_id = :sid"
+_DIGEST_WRITE = (
+    "INSERT INTO extraction_digests (scope_key, session_id, messages, chars, next_seq, updated_at) "
+    "VALUES (:s, :sid, :m, :c, :seq, :n) ON CONFLICT (scope_key, session_id) DO UPDATE SET "
+    "messages = excluded.messages, chars = excluded.chars, next_seq = excluded.next_seq, "
+    "updated_at = excluded.updated_at"
+)
 
 # Every non-forgotten body of a scope: what a proposal must not duplicate.
 _BODIES = "SELECT body FROM memory_records WHERE scope_key = :s AND status <> 'deleted' AND body IS NOT NULL"
@@ -126,20 +136,20 @@ class ExtractionJobs:
         settings = self.settings_in(conn, scope_key)
         if settings.mode == XS.ExtractionMode.OFF or not messages:
             return None
-        key = (DIGESTS.c.scope_key == scope_key) & (DIGESTS.c.session_id == session_id)
-        row = conn.execute(select(DIGESTS.c.messages, DIGESTS.c.next_seq).where(key)).first()
-        current = D.loads(row[0]) if row is not None else []
-        digest, next_seq = D.extend(current, messages, next_seq=row[1] if row is not None else 0)
-        conn.execute(delete(DIGESTS).where(key))
-        conn.execute(
-            insert(DIGESTS).values(
-                scope_key=scope_key,
-                session_id=session_id,
-                messages=D.dumps(digest),
-                chars=D.chars(digest),
-                next_seq=next_seq,
-                updated_at=now_us,
-            )
+        found = query(conn, _DIGEST_READ, {"s": scope_key, "sid": session_id})
+        current = D.loads(found[0][0]) if found else []
+        digest, next_seq = D.extend(current, messages, next_seq=found[0][1] if found else 0)
+        execute(
+            conn,
+            _DIGEST_WRITE,
+            {
+                "s": scope_key,
+                "sid": session_id,
+                "m": D.dumps(digest),
+                "c": D.chars(digest),
+                "seq": next_seq,
+                "n": now_us,
+            },
         )
         return self._debounce(conn, settings, session_id, now_us)
 
@@ -220,19 +230,19 @@ class ExtractionJobs:
     ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[str]] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(conn, run.scope_key)
-        done = conn.execute(
-            text(
-                "UPDATE consolidation_runs SET state = 'running', started_at = :n, harness = :h, model = :m, "
-                "mode = 'propose', wall_clock_cap_s = :cap "
-                f"WHERE id = :id AND state = 'pending' AND due_at <= :n AND {R._NO_OTHER_RUNNING}"
-            ),
+        done = execute(
+            conn,
+            "UPDATE consolidation_runs SET state = 'running', started_at = :n, harness = :h, model = :m, "
+            "mode = 'propose', wall_clock_cap_s = :cap "
+            f"WHERE id = :id AND state = 'pending' AND due_at <= :n AND {R._NO_OTHER_RUNNING}",
             {"n": now_us, "id": run.id, "h": settings.harness, "m": settings.model, "cap": settings.wall_clock_cap_s},
-        ).rowcount
+        )
         if done != 1:
             return None
-        key = (DIGESTS.c.scope_key == run.scope_key) & (DIGESTS.c.session_id == (run.session_id or ""))
-        stored = conn.execute(select(DIGESTS.c.messages).where(key)).scalar()
-        conn.execute(delete(DIGESTS).where(key))
+        key = {"s": run.scope_key, "sid": run.session_id or ""}
+        found = query(conn, _DIGEST_READ, key)
+        stored = found[0][0] if found else None
+        execute(conn, "DELETE FROM extraction_digests WHERE scope_key = :s AND session_id = :sid", key)
         start, end = _month_bounds(now_us)
         spent = R.month_spend(conn, run.scope_key, start, end)
         budget = self.svc._settings_in(conn, run.scope_key).spend_budget_micro_usd
@@ -262,7 +272,7 @@ class ExtractionJobs:
             )  # fmt: skip
         self.led.prepare_in(conn, run.scope_key, now_us)
         digest = _digest_of(run.prompt)
-        bodies = [r[0] for r in conn.execute(text(_BODIES), {"s": run.scope_key}).all()]
+        bodies = [r[0] for r in query(conn, _BODIES, {"s": run.scope_key})]
         gate = check_proposals(
             run.answer,
             existing_bodies=bodies,

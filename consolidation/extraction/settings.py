@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Table, delete, insert, select
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
 from consolidation.pricing import PriceTable, UnknownModelPrice
+from ledger.db import query
 from ledger.models import ExtractionSettingsRow
 
 TABLE: Table = ExtractionSettingsRow.__table__  # type: ignore[attr-defined]
@@ -30,6 +31,7 @@ DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 OFFLINE_MODEL = "offline"
 FIELDS = ("mode", "harness", "model", "debounce_s", "max_wait_s", "wall_clock_cap_s", "max_output_tokens")
+_LOAD = f"SELECT {', '.join(FIELDS)} FROM extraction_settings WHERE scope_key = :s"
 
 
 class ExtractionMode(StrEnum):
@@ -122,18 +124,20 @@ def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: Price
 
 
 def load(conn: Connection, scope_key: str) -> ExtractionSettings | None:
-    row = conn.execute(select(TABLE).where(TABLE.c.scope_key == scope_key)).mappings().first()
-    if row is None:
+    """The scope's stored settings, or None (read on every turn: ledger.db's direct path)."""
+    rows = query(conn, _LOAD, {"s": scope_key})
+    if not rows:
         return None
+    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = rows[0]
     return ExtractionSettings(
-        scope_key=row["scope_key"],
-        mode=ExtractionMode(row["mode"]),
-        harness=row["harness"],
-        model=row["model"],
-        debounce_s=float(row["debounce_s"]),
-        max_wait_s=None if row["max_wait_s"] is None else float(row["max_wait_s"]),
-        wall_clock_cap_s=float(row["wall_clock_cap_s"]),
-        max_output_tokens=int(row["max_output_tokens"]),
+        scope_key=scope_key,
+        mode=ExtractionMode(mode),
+        harness=harness,
+        model=model,
+        debounce_s=float(debounce_s),
+        max_wait_s=None if max_wait_s is None else float(max_wait_s),
+        wall_clock_cap_s=float(cap_s),
+        max_output_tokens=int(max_tokens),
     )
 
 
