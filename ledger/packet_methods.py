@@ -45,7 +45,7 @@ class NoParams(_Params):
 class BuildPacketParams(_Params):
     scope_key: StrictStr | None = None
     session_id: StrictStr | None = None
-    max_chars: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
+    max_chars: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
 
 
 class AuditParams(_Params):
