@@ -22,11 +22,10 @@ from sqlalchemy import Connection, Table, delete, insert, or_, select, update
 
 from ledger.errors import InvalidArgument
 from ledger.instants import from_micros, to_micros
-from ledger.models import MemoryInjectionRow, PacketAuditRow
+from ledger.models import INJECTION, PACKET_AUDITS
 from ledger.packet import HEADER, Packet, citation
 
-AUDITS: Table = PacketAuditRow.__table__  # type: ignore[attr-defined]
-INJECTION: Table = MemoryInjectionRow.__table__  # type: ignore[attr-defined]
+AUDITS: Table = PACKET_AUDITS
 SESSION_MAX_CHARS = 200
 
 
@@ -110,7 +109,7 @@ def read_audit(conn: Connection, scope_key: str, session_id: str) -> PacketAudit
     )
 
 
-def scrub_audits(conn: Connection, record_ids: Sequence[str], bodies: Sequence[str]) -> int:
+def scrub_audits(conn: Connection, record_ids: Sequence[str]) -> int:
     """Erase forgotten records' bodies from every audit that carried them (inside the delete's transaction).
 
     Audits are found by the id in their ``selected`` list (a LIKE on the JSON text, then an

@@ -15,15 +15,14 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Connection, Table, delete, insert, select
+from sqlalchemy import delete, insert, select
 
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
 from consolidation.pricing import PriceTable, UnknownModelPrice
 from ledger.db import query
-from ledger.models import ExtractionSettingsRow
-
-TABLE: Table = ExtractionSettingsRow.__table__  # type: ignore[attr-defined]
+from ledger.models import EXTRACTION_SETTINGS as TABLE
+from ledger.tx import Reader
 
 DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 300.0
@@ -123,9 +122,9 @@ def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: Price
     return ExtractionSettings(**values)
 
 
-def load(conn: Connection, scope_key: str) -> ExtractionSettings | None:
+def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
     """The scope's stored settings, or None (read on every turn: ledger.db's direct path)."""
-    rows = query(conn, _LOAD, {"s": scope_key})
+    rows = query(db.conn, _LOAD, {"s": scope_key})
     if not rows:
         return None
     mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = rows[0]
@@ -141,9 +140,9 @@ def load(conn: Connection, scope_key: str) -> ExtractionSettings | None:
     )
 
 
-def store(conn: Connection, settings: ExtractionSettings, now_us: int) -> None:
+def store(tx: Reader, settings: ExtractionSettings, now_us: int) -> None:
     """Replace the scope's row (inside the scope's write transaction, so delete + insert is atomic)."""
-    created = conn.execute(select(TABLE.c.created_at).where(TABLE.c.scope_key == settings.scope_key)).scalar()
-    conn.execute(delete(TABLE).where(TABLE.c.scope_key == settings.scope_key))
+    created = tx.execute(select(TABLE.c.created_at).where(TABLE.c.scope_key == settings.scope_key)).scalar()
+    tx.execute(delete(TABLE).where(TABLE.c.scope_key == settings.scope_key))
     values = settings.to_json()
-    conn.execute(insert(TABLE).values(**values, created_at=created or now_us, updated_at=now_us))
+    tx.execute(insert(TABLE).values(**values, created_at=created or now_us, updated_at=now_us))

@@ -350,3 +350,29 @@ def test_offline_extraction_end_to_end(svc: ConsolidationService) -> None:
     assert prop.body == "My deploy region is eu-west-1" and prop.source_session_id == "chat-9"
     assert svc.led.capabilities()["extraction"] == {"available": True, "mode": "propose", "enabled": True}
     assert "consolidate" not in {r.job for r in svc.runs(SCOPE)}
+
+
+def test_a_forget_from_a_program_without_the_service_erases_through_the_registry(
+    asvc: ConsolidationService, fake: FakeAnthropic, make_ledger: Callable[..., Ledger]
+) -> None:
+    # Given a pin, a settled run whose prompt and answer carried it, and a pending digest quoting it
+    led = asvc.led
+    pin = led.save("my quokka sanctuary donation", now=T0)
+    fake.set_proposals([{"body": "my quokka sanctuary donation", "kind": "fact"}])  # a duplicate: refused
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("note: my quokka sanctuary donation")], now=at(0))
+    [done] = asvc.run_due(now=at(20))
+    assert done.refusals == {"duplicate": 1}
+    asvc.notify_turn(SCOPE, session_id="s2", messages=[user("About my Quokka  sanctuary donation")], now=at(30))
+    # When another program (a plain ledger, no consolidation service, no erase hook) forgets the pin
+    plain = make_ledger()
+    plain.delete(pin.id, now=at(31))
+    # Then the digest's messages and the run's answers are gone (the registry cleared them)
+    with led.engine.connect() as conn:
+        digest = conn.execute(text("SELECT messages FROM extraction_digests WHERE session_id = 's2'")).scalar()
+        run = conn.execute(
+            text("SELECT prompt, answer, answer_raw FROM consolidation_runs WHERE id = :i"), {"i": done.id}
+        ).one()
+    assert digest is None and tuple(run) == (None, None, None)
+    # And the session's next run still works: the erased digest counts as empty
+    [nothing] = asvc.run_due(now=at(60))
+    assert nothing.session_id == "s2" and nothing.outcome == Outcome.PROPOSED and fake.calls == 1

@@ -7,7 +7,7 @@ consolidation). At most one pending run per (scope, job, session); still one run
 run per scope, so a scope's jobs never run at the same time.
 
 Revision ID: 0007_extraction_packet
-Revises: 0003_consolidation
+Revises: 0004_store
 Create Date: 2026-12-01
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_extraction_packet"
-down_revision = "0003_consolidation"
+down_revision = "0004_store"
 branch_labels = None
 depends_on = None
 
@@ -53,7 +53,8 @@ def upgrade() -> None:
         "extraction_digests",
         sa.Column("scope_key", sa.Text, primary_key=True),
         sa.Column("session_id", sa.Text, primary_key=True),
-        sa.Column("messages", sa.Text, nullable=False),
+        sa.Column("digest_id", sa.Text, nullable=False, unique=True),
+        sa.Column("messages", sa.Text, nullable=True),
         sa.Column("chars", sa.Integer, nullable=False),
         sa.Column("next_seq", sa.Integer, nullable=False),
         sa.Column("updated_at", sa.BigInteger, nullable=False),
