@@ -46,7 +46,7 @@ def test_the_tables_match_their_sqlmodel_classes(engine: Engine) -> None:
 
 def test_existing_runs_become_consolidate_jobs_and_the_revision_round_trips(engine: Engine) -> None:
     # Given a database before this revision with a consolidation run in it
-    upgrade(engine, "0004_store")
+    upgrade(engine, "0006_consolidation_v2")
     with engine.begin() as conn:
         conn.execute(
             text(
@@ -60,7 +60,7 @@ def test_existing_runs_become_consolidate_jobs_and_the_revision_round_trips(engi
     with engine.connect() as conn:
         assert conn.execute(text("SELECT job, session_id FROM consolidation_runs")).one() == ("consolidate", "")
     # Then it downgrades below this revision and comes back
-    _downgrade(engine, "0004_store")
+    _downgrade(engine, "0006_consolidation_v2")
     tables = set(inspect(engine).get_table_names())
     assert not tables & {"packet_audits", "memory_injection", "extraction_settings", "extraction_digests"}
     assert "job" not in {c["name"] for c in inspect(engine).get_columns("consolidation_runs")}

@@ -59,7 +59,7 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
     assert ok(client, "memory/get_extraction_settings") == settings
     ok(client, "memory/save_memory_record", {"body": "I use vim"})
     # Before the turn: the packet for the session, and its audit
-    packet = ok(client, "memory/build_packet", {"sessionId": "chat-1"})
+    packet = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-1"})
     assert packet["text"].splitlines()[1].endswith("fact: I use vim") and packet["sessionId"] == "chat-1"
     # After the turn: its messages
     turn = ok(
@@ -81,11 +81,11 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
     assert "My deploy region is eu-west-1" in pins["reply"] and "YAML" not in pins["reply"]
     [proposal] = ok(client, "memory/list_proposed_memory_records", {"scopeKey": SCOPE})["records"]
     assert proposal["provenance"] == "model_proposal" and proposal["sourceSessionId"] == "chat-1"
-    packet = ok(client, "memory/build_packet", {"sessionId": "chat-1"})
+    packet = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-1"})
     assert {"id": proposal["id"], "code": "proposed"} in packet["excluded"]
     ok(client, "memory/accept_proposed_memory_record", {"id": proposal["id"]})
     # Before the next turn the packet carries it, after the explicit pin, and the audit says so
-    packet = ok(client, "memory/build_packet", {"sessionId": "chat-1"})
+    packet = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-1"})
     assert [s["reason"] for s in packet["selected"]] == ["explicit_pin", "accepted_suggestion"]
     audit = ok(client, "memory/get_packet_audit", {"sessionId": "chat-1"})
     assert audit["text"] == packet["text"] and audit["selected"][1]["body"] == "My deploy region is eu-west-1"
@@ -96,7 +96,7 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
     # The user switches injection off: an empty packet and no new audit
     assert ok(client, "memory/set_memory_injection", {"enabled": False}) == {"scopeKey": SCOPE, "enabled": False}
     assert ok(client, "memory/get_memory_injection") == {"scopeKey": SCOPE, "enabled": False}
-    empty = ok(client, "memory/build_packet", {"sessionId": "chat-2"})
+    empty = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-2"})
     assert empty["text"] == "" and empty["injection"] is False
     assert ok(client, "memory/get_packet_audit", {"sessionId": "chat-2"}) is None
     assert ok(client, "memory/get_memory_capabilities")["injection"] is False
@@ -118,8 +118,8 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
         ("memory/update_extraction_settings", {"harness": "anthropic"}),
         ("memory/update_extraction_settings", {"debounceS": -1}),
         ("memory/get_extraction_settings", {"x": 1}),
-        ("memory/build_packet", {"sessionId": ""}),
-        ("memory/build_packet", {"scopeKey": "account:other"}),
+        ("memory/build_packet", {"scopeKey": SCOPE, "sessionId": ""}),
+        ("memory/build_packet", {"scopeKey": SCOPE, "sessionId": "tab\there"}),
         ("memory/get_packet_audit", {}),
         ("memory/set_memory_injection", {"enabled": "no"}),
         ("memory/get_memory_capabilities", {"scopeKey": SCOPE}),
@@ -173,7 +173,7 @@ def test_the_loop_over_stdio_and_the_operator_commands(base_env: dict[str, str],
     listed, packet = _rpc_lines(
         env,
         {"method": "memory/list_proposed_memory_records", "params": {"scopeKey": SCOPE}},
-        {"method": "memory/build_packet", "params": {"sessionId": "s1"}},
+        {"method": "memory/build_packet", "params": {"scopeKey": SCOPE, "sessionId": "s1"}},
     )
     [proposal] = listed["result"]["records"]
     assert proposal["body"] == "Call me Sam"
@@ -181,7 +181,7 @@ def test_the_loop_over_stdio_and_the_operator_commands(base_env: dict[str, str],
     accepted, packet, audit = _rpc_lines(
         env,
         {"method": "memory/accept_proposed_memory_record", "params": {"id": proposal["id"]}},
-        {"method": "memory/build_packet", "params": {"sessionId": "s1"}},
+        {"method": "memory/build_packet", "params": {"scopeKey": SCOPE, "sessionId": "s1"}},
         {"method": "memory/get_packet_audit", "params": {"sessionId": "s1"}},
     )
     assert accepted["result"]["status"] == "active"

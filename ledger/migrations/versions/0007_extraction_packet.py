@@ -7,7 +7,7 @@ consolidation). At most one pending run per (scope, job, session); still one run
 run per scope, so a scope's jobs never run at the same time.
 
 Revision ID: 0007_extraction_packet
-Revises: 0004_store
+Revises: 0006_consolidation_v2
 Create Date: 2026-12-01
 """
 
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007_extraction_packet"
-down_revision = "0004_store"
+down_revision = "0006_consolidation_v2"
 branch_labels = None
 depends_on = None
 
