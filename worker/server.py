@@ -147,7 +147,13 @@ def notify_turn_method(runtime: Runtime) -> Any:
 
 def extra_methods(runtime: Runtime) -> dict[str, ExtraMethod]:
     """Every method the worker adds to the record protocol (``serve`` and ``rpc`` alike)."""
-    return {NOTIFY_TURN: notify_turn_method(runtime), **account_methods(runtime.service)}
+    from worker.extraction_methods import extraction_methods
+
+    return {
+        NOTIFY_TURN: notify_turn_method(runtime),
+        **account_methods(runtime.service),
+        **extraction_methods(runtime),
+    }
 
 
 class AccountLedgers:
