@@ -1,0 +1,147 @@
+"""The ledger as a Model Context Protocol server (SPEC 5.2), on the official ``mcp`` SDK.
+
+Two transports, one tool table (:mod:`worker.mcp_tools`):
+
+* **stdio** — ``memledger mcp``: the process an MCP client (Claude Desktop, Claude Code,
+  an IDE) spawns; the bound account is the one the ledger was opened for
+  (``MEMLEDGER_ACCOUNT``, default ``local``).
+* **streamable HTTP** — ``/mcp`` on ``memledger serve`` (:class:`McpHttp`): stateless
+  and JSON-answered, so any API node can serve any request and no session lives in a
+  process. The account comes from the caller's request (``ledger_for``), never from
+  the tool arguments.
+
+Both are the SDK's low-level :class:`mcp.server.lowlevel.Server` with two handlers
+(``tools/list`` and ``tools/call``). Tool calls do blocking database I/O, so they run in
+a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from starlette.types import Receive, Scope, Send
+
+from ledger import Ledger
+from worker.mcp_tools import TOOLS, call_tool
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "memledger"
+MCP_PATH = "/mcp"
+MAX_MCP_REQUEST_BYTES = 1_000_000
+INSTRUCTIONS = (
+    "memledger holds the user's pinned memories: facts, preferences, decisions and constraints the user asked "
+    "to be remembered. Read them with list_pins, search_pins, pins_as_of and pin_history; get_packet shows what a "
+    "chat turn would be given. You cannot pin, edit, forget, accept or reject anything: propose_pin only stores a "
+    "suggestion that waits for the user's decision, and it reaches no chat until the user accepts it."
+)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+LedgerFor = Callable[[ServerRequestContext[Any, Any]], Ledger]
+"""Which ledger (which account) serves one request; called in the worker thread, may do I/O."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memledger")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0"
+
+
+def build_server(ledger_for: LedgerFor) -> Server[Any]:
+    """The MCP server: ``tools/list`` lists :data:`~worker.mcp_tools.TOOLS`; ``tools/call`` runs one.
+
+    ``ledger_for(ctx)`` picks the account for each call. A failure there (say, the
+    database is unreachable) is answered as an ``internal_error`` tool result.
+    """
+    tools = [spec.describe() for spec in TOOLS.values()]
+
+    async def list_tools(_ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        def run() -> CallToolResult:
+            return call_tool(ledger_for(ctx), params.name, params.arguments)
+
+        return await anyio.to_thread.run_sync(run)
+
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        title="memledger: the user's memory ledger",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+# ---------------------------------------------------------------------- stdio
+async def serve_stdio(led: Ledger) -> None:
+    """Serve MCP on this process's stdin/stdout until the client closes stdin."""
+    server = build_server(lambda _ctx: led)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def run_stdio(led: Ledger) -> None:
+    """Blocking :func:`serve_stdio` (the body of ``memledger mcp``)."""
+    log.info("memledger mcp serving %s over stdio", led.scope_key)
+    anyio.run(serve_stdio, led)
+
+
+# ---------------------------------------------------------------------- streamable HTTP
+def loopback_security(*, extra_hosts: tuple[str, ...] = (), origins: tuple[str, ...] = ()) -> TransportSecuritySettings:
+    """Host and Origin checks for a loopback server (DNS rebinding, forged browser requests).
+
+    A ``Host`` that is not a loopback name (or one of ``extra_hosts``) is refused with 421;
+    a request with an ``Origin`` not in ``origins`` is refused with 403 (no web page is
+    allowed by default: a page on any site, local ones included, is not the user).
+    """
+    hosts = [*LOOPBACK_HOSTS, *extra_hosts]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
+        allowed_origins=list(origins),
+    )
+
+
+class McpHttp:
+    """``/mcp``: the MCP server over streamable HTTP, as an ASGI app to mount on ``serve``.
+
+    Stateless (no ``Mcp-Session-Id`` kept in the process) with JSON answers, bodies
+    bounded at ``max_request_bytes``. Enter :meth:`run` in the host app's lifespan.
+    """
+
+    def __init__(
+        self,
+        ledger_for: LedgerFor,
+        *,
+        security: TransportSecuritySettings | None = None,
+        max_request_bytes: int = MAX_MCP_REQUEST_BYTES,
+    ) -> None:
+        self.server = build_server(ledger_for)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            security_settings=security if security is not None else loopback_security(),
+            max_request_body_size=max_request_bytes,
+        )
+
+    def run(self) -> AbstractAsyncContextManager[None]:
+        """The session manager's task group; must be running while requests are served."""
+        return self.manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.manager.handle_request(scope, receive, send)

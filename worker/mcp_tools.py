@@ -1,0 +1,494 @@
+"""The MCP tools over one bound :class:`~ledger.core.Ledger`: schemas, descriptions, calls, errors.
+
+This module knows nothing of transports: :func:`call_tool` takes a ledger, a tool
+name and the client's arguments and returns a :class:`mcp_types.CallToolResult`;
+:mod:`worker.mcp_server` wires it to the SDK over stdio and streamable HTTP.
+
+Tools (SPEC 5.2), all on the bound account's scope only::
+
+    list_pins                               read   -> {scopeKey, count, pins}
+    search_pins(query, limit=10)            read   -> {scopeKey, query, count, pins}
+    pins_as_of(instant)                     read   -> {scopeKey, asOf, count, pins}
+    pin_history(id)                         read   -> {id, records}          (oldest first)
+    get_packet(session_id=None)             writes only the packet audit -> {scopeKey, sessionId, text, records, ...}
+    propose_pin(body, kind, rationale=None) writes a *proposal*          -> {proposal, awaitingUser, message}
+
+No tool forgets, accepts, rejects, edits or changes settings: a model's write is a
+proposal the user decides on. Records have the record protocol's form (camelCase,
+RFC 3339), so a client sees the same record over MCP and over ``memory/…``.
+
+Errors are tool results with ``isError: true``; the text reads ``<reason>: <message>``
+and ``structuredContent`` is ``{"reason", "message", …safe context}`` with the
+ledger's reasons (``body_rejected``, ``budget_exceeded``, ``not_found``,
+``invalid_params``, ``invalid_transition``, ``busy``, ``ledger_error``) or
+``internal_error`` (logged here, never described). No traceback, no body and at
+most 80 characters of any input ever reach the client.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any
+
+from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
+
+from ledger import Kind, Ledger, LedgerError, MemoryRecord, Provenance, RecordNotFound
+from ledger.instants import parse_rfc3339
+from ledger.protocol import record_to_json, to_jsonable
+
+log = logging.getLogger(__name__)
+
+MAX_ECHO_CHARS = 80
+MAX_SEARCH_LIMIT = 200
+DEFAULT_SEARCH_LIMIT = 10
+# RFC 3339 date-time with a zone; at most 6 fractional digits (more would be cut, so it is refused).
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})")
+# C0 and C1 controls and DEL; bodies and rationales may still hold tab and newline.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_IN_PROSE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_PACKET_TAKES_SESSION = "session_id" in inspect.signature(Ledger.build_packet).parameters
+
+
+def echo(text: str) -> str:
+    """At most :data:`MAX_ECHO_CHARS` characters of a caller's input, for a message."""
+    return text if len(text) <= MAX_ECHO_CHARS else text[:MAX_ECHO_CHARS] + "…"
+
+
+def _plain_text(value: str, *, prose: bool = False) -> str:
+    """Refuse lone surrogates and control characters (prose keeps tab and newline)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate)") from None
+    if (_CONTROL_IN_PROSE if prose else _CONTROL).search(value):
+        allowed = "; tab and newline are fine" if prose else ""
+        raise ValueError(f"must not hold control characters{allowed}")
+    return value
+
+
+# ---------------------------------------------------------------------- inputs
+class Arguments(BaseModel):
+    """Base of every tool's arguments: unknown names refused, strict types, plain text only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NoArguments(Arguments):
+    pass
+
+
+class SearchArguments(Arguments):
+    query: Annotated[
+        StrictStr,
+        Field(
+            min_length=1,
+            max_length=1000,
+            description="Words to look for in the user's pins, e.g. 'deploy region'. Any text is a valid query.",
+        ),
+    ]
+    limit: Annotated[
+        StrictInt,
+        Field(ge=1, le=MAX_SEARCH_LIMIT, description=f"At most this many pins, best match first (1-{MAX_SEARCH_LIMIT})."),
+    ] = DEFAULT_SEARCH_LIMIT
+
+    @field_validator("query")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _plain_text(value)
+
+
+class AsOfArguments(Arguments):
+    instant: Annotated[
+        StrictStr,
+        Field(
+            description="An RFC 3339 instant with a zone, e.g. 2026-01-01T09:00:00Z or 2026-01-01T10:00:00+01:00.",
+            json_schema_extra={"format": "date-time"},
+        ),
+    ]
+
+    @field_validator("instant")
+    @classmethod
+    def _rfc3339(cls, value: str) -> str:
+        if not _RFC3339.fullmatch(value):
+            raise ValueError(
+                "must be an RFC 3339 instant with a zone and at most 6 fractional digits, e.g. 2026-01-01T09:00:00Z"
+            )
+        return value
+
+
+class IdArguments(Arguments):
+    id: Annotated[
+        StrictStr,
+        Field(min_length=1, max_length=200, description="A pin id as the other tools show it, e.g. mem_01J…"),
+    ]
+
+    @field_validator("id")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        return _plain_text(value)
+
+
+class PacketArguments(Arguments):
+    session_id: Annotated[
+        StrictStr | None,
+        Field(
+            min_length=1,
+            max_length=200,
+            description=(
+                "The chat session this packet is for. When given, the ledger records what this session was sent "
+                "(the packet audit), so the user can later see what the chat received."
+            ),
+        ),
+    ] = None
+
+    @field_validator("session_id")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else _plain_text(value)
+
+
+class ProposeArguments(Arguments):
+    body: Annotated[
+        StrictStr,
+        Field(
+            min_length=1,
+            description=(
+                "One fact about the user, in their words or close to them, e.g. 'Prefers metric units'. "
+                "Never a password, key, token or other secret: those are refused."
+            ),
+        ),
+    ]
+    kind: Annotated[
+        Kind,
+        Field(
+            description=(
+                "preference (how the user likes things), fact (something true about them), "
+                "decision (something they decided), constraint (a rule they must keep)."
+            )
+        ),
+    ]
+    rationale: Annotated[
+        StrictStr | None,
+        Field(
+            min_length=1,
+            max_length=2000,
+            description="Why you think this is worth remembering (shown to the user beside the proposal).",
+        ),
+    ] = None
+
+    @field_validator("body", "rationale")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else _plain_text(value, prose=True)
+
+
+# ---------------------------------------------------------------------- outputs (schemas only)
+class PinOut(BaseModel):
+    """A record as the record protocol shows it; extra fields a newer ledger adds are allowed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    scopeKey: str
+    kind: Kind
+    body: str | None = Field(description="The pin's text; null when the user forgot it (the words are erased).")
+    provenance: Provenance
+    status: str
+    sourceSessionId: str | None
+    supersedes: list[str]
+    supersededBy: str | None
+    confidenceBps: int | None
+    rationale: str | None
+    validFrom: str | None
+    validTo: str | None
+    expiresAt: str | None
+    conflictGroup: str | None
+    createdAt: str | None
+    updatedAt: str | None
+    erased: bool
+
+
+class PinsOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    scopeKey: str
+    count: int
+    pins: list[PinOut]
+
+
+class SearchOut(PinsOut):
+    query: str
+
+
+class AsOfOut(PinsOut):
+    asOf: str
+
+
+class HistoryOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    records: list[PinOut] = Field(description="The whole revision chain, oldest first.")
+
+
+class PacketOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    scopeKey: str
+    sessionId: str | None
+    text: str = Field(description="Exactly what a chat turn would inject: one line per pin, citing its id.")
+    records: list[PinOut]
+
+
+class ProposeOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    proposal: PinOut
+    awaitingUser: bool
+    message: str
+
+
+# ---------------------------------------------------------------------- calls
+class ToolFailure(Exception):
+    """A refusal to report as an ``isError`` tool result."""
+
+    def __init__(self, reason: str, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.context = context
+
+
+def _pins(records: list[MemoryRecord]) -> list[dict[str, Any]]:
+    return [record_to_json(r) for r in records]
+
+
+def _not_found(record_id: str) -> ToolFailure:
+    """One answer for an unknown id and another account's id, so the reply never reveals which."""
+    shown = echo(record_id)
+    return ToolFailure(
+        "not_found",
+        f"no pin {shown!r} in this account: use list_pins or search_pins to find the id",
+        recordId=shown,
+    )
+
+
+def list_pins(led: Ledger, _args: NoArguments) -> dict[str, Any]:
+    pins = _pins(led.list(led.scope_key))
+    return {"scopeKey": led.scope_key, "count": len(pins), "pins": pins}
+
+
+def search_pins(led: Ledger, args: SearchArguments) -> dict[str, Any]:
+    pins = _pins(led.search(led.scope_key, args.query, limit=args.limit))
+    return {"scopeKey": led.scope_key, "query": args.query, "count": len(pins), "pins": pins}
+
+
+def pins_as_of(led: Ledger, args: AsOfArguments) -> dict[str, Any]:
+    instant: datetime = parse_rfc3339(args.instant, name="instant")
+    pins = _pins(led.list_as_of(led.scope_key, instant))
+    return {"scopeKey": led.scope_key, "asOf": to_jsonable(instant), "count": len(pins), "pins": pins}
+
+
+def pin_history(led: Ledger, args: IdArguments) -> dict[str, Any]:
+    try:
+        chain = led.history(args.id)
+    except RecordNotFound:
+        raise _not_found(args.id) from None
+    if not chain or any(r.scope_key != led.scope_key for r in chain):
+        raise _not_found(args.id)
+    return {"id": args.id, "records": _pins(chain)}
+
+
+def get_packet(led: Ledger, args: PacketArguments) -> dict[str, Any]:
+    if _PACKET_TAKES_SESSION and args.session_id is not None:
+        packet = led.build_packet(led.scope_key, session_id=args.session_id)  # type: ignore[call-arg,unused-ignore]
+    else:
+        packet = led.build_packet(led.scope_key)
+    out: dict[str, Any] = {"scopeKey": led.scope_key, "sessionId": args.session_id}
+    out.update(to_jsonable(packet))
+    return out
+
+
+def propose_pin(led: Ledger, args: ProposeArguments) -> dict[str, Any]:
+    record = led.propose(args.body, kind=args.kind, rationale=args.rationale, provenance=Provenance.MODEL_PROPOSAL)
+    return {
+        "proposal": record_to_json(record),
+        "awaitingUser": True,
+        "message": (
+            f"Proposed as {record.id}; it is not a pin yet. It waits for the user to accept or reject it, "
+            "and it does not reach any chat until they accept it."
+        ),
+    }
+
+
+# ---------------------------------------------------------------------- the table
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool: its name, what a model reads about it, its argument and result models, and its call."""
+
+    name: str
+    title: str
+    description: str
+    arguments: type[Arguments]
+    result: type[BaseModel]
+    run: Callable[[Ledger, Any], dict[str, Any]]
+    annotations: ToolAnnotations
+
+    def describe(self) -> Tool:
+        """The MCP ``Tool`` listing: JSON Schemas for the arguments and the structured result."""
+        return Tool(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            input_schema=self.arguments.model_json_schema(),
+            output_schema=self.result.model_json_schema(),
+            annotations=self.annotations,
+        )
+
+
+_ABOUT_PINS = (
+    "Pins are facts the user asked to be remembered about them (preferences, facts, decisions, constraints); "
+    "they belong to the user, and only the user can add, change or forget one."
+)
+
+TOOLS: Mapping[str, ToolSpec] = {
+    spec.name: spec
+    for spec in (
+        ToolSpec(
+            "list_pins",
+            "List the user's pins",
+            f"List every pin that applies to the user right now. {_ABOUT_PINS}",
+            NoArguments,
+            PinsOut,
+            list_pins,
+            READ_ONLY,
+        ),
+        ToolSpec(
+            "search_pins",
+            "Search the user's pins",
+            f"Full-text search over the user's current pins, best match first. {_ABOUT_PINS}",
+            SearchArguments,
+            SearchOut,
+            search_pins,
+            READ_ONLY,
+        ),
+        ToolSpec(
+            "pins_as_of",
+            "The user's pins at an instant",
+            "The pins that applied at a past (or present) instant. A pin the user later forgot still shows "
+            "that it existed then, with its text withheld (body null, erased true).",
+            AsOfArguments,
+            AsOfOut,
+            pins_as_of,
+            READ_ONLY,
+        ),
+        ToolSpec(
+            "pin_history",
+            "A pin's history",
+            "The whole revision chain of one pin, oldest first: earlier wordings it replaced, merges, expiry, "
+            "and whether it was forgotten (its text is then withheld).",
+            IdArguments,
+            HistoryOut,
+            pin_history,
+            READ_ONLY,
+        ),
+        ToolSpec(
+            "get_packet",
+            "The memory packet for a chat",
+            "Exactly the text a chat turn injects from the user's pins (bounded in size, one line per pin, "
+            "each citing its id). Give session_id to record what that chat session was sent (the packet audit).",
+            PacketArguments,
+            PacketOut,
+            get_packet,
+            ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+        ),
+        ToolSpec(
+            "propose_pin",
+            "Propose a pin (the user decides)",
+            "Suggest a fact worth remembering about the user. This does NOT pin it: it is stored as a proposal "
+            "that waits for the user to accept or reject it, and it reaches no chat until they accept. "
+            "Propose only what the user said or clearly implied; never secrets (passwords, keys, tokens are "
+            "refused). A proposal counts toward the user's memory budget and is refused when it is full.",
+            ProposeArguments,
+            ProposeOut,
+            propose_pin,
+            ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False),
+        ),
+    )
+}
+
+
+def _invalid(exc: ValidationError) -> ToolFailure:
+    """Name each bad argument and what is wrong; never echo the values."""
+    problems = [
+        {"field": ".".join(str(p) for p in err["loc"]) or "arguments", "message": err["msg"]}
+        for err in exc.errors(include_url=False, include_input=False, include_context=False)
+    ]
+    summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
+    return ToolFailure("invalid_params", f"invalid arguments: {summary}", errors=problems)
+
+
+def _ledger_failure(exc: LedgerError) -> ToolFailure:
+    context = {
+        key: value for key, value in exc.context.items() if value is None or isinstance(value, str | int | float | bool)
+    }
+    held = getattr(exc, "held", None)
+    if isinstance(held, int):
+        context["held"] = held
+    return ToolFailure(exc.reason, exc.message, **{_camel(k): v for k, v in context.items()})
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def error_result(failure: ToolFailure) -> CallToolResult:
+    """An ``isError`` result: ``<reason>: <message>`` for the model, the reason and context as structured data."""
+    data = {"reason": failure.reason, "message": failure.message, **failure.context}
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{failure.reason}: {failure.message}")],
+        structured_content=data,
+        is_error=True,
+    )
+
+
+def ok_result(data: dict[str, Any]) -> CallToolResult:
+    """A structured result with its JSON also as text (for clients that read only text)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def call_tool(led: Ledger, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
+    """Run tool ``name`` on ``led`` (the bound account); every failure becomes an ``isError`` result.
+
+    Blocking (database I/O): transports run it in a worker thread. Never raises for
+    anything a client sends; an unexpected exception is logged here and answered
+    ``internal_error`` without any of its text.
+    """
+    spec = TOOLS.get(name)
+    if spec is None:
+        known = ", ".join(TOOLS)
+        return error_result(ToolFailure("invalid_params", f"unknown tool {echo(name)!r}: the tools are {known}"))
+    try:
+        args = spec.arguments.model_validate(dict(arguments or {}))
+        return ok_result(spec.run(led, args))
+    except ToolFailure as failure:
+        return error_result(failure)
+    except ValidationError as exc:
+        return error_result(_invalid(exc))
+    except LedgerError as exc:
+        return error_result(_ledger_failure(exc))
+    except Exception:
+        log.exception("internal error in MCP tool %s (account scope %s)", name, led.scope_key)
+        return error_result(ToolFailure("internal_error", "internal error: the server logged it; try again later"))
