@@ -67,7 +67,9 @@ def build_server(ledger_for: LedgerFor) -> Server[Any]:
     """
     tools = [spec.describe() for spec in TOOLS.values()]
 
-    async def list_tools(_ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None) -> ListToolsResult:
+    async def list_tools(
+        _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
         return ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:

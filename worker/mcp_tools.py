@@ -28,13 +28,12 @@ most 80 characters of any input ever reach the client.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
@@ -74,6 +73,10 @@ def _plain_text(value: str, *, prose: bool = False) -> str:
 
 
 # ---------------------------------------------------------------------- inputs
+# The kinds inline (a Literal, not the Kind enum's $ref), so every client reads the choices in place.
+KindName = Literal["preference", "fact", "decision", "constraint"]
+
+
 class Arguments(BaseModel):
     """Base of every tool's arguments: unknown names refused, strict types, plain text only."""
 
@@ -95,7 +98,7 @@ class SearchArguments(Arguments):
     ]
     limit: Annotated[
         StrictInt,
-        Field(ge=1, le=MAX_SEARCH_LIMIT, description=f"At most this many pins, best match first (1-{MAX_SEARCH_LIMIT})."),
+        Field(ge=1, le=MAX_SEARCH_LIMIT, description=f"At most this many pins, best first (1-{MAX_SEARCH_LIMIT})."),
     ] = DEFAULT_SEARCH_LIMIT
 
     @field_validator("query")
@@ -166,7 +169,7 @@ class ProposeArguments(Arguments):
         ),
     ]
     kind: Annotated[
-        Kind,
+        KindName,
         Field(
             description=(
                 "preference (how the user likes things), fact (something true about them), "
@@ -189,70 +192,92 @@ class ProposeArguments(Arguments):
         return None if value is None else _plain_text(value, prose=True)
 
 
-# ---------------------------------------------------------------------- outputs (schemas only)
-class PinOut(BaseModel):
-    """A record as the record protocol shows it; extra fields a newer ledger adds are allowed."""
-
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    scopeKey: str
-    kind: Kind
-    body: str | None = Field(description="The pin's text; null when the user forgot it (the words are erased).")
-    provenance: Provenance
-    status: str
-    sourceSessionId: str | None
-    supersedes: list[str]
-    supersededBy: str | None
-    confidenceBps: int | None
-    rationale: str | None
-    validFrom: str | None
-    validTo: str | None
-    expiresAt: str | None
-    conflictGroup: str | None
-    createdAt: str | None
-    updatedAt: str | None
-    erased: bool
-
-
-class PinsOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    scopeKey: str
-    count: int
-    pins: list[PinOut]
-
-
-class SearchOut(PinsOut):
-    query: str
+# ---------------------------------------------------------------------- outputs
+# A pin as MCP shows it: the record protocol's fields (camelCase, RFC 3339), compacted for a reader
+# whose every byte is context. Always present: id, kind, body (null once forgotten), provenance, status,
+# validFrom. Present only when set: validTo, expiresAt, conflictGroup, supersedes, supersededBy,
+# confidenceBps, rationale, sourceSessionId, erased (true). Left out: scopeKey (the envelope names it)
+# and the bookkeeping instants createdAt/updatedAt (the record protocol has the full form).
+# The item schema requires the fields always present and documents the rest without a subschema per
+# field: MCP clients validate every result against the output schema, and per-field subschemas for a
+# few hundred records cost the Python SDK's client 20-50 ms a call (docs/mcp.md). Tests check each
+# field's type.
+PIN_ALWAYS = ("id", "kind", "body", "provenance", "status", "validFrom")
+PIN_OPTIONAL = (
+    "validTo",
+    "expiresAt",
+    "conflictGroup",
+    "supersedes",
+    "supersededBy",
+    "confidenceBps",
+    "rationale",
+    "sourceSessionId",
+    "erased",
+)
+_PIN_LEFT_OUT = frozenset({"scopeKey", "createdAt", "updatedAt"})
+PIN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": list(PIN_ALWAYS),
+    "description": (
+        "A pin: id (mem_…), kind (preference | fact | decision | constraint), body (null once the user forgot "
+        "it: the words are erased), provenance (user_explicit | model_proposal | model_consolidation), status "
+        "(active | proposed | rejected | superseded | expired | deleted), validFrom (RFC 3339 UTC); and only when "
+        "set: validTo, expiresAt (RFC 3339 UTC), conflictGroup, supersedes (ids it replaced), supersededBy, "
+        "confidenceBps (0-10000), rationale, sourceSessionId, erased (true)."
+    ),
+}
 
 
-class AsOfOut(PinsOut):
-    asOf: str
+def pin_json(record: MemoryRecord) -> dict[str, Any]:
+    """A record in the compact form above (the record protocol's names and values, unset fields left out)."""
+    return {
+        key: value
+        for key, value in record_to_json(record).items()
+        if key not in _PIN_LEFT_OUT and (key == "body" or not (value is None or value is False or value == []))
+    }
 
 
-class HistoryOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    id: str
-    records: list[PinOut] = Field(description="The whole revision chain, oldest first.")
+_STRING = {"type": "string"}
+_OPT_STRING = {"type": ["string", "null"]}
+_COUNT = {"type": "integer", "minimum": 0}
 
 
-class PacketOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
+def _envelope(properties: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "properties": properties,
+        "required": list(properties),
+    }
 
-    scopeKey: str
-    sessionId: str | None
-    text: str = Field(description="Exactly what a chat turn would inject: one line per pin, citing its id.")
-    records: list[PinOut]
+
+def _pins_schema(description: str, **extra: Any) -> dict[str, Any]:
+    pins = {"type": "array", "items": PIN_SCHEMA}
+    return _envelope({"scopeKey": _STRING, **extra, "count": _COUNT, "pins": pins}, description)
 
 
-class ProposeOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-    proposal: PinOut
-    awaitingUser: bool
-    message: str
+LIST_SCHEMA = _pins_schema("The account's active pins.")
+SEARCH_SCHEMA = _pins_schema("Active pins matching the query, best first.", query=_STRING)
+AS_OF_SCHEMA = _pins_schema("The pins whose validity interval held the instant.", asOf=_STRING)
+HISTORY_SCHEMA = _envelope(
+    {"id": _STRING, "records": {"type": "array", "items": PIN_SCHEMA}}, "The revision chain, oldest first."
+)
+PACKET_SCHEMA = {
+    **_envelope(
+        {
+            "scopeKey": _STRING,
+            "sessionId": _OPT_STRING,
+            "text": _STRING,
+            "records": {"type": "array", "items": PIN_SCHEMA},
+        },
+        "The packet: its text (what a chat turn injects) and the records it carries; "
+        "other fields the ledger reports about the packet (what it left out and why) may follow.",
+    ),
+}
+PROPOSE_SCHEMA = _envelope(
+    {"proposal": PIN_SCHEMA, "awaitingUser": {"const": True}, "message": _STRING},
+    "The stored proposal (status proposed, provenance model_proposal); it waits for the user's decision.",
+)
 
 
 # ---------------------------------------------------------------------- calls
@@ -266,8 +291,30 @@ class ToolFailure(Exception):
         self.context = context
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A tool's answer: structured data (the output schema's shape) and the text a model reads."""
+
+    data: dict[str, Any]
+    text: str
+
+
+def _one_line(text: str | None) -> str:
+    """A body on one line, so no body can forge another line of a listing."""
+    return "(forgotten: its text is erased)" if text is None else " ".join(text.split())
+
+
+def _pin_line(pin: dict[str, Any], *, status: bool = False) -> str:
+    state = f" ({pin['status']})" if status else ""
+    return f"- {pin['id']} {pin['kind']}{state}: {_one_line(pin['body'])}"
+
+
+def _listing(head: str, pins: list[dict[str, Any]], *, status: bool = False) -> str:
+    return "\n".join([head, *(_pin_line(p, status=status) for p in pins)])
+
+
 def _pins(records: list[MemoryRecord]) -> list[dict[str, Any]]:
-    return [record_to_json(r) for r in records]
+    return [pin_json(r) for r in records]
 
 
 def _not_found(record_id: str) -> ToolFailure:
@@ -280,52 +327,63 @@ def _not_found(record_id: str) -> ToolFailure:
     )
 
 
-def list_pins(led: Ledger, _args: NoArguments) -> dict[str, Any]:
+def list_pins(led: Ledger, _args: NoArguments) -> Answer:
     pins = _pins(led.list(led.scope_key))
-    return {"scopeKey": led.scope_key, "count": len(pins), "pins": pins}
+    head = f"{len(pins)} pin(s) apply to the user now:" if pins else "The user has no pins."
+    return Answer({"scopeKey": led.scope_key, "count": len(pins), "pins": pins}, _listing(head, pins))
 
 
-def search_pins(led: Ledger, args: SearchArguments) -> dict[str, Any]:
+def search_pins(led: Ledger, args: SearchArguments) -> Answer:
     pins = _pins(led.search(led.scope_key, args.query, limit=args.limit))
-    return {"scopeKey": led.scope_key, "query": args.query, "count": len(pins), "pins": pins}
+    head = f"{len(pins)} pin(s) match {echo(args.query)!r}:" if pins else f"No pin matches {echo(args.query)!r}."
+    data = {"scopeKey": led.scope_key, "query": args.query, "count": len(pins), "pins": pins}
+    return Answer(data, _listing(head, pins))
 
 
-def pins_as_of(led: Ledger, args: AsOfArguments) -> dict[str, Any]:
+def pins_as_of(led: Ledger, args: AsOfArguments) -> Answer:
     instant: datetime = parse_rfc3339(args.instant, name="instant")
     pins = _pins(led.list_as_of(led.scope_key, instant))
-    return {"scopeKey": led.scope_key, "asOf": to_jsonable(instant), "count": len(pins), "pins": pins}
+    as_of = to_jsonable(instant)
+    head = f"{len(pins)} pin(s) applied at {as_of} (status is today's):" if pins else f"No pin applied at {as_of}."
+    data = {"scopeKey": led.scope_key, "asOf": as_of, "count": len(pins), "pins": pins}
+    return Answer(data, _listing(head, pins, status=True))
 
 
-def pin_history(led: Ledger, args: IdArguments) -> dict[str, Any]:
+def pin_history(led: Ledger, args: IdArguments) -> Answer:
     try:
         chain = led.history(args.id)
     except RecordNotFound:
         raise _not_found(args.id) from None
     if not chain or any(r.scope_key != led.scope_key for r in chain):
-        raise _not_found(args.id)
-    return {"id": args.id, "records": _pins(chain)}
+        raise _not_found(args.id)  # another account's record answers exactly as an unknown id
+    records = _pins(chain)
+    lines = [f"{len(records)} revision(s) of {args.id}, oldest first:"]
+    lines += [f"{_pin_line(r, status=True)} [from {r['validFrom']} to {r['validTo'] or 'now'}]" for r in records]
+    return Answer({"id": args.id, "records": records}, "\n".join(lines))
 
 
-def get_packet(led: Ledger, args: PacketArguments) -> dict[str, Any]:
+def get_packet(led: Ledger, args: PacketArguments) -> Answer:
     if _PACKET_TAKES_SESSION and args.session_id is not None:
         packet = led.build_packet(led.scope_key, session_id=args.session_id)  # type: ignore[call-arg,unused-ignore]
     else:
         packet = led.build_packet(led.scope_key)
-    out: dict[str, Any] = {"scopeKey": led.scope_key, "sessionId": args.session_id}
-    out.update(to_jsonable(packet))
-    return out
+    data: dict[str, Any] = {"scopeKey": led.scope_key, "sessionId": args.session_id}
+    data.update(to_jsonable(packet))
+    for key in ("records", "omitted"):  # the packet's record lists, in the same compact form as every tool
+        held = getattr(packet, key, None)
+        if isinstance(held, list) and all(isinstance(r, MemoryRecord) for r in held):
+            data[key] = _pins(held)
+    return Answer(data, data["text"] or "The packet is empty: no pin would be injected into a chat now.")
 
 
-def propose_pin(led: Ledger, args: ProposeArguments) -> dict[str, Any]:
-    record = led.propose(args.body, kind=args.kind, rationale=args.rationale, provenance=Provenance.MODEL_PROPOSAL)
-    return {
-        "proposal": record_to_json(record),
-        "awaitingUser": True,
-        "message": (
-            f"Proposed as {record.id}; it is not a pin yet. It waits for the user to accept or reject it, "
-            "and it does not reach any chat until they accept it."
-        ),
-    }
+def propose_pin(led: Ledger, args: ProposeArguments) -> Answer:
+    kind = Kind(args.kind)
+    record = led.propose(args.body, kind=kind, rationale=args.rationale, provenance=Provenance.MODEL_PROPOSAL)
+    message = (
+        f"Proposed as {record.id}; it is not a pin yet. It waits for the user to accept or reject it, "
+        "and it reaches no chat until they accept it."
+    )
+    return Answer({"proposal": pin_json(record), "awaitingUser": True, "message": message}, message)
 
 
 # ---------------------------------------------------------------------- the table
@@ -334,14 +392,14 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempot
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """One tool: its name, what a model reads about it, its argument and result models, and its call."""
+    """One tool: its name, what a model reads about it, its argument model, result schema and call."""
 
     name: str
     title: str
     description: str
     arguments: type[Arguments]
-    result: type[BaseModel]
-    run: Callable[[Ledger, Any], dict[str, Any]]
+    result_schema: dict[str, Any]
+    run: Callable[[Ledger, Any], Answer]
     annotations: ToolAnnotations
 
     def describe(self) -> Tool:
@@ -351,7 +409,7 @@ class ToolSpec:
             title=self.title,
             description=self.description,
             input_schema=self.arguments.model_json_schema(),
-            output_schema=self.result.model_json_schema(),
+            output_schema=self.result_schema,
             annotations=self.annotations,
         )
 
@@ -369,7 +427,7 @@ TOOLS: Mapping[str, ToolSpec] = {
             "List the user's pins",
             f"List every pin that applies to the user right now. {_ABOUT_PINS}",
             NoArguments,
-            PinsOut,
+            LIST_SCHEMA,
             list_pins,
             READ_ONLY,
         ),
@@ -378,7 +436,7 @@ TOOLS: Mapping[str, ToolSpec] = {
             "Search the user's pins",
             f"Full-text search over the user's current pins, best match first. {_ABOUT_PINS}",
             SearchArguments,
-            SearchOut,
+            SEARCH_SCHEMA,
             search_pins,
             READ_ONLY,
         ),
@@ -388,7 +446,7 @@ TOOLS: Mapping[str, ToolSpec] = {
             "The pins that applied at a past (or present) instant. A pin the user later forgot still shows "
             "that it existed then, with its text withheld (body null, erased true).",
             AsOfArguments,
-            AsOfOut,
+            AS_OF_SCHEMA,
             pins_as_of,
             READ_ONLY,
         ),
@@ -398,7 +456,7 @@ TOOLS: Mapping[str, ToolSpec] = {
             "The whole revision chain of one pin, oldest first: earlier wordings it replaced, merges, expiry, "
             "and whether it was forgotten (its text is then withheld).",
             IdArguments,
-            HistoryOut,
+            HISTORY_SCHEMA,
             pin_history,
             READ_ONLY,
         ),
@@ -408,7 +466,7 @@ TOOLS: Mapping[str, ToolSpec] = {
             "Exactly the text a chat turn injects from the user's pins (bounded in size, one line per pin, "
             "each citing its id). Give session_id to record what that chat session was sent (the packet audit).",
             PacketArguments,
-            PacketOut,
+            PACKET_SCHEMA,
             get_packet,
             ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
         ),
@@ -420,7 +478,7 @@ TOOLS: Mapping[str, ToolSpec] = {
             "Propose only what the user said or clearly implied; never secrets (passwords, keys, tokens are "
             "refused). A proposal counts toward the user's memory budget and is refused when it is full.",
             ProposeArguments,
-            ProposeOut,
+            PROPOSE_SCHEMA,
             propose_pin,
             ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False),
         ),
@@ -440,12 +498,14 @@ def _invalid(exc: ValidationError) -> ToolFailure:
 
 def _ledger_failure(exc: LedgerError) -> ToolFailure:
     context = {
-        key: value for key, value in exc.context.items() if value is None or isinstance(value, str | int | float | bool)
+        _camel(key): value
+        for key, value in exc.context.items()
+        if value is None or isinstance(value, str | int | float | bool)
     }
     held = getattr(exc, "held", None)
     if isinstance(held, int):
         context["held"] = held
-    return ToolFailure(exc.reason, exc.message, **{_camel(k): v for k, v in context.items()})
+    return ToolFailure(exc.reason, exc.message, **context)
 
 
 def _camel(name: str) -> str:
@@ -463,12 +523,6 @@ def error_result(failure: ToolFailure) -> CallToolResult:
     )
 
 
-def ok_result(data: dict[str, Any]) -> CallToolResult:
-    """A structured result with its JSON also as text (for clients that read only text)."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
-
-
 def call_tool(led: Ledger, name: str, arguments: Mapping[str, Any] | None) -> CallToolResult:
     """Run tool ``name`` on ``led`` (the bound account); every failure becomes an ``isError`` result.
 
@@ -481,8 +535,7 @@ def call_tool(led: Ledger, name: str, arguments: Mapping[str, Any] | None) -> Ca
         known = ", ".join(TOOLS)
         return error_result(ToolFailure("invalid_params", f"unknown tool {echo(name)!r}: the tools are {known}"))
     try:
-        args = spec.arguments.model_validate(dict(arguments or {}))
-        return ok_result(spec.run(led, args))
+        answer = spec.run(led, spec.arguments.model_validate(dict(arguments or {})))
     except ToolFailure as failure:
         return error_result(failure)
     except ValidationError as exc:
@@ -492,3 +545,4 @@ def call_tool(led: Ledger, name: str, arguments: Mapping[str, Any] | None) -> Ca
     except Exception:
         log.exception("internal error in MCP tool %s (account scope %s)", name, led.scope_key)
         return error_result(ToolFailure("internal_error", "internal error: the server logged it; try again later"))
+    return CallToolResult(content=[TextContent(type="text", text=answer.text)], structured_content=answer.data)

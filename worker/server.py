@@ -5,6 +5,7 @@ Routes::
     POST /rpc       one JSON-RPC 2.0 request (ledger.protocol) plus ``consolidation/notify_turn``
     GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
     GET  /metrics   Prometheus exposition
+    *    /mcp       the MCP tools over streamable HTTP (worker.mcp_server), for the bound account
 
 The protocol is synchronous (database I/O), so each request runs in Starlette's
 thread pool. The lifespan starts the background parts (see :mod:`worker.runtime`)
@@ -31,6 +32,7 @@ from starlette.routing import Route
 from ledger import Ledger
 from ledger.instants import format_rfc3339
 from ledger.protocol import INVALID_PARAMS, PARSE_ERROR, RpcError, dumps, error_response, handle_line
+from worker.mcp_server import MCP_PATH, McpHttp
 from worker.metrics import render_latest
 from worker.runtime import Runtime
 
@@ -95,6 +97,7 @@ def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
 
 def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
     """The ASGI app for ``runtime``; its lifespan starts and stops the background parts."""
+    mcp_http = McpHttp(lambda _ctx: runtime.ledger)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -105,7 +108,8 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         runtime.start_janitor()
         broker = "embedded" if runtime.config.embedded else "redis"
         log.info("memledger serve ready (worker: %s, broker: %s)", run_worker, broker)
-        yield
+        async with mcp_http.run():
+            yield
         log.info("shutting down: stopping the janitor and the worker")
         await run_in_threadpool(runtime.close)
 
@@ -121,6 +125,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         Route("/rpc", rpc_endpoint(runtime), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route(MCP_PATH, mcp_http),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
 
