@@ -358,7 +358,7 @@ def pin_history(led: Ledger, args: IdArguments) -> Answer:
         raise _not_found(args.id)  # another account's record answers exactly as an unknown id
     records = _pins(chain)
     lines = [f"{len(records)} revision(s) of {args.id}, oldest first:"]
-    lines += [f"{_pin_line(r, status=True)} [from {r['validFrom']} to {r['validTo'] or 'now'}]" for r in records]
+    lines += [f"{_pin_line(r, status=True)} [from {r['validFrom']} to {r.get('validTo') or 'now'}]" for r in records]
     return Answer({"id": args.id, "records": records}, "\n".join(lines))
 
 
