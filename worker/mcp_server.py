@@ -28,6 +28,7 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from ledger import Ledger
@@ -146,4 +147,10 @@ class McpHttp:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] != "POST":
+            # Stateless: there is no session to stream to or to end, so a GET (an SSE stream that
+            # would hold a connection open for nothing) or a DELETE is answered 405, as MCP allows.
+            refusal = PlainTextResponse("/mcp takes POST only", status_code=405, headers={"Allow": "POST"})
+            await refusal(scope, receive, send)
+            return
         await self.manager.handle_request(scope, receive, send)

@@ -106,7 +106,9 @@ def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(
         answer = httpx.post(url, json=initialize_request(), headers={**ACCEPT, **headers}, timeout=10)
         assert answer.status_code == status, (headers, answer.status_code, answer.text)
     simple = httpx.post(url, content=json.dumps(LIST_TOOLS), headers={"Content-Type": "text/plain"}, timeout=10)
-    assert simple.status_code >= 400  # a "simple" cross-site request is not served
+    assert simple.status_code == 400  # a "simple" cross-site request (text/plain) is not served
+    stream = httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=10)
+    assert stream.status_code == 405 and stream.headers["allow"] == "POST"  # no stream held open for nothing
     too_big = httpx.post(url, content=b"{" + b" " * 1_100_000 + b"}", headers=ACCEPT, timeout=30)
     assert too_big.status_code == 413
     # Loopback names are served
