@@ -5,7 +5,7 @@ stdout carries only MCP messages; logs go to stderr
 (``MEMLEDGER_LOG_FORMAT`` / ``MEMLEDGER_LOG_LEVEL``).
 
 Exit status: 0 the client closed the connection; 1 the ledger could not be opened (a
-red message on stderr, never a traceback); 2 a usage error.
+red message on stderr, never a traceback); 2 a usage or configuration error.
 """
 
 from __future__ import annotations

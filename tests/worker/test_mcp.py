@@ -7,6 +7,8 @@ protocol (``memory/list_proposed_memory_records``).
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +20,7 @@ from mcp import ClientSession
 
 from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
+from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, ok, refused, stdio_session
 from worker.mcp_tools import PIN_ALWAYS, TOOLS, call_tool
 
@@ -325,6 +328,23 @@ def test_no_tool_forgets_accepts_rejects_or_changes_settings(
     assert [r.id for r in led.list(led.scope_key)] == [pin.id]
     assert [r.id for r in led.proposals(led.scope_key)] == [waiting.id]
     assert len(led.events(led.scope_key)) == events_before
+
+
+@pytest.mark.parametrize(
+    ("env", "status", "says"),
+    [
+        ({"MEMLEDGER_DATABASE_URL": "mysql://db/ledger"}, 2, "MEMLEDGER_DATABASE_URL"),
+        ({"MEMLEDGER_ACCOUNT": "bad name!"}, 2, "MEMLEDGER_ACCOUNT"),
+        ({"MEMLEDGER_DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/x"}, 1, "cannot open the ledger"),
+    ],
+)
+def test_memledger_mcp_that_cannot_start_says_why(tmp_path: Path, env: dict[str, str], status: int, says: str) -> None:
+    full = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}", **env}
+    done = subprocess.run(
+        [MEMLEDGER, "mcp"], env=full, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == status, done.stderr
+    assert says in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
 
 
 # ---------------------------------------------------------------------- in-process (no transport)
