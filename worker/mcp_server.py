@@ -17,10 +17,14 @@ a worker thread, never on the event loop.
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import re
+import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from mcp.server import Server, ServerRequestContext
@@ -32,7 +36,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from ledger import Ledger
-from worker.mcp_tools import TOOLS, call_tool
+from worker.mcp_tools import NONCHARACTER, TOOLS, call_tool
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +94,62 @@ def build_server(ledger_for: LedgerFor) -> Server[Any]:
 
 
 # ---------------------------------------------------------------------- stdio
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def mark_lone_surrogates(line: str) -> str:
+    """``line`` with every lone surrogate its JSON escapes (``"\\ud800"``) turned into U+FFFF.
+
+    The SDK's JSON reader refuses such a line, and on stdio it then answers nothing at
+    all, so the client would wait for ever. Python's reader accepts it; with the
+    surrogate marked, the request reaches the tool, whose argument check answers
+    ``invalid_params`` naming the field. A line without ``\\u`` escapes, or that is not
+    JSON at all, is passed on unchanged (the SDK reports the parse error as usual).
+    """
+    if "\\u" not in line:
+        return line
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return line
+    marked, changed = _mark(message)
+    return json.dumps(marked, ensure_ascii=False) + "\n" if changed else line
+
+
+def _mark(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        marked = _LONE_SURROGATE.sub(NONCHARACTER, value)
+        return marked, marked != value
+    if isinstance(value, list):
+        items = [_mark(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    if isinstance(value, dict):
+        pairs = [(_mark(k), _mark(v)) for k, v in value.items()]
+        return {k: v for (k, _), (v, _) in pairs}, any(ck or cv for (_, ck), (_, cv) in pairs)
+    return value, False
+
+
+class _StdinLines:
+    """The process's stdin as the async line iterator ``stdio_server`` reads, surrogates marked."""
+
+    def __init__(self) -> None:
+        self._lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._lines.readline()
+        if not line:
+            raise StopAsyncIteration
+        return mark_lone_surrogates(line)
+
+
 async def serve_stdio(led: Ledger) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin."""
     server = build_server(lambda _ctx: led)
-    async with stdio_server() as (read_stream, write_stream):
+    stdin = cast("anyio.AsyncFile[str]", _StdinLines())  # stdio_server only iterates over its lines
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

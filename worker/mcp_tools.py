@@ -52,6 +52,7 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|
 # C0 and C1 controls and DEL; bodies and rationales may still hold tab and newline.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_IN_PROSE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+NONCHARACTER = "\uffff"
 _PACKET_TAKES_SESSION = "session_id" in inspect.signature(Ledger.build_packet).parameters
 
 
@@ -61,7 +62,13 @@ def echo(text: str) -> str:
 
 
 def _plain_text(value: str, *, prose: bool = False) -> str:
-    """Refuse lone surrogates and control characters (prose keeps tab and newline)."""
+    """Refuse lone surrogates and control characters (prose keeps tab and newline).
+
+    U+FFFF (a noncharacter) counts as a lone surrogate: the stdio transport puts it where
+    the client's JSON carried one (see :func:`worker.mcp_server.mark_lone_surrogates`).
+    """
+    if NONCHARACTER in value:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate or a noncharacter)")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -489,11 +496,16 @@ TOOLS: Mapping[str, ToolSpec] = {
 def _invalid(exc: ValidationError) -> ToolFailure:
     """Name each bad argument and what is wrong; never echo the values."""
     problems = [
-        {"field": ".".join(str(p) for p in err["loc"]) or "arguments", "message": err["msg"]}
+        {"field": ".".join(str(p) for p in err["loc"]) or "arguments", "message": _plain_message(err["msg"])}
         for err in exc.errors(include_url=False, include_input=False, include_context=False)
     ]
     summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
     return ToolFailure("invalid_params", f"invalid arguments: {summary}", errors=problems)
+
+
+def _plain_message(message: str) -> str:
+    """Pydantic's message without its ``Value error, `` prefix (the reason already says so)."""
+    return message.removeprefix("Value error, ")
 
 
 def _ledger_failure(exc: LedgerError) -> ToolFailure:

@@ -7,6 +7,7 @@ protocol (``memory/list_proposed_memory_records``).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Awaitable, Callable
@@ -345,6 +346,36 @@ def test_memledger_mcp_that_cannot_start_says_why(tmp_path: Path, env: dict[str,
     )
     assert done.returncode == status, done.stderr
     assert says in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(db_url: str) -> None:
+    # Raw lines: the SDK's client cannot even send a lone surrogate, but JSON (and a JS client) can.
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"propose_pin",'
+        '"arguments":{"body":"Likes tea \\ud800","kind":"fact"}}}',
+        "this line is not JSON \\u",
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_pins"}}),
+    ]
+    env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
+    with subprocess.Popen(
+        [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(("\n".join(lines) + "\n").encode())
+        proc.stdin.flush()
+        answers = {}
+        while len(answers) < 3:
+            answer = json.loads(proc.stdout.readline())
+            answers[answer["id"]] = answer
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+    surrogate = answers[1]["result"]
+    assert surrogate["isError"] is True and surrogate["structuredContent"]["reason"] == "invalid_params"
+    assert "body: must be valid Unicode text" in surrogate["content"][0]["text"]
+    assert answers[2]["result"]["structuredContent"]["count"] == 0
 
 
 # ---------------------------------------------------------------------- in-process (no transport)
