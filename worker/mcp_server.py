@@ -22,7 +22,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
@@ -32,7 +32,8 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
-from starlette.responses import PlainTextResponse
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from ledger import Ledger
@@ -175,26 +176,41 @@ def loopback_security(*, extra_hosts: tuple[str, ...] = (), origins: tuple[str, 
     )
 
 
+Admit = Callable[[Request], Awaitable[Response | None]]
+"""The host app's own checks of one ``/mcp`` request (Host, Origin, token): a refusal, or None to go on.
+
+It may record who the caller is on ``request.state`` for ``ledger_for`` to read
+(``ctx.request.state`` is the same state)."""
+
+
 class McpHttp:
     """``/mcp``: the MCP server over streamable HTTP, as an ASGI app to mount on ``serve``.
 
-    Stateless (no ``Mcp-Session-Id`` kept in the process) with JSON answers, bodies
-    bounded at ``max_request_bytes``. Enter :meth:`run` in the host app's lifespan.
+    Stateless (no ``Mcp-Session-Id`` kept in the process) with JSON answers, POST only,
+    bodies bounded at ``max_request_bytes``. With ``admit`` the host app checks Host,
+    Origin and the caller itself (SPEC 5.1, the same checks as ``/rpc``); without it the
+    SDK's transport security allows loopback names and no web page
+    (:func:`loopback_security`). Enter :meth:`run` in the host app's lifespan.
     """
 
     def __init__(
         self,
         ledger_for: LedgerFor,
         *,
+        admit: Admit | None = None,
         security: TransportSecuritySettings | None = None,
         max_request_bytes: int = MAX_MCP_REQUEST_BYTES,
     ) -> None:
+        if security is None:
+            no_checks = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+            security = no_checks if admit is not None else loopback_security()
+        self.admit = admit
         self.server = build_server(ledger_for)
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
             json_response=True,
             stateless=True,
-            security_settings=security if security is not None else loopback_security(),
+            security_settings=security,
             max_request_body_size=max_request_bytes,
         )
 
@@ -209,4 +225,9 @@ class McpHttp:
             refusal = PlainTextResponse("/mcp takes POST only", status_code=405, headers={"Allow": "POST"})
             await refusal(scope, receive, send)
             return
+        if self.admit is not None and scope["type"] == "http":
+            refused = await self.admit(Request(scope, receive))
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
         await self.manager.handle_request(scope, receive, send)

@@ -7,19 +7,28 @@ requests and oversized bodies with plain HTTP.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
 
 from ledger import open_ledger
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, http_session, ok, refused
 from worker.config import WorkerConfig
+from worker.mcp_server import McpHttp
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -171,3 +180,59 @@ def test_mcp_http_without_a_token_is_refused_when_tokens_are_on(
 
     anyio.run(scenario)
     assert got["list"]["scopeKey"] == "account:local"
+
+
+def test_the_account_is_the_callers_never_the_arguments(tmp_path: Path) -> None:
+    """McpHttp with a host app's ``admit`` (as ``serve`` wires it to its token check): one server, two accounts."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    ledgers = {name: open_ledger(url, account=name) for name in ("alice", "bob")}
+    ledgers["alice"].save("Alice prefers metric units")
+    bob_pin = ledgers["bob"].save("Bob's deploy region is eu-west-1")
+    callers = {"Bearer token-a": "alice", "Bearer token-b": "bob"}
+
+    async def admit(request: Request) -> Response | None:
+        account = callers.get(request.headers.get("authorization", ""))
+        if account is None:
+            return PlainTextResponse("unauthorized", status_code=401)
+        request.state.account = account
+        return None
+
+    mcp_http = McpHttp(lambda ctx: ledgers[ctx.request.state.account], admit=admit)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with mcp_http.run():
+            yield
+
+    port = free_port()
+    config = uvicorn.Config(
+        Starlette(routes=[Route("/mcp", mcp_http)], lifespan=lifespan), port=port, log_config=None, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    wait_until(lambda: server.started, timeout_s=20)
+    got: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        for token, account in callers.items():
+            async with http_session(f"http://127.0.0.1:{port}/mcp", headers={"Authorization": token}) as session:
+                got[account] = ok(await session.call_tool("list_pins", {}))
+                got[f"{account}-bob-pin"] = await session.call_tool("pin_history", {"id": bob_pin.id})
+                got[f"{account}-scope"] = await session.call_tool("list_pins", {"scopeKey": "account:bob"})
+
+    try:
+        anyio.run(scenario)
+        anonymous = httpx.post(f"http://127.0.0.1:{port}/mcp", json=initialize_request(), headers=ACCEPT, timeout=10)
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        for led in ledgers.values():
+            led.close()
+    assert anonymous.status_code == 401
+    assert [p["body"] for p in got["alice"]["pins"]] == ["Alice prefers metric units"]
+    assert got["alice"]["scopeKey"] == "account:alice" and got["bob"]["scopeKey"] == "account:bob"
+    assert [p["body"] for p in got["bob"]["pins"]] == ["Bob's deploy region is eu-west-1"]
+    refused(got["alice-bob-pin"], "not_found")  # another account's id, as if unknown
+    assert ok(got["bob-bob-pin"])["records"][0]["id"] == bob_pin.id
+    refused(got["alice-scope"], "invalid_params")  # no argument can name a scope
