@@ -14,8 +14,9 @@ Tools (SPEC 5.2), all on the bound account's scope only::
     propose_pin(body, kind, rationale=None) writes a *proposal*          -> {proposal, awaitingUser, message}
 
 No tool forgets, accepts, rejects, edits or changes settings: a model's write is a
-proposal the user decides on. Records have the record protocol's form (camelCase,
-RFC 3339), so a client sees the same record over MCP and over ``memory/…``.
+proposal the user decides on. Pins carry the record protocol's names and values
+(camelCase, RFC 3339), compacted for a model's context (:func:`pin_json`); the text
+block is a readable rendering, the JSON is ``structuredContent``.
 
 Errors are tool results with ``isError: true``; the text reads ``<reason>: <message>``
 and ``structuredContent`` is ``{"reason", "message", …safe context}`` with the
