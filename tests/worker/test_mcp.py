@@ -28,20 +28,26 @@ from worker.mcp_tools import PIN_ALWAYS, TOOLS, call_tool
 Scenario = Callable[[ClientSession], Awaitable[None]]
 
 
+BOTH_BACKENDS = pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)
+
+
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """SQLite unless a test asks for both backends (``BOTH_BACKENDS``): then also a fresh PostgreSQL schema."""
+    if getattr(request, "param", "sqlite") == "postgres":
+        return str(request.getfixturevalue("pg_schema"))
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
 @pytest.fixture
 def led(db_url: str) -> Any:
-    ledger = open_ledger(db_url)
+    ledger = open_ledger(db_url, migrate=True)  # PostgreSQL: the schema memledger mcp then opens
     yield ledger
     ledger.close()
 
 
 @pytest.fixture
-def run_stdio(db_url: str, tmp_path: Path) -> Callable[[Scenario], None]:
+def run_stdio(db_url: str, tmp_path: Path, led: Ledger) -> Callable[[Scenario], None]:
     """Run one scenario against a freshly spawned ``memledger mcp``."""
 
     def runner(scenario: Scenario) -> None:
@@ -111,9 +117,11 @@ def test_tools_are_listed_with_schemas_a_model_can_follow(run_stdio: Callable[[S
     assert pin_schema["required"] == list(PIN_ALWAYS)
 
 
+@BOTH_BACKENDS
 def test_every_tool_answers_from_the_bound_account(run_stdio: Callable[[Scenario], None], led: Ledger) -> None:
     # Given: two pins, one edited (a history), one forgotten, and a moment between the save and the edit
     metric = led.save("I prefer metric units", kind="preference")
+    tea = led.save("I prefer tea over coffee", kind="preference")
     region = led.save("My deploy region is eu-west-1")
     between = datetime.now(UTC)
     region2 = led.save("My deploy region is eu-central-1", supersedes=region.id)
@@ -125,7 +133,8 @@ def test_every_tool_answers_from_the_bound_account(run_stdio: Callable[[Scenario
         got["list"] = ok(await session.call_tool("list_pins", {}))
         got["list_text"] = (await session.call_tool("list_pins", {})).content[0].text
         got["search"] = ok(await session.call_tool("search_pins", {"query": "deploy region"}))
-        got["search_1"] = ok(await session.call_tool("search_pins", {"query": "my", "limit": 1}))
+        got["search_1"] = ok(await session.call_tool("search_pins", {"query": "prefer", "limit": 1}))
+        got["search_2"] = ok(await session.call_tool("search_pins", {"query": "prefer"}))
         got["as_of"] = ok(await session.call_tool("pins_as_of", {"instant": between.isoformat()}))
         got["history"] = ok(await session.call_tool("pin_history", {"id": region2.id}))
         got["packet"] = ok(await session.call_tool("get_packet", {}))
@@ -134,18 +143,19 @@ def test_every_tool_answers_from_the_bound_account(run_stdio: Callable[[Scenario
     run_stdio(scenario)
     # list_pins: exactly the active set, in the full pin form, readable as text
     listing = got["list"]
-    assert listing["scopeKey"] == "account:local" and listing["count"] == 2
-    assert {p["id"] for p in listing["pins"]} == {metric.id, region2.id}
+    assert listing["scopeKey"] == "account:local" and listing["count"] == 3
+    assert {p["id"] for p in listing["pins"]} == {metric.id, tea.id, region2.id}
     check_pins(listing["pins"])
     assert f"- {metric.id} preference: I prefer metric units" in got["list_text"]
     # search_pins: best match, and the limit
     assert [p["id"] for p in got["search"]["pins"]] == [region2.id]
-    assert got["search_1"]["count"] == 1 and len(got["search_1"]["pins"]) == 1
+    assert {p["id"] for p in got["search_2"]["pins"]} == {metric.id, tea.id}
+    assert got["search_1"]["count"] == 1 and got["search_1"]["pins"][0]["id"] in {metric.id, tea.id}
     # pins_as_of: the old wording held then; the forgotten pin's words never come back
     as_of = got["as_of"]
     bodies = {p["id"]: p["body"] for p in as_of["pins"]}
     assert bodies[region.id] == "My deploy region is eu-west-1" and bodies[metric.id] == "I prefer metric units"
-    assert region2.id not in bodies
+    assert region2.id not in bodies and tea.id in bodies
     assert as_of["asOf"].startswith(between.strftime("%Y-%m-%dT%H:%M:%S"))
     check_pins(as_of["pins"])
     # pin_history: the chain, oldest first
@@ -157,7 +167,7 @@ def test_every_tool_answers_from_the_bound_account(run_stdio: Callable[[Scenario
     for packet in (got["packet"], got["packet_s"]):
         assert "I prefer metric units" in packet["text"] and "eu-central-1" in packet["text"]
         assert "aquarium" not in packet["text"] and "eu-west-1" not in packet["text"]
-        assert {p["id"] for p in packet["records"]} == {metric.id, region2.id}
+        assert {p["id"] for p in packet["records"]} == {metric.id, tea.id, region2.id}
         check_pins(packet["records"])
     assert got["packet_s"]["sessionId"] == "chat-1" and got["packet"]["sessionId"] is None
     packet_audit = getattr(led, "packet_audit", None)
@@ -166,6 +176,7 @@ def test_every_tool_answers_from_the_bound_account(run_stdio: Callable[[Scenario
         assert audit is not None and "I prefer metric units" in str(audit)
 
 
+@BOTH_BACKENDS
 def test_a_proposal_waits_for_the_user_and_never_becomes_a_pin(
     run_stdio: Callable[[Scenario], None], led: Ledger
 ) -> None:
@@ -200,6 +211,7 @@ def test_a_proposal_waits_for_the_user_and_never_becomes_a_pin(
     assert proposal["id"] not in {r.id for r in led.list(led.scope_key)}
 
 
+@BOTH_BACKENDS
 def test_refusals_carry_the_ledger_reason_and_change_nothing(
     run_stdio: Callable[[Scenario], None], led: Ledger, db_url: str
 ) -> None:
