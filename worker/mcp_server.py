@@ -34,7 +34,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from ledger import Ledger
 from worker.mcp_tools import NONCHARACTER, TOOLS, call_tool
@@ -176,8 +176,9 @@ def loopback_security(*, extra_hosts: tuple[str, ...] = (), origins: tuple[str, 
     )
 
 
-Admit = Callable[[Request], Awaitable[Response | None]]
-"""The host app's own checks of one ``/mcp`` request (Host, Origin, token): a refusal, or None to go on.
+Admit = Callable[[Request], Awaitable[Response | bytes | None]]
+"""The host app's own checks of one ``/mcp`` request (Host, Origin, token, body): a refusal
+(a response), the body when it read it itself (bounded, with a timeout), or None to go on.
 
 It may record who the caller is on ``request.state`` for ``ledger_for`` to read
 (``ctx.request.state`` is the same state)."""
@@ -226,8 +227,20 @@ class McpHttp:
             await refusal(scope, receive, send)
             return
         if self.admit is not None and scope["type"] == "http":
-            refused = await self.admit(Request(scope, receive))
-            if refused is not None:
-                await refused(scope, receive, send)
+            admitted = await self.admit(Request(scope, receive))
+            if isinstance(admitted, Response):
+                await admitted(scope, receive, send)
                 return
+            if admitted is not None:  # the host app read the body: hand the SDK the same bytes
+                receive = _replay(admitted, receive)
         await self.manager.handle_request(scope, receive, send)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that yields ``body`` as the whole request, then whatever the connection sends next."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed

@@ -190,12 +190,13 @@ def test_the_account_is_the_callers_never_the_arguments(tmp_path: Path) -> None:
     bob_pin = ledgers["bob"].save("Bob's deploy region is eu-west-1")
     callers = {"Bearer token-a": "alice", "Bearer token-b": "bob"}
 
-    async def admit(request: Request) -> Response | None:
+    async def admit(request: Request) -> Response | bytes | None:
         account = callers.get(request.headers.get("authorization", ""))
         if account is None:
             return PlainTextResponse("unauthorized", status_code=401)
         request.state.account = account
-        return None
+        body = await request.body()  # as serve's guard does: read (bounded) here, replayed to the SDK
+        return PlainTextResponse("too large", status_code=413) if len(body) > 10_000 else body
 
     mcp_http = McpHttp(lambda ctx: ledgers[ctx.request.state.account], admit=admit)
 
@@ -223,13 +224,16 @@ def test_the_account_is_the_callers_never_the_arguments(tmp_path: Path) -> None:
 
     try:
         anyio.run(scenario)
-        anonymous = httpx.post(f"http://127.0.0.1:{port}/mcp", json=initialize_request(), headers=ACCEPT, timeout=10)
+        mcp_url = f"http://127.0.0.1:{port}/mcp"
+        anonymous = httpx.post(mcp_url, json=initialize_request(), headers=ACCEPT, timeout=10)
+        big = {**initialize_request(), "padding": "x" * 20_000}
+        too_big = httpx.post(mcp_url, json=big, headers={**ACCEPT, "Authorization": "Bearer token-a"}, timeout=10)
     finally:
         server.should_exit = True
         thread.join(20)
         for led in ledgers.values():
             led.close()
-    assert anonymous.status_code == 401
+    assert anonymous.status_code == 401 and too_big.status_code == 413
     assert [p["body"] for p in got["alice"]["pins"]] == ["Alice prefers metric units"]
     assert got["alice"]["scopeKey"] == "account:alice" and got["bob"]["scopeKey"] == "account:bob"
     assert [p["body"] for p in got["bob"]["pins"]] == ["Bob's deploy region is eu-west-1"]
