@@ -17,7 +17,6 @@ from typing import Any
 
 import anyio
 import httpx
-import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -27,7 +26,6 @@ from starlette.routing import Route
 from ledger import open_ledger
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, http_session, ok, refused
-from worker.config import WorkerConfig
 from worker.mcp_server import McpHttp
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -115,7 +113,7 @@ def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(
         answer = httpx.post(url, json=initialize_request(), headers={**ACCEPT, **headers}, timeout=10)
         assert answer.status_code == status, (headers, answer.status_code, answer.text)
     simple = httpx.post(url, content=json.dumps(LIST_TOOLS), headers={"Content-Type": "text/plain"}, timeout=10)
-    assert simple.status_code == 400  # a "simple" cross-site request (text/plain) is not served
+    assert simple.status_code == 415  # a "simple" cross-site request (text/plain) is not served
     stream = httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=10)
     assert stream.status_code == 405 and stream.headers["allow"] == "POST"  # no stream held open for nothing
     too_big = httpx.post(url, content=b"{" + b" " * 1_100_000 + b"}", headers=ACCEPT, timeout=30)
@@ -154,32 +152,61 @@ def test_mcp_http_answers_a_lone_surrogate_with_a_clean_error(
     assert answer.status_code == 200 and answer.json()["result"]["isError"] is False, answer.text
 
 
-TOKENS_EXIST = "auth" in WorkerConfig.model_fields
-
-
-@pytest.mark.skipif(not TOKENS_EXIST, reason="needs MEMLEDGER_AUTH=tokens (issue 9's API tokens) on this branch")
-def test_mcp_http_without_a_token_is_refused_when_tokens_are_on(
-    spawn: Callable[..., Proc], base_env: dict[str, str]
-) -> None:
-    env = {**base_env, "MEMLEDGER_AUTH": "tokens"}
+def create_token(env: dict[str, str], account: str) -> dict[str, Any]:
     created = subprocess.run(
-        [MEMLEDGER, "tokens", "create", "local"], env=env, capture_output=True, text=True, timeout=60
+        [MEMLEDGER, "tokens", "create", account, "--json"], env=env, capture_output=True, text=True, timeout=60
     )
     assert created.returncode == 0, created.stderr
-    token = created.stdout.split()[-1]
+    token: dict[str, Any] = json.loads(created.stdout)
+    return token
+
+
+def test_mcp_http_with_tokens_on_the_token_alone_picks_the_account(
+    spawn: Callable[..., Proc], base_env: dict[str, str]
+) -> None:
+    # Given: tokens on, a pin in each of two accounts, a token for each
+    env = {**base_env, "MEMLEDGER_AUTH": "tokens"}
+    for account, body in (("local", "I prefer metric units"), ("bob", "Bob's deploy region is eu-west-1")):
+        led = open_ledger(env["MEMLEDGER_DATABASE_URL"], account=account)
+        led.save(body)
+        led.close()
+    local, bob = create_token(env, "local"), create_token(env, "bob")
     base = start_serve(spawn, env)
     url = f"{base}/mcp"
-    for headers in ({}, {"Authorization": "Bearer not-a-token"}):
+    # Without a valid token: refused before any MCP is spoken
+    for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": f"Basic {local['token']}"}):
         answer = httpx.post(url, json=initialize_request(), headers={**ACCEPT, **headers}, timeout=10)
         assert answer.status_code == 401, (headers, answer.status_code, answer.text)
     got: dict[str, Any] = {}
 
     async def scenario() -> None:
-        async with http_session(url, headers={"Authorization": f"Bearer {token}"}) as session:
-            got["list"] = ok(await session.call_tool("list_pins", {}))
+        for name, token in (("local", local), ("bob", bob)):
+            async with http_session(url, headers={"Authorization": f"Bearer {token['token']}"}) as session:
+                got[name] = ok(await session.call_tool("list_pins", {}))
+                got[f"{name}-proposed"] = ok(
+                    await session.call_tool("propose_pin", {"body": f"{name} likes tea", "kind": "preference"})
+                )
 
     anyio.run(scenario)
-    assert got["list"]["scopeKey"] == "account:local"
+    assert got["local"]["scopeKey"] == "account:local" and got["bob"]["scopeKey"] == "account:bob"
+    assert [p["body"] for p in got["local"]["pins"]] == ["I prefer metric units"]
+    assert [p["body"] for p in got["bob"]["pins"]] == ["Bob's deploy region is eu-west-1"]
+    bob_waiting = rpc(
+        base,
+        "memory/list_proposed_memory_records",
+        {"scopeKey": "account:bob"},
+        headers={"Authorization": f"Bearer {bob['token']}"},
+    )["records"]
+    assert [r["body"] for r in bob_waiting] == ["bob likes tea"]
+    # Revoked: the next request is refused
+    revoked = subprocess.run(
+        [MEMLEDGER, "tokens", "revoke", bob["id"]], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    answer = httpx.post(
+        url, json=initialize_request(), headers={**ACCEPT, "Authorization": f"Bearer {bob['token']}"}, timeout=10
+    )
+    assert answer.status_code == 401
 
 
 def test_the_account_is_the_callers_never_the_arguments(tmp_path: Path) -> None:
