@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import ClientSession
 
 from ledger import Kind, Ledger, open_ledger
@@ -446,3 +448,28 @@ def test_a_lone_surrogate_or_a_control_character_is_invalid_params(led: Ledger) 
         refused(call_tool(led, name, arguments), "invalid_params")
     # tab and newline are fine in a body
     assert ok(call_tool(led, "propose_pin", {"body": "Likes tea\n\tand scones", "kind": "fact"}))
+
+
+REASONS = {"body_rejected", "budget_exceeded", "not_found", "invalid_params", "invalid_transition", "busy"}
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=10), children, max_size=3),
+    max_leaves=8,
+)
+field_names = st.sampled_from(["query", "limit", "instant", "id", "session_id", "body", "kind", "rationale", "x"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.sampled_from([*sorted(TOOL_NAMES), "forget_pin"]),
+    arguments=st.dictionaries(field_names, json_values | st.text(), max_size=4),
+)
+def test_any_arguments_get_an_answer_never_a_crash(led: Ledger, name: str, arguments: dict[str, Any]) -> None:
+    result = call_tool(led, name, arguments)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "Traceback" not in text
+    if result.is_error:
+        assert result.structured_content is not None and result.structured_content["reason"] in REASONS, text
+    else:
+        assert result.structured_content is not None
+    assert all(r.status == "active" for r in led.list(led.scope_key))  # nothing but proposals is ever written
