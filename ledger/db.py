@@ -14,7 +14,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import OperationalError
 
 from ledger.errors import LedgerError
-from ledger.store import query
+from ledger.store import execute as _store_execute
+from ledger.store import query as _store_query
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def stamp(
     ``create=False`` leaves a scope without a settings row without one (a refusal's event).
     """
     params = {"s": scope_key, "m": default_max, "t": clock_us, "x": int(explicit)}
-    found = query(conn, _STAMP if create else _STAMP_EXISTING, params)
+    found = _store_query(conn, _STAMP if create else _STAMP_EXISTING, params)
     return clock_us if explicit or not found else int(found[0][0])
 
 
@@ -115,3 +116,8 @@ def env_flag(name: str) -> bool:
 def is_sqlite(engine: Engine) -> bool:
     """Whether ``engine`` is SQLite (kept for callers outside the store; dialect code belongs in ledger.store)."""
     return engine.dialect.name == "sqlite"
+
+
+# Kept for callers written against the old module (ledger.store is where these live now).
+execute = _store_execute
+query = _store_query

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, text
 
 from ledger import rows
+from ledger.audit import scrub_audits
 from ledger.derived import erase_derived
 from ledger.store import store_for
 
@@ -33,6 +34,7 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
     erase_derived(conn, ids)
+    scrub_audits(conn, ids)  # the ledger's own audit format: only the forgotten entries lose their body
     store_for(conn.engine).erase_in_transaction(conn)
     return ids, bodies
 
