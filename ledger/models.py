@@ -222,8 +222,10 @@ class ConsolidationRunRow(SQLModel, table=True):
         CheckConstraint(
             "state = 'pending' OR started_at IS NOT NULL OR outcome = 'cancelled'", name="ck_consolidation_runs_started"
         ),
-        # At most one pending and one running run per scope.
-        _partial("ux_consolidation_runs_pending", "scope_key", where="state = 'pending'", unique=True),
+        # At most one pending run per scope, job and session (migration 0007), one running per scope.
+        _partial(
+            "ux_consolidation_runs_pending", "scope_key", "job", "session_id", where="state = 'pending'", unique=True
+        ),
         _partial("ux_consolidation_runs_running", "scope_key", where="state = 'running'", unique=True),
         _partial("ix_consolidation_runs_due", "due_at", where="state = 'pending'"),
         Index("ix_consolidation_runs_scope", "scope_key", "created_at"),
