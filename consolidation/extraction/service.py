@@ -196,7 +196,7 @@ class ExtractionJobs:
         if claimed is None:
             return None
         self.svc._fault("after_claim")
-        settings, spent, budget, digest, pinned = claimed
+        settings, spent, budget, digest, pinned, quoted = claimed
         if spent >= budget:
             error = f"monthly spend {spent} micro-USD reached the budget of {budget}"
             return _mine(self.svc._settle(scope, run.id, Outcome.SKIPPED_BUDGET, now, error=error))
@@ -221,13 +221,13 @@ class ExtractionJobs:
             error = f"harness error: {type(exc).__name__}"
             return _mine(self.svc._settle(scope, run.id, Outcome.FAILED, now, error=error))
         # The prompt holds the pinned bodies and the digest, which may quote others: all are registered.
-        self.svc._store(scope, run.id, result, [rid for rid, _ in pinned], now)
+        self.svc._store(scope, run.id, result, [*(rid for rid, _ in pinned), *quoted], now)
         self.svc._fault("after_answer_stored")
         return _mine(self.apply_stored(run.id, scope, now))
 
     def _claim(
         self, tx: Transaction, run: ConsolidationRun
-    ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]]] | None:
+    ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]], list[str]] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(tx, run.scope_key)
         done = execute(
@@ -256,7 +256,9 @@ class ExtractionJobs:
         pinned = [
             (r[0], r[1]) for r in query(tx.conn, _PINNED, {"s": run.scope_key, "n": tx.now_us, "lim": MAX_PINNED})
         ]
-        return settings, spent, budget, D.loads(stored) if stored else [], pinned
+        digest = D.loads(stored) if stored else []
+        quoted = _quoted(query(tx.conn, _BODIES, {"s": run.scope_key}), digest) if digest else []
+        return settings, spent, budget, digest, pinned, quoted
 
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         """Gate the stored answer, store what passes as proposals, settle — one transaction."""
