@@ -9,6 +9,7 @@ write first expires, within its scope, what is due at its instant.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -76,6 +77,16 @@ class Ledger(LedgerReads):
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
         self.engine.dispose()
+
+    def for_account(self, account: str) -> Ledger:
+        """This ledger bound to ``account:<account>`` instead: same engine, clock, limits and erase hooks.
+
+        For a server that serves many accounts (the account comes from the caller's token).
+        Raises ScopeError when the account cannot form a scope key.
+        """
+        twin = copy.copy(self)
+        twin.scope_key = check_scope(f"account:{account}")
+        return twin
 
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
@@ -190,7 +201,7 @@ class Ledger(LedgerReads):
         with self._reading() as conn:
             row = self._require_row(conn, record_id)
         if row["scope_key"] != self.scope_key:
-            raise RecordNotFound(f"no memory record {record_id!r} in {self.scope_key}", record_id=str(record_id))
+            raise RecordNotFound(f"no memory record {record_id!r}", record_id=str(record_id))
         return self.scope_key
 
     # ------------------------------------------------------------------ writes

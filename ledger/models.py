@@ -263,3 +263,22 @@ EVENTS = _table(LedgerEventRow)
 CONSOLIDATION_SETTINGS = _table(ConsolidationSettingsRow)
 RUNS = _table(ConsolidationRunRow)
 DERIVED = _table(DerivedTextRow)
+
+
+# ---------------------------------------------------------------------- API tokens (issue 9, SPEC 5.1)
+# The table of worker/tokens.py: it is here so that the one SQLModel metadata (and so Alembic) holds it.
+class ApiTokenRow(SQLModel, table=True):
+    """One API token: only the SHA-256 of the token is stored; the token itself is shown once."""
+
+    __tablename__ = "api_tokens"
+
+    id: str = Field(sa_column=Column(Text, primary_key=True))
+    account: str = Field(sa_column=Column(Text, nullable=False, index=True))
+    hash: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    created_at: int = Field(sa_column=_big())
+    last_used_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    revoked_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+
+
+API_TOKENS = _table(ApiTokenRow)
+# ---------------------------------------------------------------------- end of API tokens

@@ -31,7 +31,6 @@ from ledger.errors import (
     InvalidInstant,
     InvalidTransition,
     RecordNotFound,
-    ScopeError,
 )
 from ledger.instants import from_micros, to_micros
 from ledger.models import TRANSITIONS, EventKind, Kind, MemoryRecord, Provenance, Status
@@ -240,8 +239,8 @@ class Transaction(Reader):
         row = rows.fetch_one(self.conn, record_id)
         if row is None:
             raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
-        if row["scope_key"] != self.scope_key:
-            raise RecordNotFound(f"no memory record {record_id!r} in {self.scope_key}", record_id=record_id)
+        if row["scope_key"] != self.scope_key:  # another account's id reads as an unknown one (SPEC 3.6)
+            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
         return row
 
     def _expiry(self, expires_at: datetime | None) -> int | None:
@@ -310,13 +309,7 @@ class Transaction(Reader):
         return self._write_record(new, replaced=replaced)
 
     def _edit_target(self, record_id: str) -> Row:
-        try:
-            target = self._row(record_id)
-        except RecordNotFound:
-            found = rows.fetch_one(self.conn, record_id)
-            if found is not None:
-                raise ScopeError(f"record {record_id} belongs to another scope") from None
-            raise
+        target = self._row(record_id)  # another account's id is not found, exactly as an unknown one
         if target["status"] != Status.ACTIVE:
             raise InvalidTransition(
                 f"record {record_id} is {target['status']}, not active: only an active record can be edited"

@@ -59,12 +59,11 @@ def cli_runtime(*, log_level: str = "WARNING") -> Iterator[Runtime]:
 
 
 def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
-    """``consolidation/notify_turn`` for ``memledger rpc`` (the same method ``serve`` exposes)."""
-    from worker.server import NOTIFY_TURN, notify_turn_method
+    """``consolidation/notify_turn`` and the account's settings methods for ``memledger rpc`` (as ``serve``)."""
+    from worker.server import extra_methods
 
     runtime = build_runtime(cli_config(), ledger=led)
-    method: ExtraMethod = notify_turn_method(runtime)
-    return {NOTIFY_TURN: method}
+    return extra_methods(runtime)
 
 
 # ---------------------------------------------------------------------- processes
@@ -77,11 +76,15 @@ def serve(
 ) -> None:
     """Serve POST /rpc, GET /healthz and GET /metrics; run the worker, janitor and sweep unless --no-worker."""
     from worker.logging import configure_logging
-    from worker.server import run_server
+    from worker.server import BindRefused, check_bind, run_server
 
     config = cli_config()
     if no_worker and config.embedded:
         fail("--no-worker needs MEMLEDGER_REDIS_URL: with the embedded queue, serve is the only worker", code=2)
+    try:
+        check_bind(host, auth=config.auth)
+    except BindRefused as exc:
+        fail(f"memledger serve: {exc}", code=2)
     configure_logging(fmt=config.log_format, level=config.log_level)
     with cli_errors():
         runtime = build_runtime(config)

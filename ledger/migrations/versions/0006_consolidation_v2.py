@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_consolidation_v2"
-down_revision = "0004_store"
+down_revision = "0005_tokens"
 branch_labels = None
 depends_on = None
 
