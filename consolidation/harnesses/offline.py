@@ -118,6 +118,7 @@ _SYNONYMS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("rather", "than"), ("over",)),
     (("instead", "of"), ("over",)),
 )
+_SYNONYM_STARTS = frozenset(source[0] for source, _ in _SYNONYMS)
 _IS_AFTER = frozenset({"it", "that", "he", "she", "there", "here", "what", "who", "where", "how", "this"})
 _NOT_STEMS = {"ca": ("can",), "wo": ("will",), "sha": ("shall",), "ai": ("aint",)}
 _SUFFIXES = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
@@ -210,6 +211,10 @@ def _replace_runs(tokens: list[_Token]) -> list[_Token]:
     out: list[_Token] = []
     i = 0
     while i < len(tokens):
+        if tokens[i].text not in _SYNONYM_STARTS:
+            out.append(tokens[i])
+            i += 1
+            continue
         for source, target in _SYNONYMS:
             if tuple(t.text for t in tokens[i : i + len(source)]) == source:
                 out.extend(
