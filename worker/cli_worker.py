@@ -115,7 +115,7 @@ def worker(
         supervise(
             processes=count,
             threads=threads or config.worker_threads,
-            metrics_port=config.metrics_port,
+            metrics_port=config.metrics_listen_port,
             shutdown_timeout_s=config.shutdown_timeout_s,
         )
     )

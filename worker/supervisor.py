@@ -64,10 +64,10 @@ def run_worker(*, threads: int | None = None, janitor: bool = True, serve_metric
         return 2
     runtime = build_runtime(config)
     try:
-        if serve_metrics and config.metrics_port is not None:
+        if serve_metrics and config.metrics_listen_port is not None:
             import prometheus_client
 
-            prometheus_client.start_http_server(config.metrics_port)
+            prometheus_client.start_http_server(config.metrics_listen_port)
         runtime.start_worker(threads=threads)
         if janitor:
             runtime.start_janitor()
