@@ -60,6 +60,9 @@ class WorkerConfig(BaseSettings):
     metrics_port_offset: int = Field(
         0, ge=0, le=65534, description="added to metrics_port (systemd: the instance number of memledger-worker@N)"
     )
+    ops_metrics_max_scopes: int = Field(
+        50, ge=0, le=1000, description="scopes with their own label in the per-scope gauges; the rest sum as _other"
+    )
     operator_token: str | None = Field(
         None, min_length=16, description="bearer token for /ops from other hosts; unset = loopback only"
     )
