@@ -74,14 +74,26 @@ def serve(
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="API node only: no dramatiq worker here (needs MEMLEDGER_REDIS_URL).")
     ] = False,
+    banner: Annotated[
+        bool | None,
+        typer.Option(
+            "--banner/--no-banner",
+            help="Print the first screen (account, protocol reference, a first curl); default: on a terminal.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve POST /rpc, GET /healthz and GET /metrics; run the worker, janitor and sweep unless --no-worker."""
+    """Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker."""
+    from worker.banner import banner_lines
     from worker.logging import configure_logging
+    from worker.output import is_terminal
     from worker.server import run_server
 
     config = cli_config()
     if no_worker and config.embedded:
         fail("--no-worker needs MEMLEDGER_REDIS_URL: with the embedded queue, serve is the only worker", code=2)
+    if banner if banner is not None else is_terminal():
+        typer.echo("\n".join(banner_lines(config, host=host, port=port, run_worker=not no_worker)))
     configure_logging(fmt=config.log_format, level=config.log_level)
     with cli_errors():
         runtime = build_runtime(config)
