@@ -3,12 +3,12 @@
 Routes::
 
     POST /rpc       one JSON-RPC 2.0 request (ledger.protocol) plus ``consolidation/notify_turn``
-    GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down (readiness)
-    GET  /livez     {"status": "alive"}: the process answers; touches no database or queue (liveness)
-    GET  /metrics   Prometheus exposition (process counters, plus gauges read from the database)
-    GET  /ops       the operator page (loopback or operator token; read-only; see worker.ops.page)
+    GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
+    GET  /metrics   Prometheus exposition
+    GET  /livez     liveness: the process answers (no database check); see worker.ops.http
+    GET  /ops       the read-only operator page (loopback or operator token); see worker.ops.http
 
-Every request gets one structured access-log line (:class:`worker.ops.rpc.AccessLog`).
+Every request is counted per RPC method and access-logged (never a body): worker.ops.http.
 
 The protocol is synchronous (database I/O), so each request runs in Starlette's
 thread pool. The lifespan starts the background parts (see :mod:`worker.runtime`)
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -35,11 +34,9 @@ from starlette.routing import Route
 
 from ledger import Ledger
 from ledger.instants import format_rfc3339
-from ledger.protocol import INVALID_PARAMS, METHODS, PARSE_ERROR, RpcError, dumps, error_response, handle_line
+from ledger.protocol import INVALID_PARAMS, PARSE_ERROR, RpcError, dumps, error_response, handle_line
 from worker.metrics import render_latest
-from worker.ops.page import ops_refusal, ops_response
-from worker.ops.rpc import UNPARSED, AccessLog, method_label, observe_rpc, outcome_of
-from worker.ops.snapshot import take_snapshot
+from worker.ops.http import ops_routes, with_observability
 from worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -82,28 +79,18 @@ def notify_turn_method(runtime: Runtime) -> Any:
 def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
     """``POST /rpc``: one JSON-RPC request in the body, one response (or 204 for a notification)."""
     extra = {NOTIFY_TURN: notify_turn_method(runtime)}
-    known = frozenset(METHODS) | frozenset(extra)
-
-    def answer_observed(line: str, state: dict[str, Any]) -> str | None:
-        started = time.perf_counter()
-        answer = handle_line(runtime.ledger, line, extra_methods=extra)
-        observe_rpc(state, method_label(line, known), outcome_of(answer), time.perf_counter() - started)
-        return answer
 
     async def rpc(request: Request) -> Response:
-        state = request.scope.setdefault("state", {})
         body = await request.body()
         if len(body) > MAX_REQUEST_BYTES:
             err = RpcError(-32600, f"request too large (over {MAX_REQUEST_BYTES} bytes)", reason="invalid_request")
-            observe_rpc(state, UNPARSED, "invalid_request", 0.0)
             return _json_line(dumps(error_response(None, err)), status=413)
         try:
             line = body.decode("utf-8")
         except UnicodeDecodeError:
             err = RpcError(PARSE_ERROR, "parse error: the request is not UTF-8 JSON", reason="parse_error")
-            observe_rpc(state, UNPARSED, "parse_error", 0.0)
             return _json_line(dumps(error_response(None, err)))
-        answer = await run_in_threadpool(answer_observed, line, state)
+        answer = await run_in_threadpool(handle_line, runtime.ledger, line, extra_methods=extra)
         if answer is None:  # a notification: nothing to answer
             return Response(status_code=204)
         return _json_line(answer)
@@ -131,37 +118,17 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         report = await run_in_threadpool(runtime.health)
         return JSONResponse(report, status_code=503 if report["status"] == "down" else 200)
 
-    async def livez(_request: Request) -> Response:
-        # Liveness: the event loop answers. No database or queue check, so an outage of either
-        # never restarts the process (readiness, /healthz, takes it out of rotation instead).
-        return JSONResponse({"status": "alive"})
-
     async def metrics(_request: Request) -> Response:
         payload, content_type = await run_in_threadpool(render_latest)
         return Response(payload, media_type=content_type)
 
-    async def ops(request: Request) -> Response:
-        refused = ops_refusal(request, runtime.config.operator_token)
-        if refused is not None:
-            return refused
-
-        def page() -> Response:
-            snapshot = take_snapshot(runtime.ledger, runtime.service)
-            scope = request.query_params.get("scope")
-            return ops_response(runtime.ledger, snapshot, scope=scope, bound_scope=runtime.ledger.scope_key)
-
-        return await run_in_threadpool(page)
-
     routes = [
         Route("/rpc", rpc_endpoint(runtime), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
-        Route("/livez", livez, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
-        Route("/ops", ops, methods=["GET"]),
+        *ops_routes(runtime),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(AccessLog, account=runtime.config.account)
-    return app
+    return with_observability(Starlette(routes=routes, lifespan=lifespan), runtime)
 
 
 def _json_line(text: str, *, status: int = 200) -> Response:

@@ -162,6 +162,9 @@ def test_rpc_metrics_count_time_and_give_error_reasons(local: TestClient) -> Non
     assert value(text, "memledger_rpc_errors_total", method="unknown", reason="method_not_found") == 1
     assert "made_up_method_x" not in text
     assert value(text, "memledger_rpc_errors_total", method="unparsed", reason="parse_error") == 1
+    # A notification to a name the server does not serve is not answered, and not labelled either
+    local.post("/rpc", json={"jsonrpc": "2.0", "method": "memory/made_up_notification"})
+    assert "made_up_notification" not in local.get("/metrics").text
 
 
 def test_access_log_has_method_status_latency_account_and_never_a_body(local: TestClient) -> None:
