@@ -196,6 +196,9 @@ def build_runtime(
             led.close()
         raise
     runtime = Runtime(config, led, service, broker, actors, janitor, metrics, owns_ledger=ledger is None)
-    # Operator gauges (spend, backlog, sweep health) are read from the database at scrape time.
-    bind_default(runtime, lambda: take_snapshot(led, service, recent_runs=0), max_scopes=config.ops_metrics_max_scopes)
+    if ledger is None:
+        # Operator gauges (spend, backlog, sweep health) are read from the database at scrape time,
+        # by the runtime that owns the ledger (one that borrows it, like `memledger rpc`'s, exports none).
+        max_scopes = config.ops_metrics_max_scopes
+        bind_default(runtime, lambda: take_snapshot(led, service, recent_runs=0), max_scopes=max_scopes)
     return runtime
