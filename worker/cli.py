@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from worker import cli_files, cli_ledger, cli_worker
+from worker import cli_files, cli_ledger, cli_status, cli_worker
 
 app = typer.Typer(
     name="memledger",
@@ -15,6 +15,7 @@ app = typer.Typer(
 )
 cli_ledger.register(app, rpc_extra_methods=cli_worker.rpc_extra_methods)
 cli_worker.register(app)
+cli_status.register(app)
 app.add_typer(
     cli_files.app, name="files", help="Memory entries kept as markdown files: new, validate, audit, export, import."
 )

@@ -256,3 +256,51 @@ def test_ops_shows_no_bodies_for_another_accounts_scope(runtime: Runtime, local:
         other.close()
     html = local.get("/ops", params={"scope": "account:bob"}).text
     assert f'data-id="{record.id}"' in html and "private note" not in html
+
+
+# --- memledger status ----------------------------------------------------------------------------
+
+
+def test_status_prints_what_the_page_and_the_gauges_show(runtime: Runtime, local: TestClient) -> None:
+    from typer.testing import CliRunner
+
+    from worker.cli import app
+
+    seeded = seed_scope(runtime.ledger, runtime.service)
+    url = runtime.config.database_url
+    runner = CliRunner()
+    shown = runner.invoke(app, ["status", "--json", "--database-url", url])
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    (scope,) = data["scopes"]
+    assert scope["scopeKey"] == SCOPE and scope["mode"] == "apply" and scope["runsByOutcome"] == {"applied": 1}
+    assert scope["remainingMicroUsd"] == scope["spendBudgetMicroUsd"] - scope["monthSpendMicroUsd"]
+    assert [run["id"] for run in data["runs"]] == [seeded.run_id]
+    assert data["sweep"]["lastExpired"] == 1 and data["sweep"]["runs"] == 1
+    assert data["backlog"] == {"pending": 0, "running": 0}
+    # The same figures as the gauges of a serving process
+    text = local.get("/metrics").text
+    assert value(text, "memledger_scope_month_runs", scope=SCOPE, outcome="applied") == 1
+    assert value(text, "memledger_sweep_last_expired") == data["sweep"]["lastExpired"]
+    # And as a table
+    table = runner.invoke(app, ["status", "--database-url", url])
+    assert table.exit_code == 0 and SCOPE in table.stdout and seeded.run_id in table.stdout
+    assert "Sweep: last finished" in table.stdout and "apply" in table.stdout
+    assert FORGOTTEN_BODY not in table.stdout and EDIT_BODY not in table.stdout  # status never shows a body
+
+
+def test_status_filters_by_scope_and_refuses_a_bad_one(runtime: Runtime) -> None:
+    from typer.testing import CliRunner
+
+    from worker.cli import app
+
+    seed_scope(runtime.ledger, runtime.service)
+    runtime.service.update_settings("account:other", mode="propose", harness="offline")
+    url = runtime.config.database_url
+    runner = CliRunner()
+    data = json.loads(
+        runner.invoke(app, ["status", "--json", "--scope", "account:other", "--database-url", url]).stdout
+    )
+    assert [s["scopeKey"] for s in data["scopes"]] == ["account:other"] and data["runs"] == []
+    refused = runner.invoke(app, ["status", "--scope", "no scope", "--database-url", url])
+    assert refused.exit_code == 1 and "invalid scope key" in refused.output

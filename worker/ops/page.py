@@ -52,7 +52,8 @@ _env = jinja2.Environment(
 )
 
 
-def _usd(micro: int) -> str:
+def format_usd(micro: int) -> str:
+    """Micro-USD as dollars without trailing zeros: ``$0``, ``$0.0123``, ``$5``."""
     return f"${Decimal(micro) / 1_000_000:.6f}".rstrip("0").rstrip(".") if micro else "$0"
 
 
@@ -60,7 +61,7 @@ def _instant(value: datetime | None) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-_env.filters["usd"] = _usd
+_env.filters["usd"] = format_usd
 _env.filters["instant"] = _instant
 
 
