@@ -20,12 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from html import escape as _html_escape
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from ledger import MemoryRecord
-from ledger.instants import format_rfc3339
+
+
+def _esc(text: str) -> str:
+    return _html_escape(text, quote=True)
+
 
 WIDTH = 1100
 LABEL_W = 300
@@ -55,17 +60,17 @@ class Bar:
     start: datetime
     end: datetime
     open_ended: bool
-
-    @property
-    def forgotten(self) -> bool:
-        return self.record.erased or self.record.status.value == "deleted"
+    forgotten: bool
 
 
 def _end(record: MemoryRecord, now: datetime) -> tuple[datetime, bool]:
-    end = record.effective_end()
+    # min(valid_to, expires_at), inlined: this runs once per record of a scope that may hold thousands.
+    end, expires = record.valid_to, record.expires_at
+    if end is None or (expires is not None and expires < end):
+        end = expires
     if end is None:
-        return max(now, record.valid_from), True
-    return max(end, record.valid_from), False
+        return (now if now > record.valid_from else record.valid_from), True
+    return (end if end > record.valid_from else record.valid_from), False
 
 
 def layout(records: Sequence[MemoryRecord], now: datetime) -> list[Bar]:
@@ -94,8 +99,14 @@ def layout(records: Sequence[MemoryRecord], now: datetime) -> list[Bar]:
         else:
             lane_end[lane], lane_last[lane] = end, record.id
         lane_of[record.id] = lane
-        bars.append(Bar(record, lane, record.valid_from, end, open_ended))
+        forgotten = record.erased or record.status == "deleted"
+        bars.append(Bar(record, lane, record.valid_from, end, open_ended, forgotten))
     return bars
+
+
+def _iso(value: datetime) -> str:
+    """RFC 3339 as the protocol writes it (``…T09:00:00.000000Z``), by the C ``isoformat`` (UTC instants)."""
+    return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _label(record: MemoryRecord, show_bodies: bool) -> str:
@@ -125,8 +136,8 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
     parts: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="validity timeline">',
-        f'<text class="axis" x="{LABEL_W + LEFT}" y="14">{escape(format_rfc3339(bars[0].start))}</text>',
-        f'<text class="axis" x="{WIDTH - RIGHT}" y="14" text-anchor="end">{escape(format_rfc3339(now))} (now)</text>',
+        f'<text class="axis" x="{LABEL_W + LEFT}" y="14">{_iso(bars[0].start)}</text>',
+        f'<text class="axis" x="{WIDTH - RIGHT}" y="14" text-anchor="end">{_iso(now)} (now)</text>',
         f'<line class="now" x1="{x(now):.1f}" y1="{TOP - 6}" x2="{x(now):.1f}" y2="{height}"/>',
     ]
     for bar in bars:
@@ -136,24 +147,25 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
         top = TOP + bar.lane * LANE_H
         where[record.id] = (left, left + width, top + BAR_H / 2)
         status = record.status.value
+        rid = _esc(record.id)
+        start, end = _iso(bar.start), "" if bar.open_ended else _iso(bar.end)
         common = (
-            f'class="bar{" forgotten" if bar.forgotten else ""}" data-id="{escape(record.id)}" '
-            f'data-status="{status}" data-from="{format_rfc3339(bar.start)}" '
-            f'data-to="{"" if bar.open_ended else format_rfc3339(bar.end)}" data-lane="{bar.lane}" '
+            f'class="bar{" forgotten" if bar.forgotten else ""}" data-id="{rid}" data-status="{status}" '
+            f'data-from="{start}" data-to="{end}" data-lane="{bar.lane}" '
             f'x="{left:.2f}" y="{top}" width="{width:.2f}" height="{BAR_H}"'
         )
         if bar.forgotten:
             parts.append(f'<rect {common} fill="{FORGOTTEN}"/>')
             labels.pop(bar.lane, None)  # a forget erases the whole chain: its lane keeps no text
             continue
-        label = escape(_label(record, show_bodies))
-        end_text = "now" if bar.open_ended else format_rfc3339(bar.end)
-        tooltip = escape(f"{record.id} · {status} · {format_rfc3339(bar.start)} → {end_text}")
-        target = record.supersedes[0] if record.supersedes else None
-        rect = f'<rect {common} fill="{COLOURS.get(status, "#607d8b")}"><title>{tooltip} · {label}</title></rect>'
-        if target is not None:
-            rect = f'<a href="#rec-{escape(target)}">{rect}</a>'
-        parts.append(f'<g id="rec-{escape(record.id)}">{rect}</g>')
+        label = _esc(_label(record, show_bodies))
+        rect = (
+            f'<rect {common} fill="{COLOURS.get(status, "#607d8b")}">'
+            f"<title>{rid} · {status} · {start} → {end or 'now'} · {label}</title></rect>"
+        )
+        if record.supersedes:
+            rect = f'<a href="#rec-{_esc(record.supersedes[0])}">{rect}</a>'
+        parts.append(f'<g id="rec-{rid}">{rect}</g>')
         labels[bar.lane] = f'<text class="label" x="{LEFT}" y="{top + BAR_H - 1}">{label}</text>'
     for bar in bars:
         for predecessor in bar.record.supersedes:
@@ -163,7 +175,7 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
             x2, _, y2 = where[bar.record.id]
             lift = min(y1, y2) - BAR_H
             parts.append(
-                f'<path class="link" data-from="{escape(predecessor)}" data-to="{escape(bar.record.id)}" '
+                f'<path class="link" data-from="{_esc(predecessor)}" data-to="{_esc(bar.record.id)}" '
                 f'd="M{x1:.2f},{y1:.1f} C{x1:.2f},{lift:.1f} {x2:.2f},{lift:.1f} {x2:.2f},{y2:.1f}"/>'
             )
     parts.extend(labels[lane] for lane in sorted(labels))
