@@ -121,14 +121,19 @@ def worker(
     if count == 1:
         raise typer.Exit(run_worker(threads=threads))
     from worker.logging import configure_logging
+    from worker.ops.collector import OpsCollector, lazy_database_source
 
     configure_logging(fmt=config.log_format, level=config.log_level)
+    ops = OpsCollector(
+        lazy_database_source(config.database_url, account=config.account), max_scopes=config.ops_metrics_max_scopes
+    )
     raise typer.Exit(
         supervise(
             processes=count,
             threads=threads or config.worker_threads,
             metrics_port=config.metrics_listen_port,
             shutdown_timeout_s=config.shutdown_timeout_s,
+            extra_collectors=[ops],
         )
     )
 

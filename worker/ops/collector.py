@@ -222,3 +222,24 @@ def unbind_default(owner: object) -> None:
     with _lock:
         _sources[:] = [entry for entry in _sources if entry[0] is not owner]
         _refresh()
+
+
+def lazy_database_source(database_url: str, *, account: str) -> SnapshotSource:
+    """A source that opens the ledger at the first scrape and keeps it (for a process with no runtime).
+
+    ``memledger worker --processes N``'s supervisor serves the aggregated metrics of its children;
+    it has no ledger of its own, and a child's collector is not exported in multiprocess mode.
+    """
+    from ledger import open_ledger
+    from worker.ops.snapshot import take_snapshot
+
+    opened: list[Any] = []
+    guard = threading.Lock()
+
+    def source() -> OpsSnapshot:
+        with guard:
+            if not opened:
+                opened.append(open_ledger(database_url, account=account))
+        return take_snapshot(opened[0], recent_runs=0)
+
+    return source
