@@ -34,6 +34,7 @@ from worker.ops.timeline import COLOURS, FORGOTTEN, render_svg
 LOOPBACK_CLIENTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 MAX_SCOPES_LISTED = 200
+MAX_TIMELINE_RECORDS = 10_000
 SWEEP_STALE_AFTER = timedelta(hours=2)
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
@@ -116,6 +117,9 @@ def render_ops(
     """
     check_scope(scope)
     records = led.records(scope)
+    shown = records
+    if len(records) > MAX_TIMELINE_RECORDS:  # keep the page bounded: the newest part of the picture
+        shown = sorted(records, key=lambda r: r.valid_from)[-MAX_TIMELINE_RECORDS:]
     show_bodies = scope == bound_scope
     age = snapshot.sweep_age_s()
     month = snapshot.overview.month_start.strftime("%B %Y")
@@ -129,9 +133,10 @@ def render_ops(
         "sweep_age": "" if age is None else _age(age),
         "sweep_stale": age is None or age > SWEEP_STALE_AFTER.total_seconds(),
         "record_count": len(records),
+        "shown_count": len(shown),
         "show_bodies": show_bodies,
         "colours": [*((s, c) for s, c in COLOURS.items() if s != "deleted"), ("forgotten", FORGOTTEN)],
-        "timeline": render_svg(records, now=snapshot.at, show_bodies=show_bodies),
+        "timeline": render_svg(shown, now=snapshot.at, show_bodies=show_bodies),
         "generated": format_rfc3339(snapshot.at),
     }
     return _env.get_template("ops.html").render(context)

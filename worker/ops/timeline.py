@@ -36,10 +36,11 @@ WIDTH = 1100
 LABEL_W = 300
 LANE_H = 16
 BAR_H = 10
-TOP = 28
+TOP = 34
 LEFT = 8
 RIGHT = 8
 MIN_BAR_W = 2.0
+TICKS = 4
 LABEL_CHARS = 48
 
 COLOURS = {
@@ -140,6 +141,12 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
         f'<text class="axis" x="{WIDTH - RIGHT}" y="14" text-anchor="end">{_iso(now)} (now)</text>',
         f'<line class="now" x1="{x(now):.1f}" y1="{TOP - 6}" x2="{x(now):.1f}" y2="{height}"/>',
     ]
+    for n in range(1, TICKS):  # a few instants along the axis, so a bar's place reads as a date
+        at_s = t0 + span * n / TICKS
+        tick_x = LABEL_W + LEFT + usable * n / TICKS
+        when = datetime.fromtimestamp(at_s, UTC).strftime("%Y-%m-%d %H:%M")
+        parts.append(f'<line class="tick" x1="{tick_x:.1f}" y1="{TOP - 4}" x2="{tick_x:.1f}" y2="{height}"/>')
+        parts.append(f'<text class="axis" x="{tick_x:.1f}" y="{TOP - 6}" text-anchor="middle">{when}</text>')
     for bar in bars:
         record = bar.record
         left = x(bar.start)
