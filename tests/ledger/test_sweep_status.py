@@ -41,3 +41,16 @@ def test_a_refused_sweep_records_nothing(led: Ledger) -> None:
     with pytest.raises(InvalidArgument):
         led.sweep_expired(led.now(), batch_size=0)
     assert led.last_sweep() is None
+
+
+def test_the_migration_matches_the_table_class(led: Ledger) -> None:
+    from sqlalchemy import inspect
+
+    from ledger.models import SweepStatusRow
+
+    migrated = {c["name"]: c for c in inspect(led.engine).get_columns("ops_sweep")}
+    declared = SweepStatusRow.__table__.columns  # type: ignore[attr-defined]
+    assert set(migrated) == {c.name for c in declared}
+    for column in declared:
+        assert migrated[column.name]["nullable"] == column.nullable, column.name
+    assert [c for c in declared if c.primary_key][0].name == "name"
