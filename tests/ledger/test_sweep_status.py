@@ -53,4 +53,4 @@ def test_the_migration_matches_the_table_class(led: Ledger) -> None:
     assert set(migrated) == {c.name for c in declared}
     for column in declared:
         assert migrated[column.name]["nullable"] == column.nullable, column.name
-    assert [c for c in declared if c.primary_key][0].name == "name"
+    assert next(c for c in declared if c.primary_key).name == "name"

@@ -304,3 +304,31 @@ def test_status_filters_by_scope_and_refuses_a_bad_one(runtime: Runtime) -> None
     assert [s["scopeKey"] for s in data["scopes"]] == ["account:other"] and data["runs"] == []
     refused = runner.invoke(app, ["status", "--scope", "no scope", "--database-url", url])
     assert refused.exit_code == 1 and "invalid scope key" in refused.output
+
+
+def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtime, local: TestClient) -> None:
+    # Given a propose-mode run whose proposal does not fit the scope's budget (the gate refuses it)
+    led, service = runtime.ledger, runtime.service
+    for body in ("I prefer metric units", "i prefer  metric units.", "My dog is named Rex"):
+        led.save(body)
+    led.set_budget(SCOPE, 3)
+    service.update_settings(SCOPE, mode="propose", harness="offline", debounce_s=0)
+    service.notify_turn(SCOPE)
+    [run] = service.run_due()
+    assert run.refusals == {"budget_exceeded": 1}
+    # Then the page shows the reason on the run's row and in the scope's month
+    html = local.get("/ops").text
+    row = html[html.index(f'data-run="{run.id}"') :]
+    assert 'class="refusals">budget_exceeded 1<' in row[: row.index("</tr>")]
+    scope_row = html[html.index(f'data-scope="{SCOPE}"') :]
+    assert "budget_exceeded 1" in scope_row[: scope_row.index("</tr>")]
+    # And so does memledger status --json
+    from typer.testing import CliRunner
+
+    from worker.cli import app
+
+    data = json.loads(
+        CliRunner().invoke(app, ["status", "--json", "--database-url", runtime.config.database_url]).stdout
+    )
+    assert data["scopes"][0]["refusals"] == {"budget_exceeded": 1}
+    assert data["runs"][0]["refusals"] == {"budget_exceeded": 1}
