@@ -214,9 +214,7 @@ def test_errors_under_json_are_json_on_stderr(seeded: tuple[str, str], runner: C
 
 
 @pytest.mark.parametrize("name", sorted(n for n, k in COMMANDS.items() if k.scope))
-def test_every_scope_option_is_validated_the_same_way(
-    name: str, seeded: tuple[str, str], runner: CliRunner
-) -> None:
+def test_every_scope_option_is_validated_the_same_way(name: str, seeded: tuple[str, str], runner: CliRunner) -> None:
     url, _ = seeded
     extra = {"as-of": ["2999-01-01"], "search": ["metric"], "consolidation set": ["--mode", "off"]}.get(name, [])
     result = runner.invoke(app, [*name.split(), *extra, "--scope", "nope", "--database-url", url])
