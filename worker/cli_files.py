@@ -1,18 +1,21 @@
 """``memledger files …``: memory entries kept as markdown files (see ``docs/file-ledger.md``).
 
-``new``, ``validate``, ``audit``, ``export`` and ``import``. The logic lives in
+``new``, ``schema``, ``validate``, ``audit``, ``export`` and ``import``. The logic lives in
 :mod:`ledger.files`; this module parses options, shows a progress bar on a
 terminal for large directories, prints, and picks the exit status:
 
 * ``validate``: 0 every file valid, 1 a file is invalid, 2 usage or an unreadable file;
-* ``audit``: 0 no findings, 1 findings, 2 usage (with ``--explain``: 0 eligible, 1 not);
+* ``audit``: 0 nothing blocks, 1 something does, 2 usage (with ``--explain``: 0 eligible, 1 not);
 * ``export`` / ``import``: 0 done, 1 the ledger refused (import: an eligible entry was refused), 2 usage.
+
+Imports stay light: nothing here loads the model SDK or the job queue, and the
+database commands import their ledger plumbing only when they run.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -20,12 +23,13 @@ from typing import Annotated
 
 import typer
 
-from ledger.files.audit import AuditReport, AuditUsageError, audit_directory, entry_files, parse_project_scope
-from ledger.files.dates import DateError, format_instant, parse_now
+from ledger.files.audit import AuditReport, AuditUsageError, audit_directory, entry_files, parse_context
+from ledger.files.dates import DateError, parse_day, parse_now
 from ledger.files.entry import EntryUnreadable, read_entry, validate
 from ledger.files.exchange import DEFAULT_REVIEW_DAYS, ExportResult, ImportResult, export_scope, import_directory
 from ledger.files.explain import explain
 from ledger.files.graph import graph_dot, graph_mermaid
+from ledger.files.markdown import audit_markdown
 from ledger.files.render import (
     FileResult,
     audit_json,
@@ -36,13 +40,13 @@ from ledger.files.render import (
     validate_text,
 )
 from ledger.files.sarif import audit_sarif
-from worker.cli_ledger import DbUrl, cli_ledger
 from worker.output import print_error, progress
 
 app = typer.Typer(no_args_is_help=True)
 
 PROGRESS_MIN_FILES = 200
 TEMPLATE = "memory-entry.md"
+SCHEMA = "memory-entry.schema.json"
 
 
 class TextOrJson(StrEnum):
@@ -53,6 +57,7 @@ class TextOrJson(StrEnum):
 class AuditFormat(StrEnum):
     text = "text"
     json = "json"
+    markdown = "markdown"
     sarif = "sarif"
 
 
@@ -65,7 +70,14 @@ def _parse_now(value: str) -> datetime:
     try:
         return parse_now(value)
     except DateError as exc:
-        raise typer.BadParameter(f"{exc.message}: use YYYY-MM-DD or an instant such as 2025-06-30T09:00:00Z") from exc
+        raise typer.BadParameter(f"{exc.message}: use YYYY-MM-DD or an instant such as 2026-06-30T09:00:00Z") from exc
+
+
+def _parse_as_of(value: str) -> date:
+    try:
+        return parse_day(value.strip())
+    except DateError as exc:
+        raise typer.BadParameter("--as-of must be a real date in YYYY-MM-DD form") from exc
 
 
 NowOpt = Annotated[
@@ -74,14 +86,47 @@ NowOpt = Annotated[
         "--now",
         parser=_parse_now,
         metavar="DATE",
-        help="The instant to judge at: YYYY-MM-DD (00:00 UTC) or RFC 3339. Default: the current instant.",
+        help="The audit date: YYYY-MM-DD, or an RFC 3339 instant (its UTC day). Default: today (UTC).",
         show_default=False,
+    ),
+]
+AsOfOpt = Annotated[
+    date | None,
+    typer.Option(
+        "--as-of",
+        parser=_parse_as_of,
+        metavar="YYYY-MM-DD",
+        help="The audit date (the reference tool's flag). Default: today (UTC).",
+        show_default=False,
+    ),
+]
+ScopeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scope",
+        metavar="global|project:REF",
+        help="Trust context: global entries only, or global ones plus project REF's. None: structural checks only.",
+        show_default=False,
+    ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option("--output", metavar="FILE", help="Also write the report to FILE.", show_default=False),
+]
+DbUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", help="Database URL (default: $MEMLEDGER_DATABASE_URL or ./memledger.db).", show_default=False
     ),
 ]
 
 
-def _now(value: datetime | None) -> datetime:
-    return value if value is not None else datetime.now(UTC)
+def _audit_day(as_of: date | None, now: datetime | None) -> date:
+    if as_of is not None and now is not None:
+        raise _usage("give the audit date once: --as-of or --now, not both")
+    if as_of is not None:
+        return as_of
+    return (now or datetime.now(UTC)).astimezone(UTC).date()
 
 
 def _usage(message: str) -> typer.Exit:
@@ -89,31 +134,55 @@ def _usage(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def _emit(text: str) -> None:
-    typer.echo(text)
+def _emit(text: str, output: Path | None = None) -> None:
+    """Print ``text`` (adding a final newline only when it has none) and, with ``output``, write it there."""
+    typer.echo(text, nl=not text.endswith("\n"))
+    if output is not None:
+        try:
+            output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise _usage(f"cannot write --output {output}: {exc.strerror or exc}") from exc
 
 
-# --------------------------------------------------------------------------- new
+def _resource(name: str) -> str:
+    return resources.files("ledger.files").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- new / schema
 
 
 @app.command("new")
 def new(
-    name: Annotated[str, typer.Argument(help="File name of the new entry (.md is added if missing).")],
+    name: Annotated[
+        str | None, typer.Argument(help="File name of the new entry (.md is added). Omit it to print the template.")
+    ] = None,
     directory: Annotated[Path, typer.Option("--dir", help="Directory to create it in.")] = Path("memories"),
     now: NowOpt = None,
 ) -> None:
-    """Create a new entry from the memory-entry.md template (created: set to today)."""
+    """Write the memory-entry template (fact first, superseded-by: null, may-this-authorize-action: false)."""
+    today = (now or datetime.now(UTC)).astimezone(UTC).date()
+    text = _resource(TEMPLATE).replace('created: "YYYY-MM-DD"', f'created: "{today.isoformat()}"', 1)
+    if name is None:
+        _emit(text)
+        return
     file_name = name if name.endswith(".md") else f"{name}.md"
     if Path(file_name).name != file_name or file_name.startswith(".") or ".." in file_name:
         raise _usage(f"{name!r} is not a plain file name: give a name such as deploy-region")
     target = directory / file_name
     if target.exists():
         raise _usage(f"{target} already exists; pick another name")
-    template = resources.files("ledger.files").joinpath("templates", TEMPLATE).read_text(encoding="utf-8")
-    text = template.replace("created: YYYY-MM-DD", f"created: {_now(now).date().isoformat()}", 1)
-    directory.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-    _emit(f"Created {target}: fill in every <...>, write the fact, then run memledger files validate {target}")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise _usage(f"cannot write {target}: {exc.strerror or exc}") from exc
+    _emit(f"Created {target}: replace every <...> and YYYY-MM-DD, then run memledger files validate {target}")
+
+
+@app.command("schema")
+def schema_cmd(output: OutputOpt = None) -> None:
+    """Print the entry's JSON Schema (draft 2020-12): the same contract as `files validate`."""
+    _emit(_resource(SCHEMA), output)
 
 
 # --------------------------------------------------------------------------- validate
@@ -132,21 +201,23 @@ def _validate_paths(paths: list[Path]) -> list[Path]:
 @app.command("validate")
 def validate_cmd(
     files: Annotated[
-        list[Path], typer.Argument(metavar="FILE...", help="Entry files (a directory means its *.md files).")
+        list[Path], typer.Argument(metavar="FILE...", help="Entry files (a directory means every *.md under it).")
     ],
-    now: NowOpt = None,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Output format.")] = TextOrJson.text,
 ) -> None:
     """Check entries against every rule of the format: one line per failure, with field, rule id and fix."""
-    at = _now(now)
     results: list[FileResult] = []
-    for path in _validate_paths(files):
+    try:
+        paths = _validate_paths(files)
+    except AuditUsageError as exc:
+        raise _usage(str(exc)) from exc
+    for path in paths:
         try:
             entry = read_entry(path, name=str(path))
         except EntryUnreadable as exc:
             results.append(FileResult(str(path), [], exc.reason))
             continue
-        results.append(FileResult(str(path), validate(entry, now=at)))
+        results.append(FileResult(str(path), validate(entry)))
     _emit(validate_json(results) if fmt is TextOrJson.json else validate_text(results))
     if any(r.error is not None for r in results):
         raise typer.Exit(2)
@@ -157,22 +228,31 @@ def validate_cmd(
 # --------------------------------------------------------------------------- audit
 
 
-def _run_audit(directory: Path, scope: str, at: datetime, warn_within: int | None) -> AuditReport:
+def _run_audit(directory: Path, text: str, scope: str | None, day: date, warn_within: int | None) -> AuditReport:
     files = entry_files(directory)
     if len(files) < PROGRESS_MIN_FILES:
-        return audit_directory(directory, scope=scope, now=at, warn_within_days=warn_within)
+        return audit_directory(directory, scope=scope, as_of=day, directory_text=text, warn_within_days=warn_within)
     with progress("Auditing entries", total=len(files)) as advance:
         return audit_directory(
-            directory, scope=scope, now=at, warn_within_days=warn_within, on_entry=lambda: advance(1)
+            directory,
+            scope=scope,
+            as_of=day,
+            directory_text=text,
+            warn_within_days=warn_within,
+            on_entry=lambda: advance(1),
         )
 
 
 @app.command("audit")
 def audit_cmd(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Directory of entries (*.md, not recursive).")],
-    scope: Annotated[str, typer.Option("--scope", help="project:REF, the project to audit for.")],
+    directory: Annotated[
+        str, typer.Argument(metavar="[DIR]", help="Directory of entries (every *.md under it, recursively).")
+    ] = "memories",
+    scope: ScopeOpt = None,
+    as_of: AsOfOpt = None,
     now: NowOpt = None,
     fmt: Annotated[AuditFormat, typer.Option("--format", help="Output format.")] = AuditFormat.text,
+    output: OutputOpt = None,
     warn_within: Annotated[
         int | None,
         typer.Option("--warn-within", min=0, metavar="DAYS", help="Warn of entries expiring or due within DAYS."),
@@ -182,35 +262,45 @@ def audit_cmd(
         str | None, typer.Option("--explain", metavar="FILE", help="Show each authorization criterion for FILE.")
     ] = None,
 ) -> None:
-    """Reject unusable entries and list the chain heads eligible to consider under "Action-authorizing review"."""
+    """Report invalid, stale, unsourced, out-of-scope and superseded entries; list the "Action-authorizing review"."""
     if graph is not None and explain_file is not None:
         raise _usage("--graph and --explain cannot be combined")
+    day = _audit_day(as_of, now)
     try:
-        parse_project_scope(scope)
-        report = _run_audit(directory, scope, _now(now), warn_within)
+        parse_context(scope)
+        report = _run_audit(Path(directory), directory, scope, day, warn_within)
     except AuditUsageError as exc:
         raise _usage(str(exc)) from exc
     if explain_file is not None:
-        _explain(report, explain_file, fmt)
+        _explain(report, explain_file, fmt, output)
         return
     if graph is not None:
-        _emit(graph_dot(report) if graph is GraphFormat.dot else graph_mermaid(report))
-    elif fmt is AuditFormat.json:
-        _emit(audit_json(report))
-    elif fmt is AuditFormat.sarif:
-        _emit(audit_sarif(report))
+        _emit(graph_dot(report) if graph is GraphFormat.dot else graph_mermaid(report), output)
     else:
-        _emit(audit_text(report))
-    if report.findings:
+        _emit(_render(report, fmt), output)
+    if report.blocking:
         raise typer.Exit(1)
 
 
-def _explain(report: AuditReport, file: str, fmt: AuditFormat) -> None:
-    name = Path(file).name
+def _render(report: AuditReport, fmt: AuditFormat) -> str:
+    if fmt is AuditFormat.json:
+        return audit_json(report)
+    if fmt is AuditFormat.markdown:
+        return audit_markdown(report)
+    if fmt is AuditFormat.sarif:
+        return audit_sarif(report)
+    return audit_text(report)
+
+
+def _explain(report: AuditReport, file: str, fmt: AuditFormat, output: Path | None) -> None:
+    name = file
     if name not in report.entries:
-        raise _usage(f"{file!r} is not an entry of {report.directory}")
+        matches = [n for n in report.entries if Path(n).name == Path(file).name]
+        if len(matches) != 1:
+            raise _usage(f"{file!r} is not an entry of {report.directory_text} (give its id, e.g. a/b.md)")
+        name = matches[0]
     x = explain(report, name)
-    _emit(explain_json(x, report) if fmt is AuditFormat.json else explain_text(x, report))
+    _emit(explain_json(x, report) if fmt is AuditFormat.json else explain_text(x, report), output)
     if not x.eligible:
         raise typer.Exit(1)
 
@@ -228,18 +318,20 @@ def export_cmd(
     ] = None,
     now: NowOpt = None,
     review_days: Annotated[
-        int, typer.Option("--review-days", min=1, help="review-by for records without an expiry: now + DAYS.")
+        int, typer.Option("--review-days", min=1, help="review-by for records without an expiry: today + DAYS.")
     ] = DEFAULT_REVIEW_DAYS,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Output format.")] = TextOrJson.text,
     database_url: DbUrl = None,
 ) -> None:
     """Write a scope's records (history included, erased bodies never) as entries, chains as superseded-by."""
+    from worker.cli_ledger import cli_ledger
+
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
         total = len(led.records(key))
         with progress("Exporting records", total=total) as advance:
             result = export_scope(
-                led, key, directory, now=_now(now), review_days=review_days, on_record=lambda: advance(1)
+                led, key, directory, now=now or datetime.now(UTC), review_days=review_days, on_record=lambda: advance(1)
             )
     _emit(_export_json(result) if fmt is TextOrJson.json else _export_text(result))
 
@@ -263,49 +355,58 @@ def _export_json(r: ExportResult) -> str:
 @app.command("import")
 def import_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Directory of entries to import.")],
-    scope: Annotated[str, typer.Option("--scope", help="project:REF: import the entries in this project's scope.")],
+    scope: Annotated[
+        str,
+        typer.Option("--scope", metavar="global|project:REF", help="Trust context: import only entries trusted in it."),
+    ],
+    as_of: AsOfOpt = None,
     now: NowOpt = None,
     fmt: Annotated[TextOrJson, typer.Option("--format", help="Output format.")] = TextOrJson.text,
     database_url: DbUrl = None,
 ) -> None:
-    """Propose the valid, in-scope, current entries into the account scope (never active; idempotent)."""
+    """Propose the valid, current, in-scope entries into the account scope (never active; idempotent; no duplicates)."""
+    day = _audit_day(as_of, now)
     try:
-        parse_project_scope(scope)
+        parse_context(scope)
         files = entry_files(directory)
     except AuditUsageError as exc:
         raise _usage(str(exc)) from exc
-    at = _now(now)
+    from worker.cli_ledger import cli_ledger
+
     with cli_ledger(database_url) as led, progress("Importing entries", total=len(files)) as advance:
-        result = import_directory(led, directory, scope=scope, now=at, on_entry=lambda: advance(1))
-    _emit(_import_json(result, at) if fmt is TextOrJson.json else _import_text(result, at))
+        result = import_directory(led, directory, scope=scope, as_of=day, now=now, on_entry=lambda: advance(1))
+    _emit(_import_json(result, day) if fmt is TextOrJson.json else _import_text(result, day))
     if result.refused:
         raise typer.Exit(1)
 
 
-def _import_text(r: ImportResult, at: datetime) -> str:
-    lines = [f"Import of {r.directory} ({r.scope}) into {r.scope_key} as of {format_instant(at)}:"]
+def _import_text(r: ImportResult, day: date) -> str:
+    lines = [f"Import of {r.directory} (trust context {r.scope}) into {r.scope_key} as of {day.isoformat()}:"]
     lines.extend(
         f"  {'already ' if i.already else 'proposed'}  {i.name} -> {i.record_id}"
         + (" (imported earlier)" if i.already else "")
         for i in r.imported
     )
+    lines.extend(f"  duplicate {s.name}: {s.reason}" for s in r.duplicates)
     lines.extend(f"  refused   {s.name}: {s.reason}" for s in r.refused)
     lines.extend(f"  skipped   {s.name}: {s.reason}" for s in r.not_eligible)
     new = sum(not i.already for i in r.imported)
     lines.append(
-        f"{new} proposed, {len(r.imported) - new} already imported, {len(r.refused)} refused, "
-        f"{len(r.not_eligible)} not eligible. Proposals wait for `memledger accept ID` or `memledger reject ID`."
+        f"{new} proposed, {len(r.imported) - new} already imported, {len(r.duplicates)} duplicate(s) skipped, "
+        f"{len(r.refused)} refused, {len(r.not_eligible)} not eligible. "
+        "Proposals wait for `memledger accept ID` or `memledger reject ID`."
     )
     return "\n".join(lines)
 
 
-def _import_json(r: ImportResult, at: datetime) -> str:
+def _import_json(r: ImportResult, day: date) -> str:
     doc = {
         "directory": str(r.directory),
         "scope": r.scope,
         "into": r.scope_key,
-        "now": format_instant(at),
+        "as_of": day.isoformat(),
         "imported": [{"file": i.name, "record": i.record_id, "already": i.already} for i in r.imported],
+        "duplicates": [{"file": s.name, "reason": s.reason} for s in r.duplicates],
         "refused": [{"file": s.name, "reason": s.reason} for s in r.refused],
         "not_eligible": [{"file": s.name, "reason": s.reason} for s in r.not_eligible],
     }

@@ -1,27 +1,31 @@
 """Reading a memory entry file and validating it.
 
-An entry is ``---``, YAML front matter, ``---`` (or ``...``), then the body::
+An entry is ``---``, YAML front matter, ``---`` (or ``...``), then a free Markdown
+body (context and evidence notes; the auditor never reads it as the fact)::
 
     ---
+    fact: "Production deploys of acme/widgets go to eu-west-1."
     source:
       kind: user-said
-      reference: https://tracker.example/ACME-42
+      reference: "https://tracker.example/ACME-42"
     scope:
       level: project
-      reference: acme/widgets
+      reference: "acme/widgets"
     confidence: 0.95
-    created: 2025-01-10
-    expires: 2025-12-31
+    created: "2025-01-10"
+    expires: "2025-12-31"
+    superseded-by: null
     may-this-authorize-action: true
     ---
-    Production deploys of acme/widgets go to eu-west-1.
+
+    ## Evidence notes
+    The release ticket names the region.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from datetime import UTC, datetime
 from pathlib import Path
 
 from ledger.files.body import check_body
@@ -89,12 +93,19 @@ def _parse_parts(name: str, path: Path, digest: str, yaml_text: str, raw_body: s
         # The front matter cannot be trusted: report why, read no field from it.
         for p in loaded.problems:
             out.add(p.key, p.check, p.message, p.hint, line=p.line)
-        fact = check_body(raw_body, body_line, out)
+        body = check_body(raw_body, body_line, out)
         return Entry(
-            name, path, digest, False, body=fact, body_line=body_line, lines=loaded.lines, problems=tuple(out.problems)
+            name,
+            path,
+            digest,
+            False,
+            body=body,
+            body_line=body_line,
+            lines=loaded.lines,
+            problems=_sorted(out.problems),
         )
     f = read_fields(loaded.data, out)
-    fact = check_body(raw_body, body_line, out)
+    body = check_body(raw_body, body_line, out)
     # Every typed field the entry keeps comes from Fields under the same name.
     typed = {field.name: getattr(f, field.name) for field in dataclasses.fields(f) if field.name in _ENTRY_FIELDS}
     return Entry(
@@ -103,31 +114,21 @@ def _parse_parts(name: str, path: Path, digest: str, yaml_text: str, raw_body: s
         digest,
         True,
         **typed,
-        body=fact,
+        body=body,
         body_line=body_line,
         lines=loaded.lines,
-        problems=tuple(out.problems),
+        problems=_sorted(out.problems),
     )
 
 
-def validate(entry: Entry, *, now: datetime) -> list[Problem]:
-    """Every problem of ``entry`` as of ``now`` (the parse problems plus ``created-in-future``).
+def _sorted(problems: list[Problem]) -> tuple[Problem, ...]:
+    return tuple(sorted(problems, key=lambda p: p.line))
 
-    ``created`` may be any instant up to the end of ``now``'s day (UTC), so an entry
-    written today validates whatever hour ``now`` names.
+
+def validate(entry: Entry) -> list[Problem]:
+    """Every problem of ``entry``, in file-line order (``[]`` when it is valid).
+
+    No rule depends on the audit date: the date only decides expired and overdue,
+    which are audit findings, not validity.
     """
-    problems = list(entry.problems)
-    if entry.created is not None and entry.created.instant.date() > now.astimezone(UTC).date():
-        problems.append(
-            Problem(
-                entry.name,
-                "created",
-                "created-in-future",
-                "invalid",
-                f"created {entry.created} is after now",
-                "set created to the day the fact was recorded",
-                entry.line_of("created"),
-            )
-        )
-    problems.sort(key=lambda p: p.line)
-    return problems
+    return list(entry.problems)

@@ -1,34 +1,40 @@
 """Export a ledger scope as entry files, and import entry files as proposals.
 
+Both use the entry format of the reference memory-ledger tool (SPEC 6) and the
+ledger's public API only (``records``, ``list``, ``proposals``, ``propose``).
+
 Export writes one ``<record id>.md`` per record that ever applied (active,
 superseded, expired) and still has its body: erased bodies are never written,
-proposals and rejected proposals are not memories and are skipped. Provenance
-maps to ``source.kind`` by :data:`SOURCE_KIND_OF`; a supersession becomes
-``superseded-by: <successor id>.md``. Every written entry is parsed and validated
-before it is written, so export only ever writes valid entries.
+proposals and rejected proposals are not memories and are skipped. ``fact`` is the
+record's body; provenance maps to ``source.kind`` by :data:`SOURCE_KIND_OF`; a
+supersession becomes ``superseded-by: <successor id>.md``; ``expires_at`` becomes
+``expires``, the last day the record holds (``expires_at`` = that day + 1 at 00:00
+UTC). Every written entry is parsed and validated before it is written, so export
+only ever writes valid entries.
 
-Import audits the directory for ``project:REF`` and proposes, into the ledger's
-bound account scope, every chain head with no finding (valid, in scope, current).
-It never saves an active record. Each proposal carries ``source_session_id``
+Import audits the directory in a trust context and proposes, into the ledger's
+bound account scope, every valid entry that is current, in the context and not
+superseded (``expires: D`` → ``expires_at`` = D + 1 day, 00:00 UTC). It never saves
+an active record. Each proposal carries ``source_session_id``
 ``file:<name>#<first 16 hex of the sha256 of its fact>``; an entry whose key is already
 on any record of the scope (in any status, rejected included) is skipped, so
-importing the same directory twice adds nothing.
+importing the same directory twice adds nothing; so is an entry whose fact is
+already active or proposed in the scope (export then import proposes no duplicate).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from ledger.core import Ledger
 from ledger.errors import BudgetExceeded, LedgerError
 from ledger.files.audit import Finding, audit_directory
-from ledger.files.dates import format_instant
+from ledger.files.dates import expires_at_of, expires_day_of, format_instant
 from ledger.files.entry import parse_entry, validate
 from ledger.files.model import Entry, SourceKind
 from ledger.models import MemoryRecord, Provenance, Status
@@ -67,32 +73,50 @@ def record_reference(record: MemoryRecord) -> str:
     return f"memledger:{record.scope_key}/{record.id}"
 
 
+def yaml_string(text: str) -> str:
+    """``text`` as a one-line YAML double-quoted scalar (also what the reference tool's parser reads: JSON)."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    # Line and paragraph separators and the BOM are line breaks or refused inside YAML quotes: escape them.
+    return quoted.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\ufeff", "\\ufeff")
+
+
 def entry_text(record: MemoryRecord, *, successor: str | None, now: datetime, review_days: int) -> str:
-    """The entry file for ``record`` (whose body must not be erased)."""
+    """The entry file for ``record`` (whose body must not be erased), in the reference tool's format.
+
+    ``fact`` is the record's body; ``expires`` is the last day the record holds
+    (:func:`~ledger.files.dates.expires_day_of`, never before ``created``); a record
+    without an expiry gets ``review-by`` = the export day + ``review_days``.
+    """
     if record.body is None:
         raise ValueError(f"record {record.id} has no body to export")
     conf = record.confidence_bps / 10_000 if record.confidence_bps is not None else None
     if conf is None:
         conf = 1.0 if record.provenance == Provenance.USER_EXPLICIT else 0.5
+    created = record.created_at.astimezone(UTC).date()
     if record.expires_at is not None:
-        horizon = f"expires: {json.dumps(format_instant(record.expires_at))}"
+        horizon = f"expires: {yaml_string(max(created, expires_day_of(record.expires_at)).isoformat())}"
     else:
-        horizon = f"review-by: {(now + timedelta(days=review_days)).date().isoformat()}"
+        review = max(created, (now.astimezone(UTC) + timedelta(days=review_days)).date())
+        horizon = f"review-by: {yaml_string(review.isoformat())}"
+    until = "now" if record.valid_to is None else format_instant(record.valid_to)
     lines = [
         "---",
+        f"fact: {yaml_string(record.body.strip())}",
         "source:",
         f"  kind: {SOURCE_KIND_OF[record.provenance]}",
-        f"  reference: {json.dumps(record_reference(record))}",
+        f"  reference: {yaml_string(record_reference(record))}",
         "scope:",
         "  level: global",
         f"confidence: {conf:g}",
-        f"created: {json.dumps(format_instant(record.created_at))}",
+        f"created: {yaml_string(created.isoformat())}",
         horizon,
-        *([f"superseded-by: {json.dumps(successor + '.md')}"] if successor else []),
+        f"superseded-by: {yaml_string(successor + '.md') if successor else 'null'}",
         "may-this-authorize-action: false",
         "---",
-        # A blank line inside a body reads as a second paragraph: fold it into one line break.
-        re.sub(r"\n[ \t]*(?:\n[ \t]*)+", "\n", record.body.strip()),
+        "",
+        f"Exported from memledger record `{record.id}` ({record.status}, {record.kind}), "
+        f"valid from {format_instant(record.valid_from)} to {until}"
+        + (f"; expires_at {format_instant(record.expires_at)}." if record.expires_at is not None else "."),
         "",
     ]
     return "\n".join(lines)
@@ -120,7 +144,7 @@ def export_scope(
         if reason is None:
             successor = record.superseded_by if record.status == Status.SUPERSEDED else None
             text = entry_text(record, successor=successor, now=now, review_days=review_days)
-            reason = _invalid_reason(text, record.id, now)
+            reason = _invalid_reason(text, record.id)
             if reason is None:
                 texts[record.id] = text
         if reason is not None:
@@ -146,8 +170,8 @@ def _export_refusal(record: MemoryRecord, exported: dict[str, str]) -> str | Non
     return None
 
 
-def _invalid_reason(text: str, record_id: str, now: datetime) -> str | None:
-    problems = validate(parse_entry(text.encode("utf-8"), name=f"{record_id}.md"), now=now)
+def _invalid_reason(text: str, record_id: str) -> str | None:
+    problems = validate(parse_entry(text.encode("utf-8"), name=f"{record_id}.md"))
     if not problems:
         return None
     return "cannot be written as a valid entry: " + "; ".join(f"{p.check}: {p.message}" for p in problems)
@@ -173,6 +197,7 @@ class ImportResult:
     imported: list[Imported] = field(default_factory=list)
     not_eligible: list[Skipped] = field(default_factory=list)
     refused: list[Skipped] = field(default_factory=list)
+    duplicates: list[Skipped] = field(default_factory=list)
 
 
 def import_key(name: str, fact: str) -> str:
@@ -188,53 +213,74 @@ def import_key(name: str, fact: str) -> str:
     return key
 
 
+def normalized_fact(text: str) -> str:
+    """The form in which two facts are the same: case-folded, whitespace collapsed."""
+    return " ".join(text.split()).casefold()
+
+
 def import_directory(
     led: Ledger,
     directory: Path,
     *,
-    scope: str,
-    now: datetime,
+    scope: str | None,
+    as_of: date,
+    now: datetime | None = None,
     on_entry: Callable[[], None] | None = None,
 ) -> ImportResult:
-    """Propose every valid, in-scope, current chain head of ``directory`` into the ledger's account scope.
+    """Propose every valid, current, in-scope, unsuperseded entry of ``directory`` into the ledger's account scope.
 
-    Refusals by the ledger (budget, screening) are reported per entry; the scope is
-    never changed by a refused entry. Idempotent: see the module docstring.
+    The audit runs in trust context ``scope`` as of ``as_of``; proposals are written at
+    ``now`` (default: the ledger's clock). An entry whose fact is already active or
+    already proposed in the scope (compared case- and whitespace-insensitively) is
+    skipped as a duplicate. Refusals by the ledger (budget, screening) are reported
+    per entry; a refused entry changes nothing. Idempotent: see the module docstring.
     Raises :class:`~ledger.files.audit.AuditUsageError` for a bad scope or directory.
     """
-    report = audit_directory(directory, scope=scope, now=now, on_entry=on_entry)
+    report = audit_directory(directory, scope=scope, as_of=as_of, on_entry=on_entry)
     result = ImportResult(directory, report.scope, led.scope_key)
-    known = {r.source_session_id: r.id for r in led.records(led.scope_key) if r.source_session_id}
+    key_scope = led.scope_key
+    known = {r.source_session_id: r.id for r in led.records(key_scope) if r.source_session_id}
+    held = {normalized_fact(r.body or ""): ("active", r.id) for r in led.list(key_scope, now=now)}
+    for r in led.proposals(key_scope, now=now):
+        held.setdefault(normalized_fact(r.body or ""), ("proposed", r.id))
+    by_file: dict[str, list[Finding]] = {}
+    for f in report.findings:
+        by_file.setdefault(f.file, []).append(f)
     for name, entry in report.entries.items():
-        reasons = _not_eligible(report.findings_for(name), entry.superseded_by)
-        if reasons:
-            result.not_eligible.append(Skipped(name, reasons))
+        reasons = _not_eligible(by_file.get(name, []), entry.superseded_by)
+        if reasons or entry.fact is None:
+            result.not_eligible.append(Skipped(name, reasons or "no fact"))
             continue
-        key = import_key(name, entry.body)
+        key = import_key(name, entry.fact)
         if key in known:
             result.imported.append(Imported(name, known[key], already=True))
+            continue
+        same = held.get(normalized_fact(entry.fact))
+        if same is not None:
+            result.duplicates.append(Skipped(name, f"the same fact is already {same[0]} in {key_scope} as {same[1]}"))
             continue
         outcome = _propose(led, entry, key, now)
         if isinstance(outcome, Skipped):
             result.refused.append(outcome)
         else:
             known[key] = outcome.record_id
+            held[normalized_fact(entry.fact)] = ("proposed", outcome.record_id)
             result.imported.append(outcome)
     return result
 
 
-def _propose(led: Ledger, entry: Entry, key: str, now: datetime) -> Imported | Skipped:
+def _propose(led: Ledger, entry: Entry, key: str, now: datetime | None) -> Imported | Skipped:
     """Propose one eligible entry; a refusal by the ledger comes back as :class:`Skipped` with its reason."""
     conf = entry.confidence if entry.confidence is not None else 0.0
     scope = f"{entry.scope_level} {entry.scope_reference or ''}".rstrip()
     rationale = f"Imported from {entry.name} ({entry.source_kind} source: {entry.source_reference}; scope {scope})"
     try:
         record = led.propose(
-            entry.body,
+            entry.fact or "",
             confidence_bps=round(conf * 10_000),
             rationale=rationale[:2000],
             source_session_id=key,
-            expires_at=entry.expires.instant if entry.expires else None,
+            expires_at=expires_at_of(entry.expires.day) if entry.expires else None,
             now=now,
         )
     except BudgetExceeded as exc:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.files.audit import AuditReport, Finding
+from ledger.files.audit import AuditReport, Finding, is_scope_problem, scope_violation
 from ledger.files.fields import authorization_criteria
-from ledger.files.model import CHAIN_CYCLE, CHAIN_MISSING_TARGET, EXPIRED, INVALID, MISSING_SOURCE, Entry
+from ledger.files.model import CHAIN_CYCLE, CHAIN_MISSING_TARGET, INVALID, MISSING_SOURCE, Entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,25 +70,31 @@ def explain(report: AuditReport, name: str) -> Explanation:
 
 
 def _context_checks(report: AuditReport, entry: Entry, own_rules: set[str]) -> list[Check]:
-    ref = entry.scope_reference
-    in_scope = entry.scope_level is not None and (ref is None or ref == report.scope_reference)
+    scope_problem = next((p for p in entry.problems if is_scope_problem(p)), None)
+    reason = scope_problem.message if scope_problem is not None else scope_violation(entry, report.context)
+    in_scope = entry.trusted and reason is None
+    if report.context is None:
+        scope_label = "in scope (no trust context: structural checks only)"
+    else:
+        scope_label = f"trusted in context {report.context}"
     path = report.chains.path_from(entry.name)
     if entry.superseded_by is None:
-        chain = "no superseded-by"
-    elif CHAIN_MISSING_TARGET in own_rules or CHAIN_CYCLE in own_rules:
+        chain = "superseded-by: null"
+    elif CHAIN_MISSING_TARGET in own_rules or CHAIN_CYCLE in own_rules or entry.name in report.chains.cycle_of:
         chain = "broken: " + " → ".join(path)
     else:
         chain = "superseded: " + " → ".join(path)
     horizon = entry.horizon
+    current = horizon is not None and horizon.day >= report.as_of
     return [
-        Check("in-scope", f"scope is the audited project {report.scope_reference!r}", in_scope, ref or "global"),
+        Check("in-scope", scope_label, in_scope, reason or (entry.scope_reference or str(entry.scope_level or "?"))),
         Check(
             "current",
-            "not expired and not overdue for review at now",
-            horizon is not None and horizon.instant > report.now and EXPIRED not in own_rules,
+            "not expired and not overdue for review on the audit date (the date itself still holds)",
+            current,
             f"{'expires' if entry.expires else 'review-by'} {horizon}" if horizon else "no horizon",
         ),
-        Check("chain-head", "end of its chain (not superseded)", entry.superseded_by is None, chain),
+        Check("not-superseded", "not superseded (superseded-by: null)", entry.superseded_by is None, chain),
         Check("no-findings", "no finding of its own", not own_rules, ", ".join(sorted(own_rules)) or "none"),
     ]
 

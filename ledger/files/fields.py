@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.errors import BodyRejected
 from ledger.files.dates import DATE_HINT, DateError, parse_when
 from ledger.files.model import (
     AUTHORIZE_KEY,
@@ -25,8 +26,10 @@ from ledger.files.model import (
     When,
     line_of,
 )
+from ledger.screening import MAX_BODY_CHARS, screen_body
 
 TOP_KEYS = (
+    "fact",
     "source",
     "scope",
     "confidence",
@@ -35,6 +38,7 @@ TOP_KEYS = (
     "review-by",
     "superseded-by",
     AUTHORIZE_KEY,
+    "synthetic",
 )
 NESTED_KEYS = {"source": ("kind", "reference"), "scope": ("level", "reference")}
 
@@ -70,14 +74,23 @@ PLACEHOLDER_REFERENCES = frozenset(
         "web",
     }
 )
+# The reference tool's placeholder rule: a value *starting* with one of these (case-insensitive).
+_PLACEHOLDER_START = re.compile(r"^(?:todo|tbd|unknown|none|n/a|replace\b|example\b|<.*>|\{\{.*\}\})", re.I | re.S)
 _REFERENCE_PREFIXES = re.compile(r"^(?:from|per|see|in|via|the|a|an)\s+")
-_TEMPLATE_PLACEHOLDER = re.compile(r"<[^<>]*>")
+# Template guidance left in place anywhere in a value: "<the exact project reference>", "{{ref}}".
+# (A bare "<id@host>" is a mail Message-ID, a real reference; the reference tool refuses it only at the start.)
+_TEMPLATE_PLACEHOLDER = re.compile(r"<[^<>]*\s[^<>]*>|\{\{.*?\}\}")
 _WILDCARD = re.compile(r"[*?\[\]]")
 
 
+def is_placeholder_start(text: str) -> bool:
+    """True when ``text`` starts like a placeholder (``TODO…``, ``n/a``, ``example…``, ``<…>``, ``{{…}}``)."""
+    return bool(_PLACEHOLDER_START.match(text.strip()))
+
+
 def is_placeholder_reference(text: str) -> bool:
-    """True when ``text`` names no stable, retrievable source ("from context", "n/a", "<url>", …)."""
-    if _TEMPLATE_PLACEHOLDER.search(text):
+    """True when ``text`` names no stable, retrievable source ("from context", "TODO", "<url>", …)."""
+    if is_placeholder_start(text) or _TEMPLATE_PLACEHOLDER.search(text):
         return True
     norm = re.sub(r"\s+", " ", text.strip().lower()).strip(" .!:;,")
     previous = None
@@ -128,6 +141,8 @@ class Fields:
     review_by: When | None = None
     superseded_by: str | None = None
     authorize: bool = False
+    synthetic: bool = False
+    fact: str | None = None
     expires_given: bool = False
 
 
@@ -139,13 +154,55 @@ def read_fields(data: Any, out: Collector) -> Fields:
         out.add("front-matter", "front-matter-not-mapping", f"front matter is {what}", "start from memory-entry.md")
         data = {}
     _unknown_keys(data, out)
+    _read_fact(data, out, fields)
     _read_source(data, out, fields)
     _read_scope(data, out, fields)
     _read_confidence(data, out, fields)
     _read_dates(data, out, fields)
     _read_superseded_by(data, out, fields)
     _read_authorize(data, out, fields)
+    _read_synthetic(data, out, fields)
     return fields
+
+
+_FACT_CHECKS = {
+    "empty": ("fact-empty", "write the one atomic, falsifiable fact this entry records"),
+    "too_long": ("fact-too-long", "keep one short fact per entry; put context in the body below the front matter"),
+    "credential": ("fact-credential", "remove the secret; record where it is kept instead"),
+    "not_text": ("fact-not-text", "write the fact as plain text (line breaks and tabs are fine)"),
+}
+
+
+def _read_fact(data: dict[str, Any], out: Collector, fields: Fields) -> None:
+    value = data.get("fact")
+    hint = 'add fact: "…" (one atomic, falsifiable fact) as the first field'
+    if value is None:
+        out.add("fact", "missing-field", "fact is missing", hint)
+        return
+    if not isinstance(value, str):
+        out.add("fact", "wrong-type", f"fact must be a non-empty string, not {type(value).__name__}", "quote it")
+        return
+    if _TEMPLATE_PLACEHOLDER.fullmatch(value.strip()):
+        out.add("fact", "fact-placeholder", f"fact {value!r} is the template's placeholder", hint)
+        return
+    try:
+        fields.fact = screen_body(value, max_chars=MAX_BODY_CHARS)
+    except BodyRejected as exc:
+        check, fix = _FACT_CHECKS.get(exc.why, ("fact-rejected", "rewrite the fact"))
+        msg = f"fact looks like a credential ({exc.detail})" if exc.why == "credential" else f"fact: {exc.message}"
+        if exc.why == "empty":
+            msg = "fact must be a non-empty string"
+        out.add("fact", check, msg, fix)
+
+
+def _read_synthetic(data: dict[str, Any], out: Collector, fields: Fields) -> None:
+    if "synthetic" not in data:
+        return
+    value = data["synthetic"]
+    if not isinstance(value, bool):
+        out.add("synthetic", "wrong-type", f"synthetic must be true or false when present, not {value!r}", "write true")
+        return
+    fields.synthetic = value
 
 
 def _unknown_keys(data: dict[str, Any], out: Collector) -> None:
@@ -173,26 +230,27 @@ def _report_unknown(dotted: str, key: str, allowed: tuple[str, ...], out: Collec
     out.add(dotted, "unknown-key", f"unknown key {key!r}{where}", hint)
 
 
-def _mapping(data: dict[str, Any], key: str, out: Collector) -> dict[str, Any] | None:
+def _mapping(data: dict[str, Any], key: str, out: Collector, *, rule: str = INVALID) -> dict[str, Any] | None:
     """The nested mapping under ``key``; None (reported) when absent or not a mapping."""
     value = data.get(key)
     nested = " and ".join(NESTED_KEYS[key])
     if value is None:
-        out.add(key, "missing-field", f"{key} is missing", f"add {key}: with {nested} indented below it")
+        hint = f"add {key}: with {nested} indented two spaces below it"
+        out.add(key, "missing-field", f"{key} is missing (it must contain {nested})", hint, rule=rule)
         return None
     if not isinstance(value, dict):
-        out.add(key, "wrong-type", f"{key} must be a mapping with {nested}", f"write {key}: then {nested} indented")
+        hint = f"write {key}: then {nested} indented"
+        out.add(key, "wrong-type", f"{key} must be a mapping with {nested}", hint, rule=rule)
         return None
     return value
 
 
 def _read_source(data: dict[str, Any], out: Collector, fields: Fields) -> None:
-    source = _mapping(data, "source", out)
-    if source is None:
-        source = {}
-    else:
+    # Without a source there is no source to re-read: that is a missing source, reported once.
+    source = _mapping(data, "source", out, rule=MISSING_SOURCE)
+    if source is not None:
         _read_source_kind(source.get("kind"), out, fields)
-    _read_reference(source, out, fields)
+        _read_reference(source, out, fields)
 
 
 def _read_source_kind(kind: Any, out: Collector, fields: Fields) -> None:
@@ -252,7 +310,9 @@ def _read_project_reference(ref: Any, out: Collector, fields: Fields) -> None:
         out.add("scope.reference", "scope-reference-missing", "a project entry needs scope.reference", hint)
     elif not isinstance(ref, str):
         out.add("scope.reference", "wrong-type", f"scope.reference must be text, not {type(ref).__name__}", "quote it")
-    elif ref != ref.strip() or _WILDCARD.search(ref) or _TEMPLATE_PLACEHOLDER.search(ref):
+    elif (
+        not ref.strip() or ref != ref.strip() or _WILDCARD.search(ref) or _TEMPLATE_PLACEHOLDER.search(ref)
+    ) or is_placeholder_start(ref):
         msg = f"scope.reference {ref!r} is not one exact project (spaces, wildcards or a placeholder)"
         out.add("scope.reference", "scope-reference-inexact", msg, hint)
     else:
@@ -284,9 +344,9 @@ def _read_dates(data: dict[str, Any], out: Collector, fields: Fields) -> None:
         msg = "an entry needs exactly one of expires and review-by"
         out.add("front-matter", "horizon-missing", msg, "add expires: YYYY-MM-DD or review-by: YYYY-MM-DD")
     for key, when in (("expires", fields.expires), ("review-by", fields.review_by)):
-        if when is not None and fields.created is not None and when.instant <= fields.created.instant:
-            msg = f"{key} {when} is not after created {fields.created}"
-            out.add(key, "horizon-before-created", msg, f"set {key} to a date after created")
+        if when is not None and fields.created is not None and when.instant < fields.created.instant:
+            msg = f"{key} {when} is earlier than created {fields.created}"
+            out.add(key, "horizon-before-created", msg, f"set {key} to created's day or later")
 
 
 def _date(data: dict[str, Any], key: str, out: Collector, *, required: bool = False) -> When | None:
@@ -306,26 +366,22 @@ def _read_superseded_by(data: dict[str, Any], out: Collector, fields: Fields) ->
     value = data.get("superseded-by")
     if value is None:
         return
-    hint = "name the replacing entry's file in this directory, e.g. deploy-region-2.md"
+    hint = "null, or the replacing entry's file name in the same directory, e.g. deploy-region-2.md"
     if not isinstance(value, str):
-        out.add("superseded-by", "wrong-type", f"superseded-by must be a file name, not {value!r}", hint)
-    elif (
-        not value
-        or value in {".", ".."}
-        or ".." in value
-        or any(sep in value for sep in "/\\:")
-        or any(ord(ch) < 32 for ch in value)
-    ):
-        msg = f"superseded-by {value!r} is not a plain file name (no path separator, '..' or absolute path)"
+        out.add("superseded-by", "wrong-type", f"superseded-by must be null or a file name, not {value!r}", hint)
+    elif not value.strip() or "/" in value or "\\" in value:
+        msg = f"superseded-by {value!r} is not a file name in the same directory (no '/' or '\\')"
         out.add("superseded-by", "superseded-by-path", msg, hint)
-    elif not value.endswith(".md"):
-        out.add("superseded-by", "superseded-by-not-md", f"superseded-by {value!r} is not a .md entry file", hint)
     else:
         fields.superseded_by = value
 
 
 def _read_authorize(data: dict[str, Any], out: Collector, fields: Fields) -> None:
-    value = data.get(AUTHORIZE_KEY, False)
+    if data.get(AUTHORIZE_KEY) is None:
+        msg = f"{AUTHORIZE_KEY} is missing"
+        out.add(AUTHORIZE_KEY, "missing-field", msg, f"add {AUTHORIZE_KEY}: false (true only for what may authorize)")
+        return
+    value = data[AUTHORIZE_KEY]
     if not isinstance(value, bool):
         msg = f"{AUTHORIZE_KEY} must be true or false, not {value!r}"
         out.add(AUTHORIZE_KEY, "wrong-type", msg, "write true or false (unquoted)")
@@ -335,10 +391,13 @@ def _read_authorize(data: dict[str, Any], out: Collector, fields: Fields) -> Non
         for criterion in authorization_criteria(fields):
             # A criterion that fails only because its field is missing or broken adds nothing:
             # that field's own problem already says what to change.
+            if criterion.check in _EXPLAIN_ONLY:
+                continue  # a placeholder source is already its own missing-source problem
             if not criterion.passed and _FIELD_READ[criterion.check](fields):
                 out.add(AUTHORIZE_KEY, criterion.check, criterion.failure, criterion.hint)
 
 
+_EXPLAIN_ONLY = frozenset({"authorize-source"})
 _FIELD_READ: dict[str, Callable[[Fields], bool]] = {
     "authorize-inferred": lambda f: f.source_kind is not None,
     "authorize-not-project": lambda f: f.scope_level is ScopeLevel.GLOBAL or f.scope_reference is not None,

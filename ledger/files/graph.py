@@ -64,7 +64,7 @@ def graph_nodes(report: AuditReport) -> tuple[list[Node], list[tuple[str, str, b
         else:
             cls, note = "head", "head" + (", out of scope" if OUT_OF_SCOPE in own else "")
         nodes.append(Node(name, cls, f"{name}\n{note}"))
-    for target in sorted(set(chains.missing.values())):
+    for target in sorted(set(chains.missing.values()) - set(report.entries)):
         nodes.append(Node(target, "missing", f"{target}\nmissing"))
     edges = [(old, new, old in chains.cycle_of or old in chains.missing) for old, new in sorted(chains.links.items())]
     return nodes, edges

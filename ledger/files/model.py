@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
 
@@ -88,11 +88,15 @@ class Problem:
 
 @dataclass(frozen=True, slots=True)
 class When:
-    """A date or aware datetime from front matter. A date means 00:00 UTC of that day."""
+    """A whole-day date from front matter (``instant`` is 00:00 UTC of ``day``)."""
 
     instant: datetime
     text: str
-    is_date: bool
+    is_date: bool = True
+
+    @property
+    def day(self) -> date:
+        return self.instant.date()
 
     def __str__(self) -> str:
         return self.text
@@ -102,17 +106,20 @@ class When:
 class Entry:
     """One parsed memory entry.
 
-    ``trusted`` is False when the front matter could not be read safely (syntax
-    error, duplicate key, alias, tag); every typed field is then None. A typed
-    field is also None when its own value broke a rule.  ``problems`` holds the
-    problems that do not depend on the current instant (see
-    :func:`ledger.files.entry.validate` for the rest).
+    ``name`` is the entry's id: its path relative to the audited directory (``/``
+    separated), or the file name. ``trusted`` is False when the front matter could
+    not be read safely (syntax error, duplicate key, alias, tag); every typed field
+    is then None. A typed field is also None when its own value broke a rule.
+    ``fact`` is the front matter's ``fact``; ``body`` is the free Markdown after the
+    front matter (context and evidence notes, never parsed as the fact).
+    ``problems`` holds every validation problem (none depends on the audit date).
     """
 
     name: str
     path: Path
     digest: str
     trusted: bool
+    fact: str | None = None
     source_kind: SourceKind | None = None
     source_reference: str | None = None
     source_concrete: bool = False
@@ -124,6 +131,7 @@ class Entry:
     review_by: When | None = None
     superseded_by: str | None = None
     authorize: bool = False
+    synthetic: bool = False
     body: str = ""
     body_line: int = 1
     lines: Mapping[str, int] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 """Text and JSON output of ``validate``, ``audit`` and ``audit --explain``.
 
 Everything here is a pure function of its input; the command line only prints.
-SARIF lives in :mod:`ledger.files.sarif`, graphs in :mod:`ledger.files.graph`.
+The reference tool's Markdown report is :mod:`ledger.files.markdown`, SARIF
+:mod:`ledger.files.sarif`, graphs :mod:`ledger.files.graph`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.files.audit import AuditReport, Candidate, Finding, Notice
-from ledger.files.dates import format_instant
 from ledger.files.explain import Explanation
 from ledger.files.model import ELIGIBILITY_NOTICE, RULE_IDS, Problem
 
@@ -85,20 +85,30 @@ def _problem_dict(p: Problem) -> dict[str, Any]:
 # --------------------------------------------------------------------------- audit
 
 
+def _header(report: AuditReport) -> str:
+    return f"Audit of {report.directory_text} in trust context {report.scope} as of {report.as_of.isoformat()}"
+
+
 def audit_text(report: AuditReport) -> str:
     findings, candidates = report.findings, report.candidates
     in_files = len({f.file for f in findings})
     lines = [
-        f"Audit of {report.directory} for {report.scope} as of {format_instant(report.now)}",
+        _header(report),
         f"{len(report.entries)} entries: {len(findings)} finding(s) in {in_files} of them, "
-        f"{len(candidates)} candidate(s).",
+        f"{len(candidates)} candidate(s). Result: {'REVIEW REQUIRED' if report.blocking else 'PASS'}",
         "",
     ]
     if findings:
-        lines.append("Findings (reported for cleanup; they hide no other entry's candidacy):")
+        lines.append("Findings (each blocks; none hides another entry's candidacy):")
         for f in findings:
             lines.append(f"  {f.file}:{f.line}: {f.rule}{f' ({f.check})' if f.check else ''}: {f.message}")
             lines.append(f"      fix: {f.hint}")
+        lines.append("")
+    if report.chains.chains:
+        lines.append("Supersession chains:")
+        lines.extend(
+            f"  {' → '.join(c.ids)}" + (f"  (broken: {c.broken})" if c.broken else "") for c in report.chains.chains
+        )
         lines.append("")
     if report.notices:
         lines.append("Warnings (coming due soon):")
@@ -107,7 +117,7 @@ def audit_text(report: AuditReport) -> str:
     lines.append(f"{REVIEW_HEADING} ({len(candidates)})")
     lines.append(f"  {ELIGIBILITY_NOTICE}")
     if not candidates:
-        lines.append("  No entry is eligible to consider.")
+        lines.append("  No current, in-scope entry is eligible to authorize action.")
     for c in candidates:
         lines.append("")
         lines.extend(_candidate_lines(c))
@@ -119,27 +129,46 @@ def _candidate_lines(c: Candidate) -> list[str]:
     head = f"  {e.name}" + (f"  (supersedes {', '.join(c.predecessors)})" if c.predecessors else "")
     return [
         head,
-        f"    fact:       {e.body}",
+        f"    fact:       {e.fact}",
         f"    source:     {e.source_kind}: {e.source_reference}  <- re-read this before acting",
         f"    confidence: {e.confidence:g}; created {e.created}; expires {e.expires}",
     ]
 
 
+def audit_counts(report: AuditReport) -> dict[str, int]:
+    """The Summary table's counts, by row label (SPEC 6.1)."""
+    return {
+        "Entries scanned": len(report.entries),
+        "Invalid entries": len(report.invalid),
+        "Expired entries": len(report.expired),
+        "Review overdue": len(report.overdue),
+        "Missing sources": len(report.missing_sources),
+        "Scope violations": len(report.scope_violations),
+        "Superseded entries": len(report.superseded),
+        "Broken supersession chains": len(report.broken_chains),
+        "Action-eligible entries": len(report.candidates),
+    }
+
+
 def audit_json(report: AuditReport) -> str:
     by_rule = Counter(f.rule for f in report.findings)
     doc = {
-        "directory": str(report.directory),
-        "scope": report.scope,
-        "now": format_instant(report.now),
+        "directory": report.directory_text,
+        "scope": report.context,
+        "as_of": report.as_of.isoformat(),
+        "now": report.as_of.isoformat(),
+        "result": "REVIEW REQUIRED" if report.blocking else "PASS",
         "notice": ELIGIBILITY_NOTICE,
         "summary": {
             "entries": len(report.entries),
             "findings": len(report.findings),
             "candidates": len(report.candidates),
             "by_rule": {rule: by_rule[rule] for rule in RULE_IDS if by_rule[rule]},
+            "counts": audit_counts(report),
         },
         "candidates": [_candidate_dict(c) for c in report.candidates],
         "findings": [_finding_dict(f) for f in report.findings],
+        "chains": [{"entries": list(c.ids), "broken": c.broken, "target": c.target} for c in report.chains.chains],
         "warnings": [_notice_dict(n) for n in report.notices],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)
@@ -149,12 +178,13 @@ def _candidate_dict(c: Candidate) -> dict[str, Any]:
     e = c.entry
     return {
         "file": e.name,
-        "body": e.body,
+        "fact": e.fact,
         "source": {"kind": str(e.source_kind), "reference": e.source_reference},
         "scope": {"level": str(e.scope_level), "reference": e.scope_reference},
         "confidence": e.confidence,
         "created": e.created.text if e.created else None,
         "expires": e.expires.text if e.expires else None,
+        "synthetic": e.synthetic,
         "supersedes": list(c.predecessors),
     }
 
@@ -179,7 +209,7 @@ def _notice_dict(n: Notice) -> dict[str, Any]:
 
 
 def explain_text(x: Explanation, report: AuditReport) -> str:
-    lines = [f"Authorization criteria for {x.entry.name} ({report.scope}, as of {format_instant(report.now)}):"]
+    lines = [f"Authorization criteria for {x.entry.name} ({report.scope}, as of {report.as_of.isoformat()}):"]
     for c in x.checks:
         lines.append(f"  [{'pass' if c.passed else 'FAIL'}] {c.id}: {c.label} ({c.detail})")
     if x.eligible:
@@ -194,8 +224,8 @@ def explain_text(x: Explanation, report: AuditReport) -> str:
 def explain_json(x: Explanation, report: AuditReport) -> str:
     doc = {
         "file": x.entry.name,
-        "scope": report.scope,
-        "now": format_instant(report.now),
+        "scope": report.context,
+        "as_of": report.as_of.isoformat(),
         "eligible": x.eligible,
         "notice": ELIGIBILITY_NOTICE,
         "criteria": [{"id": c.id, "label": c.label, "passed": c.passed, "detail": c.detail} for c in x.checks],

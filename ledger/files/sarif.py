@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ledger.files.audit import AuditReport, Finding, Notice
-from ledger.files.dates import format_instant
 from ledger.files.model import ELIGIBILITY_NOTICE, RULE_IDS, WARNING_IDS
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -24,11 +23,11 @@ TOOL_NAME = "memledger-files"
 RULE_TEXT: dict[str, tuple[str, str]] = {
     "invalid": ("InvalidEntry", "The entry breaks a rule of the memory-entry format."),
     "missing-source": ("MissingSource", "source.reference is absent or a placeholder such as 'from context'."),
-    "out-of-scope": ("OutOfScope", "The entry is scoped to another project than the audited one."),
-    "expired": ("Expired", "The entry's expires date has passed."),
-    "review-overdue": ("ReviewOverdue", "The entry's review-by date has passed."),
-    "chain-missing-target": ("ChainMissingTarget", "superseded-by names a file that is not in the directory."),
-    "chain-cycle": ("ChainCycle", "Following superseded-by comes back to this entry."),
+    "out-of-scope": ("OutOfScope", "The entry cannot be trusted in the audit's trust context."),
+    "expired": ("Expired", "The audit date is after the entry's expires date."),
+    "review-overdue": ("ReviewOverdue", "The audit date is after the entry's review-by date."),
+    "chain-missing-target": ("ChainMissingTarget", "A superseded-by chain names an entry that does not exist."),
+    "chain-cycle": ("ChainCycle", "A superseded-by chain returns to an entry it already passed."),
     "expires-soon": ("ExpiresSoon", "The entry expires within the --warn-within window."),
     "review-due-soon": ("ReviewDueSoon", "The entry is due for review within the --warn-within window."),
 }
@@ -93,8 +92,8 @@ def audit_sarif(report: AuditReport, *, version: str = "0.1.0") -> str:
         "tool": {"driver": {"name": TOOL_NAME, "version": version, "rules": _rules()}},
         "results": results,
         "properties": {
-            "scope": report.scope,
-            "now": format_instant(report.now),
+            "scope": report.context,
+            "asOf": report.as_of.isoformat(),
             "notice": ELIGIBILITY_NOTICE,
             "candidates": [
                 {"file": c.entry.name, "sourceReference": c.entry.source_reference} for c in report.candidates

@@ -1,184 +1,289 @@
-"""The auditor: every rule id, chains, candidates and the scenarios under fixtures/dirs."""
+"""The audit of SPEC 6: trust contexts, whole-day horizons, chains, candidates, and the reference's test cases."""
 
 from __future__ import annotations
 
-import json
-import os
+from datetime import date
 from pathlib import Path
 
 import pytest
 
-from ledger.files import audit_directory
-from ledger.files.audit import AuditUsageError, entry_files
-from ledger.files.dates import parse_now
+from ledger.files import AuditReport, AuditUsageError, audit_directory
 from ledger.files.model import RULE_IDS
-from tests.ledger.files.helpers import FIXTURES, NOW, SCOPE, entry, write_dir
-
-SCENARIOS = sorted(p for p in (FIXTURES / "dirs").iterdir() if p.is_dir())
+from tests.ledger.files.helpers import AS_OF, SCOPE, entry, write_dir
 
 
-def rules_by_file(directory: Path, **kwargs: object) -> tuple[dict[str, set[str]], list[str]]:
-    report = audit_directory(directory, scope=str(kwargs.pop("scope", SCOPE)), now=NOW, **kwargs)  # type: ignore[arg-type]
-    found: dict[str, set[str]] = {}
-    for f in report.findings:
-        found.setdefault(f.file, set()).add(f.rule)
-    return found, [c.entry.name for c in report.candidates]
+def audit(directory: Path, scope: str | None = SCOPE, as_of: date = AS_OF) -> AuditReport:
+    return audit_directory(directory, scope=scope, as_of=as_of)
 
 
-@pytest.mark.parametrize("directory", SCENARIOS, ids=lambda p: p.name)
-def test_scenario(directory: Path) -> None:
-    expected = json.loads((directory / "expected.json").read_text())
-    report = audit_directory(directory, scope=expected["scope"], now=parse_now(expected["now"]))
-    assert sorted(c.entry.name for c in report.candidates) == expected["candidates"]
-    assert sorted({(f.file, f.rule) for f in report.findings}) == sorted(tuple(x) for x in expected["findings"])
+def rules(report: AuditReport) -> set[tuple[str, str]]:
+    return {(f.file, f.rule) for f in report.findings}
 
 
-def test_scenarios_cover_chains_one_to_five_and_cycles_one_to_three() -> None:
-    names = {p.name for p in SCENARIOS}
-    assert {f"chain-{n}" for n in range(1, 6)} <= names
-    assert {f"cycle-{n}" for n in range(1, 4)} <= names
-    assert {"shared-target", "dangling-target", "unrelated-finding"} <= names
+def candidates(report: AuditReport) -> list[str]:
+    return [c.entry.name for c in report.candidates]
 
 
-# ------------------------------------------------------------------ one test per rule id, both ways
-
-
-def test_every_rule_id_is_tested_here() -> None:
-    tested = {"invalid", "missing-source", "out-of-scope", "expired", "review-overdue"}
-    tested |= {"chain-missing-target", "chain-cycle"}
-    assert tested == set(RULE_IDS)
-
-
-def test_invalid(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"bad.md": entry(conf="2"), "good.md": entry()})
-    found, candidates = rules_by_file(tmp_path)
-    assert found == {"bad.md": {"invalid"}}
-    assert candidates == ["good.md"]
-
-
-def test_missing_source(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"bad.md": entry(ref="from context", auth="false"), "good.md": entry(auth="false")})
-    found, _ = rules_by_file(tmp_path)
-    assert found == {"bad.md": {"missing-source"}}
-
-
-def test_out_of_scope(tmp_path: Path) -> None:
-    write_dir(
-        tmp_path,
-        {
-            "other.md": entry(sref="acme/gadgets"),
-            "mine.md": entry(),
-            "all.md": entry(level="global", sref=None, auth="false"),
-        },
-    )
-    found, candidates = rules_by_file(tmp_path)
-    assert found == {"other.md": {"out-of-scope"}}
-    assert candidates == ["mine.md"]
-    # Scope references compare exactly: case and prefixes matter.
-    found, _ = rules_by_file(tmp_path, scope="project:Acme/Widgets")
-    assert found == {"other.md": {"out-of-scope"}, "mine.md": {"out-of-scope"}}
-
-
-def test_expired_at_the_instant_of_expiry(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"today.md": entry(expires="2025-03-01"), "tomorrow.md": entry(expires="2025-03-02")})
-    found, candidates = rules_by_file(tmp_path)
-    assert found == {"today.md": {"expired"}}
-    assert candidates == ["tomorrow.md"]
-
-
-def test_review_overdue(tmp_path: Path) -> None:
+def test_every_rule_id_is_produced_here(tmp_path: Path) -> None:
     files = {
-        "due.md": entry(expires=None, review="2025-03-01", auth="false"),
-        "later.md": entry(expires=None, review="2025-03-02", auth="false"),
+        "bad.md": entry(conf="2"),
+        "nosrc.md": entry(ref="from context", auth="false"),
+        "other.md": entry(sref="acme/gadgets"),
+        "old.md": entry(expires="2025-02-01"),
+        "due.md": entry(expires=None, review="2025-02-01", auth="false"),
+        "dangling.md": entry(sup="gone.md"),
+        "loop.md": entry(sup="loop.md"),
     }
-    found, _ = rules_by_file(write_dir(tmp_path, files))
-    assert found == {"due.md": {"review-overdue"}}
+    found = {rule for _, rule in rules(audit(write_dir(tmp_path, files)))}
+    assert found == set(RULE_IDS)
 
 
-def test_chain_missing_target(tmp_path: Path) -> None:
-    write_dir(
-        tmp_path, {"a.md": entry(sup="b.md"), "b.md": entry(sup="nope.md"), "ok.md": entry(sup="c.md"), "c.md": entry()}
+# --------------------------------------------------------------------------- the reference's own audit test cases
+
+
+def test_missing_source_and_wrong_project_scope(tmp_path: Path) -> None:
+    missing = entry(fact="Missing source", auth="false").replace(
+        'source:\n  kind: user-said\n  reference: "https://tracker.example/ACME-42"\n', ""
     )
-    found, candidates = rules_by_file(tmp_path)
-    assert found == {"b.md": {"chain-missing-target"}}
-    assert candidates == ["c.md"]
+    files = {"missing-source.md": missing, "wrong-scope.md": entry(fact="Wrong scope", sref="project:other")}
+    report = audit(write_dir(tmp_path, files), scope="project:expected")
+    assert report.invalid == ["missing-source.md"]
+    assert report.missing_sources == ["missing-source.md"]
+    [violation] = report.scope_violations
+    assert violation.id == "wrong-scope.md"
+    assert "audit context" in violation.detail
+    assert violation.detail == "scope is `project:other`, audit context is `expected`"
 
 
-def test_chain_cycle(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"a.md": entry(sup="b.md"), "b.md": entry(sup="a.md"), "c.md": entry(sup="c.md")})
-    found, candidates = rules_by_file(tmp_path)
-    assert found == {"a.md": {"chain-cycle"}, "b.md": {"chain-cycle"}, "c.md": {"chain-cycle"}}
-    assert candidates == []
+def test_two_entry_cycle_is_reported_once_with_both_entries_superseded(tmp_path: Path) -> None:
+    files = {"a.md": entry(fact="A", sup="b.md"), "b.md": entry(fact="B", sup="a.md")}
+    report = audit(write_dir(tmp_path, files))
+    assert report.superseded == ("a.md", "b.md")
+    assert [c.ids for c in report.chains.chains] == [("a.md", "b.md", "a.md")]
+    [broken] = report.broken_chains
+    assert broken.broken == "cycle" and broken.root == "a.md" and broken.target == "a.md"
+    assert [f.rule for f in report.findings] == ["chain-cycle"]
+    assert report.candidates == []
 
 
-# ------------------------------------------------------------------ candidates
+def test_empty_directory_passes(tmp_path: Path) -> None:
+    report = audit(tmp_path, scope="global")
+    assert report.entries == {} and report.invalid == [] and report.broken_chains == ()
+    assert not report.blocking
 
 
-def test_candidate_lists_its_predecessors_and_source(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"v1.md": entry(sup="v2.md"), "v2.md": entry(sup="v3.md"), "v3.md": entry()})
-    report = audit_directory(tmp_path, scope=SCOPE, now=NOW)
-    [candidate] = report.candidates
-    assert candidate.entry.name == "v3.md"
-    assert candidate.predecessors == ("v1.md", "v2.md")
-    assert candidate.entry.source_reference == "https://tracker.example/ACME-42"
+# --------------------------------------------------------------------------- trust contexts
 
 
-def test_superseded_entry_is_never_a_candidate_even_if_flagged(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"old.md": entry(sup="new.md"), "new.md": entry(auth="false")})
-    found, candidates = rules_by_file(tmp_path)
-    assert found == {} and candidates == []
-
-
-def test_unflagged_and_global_entries_are_not_candidates(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"a.md": entry(auth="false"), "g.md": entry(level="global", sref=None, auth="false")})
-    assert rules_by_file(tmp_path) == ({}, [])
-
-
-def test_warn_within_notices_do_not_count_as_findings(tmp_path: Path) -> None:
+def test_global_context_trusts_only_global_entries(tmp_path: Path) -> None:
     files = {
-        "soon.md": entry(expires="2025-03-10"),
-        "review.md": entry(expires=None, review="2025-03-05", auth="false"),
-        "far.md": entry(expires="2025-12-31"),
-        "old.md": entry(expires="2025-03-03", sup="far.md"),
+        "g.md": entry(level="global", sref=None, auth="false"),
+        "p.md": entry(),
     }
-    report = audit_directory(write_dir(tmp_path, files), scope=SCOPE, now=NOW, warn_within_days=14)
-    assert report.findings == []
-    assert sorted((n.file, n.kind) for n in report.notices) == [
-        ("review.md", "review-due-soon"),
-        ("soon.md", "expires-soon"),
+    report = audit(write_dir(tmp_path, files), scope="global")
+    assert [(x.id, x.detail) for x in report.scope_violations] == [
+        ("p.md", "project-scoped entry cannot be trusted in global context")
     ]
+    assert candidates(report) == [] and report.blocking
 
 
-def test_findings_point_at_the_offending_line(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"x.md": entry(expires="2025-02-01", sref="acme/gadgets")})
-    report = audit_directory(tmp_path, scope=SCOPE, now=NOW)
-    lines = {f.rule: f.line for f in report.findings}
-    assert lines == {"expired": 10, "out-of-scope": 7}
+def test_project_context_trusts_global_entries_and_its_own_project(tmp_path: Path) -> None:
+    files = {"g.md": entry(level="global", sref=None, auth="false"), "p.md": entry(), "q.md": entry(sref="acme")}
+    report = audit(write_dir(tmp_path, files))
+    assert [x.id for x in report.scope_violations] == ["q.md"]
+    assert candidates(report) == ["p.md"]
 
 
-# ------------------------------------------------------------------ the directory
+def test_project_reference_is_compared_exactly(tmp_path: Path) -> None:
+    report = audit(write_dir(tmp_path, {"p.md": entry(sref="Acme/Widgets")}))
+    assert rules(report) == {("p.md", "out-of-scope")}
 
 
-def test_only_markdown_entries_are_read(tmp_path: Path) -> None:
-    write_dir(tmp_path, {"a.md": entry(), "README.md": "# Memories\n", "notes.txt": "x", ".hidden.md": "x"})
-    (tmp_path / "sub.md").mkdir()
-    (tmp_path / "sub.md" / "inner.md").write_text(entry())
-    assert [p.name for p in entry_files(tmp_path)] == ["a.md"]
+def test_no_context_means_structural_checks_only(tmp_path: Path) -> None:
+    files = {"p.md": entry(), "q.md": entry(sref="acme/gadgets"), "bad.md": entry(sref=None)}
+    report = audit(write_dir(tmp_path, files), scope=None)
+    assert candidates(report) == ["p.md", "q.md"]
+    assert [(x.id, x.detail) for x in report.scope_violations] == [("bad.md", "scope declaration is invalid")]
 
 
-@pytest.mark.skipif(os.name != "posix", reason="symlinks")
-def test_unreadable_entry_is_an_invalid_finding(tmp_path: Path) -> None:
-    (tmp_path / "broken.md").symlink_to(tmp_path / "nowhere.md")
-    found, _ = rules_by_file(tmp_path)
-    assert found == {"broken.md": {"invalid"}}
+def test_invalid_scope_declarations_are_scope_violations(tmp_path: Path) -> None:
+    files = {
+        "a-no-ref.md": entry(sref=None),
+        "b-global-ref.md": entry(level="global", auth="false"),
+        "c-global-authorizing.md": entry(level="global", sref=None),
+        "d-bad-conf.md": entry(conf="7"),
+    }
+    report = audit(write_dir(tmp_path, files))
+    assert report.invalid == sorted(files)
+    assert [x.id for x in report.scope_violations] == ["a-no-ref.md", "b-global-ref.md", "c-global-authorizing.md"]
+    assert all(x.detail == "scope declaration is invalid" for x in report.scope_violations)
 
 
-@pytest.mark.parametrize("scope", ["acme/widgets", "account:local", "project:", "project: acme", ""])
+@pytest.mark.parametrize("scope", ["acme/widgets", "project:", "project:  ", "project: acme", "local", "GLOBAL"])
 def test_bad_scope_is_a_usage_error(tmp_path: Path, scope: str) -> None:
     with pytest.raises(AuditUsageError):
-        audit_directory(tmp_path, scope=scope, now=NOW)
+        audit(tmp_path, scope=scope)
 
 
 def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(AuditUsageError):
-        audit_directory(tmp_path / "nope", scope=SCOPE, now=NOW)
+        audit(tmp_path / "nope")
+
+
+# --------------------------------------------------------------------------- whole-day horizons
+
+
+@pytest.mark.parametrize(
+    ("as_of", "expired"), [(date(2025, 6, 29), False), (date(2025, 6, 30), False), (date(2025, 7, 1), True)]
+)
+def test_expires_holds_on_its_own_day(tmp_path: Path, as_of: date, expired: bool) -> None:
+    report = audit(write_dir(tmp_path, {"e.md": entry(created="2025-06-01", expires="2025-06-30")}), as_of=as_of)
+    assert [x.id for x in report.expired] == (["e.md"] if expired else [])
+    assert candidates(report) == ([] if expired else ["e.md"])
+    assert report.blocking is expired
+
+
+@pytest.mark.parametrize(("as_of", "overdue"), [(date(2025, 9, 30), False), (date(2025, 10, 1), True)])
+def test_review_by_holds_on_its_own_day(tmp_path: Path, as_of: date, overdue: bool) -> None:
+    text = entry(expires=None, review="2025-09-30", auth="false")
+    report = audit(write_dir(tmp_path, {"r.md": text}), as_of=as_of)
+    assert [(x.id, x.detail) for x in report.overdue] == ([("r.md", "2025-09-30")] if overdue else [])
+    assert report.blocking is overdue
+
+
+def test_expired_and_overdue_count_valid_entries_only_superseded_included(tmp_path: Path) -> None:
+    files = {
+        "a-old.md": entry(expires="2025-02-01", sup="b-new.md", auth="false"),
+        "b-new.md": entry(),
+        "c-invalid-old.md": entry(expires="2025-02-01", conf="3"),
+    }
+    report = audit(write_dir(tmp_path, files))
+    assert [x.id for x in report.expired] == ["a-old.md"]
+    assert candidates(report) == ["b-new.md"]
+
+
+def test_created_after_the_audit_date_is_still_valid(tmp_path: Path) -> None:
+    report = audit(write_dir(tmp_path, {"e.md": entry(created="2025-06-01")}))
+    assert report.invalid == [] and candidates(report) == ["e.md"]
+
+
+# --------------------------------------------------------------------------- chains
+
+
+def test_chain_is_listed_once_root_to_head(tmp_path: Path) -> None:
+    files = {"v1.md": entry(sup="v2.md"), "v2.md": entry(sup="v3.md"), "v3.md": entry()}
+    report = audit(write_dir(tmp_path, files))
+    assert [c.ids for c in report.chains.chains] == [("v1.md", "v2.md", "v3.md")]
+    assert report.superseded == ("v1.md", "v2.md")
+    assert candidates(report) == ["v3.md"]
+    assert report.candidates[0].predecessors == ("v1.md", "v2.md")
+    assert not report.blocking
+
+
+def test_merging_chains_are_listed_per_root(tmp_path: Path) -> None:
+    files = {"a.md": entry(sup="h.md"), "b.md": entry(sup="m.md"), "m.md": entry(sup="h.md"), "h.md": entry()}
+    report = audit(write_dir(tmp_path, files))
+    assert [c.ids for c in report.chains.chains] == [("a.md", "h.md"), ("b.md", "m.md", "h.md")]
+
+
+def test_missing_target_is_one_broken_chain(tmp_path: Path) -> None:
+    files = {"a.md": entry(sup="b.md"), "b.md": entry(sup="gone.md")}
+    report = audit(write_dir(tmp_path, files))
+    [chain] = report.chains.chains
+    assert chain.ids == ("a.md", "b.md") and chain.broken == "missing" and chain.target == "gone.md"
+    assert rules(report) == {("a.md", "chain-missing-target")}
+
+
+def test_cycle_entered_from_a_lead_in_is_reported_once(tmp_path: Path) -> None:
+    files = {"x.md": entry(sup="a.md"), "a.md": entry(sup="b.md"), "b.md": entry(sup="c.md"), "c.md": entry(sup="a.md")}
+    report = audit(write_dir(tmp_path, files))
+    assert [(c.ids, c.target) for c in report.broken_chains] == [(("x.md", "a.md", "b.md", "c.md", "a.md"), "a.md")]
+    assert [f.file for f in report.findings] == ["x.md"]
+    assert set(report.chains.cycle_of) == {"a.md", "b.md", "c.md"}
+
+
+def test_self_cycle(tmp_path: Path) -> None:
+    report = audit(write_dir(tmp_path, {"a.md": entry(sup="a.md")}))
+    assert [(c.ids, c.broken) for c in report.chains.chains] == [(("a.md", "a.md"), "cycle")]
+
+
+def test_link_to_an_invalid_entry_finds_no_target(tmp_path: Path) -> None:
+    files = {"a.md": entry(sup="b.md"), "b.md": entry(conf="9")}
+    report = audit(write_dir(tmp_path, files))
+    assert rules(report) == {("a.md", "chain-missing-target"), ("b.md", "invalid")}
+
+
+def test_ids_are_relative_paths_and_links_resolve_by_id_or_unique_basename(tmp_path: Path) -> None:
+    files = {
+        "a.md": entry(sup="new.md"),
+        "team/new.md": entry(),
+        "z/old.md": entry(sup="x.md"),
+        "z/x.md": entry(),
+        "dup/x.md": entry(),
+    }
+    report = audit(write_dir(tmp_path, files))
+    assert list(report.entries) == ["a.md", "dup/x.md", "team/new.md", "z/old.md", "z/x.md"]
+    # new.md is one basename: it resolves; x.md is two: the link finds no target.
+    assert [(c.ids, c.broken) for c in report.chains.chains] == [
+        (("a.md", "team/new.md"), None),
+        (("z/old.md",), "missing"),
+    ]
+    assert "team/new.md" in candidates(report)
+
+
+def test_every_markdown_file_is_an_entry(tmp_path: Path) -> None:
+    write_dir(tmp_path, {"a.md": entry(), "notes.txt": "not an entry", "README.md": "# About\n", ".hidden.md": entry()})
+    report = audit(tmp_path)
+    assert list(report.entries) == [".hidden.md", "README.md", "a.md"]
+    assert report.invalid == ["README.md"]
+
+
+def test_dangling_symlink_is_not_an_entry(tmp_path: Path) -> None:
+    write_dir(tmp_path, {"a.md": entry()})
+    (tmp_path / "b.md").symlink_to(tmp_path / "missing-target.md")
+    report = audit(tmp_path)
+    assert ("b.md", "invalid") not in rules(report)  # a dangling link is no file: not an entry
+    assert list(report.entries) == ["a.md"]
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def test_a_finding_elsewhere_never_hides_a_sound_candidate(tmp_path: Path) -> None:
+    files = {"bad.md": entry(conf="2"), "good.md": entry(), "old.md": entry(sup="good.md", expires="2025-01-20")}
+    report = audit(write_dir(tmp_path, files))
+    assert candidates(report) == ["good.md"]
+    assert report.blocking
+
+
+def test_superseded_unflagged_and_global_entries_are_not_candidates(tmp_path: Path) -> None:
+    files = {
+        "a.md": entry(sup="b.md"),
+        "b.md": entry(auth="false"),
+        "g.md": entry(level="global", sref=None, auth="false"),
+    }
+    report = audit(write_dir(tmp_path, files))
+    assert candidates(report) == [] and not report.blocking
+
+
+def test_broken_chain_root_is_still_superseded(tmp_path: Path) -> None:
+    report = audit(write_dir(tmp_path, {"a.md": entry(sup="gone.md")}))
+    assert candidates(report) == [] and report.superseded == ("a.md",)
+
+
+def test_warn_within_notices_do_not_block(tmp_path: Path) -> None:
+    files = {
+        "soon.md": entry(expires="2025-03-05"),
+        "today.md": entry(expires="2025-03-01"),
+        "later.md": entry(expires="2025-12-31"),
+    }
+    report = audit_directory(write_dir(tmp_path, files), scope=SCOPE, as_of=AS_OF, warn_within_days=7)
+    assert [(n.file, n.kind) for n in report.notices] == [("soon.md", "expires-soon"), ("today.md", "expires-soon")]
+    assert not report.blocking
+
+
+def test_findings_point_at_the_offending_line(tmp_path: Path) -> None:
+    report = audit(write_dir(tmp_path, {"a.md": entry(conf="2"), "b.md": entry(expires="2025-02-01")}))
+    lines = {(f.file, f.field): f.line for f in report.findings}
+    assert lines[("a.md", "confidence")] == 9
+    assert lines[("b.md", "expires")] == 11

@@ -14,20 +14,21 @@ from ledger.files.graph import graph_dot, graph_mermaid, graph_nodes
 from ledger.files.model import ELIGIBILITY_NOTICE, RULE_IDS
 from ledger.files.render import REVIEW_HEADING, audit_json, audit_text, explain_json, explain_text
 from ledger.files.sarif import audit_sarif
-from tests.ledger.files.helpers import NOW, SCOPE, entry, write_dir
+from tests.ledger.files.helpers import AS_OF, SCOPE, entry, write_dir
 
 
 @pytest.fixture
 def report(tmp_path: Path) -> AuditReport:
     files = {
-        "old.md": entry(sup="head.md", body="Deploys go to eu-west-2."),
+        "old.md": entry(sup="head.md", fact="Deploys go to eu-west-2."),
         "head.md": entry(),
-        "stale.md": entry(expires="2025-02-01", body="Deploys are frozen in January."),
-        "loop.md": entry(sup="loop.md", body="Deploys loop."),
-        "dangling.md": entry(sup="gone.md", body="Deploys dangle."),
-        "bad.md": entry(ref="from context", body="Deploys are bad."),
+        "stale.md": entry(expires="2025-02-01", fact="Deploys are frozen in January."),
+        "loop.md": entry(sup="loop.md", fact="Deploys loop."),
+        "dangling.md": entry(sup="gone.md", fact="Deploys dangle."),
+        "bad.md": entry(ref="from context", fact="Deploys are bad."),
     }
-    return audit_directory(write_dir(tmp_path / "memories", files), scope=SCOPE, now=NOW, warn_within_days=400)
+    directory = write_dir(tmp_path / "memories", files)
+    return audit_directory(directory, scope=SCOPE, as_of=AS_OF, warn_within_days=400)
 
 
 def test_json_has_the_spec_9_shape(report: AuditReport) -> None:
@@ -38,7 +39,9 @@ def test_json_has_the_spec_9_shape(report: AuditReport) -> None:
     assert all({"file", "rule", "message"} <= set(f) for f in doc["findings"])
     assert {f["rule"] for f in doc["findings"]} <= set(RULE_IDS)
     assert doc["notice"] == ELIGIBILITY_NOTICE
-    assert doc["now"] == "2025-03-01" and doc["scope"] == SCOPE
+    assert doc["as_of"] == "2025-03-01" and doc["scope"] == SCOPE and doc["result"] == "REVIEW REQUIRED"
+    assert doc["candidates"][0]["fact"] == "Production deploys of acme/widgets go to eu-west-1."
+    assert doc["summary"]["counts"]["Broken supersession chains"] == 2
 
 
 def test_text_lists_candidates_under_the_heading_with_their_source(report: AuditReport) -> None:
@@ -47,7 +50,8 @@ def test_text_lists_candidates_under_the_heading_with_their_source(report: Audit
     assert "head.md" in review and "https://tracker.example/ACME-42" in review
     assert "never standing permission" in review
     assert "stale.md" not in review
-    assert "stale.md:10: expired" in text
+    assert "stale.md:11: expired" in text
+    assert "Result: REVIEW REQUIRED" in text and "old.md → head.md" in text
 
 
 def test_sarif_is_2_1_0_with_stable_rule_ids_and_lines(report: AuditReport) -> None:
@@ -61,8 +65,8 @@ def test_sarif_is_2_1_0_with_stable_rule_ids_and_lines(report: AuditReport) -> N
         region = result["locations"][0]["physicalLocation"]["region"]
         assert region["startLine"] >= 1
     by_rule = {r["ruleId"]: r for r in run["results"]}
-    assert by_rule["expired"]["locations"][0]["physicalLocation"]["region"]["startLine"] == 10
-    assert by_rule["chain-cycle"]["locations"][0]["physicalLocation"]["region"]["startLine"] == 11
+    assert by_rule["expired"]["locations"][0]["physicalLocation"]["region"]["startLine"] == 11
+    assert by_rule["chain-cycle"]["locations"][0]["physicalLocation"]["region"]["startLine"] == 12
     uri = by_rule["expired"]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
     assert uri.endswith("memories/stale.md")
     assert run["properties"]["candidates"] == [
@@ -106,4 +110,9 @@ def test_explain_shows_each_failure(report: AuditReport) -> None:
     assert failed == {"current", "no-findings"}
     doc = json.loads(explain_json(explain(report, "bad.md"), report))
     assert doc["eligible"] is False
-    assert {c["id"] for c in doc["criteria"] if not c["passed"]} == {"valid", "source-reference", "no-findings"}
+    assert {c["id"] for c in doc["criteria"] if not c["passed"]} == {
+        "valid",
+        "source-reference",
+        "no-findings",
+    }
+    assert {c.id for c in explain(report, "old.md").checks if not c.passed} == {"not-superseded"}
