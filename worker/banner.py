@@ -17,11 +17,11 @@ def banner_lines(config: WorkerConfig, *, host: str, port: int, run_worker: bool
     shown_host = f"[{host}]" if ":" in host else host
     base = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else shown_host}:{port}"
     database = config.redacted()["database_url"]
-    queue = "embedded (in this process)" if config.embedded else "Redis"
-    worker = "with" if run_worker else "without"
+    queue = "the embedded queue" if config.embedded else "Redis"
+    worker = "with a worker" if run_worker else "API only, no worker"
     save = '{"jsonrpc":"2.0","id":1,"method":"memory/save_memory_record","params":{"body":"I prefer metric units"}}'
     return [
-        f"memledger serve on {base} ({worker} a worker; queue: {queue})",
+        f"memledger serve on {base} ({worker}, {queue})",
         f"  Bound account: {config.account} (scope account:{config.account}); "
         "change it with MEMLEDGER_ACCOUNT=<name> before starting",
         f"  Database: {database}",
