@@ -91,6 +91,28 @@ ScopeOption = Annotated[
     ),
 ]
 
+ScopePositional = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="[SCOPE]",
+        help="The scope, as --scope (the positional form is kept for scripts).",
+        show_default=False,
+        callback=_check_scope_option,
+    ),
+]
+
+
+def pick_scope(positional: str | None, option: str | None, *, default: str) -> str:
+    """The scope a command acts on: ``--scope``, else the positional SCOPE, else ``default``.
+
+    Raises:
+        typer.BadParameter: both were given and they differ.
+    """
+    if positional is not None and option is not None and positional != option:
+        raise typer.BadParameter(f"SCOPE {positional!r} and --scope {option!r} differ: give one", param_hint="--scope")
+    return option or positional or default
+
+
 # Keys whose values are maps keyed by data (reasons, outcomes), not field names: left as they are.
 DATA_KEYED = frozenset({"refusals", "runsByOutcome", "byReason", "counts"})
 
