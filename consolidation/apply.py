@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection
-
 from consolidation.gate import BODY_REJECTED, BUDGET_EXCEEDED, NOT_ACTIVE, GatedOp, GateResult
 from consolidation.models import Mode, Op
-from ledger import Ledger
 from ledger.errors import BodyRejected, BudgetExceeded, InvalidTransition, LedgerError
-from ledger.instants import to_micros
 from ledger.models import EventKind, Provenance
+from ledger.tx import Transaction
 
 
 @dataclass(slots=True)
@@ -23,68 +20,51 @@ class ApplyResult:
 
 
 def _refuse(
-    led: Ledger,
-    conn: Connection,
+    tx: Transaction,
     op: GatedOp | None,
     reason: str,
     *,
-    scope: str,
-    now_us: int,
     run_id: str,
     index: int,
     name: str | None,
     targets: tuple[str, ...] = (),
 ) -> None:
-    led.event(
-        conn,
+    tx.event(
         EventKind.CONSOLIDATION_OP_REFUSED,
-        at_us=now_us,
-        scope_key=scope,
         reason=reason,
         run_id=run_id,
         detail={"index": index, "op": name, "targets": list(targets)},
     )
     if reason == BUDGET_EXCEEDED:
-        led.event(
-            conn,
+        tx.event(
             EventKind.PROPOSAL_REFUSED,
-            at_us=now_us,
-            scope_key=scope,
             reason=reason,
             run_id=run_id,
             detail={"index": index},
         )
 
 
-def apply_batch(
-    led: Ledger, conn: Connection, gate: GateResult, *, mode: Mode, scope: str, now_us: int, run_id: str
-) -> ApplyResult:
+def apply_batch(tx: Transaction, gate: GateResult, *, mode: Mode, run_id: str) -> ApplyResult:
     """Apply (or propose) every passed op; each in a savepoint so one failure spares the rest."""
     result = ApplyResult()
     for refusal in gate.refused:
         _refuse(
-            led,
-            conn,
+            tx,
             None,
             refusal.reason,
-            scope=scope,
-            now_us=now_us,
             run_id=run_id,
             index=refusal.index,
             name=refusal.op,
             targets=refusal.targets,
         )
     for op in gate.passed:
-        reason = _apply_one(led, conn, op, mode=mode, scope=scope, now_us=now_us, run_id=run_id, result=result)
+        reason = _apply_one(tx, op, mode=mode, run_id=run_id, result=result)
         if reason is not None:
             result.refusals[reason] += 1
             _refuse(
-                led,
-                conn,
+                tx,
                 op,
                 reason,
-                scope=scope,
-                now_us=now_us,
                 run_id=run_id,
                 index=op.index,
                 name=op.op.value,
@@ -93,51 +73,38 @@ def apply_batch(
     return result
 
 
-def _apply_one(
-    led: Ledger, conn: Connection, op: GatedOp, *, mode: Mode, scope: str, now_us: int, run_id: str, result: ApplyResult
-) -> str | None:
+def _apply_one(tx: Transaction, op: GatedOp, *, mode: Mode, run_id: str, result: ApplyResult) -> str | None:
     if op.op == Op.KEEP:
         result.applied += 1
-        led.event(
-            conn,
+        tx.event(
             EventKind.CONSOLIDATION_OP_APPLIED,
-            at_us=now_us,
-            scope_key=scope,
             run_id=run_id,
             detail={"index": op.index, "op": "keep", "targets": list(op.targets)},
         )
         return None
     assert op.body is not None
-    expires_us = None if op.expires_at is None else to_micros(op.expires_at)
-    common = dict(
-        scope_key=scope,
-        body=op.body,
-        kind=op.kind,
-        provenance=Provenance.MODEL_CONSOLIDATION,
-        now_us=now_us,
-        expires_at_us=expires_us,
-        conflict_group=op.conflict_group,
-        confidence_bps=op.confidence_bps,
-        rationale=op.rationale,
-        run_id=run_id,
-    )
-    savepoint = conn.begin_nested()
     try:
-        record = led.supersede_in(conn, target_ids=op.targets, propose=mode == Mode.PROPOSE, **common)  # type: ignore[arg-type]
+        with tx.savepoint():
+            record = tx.supersede(
+                op.targets,
+                op.body,
+                kind=op.kind,
+                provenance=Provenance.MODEL_CONSOLIDATION,
+                propose=mode == Mode.PROPOSE,
+                expires_at=op.expires_at,
+                conflict_group=op.conflict_group,
+                confidence_bps=op.confidence_bps,
+                rationale=op.rationale,
+                run_id=run_id,
+            )
     except (InvalidTransition, BodyRejected, BudgetExceeded) as exc:
-        savepoint.rollback()
         return {InvalidTransition: NOT_ACTIVE, BodyRejected: BODY_REJECTED, BudgetExceeded: BUDGET_EXCEEDED}[type(exc)]
     except LedgerError:
-        savepoint.rollback()
         return NOT_ACTIVE
-    savepoint.commit()
     result.applied += 1
     result.record_ids.append(record.id)
-    led.event(
-        conn,
+    tx.event(
         EventKind.CONSOLIDATION_OP_APPLIED,
-        at_us=now_us,
-        scope_key=scope,
         record_id=record.id,
         run_id=run_id,
         detail={"index": op.index, "op": op.op.value, "targets": list(op.targets), "mode": mode.value},

@@ -23,7 +23,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import and_
 
 from consolidation import runs as R
 from consolidation import settings as S
@@ -34,14 +34,17 @@ from consolidation.harnesses import Harness, HarnessError, HarnessResult, Prompt
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
 from ledger import Ledger, MemoryRecord
-from ledger.db import run_write
 from ledger.instants import to_micros
+from ledger.models import RUNS
+from ledger.reads import check_scope
 from ledger.screening import screen_body
+from ledger.tx import Transaction
 
 log = logging.getLogger(__name__)
 
 FaultHook = Callable[[str], None]
 DEFAULT_GRACE_S = 30.0
+RC = RUNS.c
 
 
 def _month_bounds(now: datetime) -> tuple[int, int]:
@@ -92,18 +95,16 @@ class ConsolidationService:
     def _now(self, now: datetime | None) -> int:
         return to_micros(self.led.now(now))
 
-    def _settings_in(self, conn: Connection, scope_key: str) -> ConsolidationSettings:
-        row = S.load(conn, scope_key)
+    def _settings_in(self, db: R.Executor, scope_key: str) -> ConsolidationSettings:
+        row = S.load(db, scope_key)
         if row is None:
             return S.defaults(scope_key, api_key=self.api_key, prices=self.prices)
         return S.from_row(row)
 
     def settings(self, scope_key: str) -> ConsolidationSettings:
-        from ledger.reads import check_scope
-
         scope = check_scope(scope_key)
-        with self.led.engine.connect() as conn:
-            return self._settings_in(conn, scope)
+        with self.led.reading() as db:
+            return self._settings_in(db, scope)
 
     def update_settings(self, scope_key: str, *, now: datetime | None = None, **changes: Any) -> ConsolidationSettings:
         """Validate and store settings. ``mode="off"`` cancels pending runs in the same transaction.
@@ -111,59 +112,52 @@ class ConsolidationService:
         Raises:
             InvalidSettings: a field is invalid (nothing is changed); ScopeError.
         """
-        from ledger.reads import check_scope
-
         scope = check_scope(scope_key)
-        now_us = self._now(now)
 
-        def fn(conn: Connection) -> ConsolidationSettings:
-            new = S.merge(self._settings_in(conn, scope), changes, self.prices)
-            S.store(conn, new, now_us)
+        def fn(tx: Transaction) -> ConsolidationSettings:
+            new = S.merge(self._settings_in(tx, scope), changes, self.prices)
+            S.store(tx, new)
             if new.mode == Mode.OFF:
-                R.cancel_pending(conn, scope, now_us)
+                R.cancel_pending(tx, scope, tx.now_us)
             return new
 
-        result: ConsolidationSettings = self.led.write(scope, fn)
-        return result
+        return self.led.run(scope, fn, now=now)
 
     # ------------------------------------------------------------------ runs
     def notify_turn(self, scope_key: str, *, now: datetime | None = None) -> ConsolidationRun | None:
         """Record a chat turn: the scope's one pending run is created or pushed back. None when mode is off."""
-        from ledger.reads import check_scope
-
         scope = check_scope(scope_key)
-        now_us = self._now(now)
 
-        def fn(conn: Connection) -> ConsolidationRun | None:
-            settings = self._settings_in(conn, scope)
+        def fn(tx: Transaction) -> ConsolidationRun | None:
+            settings = self._settings_in(tx, scope)
             if settings.mode == Mode.OFF:
                 return None
-            return R.debounce(conn, settings, now_us)
+            return R.debounce(tx, settings, tx.now_us)
 
-        result: ConsolidationRun | None = self.led.write(scope, fn)
-        return result
+        return self.led.run(scope, fn, now=now)
 
     def get_run(self, run_id: str) -> ConsolidationRun:
-        with self.led.engine.connect() as conn:
-            run = R.get(conn, run_id)
+        with self.led.reading() as db:
+            run = R.get(db, run_id)
         if run is None:
             raise RunNotFound(f"no consolidation run {run_id!r}")
         return run
 
+    def _select(self, where: Any, order: tuple[Any, ...], limit: int) -> list[ConsolidationRun]:
+        with self.led.reading() as db:
+            return R.select_runs(db, where, order=order, limit=limit)
+
     def runs(self, scope_key: str | None = None, *, limit: int = 100) -> list[ConsolidationRun]:
         """Runs newest first, of one scope or all."""
-        where, params = ("scope_key = :s", {"s": scope_key}) if scope_key else ("1 = 1", {})
-        with self.led.engine.connect() as conn:
-            return R.select(conn, where, params, order="created_at DESC, id DESC", limit=limit)
+        where = RC.scope_key == scope_key if scope_key else None
+        return self._select(where, (RC.created_at.desc(), RC.id.desc()), limit)
 
     def due_runs(self, *, now: datetime | None = None, limit: int = 1000) -> list[ConsolidationRun]:
         now_us = self._now(now)
-        with self.led.engine.connect() as conn:
-            return R.select(conn, "state = 'pending' AND due_at <= :n", {"n": now_us}, order="due_at, id", limit=limit)
+        return self._select(and_(RC.state == "pending", RC.due_at <= now_us), (RC.due_at, RC.id), limit)
 
     def pending_runs(self, *, limit: int = 1000) -> list[ConsolidationRun]:
-        with self.led.engine.connect() as conn:
-            return R.select(conn, "state = 'pending'", {}, order="due_at, id", limit=limit)
+        return self._select(RC.state == "pending", (RC.due_at, RC.id), limit)
 
     def run_due(self, *, now: datetime | None = None, limit: int = 100) -> list[ConsolidationRun]:
         """Execute every due pending run; returns the runs this call settled."""
@@ -179,27 +173,29 @@ class ConsolidationService:
         or when the janitor settled the run first (it outlived its cap + grace).
 
         Exactly once: any number of concurrent or repeated calls with one run id
-        lead to one execution and one settlement.
+        lead to one execution and one settlement. Claim, answer storage, apply and
+        settlement each run in their own ledger transaction at their own instant (an
+        explicit ``now`` is used for each of them).
         """
-        now_us = self._now(now)
         run = self.get_run(run_id)
-        claimed = self.led.write(run.scope_key, lambda conn: self._claim(conn, run, now_us))
+        claimed = self.led.run(run.scope_key, lambda tx: self._claim(tx, run), now=now)
         if claimed is None:
             return None
         self._fault("after_claim")
         settings, spent, records = claimed
-        return self._run_claimed(run, settings, spent, records, now_us)
+        return self._run_claimed(run, settings, spent, records, now)
 
     def _claim(
-        self, conn: Connection, run: ConsolidationRun, now_us: int
+        self, tx: Transaction, run: ConsolidationRun
     ) -> tuple[ConsolidationSettings, int, list[MemoryRecord]] | None:
         """Claim the run; in the same transaction read what the run needs: settings, spend, active records."""
-        settings = self._settings_in(conn, run.scope_key)
-        if not R.claim(conn, run.id, settings, now_us):
+        settings = self._settings_in(tx, run.scope_key)
+        if not R.claim(tx, run.id, settings, tx.now_us):
             return None
-        start, end = _month_bounds(_dt(now_us))
-        spent = R.month_spend(conn, run.scope_key, start, end)
-        return settings, spent, self.led.active_in(conn, run.scope_key, now_us)
+        start, end = _month_bounds(tx.now)
+        spent = R.month_spend(tx, run.scope_key, start, end)
+        tx.prepare()
+        return settings, spent, tx.active()
 
     def _run_claimed(
         self,
@@ -207,20 +203,15 @@ class ConsolidationService:
         settings: ConsolidationSettings,
         spent: int,
         records: list[MemoryRecord],
-        now_us: int,
+        now: datetime | None,
     ) -> ConsolidationRun | None:
+        scope = run.scope_key
         if spent >= settings.spend_budget_micro_usd:
-            return _mine(
-                self._settle(
-                    run.id,
-                    Outcome.SKIPPED_BUDGET,
-                    now_us,
-                    error=f"monthly spend {spent} micro-USD reached the budget of {settings.spend_budget_micro_usd}",
-                )
-            )
+            error = f"monthly spend {spent} micro-USD reached the budget of {settings.spend_budget_micro_usd}"
+            return _mine(self._settle(scope, run.id, Outcome.SKIPPED_BUDGET, now, error=error))
         if not records:
             outcome = Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED
-            return _mine(self._settle(run.id, outcome, now_us))
+            return _mine(self._settle(scope, run.id, outcome, now))
         # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
         # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
         aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
@@ -236,38 +227,46 @@ class ConsolidationService:
                 wall_clock_cap_s=settings.wall_clock_cap_s,
             )
         except HarnessError as exc:
-            return _mine(
-                self._settle(
-                    run.id,
-                    Outcome.FAILED,
-                    now_us,
-                    error=exc.message,
-                    usage=exc.usage,
-                    spend=exc.spend_micro_usd,
-                    calls=1,
-                )
+            failed = self._settle(
+                scope,
+                run.id,
+                Outcome.FAILED,
+                now,
+                error=exc.message,
+                usage=exc.usage,
+                spend=exc.spend_micro_usd,
+                calls=1,
             )
+            return _mine(failed)
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
-            return _mine(self._settle(run.id, Outcome.FAILED, now_us, error=f"harness error: {type(exc).__name__}"))
-        self._store(run.id, _unalias(result, aliases), now_us)
+            return _mine(self._settle(scope, run.id, Outcome.FAILED, now, error=f"harness error: {type(exc).__name__}"))
+        self._store(scope, run.id, _unalias(result, aliases), list(aliases.values()), now)
         self._fault("after_answer_stored")
-        return _mine(self._apply_stored(run.id, now_us, scope_key=run.scope_key))
+        return _mine(self._apply_stored(run.id, now, scope_key=scope))
 
-    def _store(self, run_id: str, result: HarnessResult, now_us: int) -> None:
-        def fn(conn: Connection) -> bool:
-            return R.store_answer(
-                conn,
+    def _store(
+        self, scope: str, run_id: str, result: HarnessResult, record_ids: list[str], now: datetime | None
+    ) -> None:
+        """Store the answer, and register the prompt and answer as text derived from the prompt's records
+        (forgetting one of them erases all three columns; see docs/ledger.md, "Derived text")."""
+
+        def fn(tx: Transaction) -> bool:
+            stored = R.store_answer(
+                tx,
                 run_id,
                 prompt=result.prompt,
                 answer=result.answer,
                 raw=result.raw_text,
                 usage=result.usage,
                 spend_micro_usd=result.spend_micro_usd,
-                now_us=now_us,
+                now_us=tx.now_us,
             )
+            if stored:  # after the text is written: a record forgotten meanwhile erases it at once
+                tx.register_derived(RUNS, run_id, record_ids=record_ids, columns=("prompt", "answer", "answer_raw"))
+            return stored
 
-        run_write(self.led.engine, fn)
+        self.led.run(scope, fn, now=now)
 
     def apply_stored(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun:
         """Gate and apply a running run's stored answer, and settle it, in one transaction.
@@ -276,13 +275,15 @@ class ConsolidationService:
         storing its answer; never calls the model. If the run was settled meanwhile,
         nothing is applied.
         """
-        return self._apply_stored(run_id, self._now(now))[0]
+        return self._apply_stored(run_id, now)[0]
 
-    def _apply_stored(self, run_id: str, now_us: int, *, scope_key: str | None = None) -> tuple[ConsolidationRun, bool]:
+    def _apply_stored(
+        self, run_id: str, now: datetime | None, *, scope_key: str | None = None
+    ) -> tuple[ConsolidationRun, bool]:
         """As :meth:`apply_stored`; also says whether this call was the one that settled the run."""
         scope = scope_key or self.get_run(run_id).scope_key
         try:
-            won: bool = self.led.write(scope, lambda conn: self._apply_and_settle(conn, run_id, now_us))
+            won: bool = self.led.run(scope, lambda tx: self._apply_and_settle(tx, run_id), now=now)
         except _LostRace:
             won = False
         except Exception as exc:
@@ -291,28 +292,33 @@ class ConsolidationService:
             # An answer that breaks the apply in a way the gate did not foresee must still settle
             # the run (its usage is already stored), never leave the scope blocked in `running`.
             log.exception("applying the stored answer of run %s failed", run_id)
-            return self._settle(run_id, Outcome.FAILED, now_us, error=f"apply error: {type(exc).__name__}")
+            return self._settle(scope, run_id, Outcome.FAILED, now, error=f"apply error: {type(exc).__name__}")
         self._fault("after_apply")
         return self.get_run(run_id), won
 
-    def _apply_and_settle(self, conn: Connection, run_id: str, now_us: int) -> bool:
-        run = R.get(conn, run_id)
+    def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
+        """Gate and apply the stored answer at ``tx.now`` (when the answer is applied, SPEC 4.2), then settle."""
+        run = R.get(tx, run_id)
         if run is None or run.state != "running":
             return False
+        if run.answer is None and run.answer_raw is None:
+            # A record the answer was built from was forgotten after it was stored: nothing to apply.
+            error = "the stored answer was erased: a record it was built from was forgotten"
+            return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
         if run.answer is None:
             count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
             return R.settle(
-                conn,
+                tx,
                 run_id,
                 Outcome.FAILED,
-                now_us,
+                tx.now_us,
                 error="unparseable answer",
                 ops_proposed=count,
                 ops_refused=count,
                 refusals={UNPARSEABLE: count},
             )
-        self.led.prepare_in(conn, run.scope_key, now_us)
-        settings = self._settings_in(conn, run.scope_key)
+        tx.prepare()
+        settings = self._settings_in(tx, run.scope_key)
         mode = Mode(run.mode or settings.mode)
         ops = run.answer.get("operations") if isinstance(run.answer, dict) else None
         named = {
@@ -325,22 +331,22 @@ class ConsolidationService:
         gate = check_batch(
             run.answer,
             scope_key=run.scope_key,
-            records=self.led.rows_in(conn, sorted(named)),
+            records=tx.records(sorted(named)),
             allowed_ops=settings.allowed_ops,
-            now=_dt(now_us),
+            now=tx.now,
             screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
         )
         self._fault("mid_apply")
-        applied = apply_batch(self.led, conn, gate, mode=mode, scope=run.scope_key, now_us=now_us, run_id=run_id)
+        applied = apply_batch(tx, gate, mode=mode, run_id=run_id)
         refusals = gate.refusals
         for reason, count in applied.refusals.items():
             refusals[reason] = refusals.get(reason, 0) + count
         outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
         won = R.settle(
-            conn,
+            tx,
             run_id,
             outcome,
-            now_us,
+            tx.now_us,
             ops_proposed=gate.proposed,
             ops_applied=applied.applied,
             ops_refused=sum(refusals.values()),
@@ -352,9 +358,10 @@ class ConsolidationService:
 
     def _settle(
         self,
+        scope: str,
         run_id: str,
         outcome: Outcome,
-        now_us: int,
+        now: datetime | None,
         *,
         error: str | None = None,
         usage: Usage | None = None,
@@ -362,21 +369,24 @@ class ConsolidationService:
         calls: int = 0,
         unanswered: bool = False,
     ) -> tuple[ConsolidationRun, bool]:
-        def fn(conn: Connection) -> bool:
+        def fn(tx: Transaction) -> bool:
             won = R.settle(
-                conn, run_id, outcome, now_us, error=error, usage=usage, spend_micro_usd=spend, unanswered=unanswered
+                tx,
+                run_id,
+                outcome,
+                tx.now_us,
+                error=error,
+                usage=usage,
+                spend_micro_usd=spend,
+                unanswered=unanswered,
+                calls=calls,
             )
-            if not won and (usage is not None or spend):
+            if not won and (usage is not None or spend or calls):
                 # Someone else settled first; the call was still made and paid: keep its usage.
-                R.add_usage(conn, run_id, usage, spend)
-            if calls:
-                conn.execute(
-                    text("UPDATE consolidation_runs SET model_calls = model_calls + :c WHERE id = :id"),
-                    {"c": calls, "id": run_id},
-                )
+                R.add_usage(tx, run_id, usage, spend, calls=calls)
             return won
 
-        won: bool = run_write(self.led.engine, fn)
+        won = self.led.run(scope, fn, now=now)
         return self.get_run(run_id), won
 
     def _harness(self, name: str) -> Harness:
@@ -393,8 +403,7 @@ class ConsolidationService:
         """
         now_us = self._now(now)
         grace_us = round(self.janitor_grace_s * 1_000_000)
-        with self.led.engine.connect() as conn:
-            stuck = R.select(conn, "state = 'running'", {}, order="started_at, id", limit=1000)
+        stuck = self._select(RC.state == "running", (RC.started_at, RC.id), 1000)
         recovered = []
         for run in stuck:
             assert run.started_at is not None
@@ -402,7 +411,7 @@ class ConsolidationService:
             if now_us < to_micros(run.started_at) + round(cap_s * 1_000_000) + grace_us:
                 continue
             try:
-                done, won = self._recover(run, now_us)
+                done, won = self._recover(run, now)
             except Exception:  # one bad run must not block the recovery of the others
                 log.exception("recovering run %s failed; the next janitor pass tries again", run.id)
                 continue
@@ -410,19 +419,20 @@ class ConsolidationService:
                 recovered.append(done)
         return recovered
 
-    def _recover(self, run: ConsolidationRun, now_us: int) -> tuple[ConsolidationRun, bool]:
+    def _recover(self, run: ConsolidationRun, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         if run.answer_stored_at is None:
             done, won = self._settle(
+                run.scope_key,
                 run.id,
                 Outcome.ABANDONED,
-                now_us,
+                now,
                 error="worker stopped before the answer was stored; settled by the janitor",
                 unanswered=True,
             )
             if won or done.state == "settled":
                 return done, won
             # An answer was stored between the read and the abandon: apply it instead.
-        return self._apply_stored(run.id, now_us, scope_key=run.scope_key)
+        return self._apply_stored(run.id, now, scope_key=run.scope_key)
 
 
 def _mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
@@ -447,9 +457,3 @@ def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:
             op = {**op, "targets": [known.get(t, f"unknown:{t}") if isinstance(t, str) else t for t in op["targets"]]}
         mapped.append(op)
     return replace(result, answer={**answer, "operations": mapped})
-
-
-def _dt(now_us: int) -> datetime:
-    from ledger.instants import from_micros
-
-    return from_micros(now_us)

@@ -7,13 +7,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, text
+from sqlalchemy import insert, select, update
 
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses import HARNESS_NAMES
 from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable, UnknownModelPrice
-from ledger.db import query
+from consolidation.runs import Executor
+from ledger.models import CONSOLIDATION_SETTINGS as TABLE
+from ledger.tx import Transaction
 
 DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 600.0
@@ -115,12 +117,9 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
     return ConsolidationSettings(**values)
 
 
-def load(conn: Connection, scope_key: str) -> Mapping[str, Any] | None:
-    columns = ("scope_key", *FIELDS)
-    rows = query(
-        conn, f"SELECT {', '.join(columns)} FROM consolidation_settings WHERE scope_key = :s", {"s": scope_key}
-    )
-    return dict(zip(columns, rows[0], strict=True)) if rows else None
+def load(db: Executor, scope_key: str) -> Mapping[str, Any] | None:
+    row = db.execute(select(TABLE).where(TABLE.c.scope_key == scope_key)).mappings().first()
+    return None if row is None else dict(row)
 
 
 def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
@@ -138,18 +137,11 @@ def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
     )
 
 
-def store(conn: Connection, settings: ConsolidationSettings, now_us: int) -> None:
+def store(tx: Transaction, settings: ConsolidationSettings) -> None:
+    """Insert or update the scope's settings at ``tx.now``."""
     values = settings.to_json()
     values["allowed_ops"] = json.dumps(values["allowed_ops"])
-    values["now"] = now_us
-    cols = ", ".join(FIELDS)
-    marks = ", ".join(f":{f}" for f in FIELDS)
-    updates = ", ".join(f"{f} = excluded.{f}" for f in FIELDS)
-    conn.execute(
-        text(
-            f"INSERT INTO consolidation_settings (scope_key, {cols}, created_at, updated_at) "
-            f"VALUES (:scope_key, {marks}, :now, :now) "
-            f"ON CONFLICT (scope_key) DO UPDATE SET {updates}, updated_at = excluded.updated_at"
-        ),
-        values,
-    )
+    changed = {name: values[name] for name in FIELDS}
+    where = TABLE.c.scope_key == settings.scope_key
+    if tx.execute(update(TABLE).where(where).values(**changed, updated_at=tx.now_us)).rowcount == 0:
+        tx.execute(insert(TABLE).values(**values, created_at=tx.now_us, updated_at=tx.now_us))

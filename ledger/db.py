@@ -12,26 +12,25 @@ import logging
 import os
 import re
 import sqlite3
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine, TextClause, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError, StatementError
 from sqlalchemy.pool import StaticPool
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_random_exponential
 
-from ledger.errors import LedgerBusy, LedgerError
+from ledger.errors import InvalidArgument, LedgerBusy, LedgerError
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 BUSY_TIMEOUT_MS = 5_000
 WRITE_RETRY_BUDGET_S = 30.0
@@ -67,6 +66,8 @@ def _sqlite_engine(url: str) -> Engine:
     if memory:
         kwargs["poolclass"] = StaticPool
     engine = create_engine(url, **kwargs)
+    if memory:
+        _MEMORY_LOCKS[engine] = threading.RLock()
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
@@ -106,60 +107,26 @@ def _retryable(exc: BaseException) -> bool:
     return "database is locked" in text or "database is busy" in text or "database table is locked" in text
 
 
-def run_write(
-    engine: Engine, fn: Callable[[Connection], T], *, pg_lock: Callable[[Connection], None] | None = None
-) -> T:
-    """Run ``fn`` in one write transaction, retried while the database is busy.
-
-    On SQLite the transaction begins ``IMMEDIATE``, which serializes every writer.
-    On PostgreSQL, ``pg_lock`` runs first in the same transaction (the ledger
-    passes one that creates the scope's settings row if missing and locks it
-    ``FOR UPDATE``), which serializes the writers of one scope.
-
-    Raises:
-        LedgerBusy: the database stayed busy past the retry budget.
-        LedgerError: whatever ``fn`` raised on purpose (the transaction is rolled back).
-    """
-    started = time.monotonic()
-    try:
-        # The uncontended write pays for no retry machinery (building tenacity's state
-        # costs as much as a save's statements); contention falls through to the loop.
-        return _write_once(engine, fn, pg_lock)
-    except (OperationalError, DBAPIError) as exc:
-        if not _retryable(exc):
-            raise
-    budget_s = max(0.0, WRITE_RETRY_BUDGET_S - (time.monotonic() - started))
-    retrying = Retrying(
-        retry=retry_if_exception(_retryable),
-        stop=stop_before_delay(budget_s) | stop_after_attempt(WRITE_ATTEMPTS - 1),
-        wait=wait_random_exponential(multiplier=0.005, max=0.5),
-        reraise=True,
-    )
-    try:
-        for attempt in retrying:
-            with attempt:
-                return _write_once(engine, fn, pg_lock)
-    except (OperationalError, DBAPIError) as exc:
-        if _retryable(exc):
-            raise LedgerBusy("the ledger database stayed busy; try again in a moment") from exc
-        raise
-    raise AssertionError("unreachable")  # pragma: no cover
+@contextmanager
+def write_connection(engine: Engine) -> Iterator[Connection]:
+    """One write transaction: ``BEGIN IMMEDIATE`` on SQLite (every writer serialized), a plain
+    ``BEGIN`` on PostgreSQL (the caller then locks its scope's row). Commits when the block
+    ends normally, rolls back when it raises."""
+    with engine_lock(engine):
+        if not is_sqlite(engine):
+            with engine.connect() as conn, conn.begin():
+                yield conn
+            return
+        with _sqlite_write(engine) as conn:
+            yield conn
 
 
-def _write_once(engine: Engine, fn: Callable[[Connection], T], pg_lock: Callable[[Connection], None] | None) -> T:
-    if is_sqlite(engine):
-        return _write_once_sqlite(engine, fn)
-    with engine.connect() as conn, conn.begin():
-        if pg_lock is not None:
-            pg_lock(conn)
-        return fn(conn)
-
-
-def _write_once_sqlite(engine: Engine, fn: Callable[[Connection], T]) -> T:
+@contextmanager
+def _sqlite_write(engine: Engine) -> Iterator[Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT`` issued on the DBAPI connection.
 
     SQLAlchemy's transaction bookkeeping costs more than the statements of a save
-    (see docs/performance.md). When ``fn`` executes through SQLAlchemy, SQLAlchemy
+    (see docs/performance.md). When the block executes through SQLAlchemy, SQLAlchemy
     autobegins a transaction of its own (``_sqlite_begin`` sees ours open and emits
     nothing); that one is then committed or rolled back through SQLAlchemy, which
     ends ours. A failed ``COMMIT`` leaves the pool's reset-on-return to roll back.
@@ -171,7 +138,7 @@ def _write_once_sqlite(engine: Engine, fn: Callable[[Connection], T]) -> T:
         dbapi_conn = conn.connection.dbapi_connection
         _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
         try:
-            result = fn(conn)
+            yield conn
         except BaseException:
             if conn.in_transaction():
                 conn.rollback()
@@ -182,7 +149,85 @@ def _write_once_sqlite(engine: Engine, fn: Callable[[Connection], T]) -> T:
             conn.commit()
         else:
             _exec_dbapi(dbapi_conn, "COMMIT")
-        return result
+
+
+_MEMORY_LOCKS: weakref.WeakKeyDictionary[Engine, threading.RLock] = weakref.WeakKeyDictionary()
+
+
+def is_memory(engine: Engine) -> bool:
+    return is_sqlite(engine) and (engine.url.database or "") in ("", ":memory:")
+
+
+def engine_lock(engine: Engine) -> AbstractContextManager[Any]:
+    """In-memory SQLite has one connection (``StaticPool``) for every thread: serialize its use."""
+    lock = _MEMORY_LOCKS.get(engine)
+    return nullcontext() if lock is None else lock
+
+
+# Create the scope's settings row if missing (PostgreSQL: and lock it) and move its latest
+# instant forward in the same statement: past ``:t`` when the clock is ahead of it, else one
+# microsecond past the previous latest (an explicit instant never moves it backwards).
+_STAMP = (
+    "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at, latest_at) "
+    "VALUES (:s, :m, :t, :t, :t) ON CONFLICT (scope_key) DO UPDATE SET latest_at = CASE "
+    "WHEN scope_settings.latest_at IS NULL OR scope_settings.latest_at < excluded.latest_at "
+    "THEN excluded.latest_at WHEN :x = 1 THEN scope_settings.latest_at ELSE scope_settings.latest_at + 1 END "
+    "RETURNING latest_at"
+)
+
+
+_STAMP_EXISTING = (
+    "UPDATE scope_settings SET latest_at = CASE WHEN latest_at IS NULL OR latest_at < :t THEN :t "
+    "WHEN :x = 1 THEN latest_at ELSE latest_at + 1 END WHERE scope_key = :s RETURNING latest_at"
+)
+
+
+def stamp(
+    conn: Connection, scope_key: str, *, default_max: int, clock_us: int, explicit: bool, create: bool = True
+) -> int:
+    """Lock ``scope_key`` for this transaction and return its instant (SPEC 3.1).
+
+    Without an explicit instant the result is ``clock_us`` or, when the clock is at or before
+    the scope's latest instant, that instant + 1 µs: strictly increasing in commit order.
+    An explicit instant is returned as given (and recorded when it is the latest).
+    ``create=False`` leaves a scope without a settings row without one (a refusal's event).
+    """
+    params = {"s": scope_key, "m": default_max, "t": clock_us, "x": int(explicit)}
+    found = query(conn, _STAMP if create else _STAMP_EXISTING, params)
+    return clock_us if explicit or not found else int(found[0][0])
+
+
+@contextmanager
+def translated(engine: Engine) -> Iterator[None]:
+    """The store boundary: no SQLAlchemy, sqlite3 or driver error reaches a caller."""
+    try:
+        yield
+    except LedgerError:
+        raise
+    except UnicodeError as exc:
+        raise InvalidArgument(
+            "the text contains a character the database cannot store (a lone UTF-16 surrogate); send valid Unicode"
+        ) from exc
+    except (DBAPIError, sqlite3.Error) as exc:
+        if _retryable(exc if isinstance(exc, DBAPIError) else DBAPIError.instance("", (), exc, sqlite3.Error)):
+            raise LedgerBusy("the ledger database stayed busy; try again in a moment") from exc
+        raise LedgerError(f"the ledger database refused the operation: {_first_line(exc)}") from exc
+    except StatementError as exc:
+        raise InvalidArgument(f"a value cannot be stored: {_first_line(exc)}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    lines = str(orig).strip().splitlines()
+    return lines[0] if lines else type(orig).__name__
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether ``exc`` (as raised inside a write) is worth running the write again for."""
+    if isinstance(exc, LedgerBusy):
+        return True
+    cause = exc.__cause__ if isinstance(exc, LedgerError) else exc
+    return cause is not None and _retryable(cause)
 
 
 def _exec_dbapi(dbapi_conn: Any, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Any:

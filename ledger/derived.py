@@ -1,111 +1,79 @@
-"""Erasure of derived copies: consolidation runs keep the prompt and answer built from bodies.
+"""The derived-text registry: text built from records (run prompts and answers, packet audits,
+extraction digests) is registered by whoever stores it, keyed by the record ids it contains.
 
-The runs table belongs to the same migration chain as the ledger, so forgetting a
-record scrubs them in the delete's own transaction, whichever program deletes
-(the service, the command line, a library caller) and whether or not consolidation
-was ever imported. Bodies are replaced by ``[erased]`` in every stored encoding.
+Forgetting a record erases, in the delete's own transaction, every registered text that holds
+a record of the forgotten chain: the registered columns of that row are set to NULL. The
+ledger never parses another package's text; the registry is data (``derived_texts``), so any
+program that deletes — the service, the command line, a library caller — erases through it,
+whether or not the package that wrote the text was ever imported.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+import re
+from collections.abc import Iterable, Sequence
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Table, column, insert, select, table, update
 
-ERASED = "[erased]"
+from ledger.errors import InvalidArgument
+from ledger.models import DERIVED, RECORDS
+
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-def scrub_runs(conn: Connection, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
-    """Erase forgotten bodies from every stored prompt and answer (runs inside the delete transaction).
+def _spec(owner: Table | str, key_column: str, columns: Sequence[str]) -> tuple[str, str]:
+    name = owner.name if isinstance(owner, Table) else owner
+    names = [name, key_column, *columns]
+    if not columns or any(not isinstance(n, str) or not _NAME.match(n) for n in names):
+        raise InvalidArgument("a derived text names a table, its key column and at least one text column")
+    if isinstance(owner, Table) and any(c not in owner.c for c in [key_column, *columns]):
+        raise InvalidArgument(f"{name} has no column among {[key_column, *columns]}")
+    return name, json.dumps({"key_column": key_column, "columns": list(columns)}, sort_keys=True)
 
-    Prompts name records by per-run aliases, so runs are found by scope and age:
-    every run of the records' scope started since the oldest erased record was created.
+
+def register(
+    conn: Connection,
+    *,
+    owner: Table | str,
+    key: str,
+    record_ids: Iterable[str],
+    columns: Sequence[str],
+    key_column: str = "id",
+    now_us: int,
+) -> None:
+    """Record that ``owner``'s row ``key`` holds, in ``columns``, text derived from ``record_ids``.
+
+    If one of the records is already erased (forgotten while the text was being built), the
+    text is erased at once.
     """
-    ids = list(record_ids)
-    texts = sorted({b for b in bodies if b}, key=len, reverse=True)
+    name, spec = _spec(owner, key_column, columns)
+    ids = sorted(set(record_ids))
     if not ids:
         return
-    marks = ", ".join(f":i{n}" for n in range(len(ids)))
-    scopes = conn.execute(
-        text(f"SELECT scope_key, MIN(created_at) FROM memory_records WHERE id IN ({marks}) GROUP BY scope_key"),
-        {f"i{n}": rid for n, rid in enumerate(ids)},
+    rows = [{"owner": name, "key": key, "record_id": rid, "columns": spec, "created_at": now_us} for rid in ids]
+    conn.execute(insert(DERIVED), rows)
+    gone = conn.execute(select(RECORDS.c.id).where(RECORDS.c.id.in_(ids), RECORDS.c.erased_at.is_not(None))).first()
+    if gone is not None:
+        _erase(conn, name, spec, key)
+
+
+def erase_derived(conn: Connection, record_ids: Sequence[str]) -> int:
+    """Erase every registered text that holds one of ``record_ids``. Returns how many rows were erased."""
+    if not record_ids:
+        return 0
+    found = conn.execute(
+        select(DERIVED.c.owner, DERIVED.c.columns, DERIVED.c.key)
+        .where(DERIVED.c.record_id.in_(list(record_ids)))
+        .distinct()
     ).all()
-    for scope, since in scopes:
-        rows = (
-            conn.execute(
-                text(
-                    "SELECT id, prompt, answer, answer_raw FROM consolidation_runs WHERE scope_key = :s "
-                    "AND COALESCE(started_at, created_at) >= :since "
-                    "AND (prompt IS NOT NULL OR answer IS NOT NULL OR answer_raw IS NOT NULL)"
-                ),
-                {"s": scope, "since": since - 1},
-            )
-            .mappings()
-            .all()
-        )
-        for row in rows:
-            _scrub_row(conn, row, set(ids), texts)
+    for owner, spec, key in found:
+        _erase(conn, owner, spec, key)
+    return len(found)
 
 
-def _scrub_row(conn: Connection, row: Any, ids: set[str], texts: list[str]) -> None:
-    stored = None if row["answer"] is None else json.loads(row["answer"])
-    # The raw text repeats the answer's own words: an operation that named an erased record
-    # may restate it (a paraphrase, a rationale) in text that matches no erased body.
-    raw_texts = sorted({*texts, *_touched_texts(stored, ids)}, key=len, reverse=True)
-    answer = None if stored is None else _scrub_answer(stored, ids, texts)
-    conn.execute(
-        text("UPDATE consolidation_runs SET prompt = :p, answer = :a, answer_raw = :r WHERE id = :id"),
-        {
-            "p": _scrub_text(row["prompt"], texts),
-            "a": None if answer is None else json.dumps(answer),
-            "r": _scrub_text(row["answer_raw"], raw_texts),
-            "id": row["id"],
-        },
-    )
-
-
-def _scrub_text(value: str | None, texts: list[str]) -> str | None:
-    if value is None:
-        return None
-    for body in texts:
-        for form in _stored_forms(body):
-            value = value.replace(form, ERASED)
-    return value
-
-
-def _stored_forms(body: str) -> list[str]:
-    """Every way a body is written into a stored prompt or answer.
-
-    As is (raw answers); JSON-escaped (stored answers); and as the prompt encodes it
-    (``ensure_ascii=False``, ``<``/``>`` as ``\\u003c``/``\\u003e``). Without the last, a
-    body with a ``<`` or a quote and non-ASCII text would survive in the prompt.
-    """
-    unicode_json = json.dumps(body, ensure_ascii=False)[1:-1]
-    prompt_form = unicode_json.replace("<", "\\u003c").replace(">", "\\u003e")
-    return list(dict.fromkeys([body, json.dumps(body)[1:-1], unicode_json, prompt_form]))
-
-
-def _touched_texts(answer: Any, ids: set[str]) -> list[str]:
-    """Bodies and rationales of the operations that named an erased record."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
-        return []
-    return [
-        op[key]
-        for op in answer["operations"]
-        if isinstance(op, dict) and isinstance(op.get("targets"), list) and ids & set(map(str, op["targets"]))
-        for key in ("body", "rationale")
-        if isinstance(op.get(key), str) and op[key]
-    ]
-
-
-def _scrub_answer(answer: Any, ids: set[str], texts: list[str]) -> Any:
-    """An operation that touched an erased record loses its body and rationale."""
-    if isinstance(answer, dict) and isinstance(answer.get("operations"), list):
-        for op in answer["operations"]:
-            if isinstance(op, dict) and isinstance(op.get("targets"), list) and ids & set(map(str, op["targets"])):
-                for key in ("body", "rationale"):
-                    if key in op:
-                        op[key] = ERASED
-    return json.loads(_scrub_text(json.dumps(answer), texts) or "null")
+def _erase(conn: Connection, owner: str, spec: str, key: str) -> None:
+    parsed = json.loads(spec)
+    key_column, columns = parsed["key_column"], parsed["columns"]
+    target = table(owner, column(key_column), *(column(c) for c in columns))
+    conn.execute(update(target).where(target.c[key_column] == key).values(dict.fromkeys(columns)))

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import DBAPIError
 
-from ledger import rows as R
-from ledger.db import execute
-from ledger.derived import scrub_runs
+from ledger import rows
+from ledger.db import BUSY_TIMEOUT_MS, execute
+from ledger.derived import erase_derived
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +28,13 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     active body; predecessors are superseded and were never indexed. Proposals that
     would supersede a record of the chain are forgotten too (status ``deleted``).
     """
-    chain = [head, *R.ancestors(conn, head)]
+    chain = [head, *rows.ancestors(conn, head)]
     chain += _dependent_proposals(conn, head["scope_key"], [row["id"] for row in chain], now_us)
     ids = [row["id"] for row in chain]
     bodies = [row["body"] for row in chain if row["body"]]
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
-    scrub_runs(conn, ids, bodies)
+    erase_derived(conn, ids)
     if conn.dialect.name == "sqlite":
         # Rewrite the FTS segments without the deleted entries, inside the delete's own
         # transaction (so it is retried with it); secure_delete zeroes the freed pages.
@@ -49,39 +48,44 @@ def _dependent_proposals(conn: Connection, scope: str, ids: list[str], now_us: i
     accepted anyway, since their target is no longer active."""
     clauses = " OR ".join(f"supersedes LIKE :p{n}" for n in range(len(ids)))
     params: dict[str, Any] = {f"p{n}": f'%"{rid}"%' for n, rid in enumerate(ids)}
-    rows = R.fetch_where(
+    found = rows.fetch_where(
         conn,
         f"scope_key = :s AND valid_to = valid_from AND status IN ('proposed', 'rejected', 'expired') AND ({clauses})",
         {**params, "s": scope},
     )
-    if rows:
+    if found:
         conn.execute(
             text("UPDATE memory_records SET status = 'deleted', updated_at = :n WHERE id IN :ids").bindparams(
                 bindparam("ids", expanding=True)
             ),
-            {"n": now_us, "ids": [r["id"] for r in rows]},
+            {"n": now_us, "ids": [r["id"] for r in found]},
         )
-    return rows
+    return found
 
 
-def scrub_files(engine: Engine, *, attempts: int = 20) -> bool:
-    """SQLite, after a delete commits: truncate the WAL so old page images of erased text leave the files.
+def scrub_files(engine: Engine) -> bool:
+    """SQLite, after a delete commits: checkpoint the WAL so old page images of erased text leave the files.
 
-    Best effort and never raises: the delete has committed. Returns whether the
-    checkpoint completed (a long-lived reader or another writer can hold it off; the
-    next checkpoint then overwrites those frames).
+    Best effort, never waits and never raises: the delete has committed. ``TRUNCATE`` is
+    tried without a busy handler (a checkpoint that waits for readers holds the write
+    lock meanwhile and would stall every writer); when a reader holds a snapshot it falls
+    back to ``PASSIVE``, which copies what it can, and the next checkpoint overwrites the
+    rest of the frames. Returns whether the truncating checkpoint completed.
     """
     try:
         with engine.connect() as conn:
             raw = conn.connection.dbapi_connection
             assert raw is not None
-            for _ in range(attempts):
+            raw.execute("PRAGMA busy_timeout=0")
+            try:
                 busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 if busy == 0:
                     return True
-                time.sleep(0.05)
+                raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            finally:
+                raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     except (sqlite3.Error, DBAPIError) as exc:
         log.warning("erasure checkpoint failed (%s); the next checkpoint will finish it", type(exc).__name__)
         return False
-    log.warning("erasure checkpoint could not complete: a reader held the WAL; it will finish at the next checkpoint")
+    log.info("erasure checkpoint could not truncate: a reader held the WAL; the next checkpoint finishes it")
     return False

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Column, Integer, Text
+from sqlalchemy import BigInteger, Column, Float, Integer, Table, Text
 from sqlmodel import Field, SQLModel
 
 
@@ -103,6 +103,8 @@ class ScopeSettingsRow(SQLModel, table=True):
     max_records: int = Field(sa_column=Column(Integer, nullable=False))
     created_at: int = Field(sa_column=_big())
     updated_at: int = Field(sa_column=_big())
+    # The scope's latest write instant: the next write's instant is strictly after it (SPEC 3.1).
+    latest_at: int | None = Field(default=None, sa_column=_big(nullable=True))
 
 
 class LedgerEventRow(SQLModel, table=True):
@@ -118,6 +120,82 @@ class LedgerEventRow(SQLModel, table=True):
     reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     run_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     detail: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+
+
+def _zero(kind: type[BigInteger] | type[Integer] = BigInteger) -> Column[int]:
+    return Column(kind, nullable=False, server_default="0")
+
+
+class ConsolidationSettingsRow(SQLModel, table=True):
+    """Per-scope consolidation settings (written by ``consolidation/`` through a ledger transaction)."""
+
+    __tablename__ = "consolidation_settings"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    mode: str = Field(sa_column=Column(Text, nullable=False))
+    allowed_ops: str = Field(sa_column=Column(Text, nullable=False))
+    debounce_s: float = Field(sa_column=Column(Float, nullable=False))
+    max_wait_s: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    harness: str = Field(sa_column=Column(Text, nullable=False))
+    model: str = Field(sa_column=Column(Text, nullable=False))
+    wall_clock_cap_s: float = Field(sa_column=Column(Float, nullable=False))
+    max_output_tokens: int = Field(sa_column=Column(Integer, nullable=False))
+    spend_budget_micro_usd: int = Field(sa_column=_big())
+    created_at: int = Field(sa_column=_big())
+    updated_at: int = Field(sa_column=_big())
+
+
+class ConsolidationRunRow(SQLModel, table=True):
+    """One consolidation run (SPEC 4.2). ``prompt``/``answer``/``answer_raw`` hold bodies."""
+
+    __tablename__ = "consolidation_runs"
+
+    id: str = Field(sa_column=Column(Text, primary_key=True))
+    scope_key: str = Field(sa_column=Column(Text, nullable=False))
+    state: str = Field(sa_column=Column(Text, nullable=False))
+    outcome: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    mode: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    turns: int = Field(sa_column=Column(Integer, nullable=False))
+    created_at: int = Field(sa_column=_big())
+    due_at: int = Field(sa_column=_big())
+    started_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    settled_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    harness: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    model: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    wall_clock_cap_s: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    input_tokens: int = Field(default=0, sa_column=_zero())
+    output_tokens: int = Field(default=0, sa_column=_zero())
+    cache_creation_input_tokens: int = Field(default=0, sa_column=_zero())
+    cache_read_input_tokens: int = Field(default=0, sa_column=_zero())
+    spend_micro_usd: int = Field(default=0, sa_column=_zero())
+    model_calls: int = Field(default=0, sa_column=_zero(Integer))
+    ops_proposed: int = Field(default=0, sa_column=_zero(Integer))
+    ops_applied: int = Field(default=0, sa_column=_zero(Integer))
+    ops_refused: int = Field(default=0, sa_column=_zero(Integer))
+    refusals: str = Field(default="{}", sa_column=Column(Text, nullable=False, server_default="{}"))
+    error: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    prompt: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    answer: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    answer_raw: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    answer_stored_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+
+
+class DerivedTextRow(SQLModel, table=True):
+    """Text derived from records (a run's prompt, a packet audit, a digest), by the record ids it contains.
+
+    ``owner`` names a table the ledger knows, ``key`` that table's primary key value, and
+    ``columns`` (a JSON list) the columns that hold the derived text: forgetting one of
+    ``record_id``'s chain clears those columns of that row (see :meth:`ledger.tx.Transaction.register_derived`).
+    """
+
+    __tablename__ = "derived_texts"
+
+    seq: int | None = Field(default=None, sa_column=Column(Integer, primary_key=True, autoincrement=True))
+    owner: str = Field(sa_column=Column(Text, nullable=False))
+    key: str = Field(sa_column=Column(Text, nullable=False))
+    record_id: str = Field(sa_column=Column(Text, nullable=False, index=True))
+    columns: str = Field(sa_column=Column(Text, nullable=False))
+    created_at: int = Field(sa_column=_big())
 
 
 class SweepStatusRow(SQLModel, table=True):
@@ -195,3 +273,18 @@ class LedgerEvent:
     reason: str | None
     run_id: str | None
     detail: dict[str, object] = field(default_factory=dict)
+
+
+def _table(model: type[SQLModel]) -> Table:
+    table = model.__table__  # type: ignore[attr-defined]
+    assert isinstance(table, Table)
+    return table
+
+
+# The tables as SQLAlchemy Core sees them: build statements from these (``select(RUNS)...``).
+RECORDS = _table(MemoryRecordRow)
+SCOPES = _table(ScopeSettingsRow)
+EVENTS = _table(LedgerEventRow)
+CONSOLIDATION_SETTINGS = _table(ConsolidationSettingsRow)
+RUNS = _table(ConsolidationRunRow)
+DERIVED = _table(DerivedTextRow)

@@ -18,17 +18,26 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
-from ledger import rows as R
+from ledger import rows as rowsmod
+from ledger.db import engine_lock, query, translated
 from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
 from ledger.models import LedgerEvent, MemoryRecord, Status
 from ledger.packet import Packet, build_packet
 from ledger.search import search_active
+from ledger.tx import Reader
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 
 RecordList = list[MemoryRecord]  # aliases: inside the class, ``list`` names the method
 EventList = list[LedgerEvent]
+
+
+def _as_of(record: MemoryRecord, at: datetime) -> MemoryRecord:
+    """An active record past its expiry reads as expired (closed at ``expires_at``) before the sweep runs."""
+    if record.status != Status.ACTIVE or record.expires_at is None or record.expires_at > at:
+        return record
+    return replace(record, status=Status.EXPIRED, valid_to=record.expires_at)
 
 
 def check_scope(scope_key: object) -> str:
@@ -48,7 +57,7 @@ class LedgerReads:
     def _require_row(self, conn: Connection, record_id: object) -> Mapping[str, Any]:
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
             raise InvalidArgument("a record id must be a non-empty string without NUL characters")
-        row = R.fetch_one(conn, record_id)
+        row = rowsmod.fetch_one(conn, record_id)
         if row is None:
             raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
         return row
@@ -56,77 +65,103 @@ class LedgerReads:
     @contextmanager
     def _reading(self) -> Iterator[Connection]:
         """One read transaction: one snapshot on SQLite, REPEATABLE READ on PostgreSQL."""
-        with self.engine.connect() as conn:
+        with translated(self.engine), engine_lock(self.engine), self.engine.connect() as conn:
             if conn.dialect.name != "sqlite":
                 conn = conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
                 yield conn
 
-    def get(self, record_id: str) -> MemoryRecord:
-        """One record in any status. Raises RecordNotFound."""
+    @contextmanager
+    def reading(self) -> Iterator[Reader]:
+        """One read transaction (one snapshot) for SQLAlchemy Core statements: ``r.execute(select(...))``."""
         with self._reading() as conn:
-            return self._as_of_now(R.to_record(self._require_row(conn, record_id)))
+            yield Reader(conn)
 
-    def _as_of_now(self, record: MemoryRecord) -> MemoryRecord:
-        """An active record past its expiry reads as expired (closed at ``expires_at``) before the sweep runs."""
-        if record.status != Status.ACTIVE or record.expires_at is None or record.expires_at > self.now():
-            return record
-        return replace(record, status=Status.EXPIRED, valid_to=record.expires_at)
+    def _read_us(self, conn: Connection, scope_key: str, now: datetime | None) -> int:
+        """A read's instant: ``now`` as given, else the clock, never before the scope's latest write.
 
-    def history(self, record_id: str) -> RecordList:
-        """The whole revision chain of ``record_id`` (every source of every merge), oldest first."""
+        Writes are stamped after the scope's latest instant even when the clock lags it (a
+        frozen test clock, another node's skewed clock), so a read that omits ``now`` sees
+        every write that committed before it.
+        """
+        if now is not None:
+            return to_micros(now, name="now")
+        clock_us = to_micros(self.now(), name="clock")
+        latest = query(conn, "SELECT latest_at FROM scope_settings WHERE scope_key = :s", {"s": scope_key})
+        return max(clock_us, latest[0][0] or clock_us) if latest else clock_us
+
+    def get(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord:
+        """One record in any status, as of ``now`` (default: the clock). Raises RecordNotFound."""
+        if now is not None:
+            require_aware(now, name="now")
         with self._reading() as conn:
             row = self._require_row(conn, record_id)
-            head = R.chain_head(conn, row)
-            chain = [*R.ancestors(conn, head), head]
+            at = from_micros(self._read_us(conn, row["scope_key"], now))
+            return _as_of(rowsmod.to_record(row), at)
+
+    def history(self, record_id: str, *, now: datetime | None = None) -> RecordList:
+        """The whole revision chain of ``record_id`` (every source of every merge), oldest first, as of ``now``."""
+        if now is not None:
+            require_aware(now, name="now")
+        with self._reading() as conn:
+            row = self._require_row(conn, record_id)
+            at = from_micros(self._read_us(conn, row["scope_key"], now))
+            head = rowsmod.chain_head(conn, row)
+            chain = [*rowsmod.ancestors(conn, head), head]
         chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
-        return [self._as_of_now(R.to_record(r)) for r in chain]
+        return [_as_of(rowsmod.to_record(r), at) for r in chain]
 
     def list(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """The active set of a scope as of ``now``: never a record past its ``expires_at``."""
         scope = check_scope(scope_key)
-        now_us = to_micros(self.now(now))
+        if now is not None:
+            require_aware(now, name="now")
         with self._reading() as conn:
-            rows = R.fetch_where(
+            now_us = self._read_us(conn, scope, now)
+            rows = rowsmod.fetch_where(
                 conn,
                 "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
                 {"s": scope, "n": now_us},
             )
-        return [R.to_record(r) for r in rows]
+        return [rowsmod.to_record(r) for r in rows]
 
     def list_as_of(self, scope_key: str, as_of: datetime) -> RecordList:
         """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.
 
-        Forgotten records are left out: a past view must not bring back what the user erased.
+        A forgotten record (and every erased predecessor) still answers for the instants its
+        interval held, with its body withheld (``body`` None, ``erased`` True): the scope did
+        hold a pin then; history keeps the shape, never the words.
         """
         scope = check_scope(scope_key)
         t = to_micros(as_of, name="as_of")
         where = (
             "scope_key = :s AND valid_from <= :t AND (valid_to IS NULL OR valid_to > :t) "
-            "AND (expires_at IS NULL OR expires_at > :t) AND erased_at IS NULL AND status <> 'deleted'"
+            "AND (expires_at IS NULL OR expires_at > :t)"
         )
         with self._reading() as conn:
-            rows = R.fetch_where(conn, where, {"s": scope, "t": t})
-        return [R.to_record(r) for r in rows]
+            rows = rowsmod.fetch_where(conn, where, {"s": scope, "t": t})
+        return [rowsmod.to_record(r) for r in rows]
 
     def records(self, scope_key: str) -> RecordList:
         """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
         scope = check_scope(scope_key)
         with self._reading() as conn:
-            rows = R.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
-        return [R.to_record(r) for r in rows]
+            rows = rowsmod.fetch_where(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
+        return [rowsmod.to_record(r) for r in rows]
 
     def proposals(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """Proposals waiting for a decision (not past their expiry), oldest first."""
         scope = check_scope(scope_key)
-        now_us = to_micros(self.now(now))
+        if now is not None:
+            require_aware(now, name="now")
         with self._reading() as conn:
-            rows = R.fetch_where(
+            now_us = self._read_us(conn, scope, now)
+            rows = rowsmod.fetch_where(
                 conn,
                 "scope_key = :s AND status = 'proposed' AND (expires_at IS NULL OR expires_at > :n)",
                 {"s": scope, "n": now_us},
             )
-        return [R.to_record(r) for r in rows]
+        return [rowsmod.to_record(r) for r in rows]
 
     def search(self, scope_key: str, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
         """Full-text search over active bodies, best match first. Any text is a valid query."""
@@ -135,10 +170,12 @@ class LedgerReads:
             raise InvalidArgument("query must be a string")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 200:
             raise InvalidArgument("limit must be an integer from 1 to 200")
-        now_us = to_micros(self.now(now))
+        if now is not None:
+            require_aware(now, name="now")
         with self._reading() as conn:
+            now_us = self._read_us(conn, scope, now)
             rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
-        return [R.to_record(r) for r in rows]
+        return [rowsmod.to_record(r) for r in rows]
 
     def build_packet(self, scope_key: str, *, now: datetime | None = None, max_chars: int | None = None) -> Packet:
         """What a chat turn injects: see :func:`ledger.packet.build_packet`.
@@ -148,8 +185,12 @@ class LedgerReads:
         """
         if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
             raise InvalidArgument("max_chars must be a non-negative integer (or omitted for the default)")
-        at = self.now(now)
-        return build_packet(self.list(scope_key, now=at), now=at, max_chars=max_chars)
+        scope = check_scope(scope_key)
+        if now is not None:
+            require_aware(now, name="now")
+        with self._reading() as conn:
+            at = from_micros(self._read_us(conn, scope, now))
+        return build_packet(self.list(scope, now=at), now=at, max_chars=max_chars)
 
     def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> EventList:
         """The event log, oldest first, filtered by scope and/or record."""

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sqlalchemy import Connection, bindparam, text
 
 from ledger.db import execute, query
 from ledger.instants import from_micros
 from ledger.models import SweepStatus
-
-if TYPE_CHECKING:
-    from ledger.core import Ledger
 
 SWEEP_BATCH = 1000
 
@@ -34,9 +29,7 @@ _EXPIRE = text(
 ).bindparams(bindparam("seqs", expanding=True))
 
 
-def expire_due(
-    conn: Connection, ledger: Ledger | None, now_us: int, *, scope_key: str | None = None, limit: int = SWEEP_BATCH
-) -> int:
+def expire_due(conn: Connection, now_us: int, *, scope_key: str | None = None, limit: int = SWEEP_BATCH) -> int:
     """Expire up to ``limit`` due records (of one scope, or all). Returns how many; idempotent."""
     scope_clause = ""
     if scope_key is not None:

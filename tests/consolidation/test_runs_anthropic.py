@@ -644,3 +644,45 @@ def test_concurrent_execute_of_one_run_makes_one_request_and_one_settlement(
     assert len(consolidated(services[0].led, at(2))) == 1
     applied = [e for e in services[0].led.events(SCOPE) if e.event == "consolidation_op_applied"]
     assert len(applied) == 1
+
+
+# -- the apply instant (SPEC 4.2) -------------------------------------------------------------
+
+
+def test_a_slow_model_answer_is_applied_at_its_own_instant(
+    make_anthropic: Callable[..., ConsolidationService], fake: FakeAnthropic, make_ledger: Callable[..., Ledger]
+) -> None:
+    # Given two duplicates on the real clock and a model that takes 1.5 s to answer
+    from ledger.instants import system_clock
+
+    led = make_ledger(clock=system_clock)
+    svc = make_anthropic(led)
+    a = led.save(A, kind="preference")
+    b = led.save(B, kind="preference")
+    svc.update_settings(SCOPE, mode="apply", harness="anthropic", model=MODEL, debounce_s=0, wall_clock_cap_s=CAP_S)
+    fake.set_operations(by_body({"op": "merge", "targets": [A, B], "body": A}))
+    fake.set_delay(1.5)
+    settled: list[ConsolidationRun] = []
+    worker = threading.Thread(target=lambda: settled.extend(svc.run_due()))
+
+    # When the run executes, and an as-of read is taken while the model thinks
+    assert svc.notify_turn(SCOPE) is not None
+    worker.start()
+    assert fake.wait_for_calls(1, timeout_s=10)
+    time.sleep(0.2)
+    during = system_clock()
+    seen_during = [(r.id, r.body) for r in led.list_as_of(SCOPE, during)]
+    answered_after = during + timedelta(seconds=1.0)  # the answer comes >= 1.3 s after `during`
+    worker.join(timeout=30)
+
+    # Then the merge closed its targets after the answer arrived, not at the claim
+    [done] = settled
+    assert done.outcome == Outcome.APPLIED and done.ops_applied == 1
+    [merged] = consolidated(led, system_clock())
+    assert merged.valid_from > answered_after
+    assert done.started_at is not None and done.settled_at is not None
+    assert done.started_at < during < merged.valid_from <= done.settled_at
+    assert led.get(a.id).valid_to == merged.valid_from == led.get(b.id).valid_to
+    # ... and the as-of read taken during the call answers the same afterwards
+    assert seen_during == [(a.id, A), (b.id, B)]
+    assert [(r.id, r.body) for r in led.list_as_of(SCOPE, during)] == seen_during

@@ -238,4 +238,6 @@ def test_service_uses_the_ledger_clock(make_ledger) -> None:  # type: ignore[no-
     svc = ConsolidationService(led, api_key="", base_url="")
     svc.update_settings(SCOPE, mode="apply", debounce_s=30)
     run = svc.notify_turn(SCOPE)
-    assert run is not None and run.due_at == T0 + timedelta(seconds=30)
+    # the clock is frozen: the turn is stamped 1 µs after the settings change (commit order is time order)
+    assert run is not None and run.created_at == T0 + timedelta(microseconds=1)
+    assert run.due_at == run.created_at + timedelta(seconds=30)

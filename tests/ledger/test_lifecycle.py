@@ -34,7 +34,10 @@ def snapshot(led: Ledger) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]
     """Every stored record row and every scope's settings row, verbatim."""
     with led.engine.connect() as conn:
         records = conn.execute(text("SELECT * FROM memory_records ORDER BY seq")).all()
-        scopes = conn.execute(text("SELECT * FROM scope_settings ORDER BY scope_key")).all()
+        # latest_at is the scope's instant bookkeeping: a refusal's event moves it, nothing else
+        scopes = conn.execute(
+            text("SELECT scope_key, max_records, created_at, updated_at FROM scope_settings ORDER BY scope_key")
+        ).all()
     return [tuple(r) for r in records], [tuple(r) for r in scopes]
 
 
@@ -105,7 +108,7 @@ def test_edit_supersedes_exactly(led: Ledger, clock: Any) -> None:
 
 def test_edit_at_the_same_instant_leaves_an_empty_interval(led: Ledger) -> None:
     p = led.save("first draft")
-    s = led.save("second draft", supersedes=p.id)
+    s = led.save("second draft", supersedes=p.id, now=p.valid_from)
     old = led.get(p.id)
     assert old.valid_from == old.valid_to == s.valid_from
     assert led.list_as_of(SCOPE, s.valid_from) == [led.get(s.id)]
@@ -209,7 +212,7 @@ def test_as_of_boundaries_are_half_open_to_the_microsecond(led: Ledger, clock: A
     t2 = clock.advance(seconds=10)
     b = led.save("version two", supersedes=a.id)
     t3 = t2 + timedelta(seconds=5)
-    c = led.save("expiring", expires_at=t3)
+    c = led.save("expiring", expires_at=t3, now=t2)
 
     assert led.list_as_of(SCOPE, t1 - US) == []
     assert ids(led.list_as_of(SCOPE, t1)) == [a.id]
@@ -371,9 +374,12 @@ def test_delete_erases_the_whole_chain(led: Ledger, clock: Any) -> None:
     assert led.search(SCOPE, "quokkaville") == []
     instants = [a.valid_from, b.valid_from + US, c.valid_from, clock.now]
     assert "quokkaville" not in every_read_text(led, SCOPE, clock.now, as_of=instants)
-    # A past view does not bring back what the user erased.
+    # A past view keeps the shape (the scope did hold a pin then), never the words (SPEC 3.3).
+    assert ids(led.list_as_of(SCOPE, a.valid_from)) == [a.id]
+    assert ids(led.list_as_of(SCOPE, c.valid_from)) == [c.id]
     for instant in instants:
-        assert ids(led.list_as_of(SCOPE, instant)) in ([], [keep.id])
+        for rec in led.list_as_of(SCOPE, instant):
+            assert rec.id == keep.id or (rec.body is None and rec.erased and rec.rationale is None)
     # The raw rows hold no trace either.
     with led.engine.connect() as conn:
         dump = repr(conn.execute(text("SELECT * FROM memory_records")).all())
@@ -964,3 +970,92 @@ def test_a_write_expires_every_due_record_first_even_past_one_sweep_batch(sqlite
         assert old.status == Status.EXPIRED and old.valid_to == T + timedelta(seconds=20)
     finally:
         led.close()
+
+
+# --------------------------------------------------------------------------- commit order is time order (SPEC 3.1)
+def test_writes_on_a_frozen_clock_get_strictly_increasing_instants(led: Ledger, clock: Any) -> None:
+    a = led.save("tz: UTC", conflict_group="tz")
+    b = led.save("tz: CET", conflict_group="tz")
+    c = led.save("tz: PST", conflict_group="tz")
+    assert a.valid_from == clock.now
+    assert b.valid_from == a.valid_from + US and c.valid_from == b.valid_from + US
+    assert led.get(a.id).valid_to == b.valid_from and led.get(b.id).valid_to == c.valid_from
+    # a read that omits now sees every committed write, even on a clock that lags the scope
+    assert ids(led.list(SCOPE)) == [c.id]
+    assert led.get(c.id).status == Status.ACTIVE
+
+
+def test_a_clock_behind_the_scope_never_refuses_a_write(led: Ledger, clock: Any) -> None:
+    first = led.save("draft", now=clock.now + timedelta(seconds=60))
+    edited = led.save("draft two", supersedes=first.id)  # the clock is a minute behind the record
+    assert edited.valid_from == first.valid_from + US
+    assert led.get(first.id).valid_to == edited.valid_from
+
+
+def test_an_explicit_now_before_what_it_closes_is_refused(led: Ledger, clock: Any) -> None:
+    rec = led.save("draft", now=clock.now + timedelta(seconds=60))
+    before = snapshot(led)
+    with pytest.raises(InvalidInstant):
+        led.save("edit", supersedes=rec.id, now=clock.now)
+    with pytest.raises(InvalidInstant):
+        led.delete(rec.id, now=clock.now)
+    assert snapshot(led) == before
+
+
+def test_the_transaction_reads_its_instant_after_the_lock(led: Ledger, clock: Any) -> None:
+    with led.transaction(SCOPE) as tx:
+        a = tx.save("one", conflict_group="g")
+        b = tx.save("two", conflict_group="g", _screened=False)
+        assert a.valid_from == b.valid_from == tx.now
+    with led.transaction(SCOPE) as tx2:
+        assert tx2.now > tx.now
+    assert led.get(a.id).valid_to == led.get(a.id).valid_from  # closed at the same instant: empty
+
+
+def test_a_failed_transaction_changes_nothing(led: Ledger, clock: Any) -> None:
+    led.save("kept")
+    before = snapshot(led)
+    with pytest.raises(RuntimeError), led.transaction(SCOPE) as tx:
+        tx.save("rolled back")
+        raise RuntimeError("boom")
+    assert snapshot(led) == before
+
+
+def test_a_lone_surrogate_is_a_ledger_error(led: Ledger) -> None:
+    before = snapshot(led)
+    with pytest.raises(BodyRejected):
+        led.save("a\ud800b")
+    with pytest.raises(LedgerError):
+        led.save("fine", source_session_id="s\udfff")
+    with pytest.raises(LedgerError):
+        led.propose("a\ud800b", kind="fact")
+    assert snapshot(led) == before
+
+
+def test_get_and_history_take_now(led: Ledger, clock: Any) -> None:
+    rec = led.save("temp", expires_at=clock.now + timedelta(seconds=10))
+    assert led.get(rec.id).status == Status.ACTIVE
+    later = clock.now + timedelta(seconds=10)
+    assert led.get(rec.id, now=later).status == Status.EXPIRED
+    assert led.get(rec.id, now=later).valid_to == later
+    assert [r.status for r in led.history(rec.id, now=later)] == [Status.EXPIRED]
+    assert [r.status for r in led.history(rec.id)] == [Status.ACTIVE]
+    with pytest.raises(InvalidInstant):
+        led.get(rec.id, now=datetime(2026, 1, 1))  # naive
+
+
+def test_search_stems_words_on_both_backends(led: Ledger) -> None:
+    dog = led.save("my dog is called Rex")
+    run = led.save("I was running a marathon")
+    assert ids(led.search(SCOPE, "dogs")) == [dog.id]
+    assert ids(led.search(SCOPE, "runs")) == [run.id]
+    assert ids(led.search(SCOPE, "cats")) == []
+
+
+def test_a_group_save_keeps_the_replaced_members_kind_unless_given(led: Ledger) -> None:
+    a = led.save("units: metric", kind="preference", conflict_group="units")
+    b = led.save("units: imperial", conflict_group="units")
+    assert b.kind == Kind.PREFERENCE and b.supersedes == [a.id]
+    c = led.save("units: SI only", kind="constraint", conflict_group="units")
+    assert c.kind == Kind.CONSTRAINT
+    assert led.save("no group, no kind").kind == Kind.FACT

@@ -1,0 +1,605 @@
+"""The typed write transaction: every ledger write runs in one, and callers may run their own.
+
+>>> with led.transaction("account:local") as tx:
+...     rec = tx.save("I prefer metric units")
+...     tx.execute(update(ConsolidationRunRow).where(...).values(...))
+
+The transaction holds the scope's write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL
+the scope's ``scope_settings`` row) *before* its instant is read, so instants within a
+scope strictly increase in commit order (SPEC 3.1). ``tx.now`` is that instant; every
+write made through ``tx`` happens at it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, CursorResult, Executable, Table
+
+from ledger import derived, rows
+from ledger import validate as V
+from ledger.db import execute, query
+from ledger.erasure import erase_chain
+from ledger.errors import (
+    BudgetExceeded,
+    InvalidArgument,
+    InvalidInstant,
+    InvalidTransition,
+    RecordNotFound,
+    ScopeError,
+)
+from ledger.instants import from_micros, to_micros
+from ledger.models import TRANSITIONS, EventKind, Kind, MemoryRecord, Provenance, Status
+from ledger.screening import screen_body
+from ledger.sweep import SWEEP_BATCH, expire_due
+
+if TYPE_CHECKING:
+    from ledger.core import Ledger
+
+Row = Mapping[str, Any]
+
+_INSERT_EVENT = (
+    "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
+    "VALUES (:at, :s, :e, :r, :why, :run, :d)"
+)
+# The budget and both counts in one round trip; each count is a covering-index lookup.
+_USAGE = (
+    "SELECT (SELECT max_records FROM scope_settings WHERE scope_key = :s), "
+    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'active'), "
+    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'proposed')"
+)
+_CLOSE = (
+    "UPDATE memory_records SET status = 'superseded', valid_to = :n, superseded_by = :succ, "
+    "updated_at = :n WHERE id = :id AND status = 'active'"
+)
+_INSERT_RECORD = (
+    f"INSERT INTO memory_records ({', '.join(rows.NAMES[1:])}) VALUES ({', '.join(f':{c}' for c in rows.NAMES[1:])})"
+)
+_ACTIVE_NOW = "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)"
+
+# json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeUsage:
+    scope_key: str
+    max_records: int
+    active: int
+    proposed: int
+
+    @property
+    def held(self) -> int:
+        return self.active + self.proposed
+
+
+@dataclass(frozen=True, slots=True)
+class _NewRecord:
+    """What a write path hands to :meth:`Transaction._write_record` (screened and validated)."""
+
+    body: str
+    kind: Kind
+    provenance: Provenance
+    status: Status
+    expires_at: int | None = None
+    conflict_group: str | None = None
+    source_session_id: str | None = None
+    confidence_bps: int | None = None
+    rationale: str | None = None
+    run_id: str | None = None
+
+
+class Reader:
+    """A read transaction (one snapshot). ``execute`` runs SQLAlchemy Core statements."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def execute(
+        self, statement: Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+    ) -> CursorResult[Any]:
+        """Run one SQLAlchemy Core statement (built from the SQLModel tables in :mod:`ledger.models`)."""
+        return self.conn.execute(statement, params)
+
+    def records(self, record_ids: Iterable[str]) -> dict[str, MemoryRecord]:
+        """The named records as this transaction sees them, by id (missing ids left out)."""
+        return {row["id"]: rows.to_record(row) for row in rows.fetch_many(self.conn, list(record_ids))}
+
+
+class Transaction(Reader):
+    """One write transaction on one scope, at one instant. Get one from :meth:`ledger.Ledger.transaction`.
+
+    Attributes:
+        scope_key: the scope whose lock is held.
+        now: the transaction's instant (aware UTC); ``now_us`` the same in microseconds.
+    """
+
+    def __init__(self, ledger: Ledger, conn: Connection, scope_key: str, now_us: int) -> None:
+        super().__init__(conn)
+        self.ledger = ledger
+        self.scope_key = scope_key
+        self.now_us = now_us
+        self.now: datetime = from_micros(now_us)
+        self._after_commit: list[Callable[[], None]] = []
+
+    # ------------------------------------------------------------------ plumbing
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once the transaction has committed (never if it rolls back)."""
+        self._after_commit.append(fn)
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested transaction: an exception inside rolls back only what ran inside, then propagates."""
+        nested = self.conn.begin_nested()
+        try:
+            yield
+        except BaseException:
+            nested.rollback()
+            raise
+        nested.commit()
+
+    def register_derived(
+        self,
+        owner: Table | str,
+        key: str,
+        *,
+        record_ids: Iterable[str],
+        columns: Sequence[str],
+        key_column: str = "id",
+    ) -> None:
+        """Register text derived from ``record_ids``, stored in ``owner``'s row ``key_column == key``.
+
+        Forgetting any of those records (or a record of their chains) sets ``columns`` of
+        that row to NULL in the delete's own transaction; if one is already forgotten, they
+        are cleared now. ``owner`` is a table from :mod:`ledger.models` or a table name.
+
+        Raises:
+            InvalidArgument: a name is not a plain SQL identifier, or not a column of ``owner``.
+        """
+        derived.register(
+            self.conn,
+            owner=owner,
+            key=key,
+            record_ids=record_ids,
+            columns=columns,
+            key_column=key_column,
+            now_us=self.now_us,
+        )
+
+    def event(
+        self,
+        event: EventKind | str,
+        *,
+        record_id: str | None = None,
+        reason: str | None = None,
+        run_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one row to ``ledger_events`` at ``tx.now`` (never a body)."""
+        params = {
+            "at": self.now_us,
+            "s": self.scope_key,
+            "e": str(event),
+            "r": record_id,
+            "why": reason,
+            "run": run_id,
+            "d": _sorted_json(dict(detail or {})),
+        }
+        execute(self.conn, _INSERT_EVENT, params)
+
+    def prepare(self) -> None:
+        """Expire what is due in the scope at ``tx.now``, so no write acts on an expired record."""
+        while expire_due(self.conn, self.now_us, scope_key=self.scope_key) >= SWEEP_BATCH:
+            pass
+
+    def usage(self) -> ScopeUsage:
+        ((budget, active, proposed),) = query(self.conn, _USAGE, {"s": self.scope_key})
+        return ScopeUsage(
+            scope_key=self.scope_key,
+            max_records=self.ledger.default_max_records if budget is None else int(budget),
+            active=int(active),
+            proposed=int(proposed),
+        )
+
+    def check_growth(self) -> None:
+        """Raise :class:`BudgetExceeded` unless one more record fits in the scope."""
+        use = self.usage()
+        if use.held + 1 <= use.max_records:
+            return
+        raise BudgetExceeded(
+            f"{self.scope_key} holds {use.held} of {use.max_records} "
+            f"({use.active} active, {use.proposed} proposed); nothing was saved. "
+            "Forget a pin you no longer need, reject a waiting proposal, edit an existing pin instead, "
+            "turn on consolidation to merge duplicates, or raise the budget.",
+            scope_key=self.scope_key,
+            budget=use.max_records,
+            active=use.active,
+            proposed=use.proposed,
+        )
+
+    def active(self) -> list[MemoryRecord]:
+        """The scope's active set at ``tx.now``."""
+        found = rows.fetch_where(self.conn, _ACTIVE_NOW, {"s": self.scope_key, "n": self.now_us})
+        return [rows.to_record(r) for r in found]
+
+    def _row(self, record_id: object) -> Row:
+        if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
+            raise InvalidArgument("a record id must be a non-empty string without NUL characters")
+        row = rows.fetch_one(self.conn, record_id)
+        if row is None:
+            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
+        if row["scope_key"] != self.scope_key:
+            raise RecordNotFound(f"no memory record {record_id!r} in {self.scope_key}", record_id=record_id)
+        return row
+
+    def _expiry(self, expires_at: datetime | None) -> int | None:
+        if expires_at is None:
+            return None
+        exp_us = to_micros(expires_at, name="expires_at")
+        if exp_us <= self.now_us:
+            raise InvalidInstant("expires_at must be after now: a record that is already expired cannot be written")
+        return exp_us
+
+    def _screen(self, body: object) -> str:
+        clean = screen_body(body, max_chars=self.ledger.max_body_chars)
+        V.storable_body(clean)
+        return clean
+
+    # ------------------------------------------------------------------ record writes
+    def save(
+        self,
+        body: str,
+        *,
+        kind: Kind | str | None = None,
+        supersedes: str | None = None,
+        expires_at: datetime | None = None,
+        conflict_group: str | None = None,
+        source_session_id: str | None = None,
+        _screened: bool = False,
+    ) -> MemoryRecord:
+        """Pin ``body`` (provenance ``user_explicit``); ``supersedes=id`` edits an active record.
+
+        An edit, or a save into a conflict group whose member is active, replaces rather
+        than grows, so it works at the budget ceiling; either keeps the replaced record's
+        kind (and an edit its conflict group) unless new ones are given.
+
+        Raises:
+            BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition, InvalidInstant, InvalidArgument.
+        """
+        clean = body if _screened else self._screen(body)
+        group = V.group(conflict_group)
+        session = V.opt_text(source_session_id, "source_session_id")
+        if supersedes is not None and not isinstance(supersedes, str):
+            raise InvalidArgument("supersedes must be one record id (a string)")
+        new_kind = None if kind is None else V.kind(kind)
+        exp_us = self._expiry(expires_at)
+        self.prepare()
+        replaced: list[Row] = []
+        if supersedes is not None:
+            target = self._edit_target(supersedes)
+            replaced.append(target)
+            new_kind = new_kind or Kind(target["kind"])
+            group = group if group is not None else target["conflict_group"]
+        member = self._active_in_group(group)
+        if member is not None and all(member["id"] != r["id"] for r in replaced):
+            replaced.append(member)
+            new_kind = new_kind or Kind(member["kind"])
+        if not replaced:
+            self.check_growth()
+        new = _NewRecord(
+            clean,
+            new_kind or Kind.FACT,
+            Provenance.USER_EXPLICIT,
+            Status.ACTIVE,
+            expires_at=exp_us,
+            conflict_group=group,
+            source_session_id=session,
+        )
+        return self._write_record(new, replaced=replaced)
+
+    def _edit_target(self, record_id: str) -> Row:
+        try:
+            target = self._row(record_id)
+        except RecordNotFound:
+            found = rows.fetch_one(self.conn, record_id)
+            if found is not None:
+                raise ScopeError(f"record {record_id} belongs to another scope") from None
+            raise
+        if target["status"] != Status.ACTIVE:
+            raise InvalidTransition(
+                f"record {record_id} is {target['status']}, not active: only an active record can be edited"
+                + (f" (its successor is {target['superseded_by']})" if target["superseded_by"] else "")
+            )
+        return target
+
+    def propose(
+        self,
+        body: str,
+        *,
+        kind: Kind | str = Kind.FACT,
+        confidence_bps: int | None = None,
+        rationale: str | None = None,
+        source_session_id: str | None = None,
+        conflict_group: str | None = None,
+        expires_at: datetime | None = None,
+        supersedes: Iterable[str] | str = (),
+        provenance: Provenance | str = Provenance.MODEL_PROPOSAL,
+        run_id: str | None = None,
+        _screened: bool = False,
+    ) -> MemoryRecord:
+        """Store a proposal (status ``proposed``, empty interval); growth, so the budget applies.
+
+        Raises:
+            BodyRejected, BudgetExceeded, InvalidArgument, InvalidInstant.
+        """
+        new = self._proposal(
+            body, kind, confidence_bps, rationale, source_session_id, conflict_group, provenance, run_id, _screened
+        )
+        targets = V.record_ids(supersedes)
+        new = _replace_expiry(new, self._expiry(expires_at))
+        self.prepare()
+        self.check_growth()
+        return self._write_record(new, supersedes=targets)
+
+    def _proposal(
+        self,
+        body: object,
+        kind: object,
+        confidence_bps: object,
+        rationale: object,
+        session: object,
+        group: object,
+        provenance: object,
+        run_id: str | None,
+        screened: bool,
+    ) -> _NewRecord:
+        try:
+            prov = Provenance(str(provenance))
+        except ValueError:
+            raise InvalidArgument(f"unknown provenance {provenance!r}") from None
+        if prov == Provenance.USER_EXPLICIT:
+            raise InvalidArgument("a proposal comes from a model: provenance cannot be user_explicit")
+        clean = body if screened and isinstance(body, str) else self._screen(body)
+        return _NewRecord(
+            clean,
+            V.kind(kind),
+            prov,
+            Status.PROPOSED,
+            conflict_group=V.group(group),
+            source_session_id=V.opt_text(session, "source_session_id"),
+            confidence_bps=V.confidence(confidence_bps),
+            rationale=V.opt_text(rationale, "rationale", limit=self.ledger.max_body_chars),
+            run_id=run_id,
+        )
+
+    def supersede(
+        self,
+        target_ids: Sequence[str],
+        body: str,
+        *,
+        kind: Kind | str,
+        provenance: Provenance | str = Provenance.MODEL_CONSOLIDATION,
+        propose: bool = False,
+        expires_at: datetime | None = None,
+        conflict_group: str | None = None,
+        confidence_bps: int | None = None,
+        rationale: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
+        """One new record that supersedes ``target_ids`` (each active in the scope), at ``tx.now``.
+
+        ``propose=False``: the targets close now and the record is active — a replacement,
+        not growth, so no budget check. ``propose=True``: a proposal naming the targets it
+        will close when accepted — growth, so the budget applies. An ``expires_at`` at or
+        before ``tx.now`` is dropped (the model's expiry has passed while it thought).
+
+        Raises:
+            InvalidTransition (a target is no longer active), BodyRejected, BudgetExceeded, InvalidArgument.
+        """
+        why = None if rationale is None else str(rationale)[: self.ledger.max_body_chars]
+        new = self._proposal(body, kind, confidence_bps, why, None, conflict_group, provenance, run_id, False)
+        exp_us = None if expires_at is None else to_micros(expires_at, name="expires_at")
+        new = _replace_expiry(new, exp_us if exp_us is None or exp_us > self.now_us else None)
+        targets = V.record_ids(target_ids)
+        found = {r["id"]: r for r in rows.fetch_many(self.conn, targets)}
+        for tid in targets:
+            row = found.get(tid)
+            if row is None or row["scope_key"] != self.scope_key or row["status"] != Status.ACTIVE:
+                raise InvalidTransition(f"record {tid} is no longer active in {self.scope_key}")
+        if propose:
+            self.check_growth()
+            return self._write_record(new, supersedes=targets)
+        replaced = [found[t] for t in targets]
+        member = self._active_in_group(new.conflict_group)
+        if member is not None and member["id"] not in found:
+            replaced.append(member)
+        return self._write_record(_replace_status(new, Status.ACTIVE), replaced=replaced)
+
+    def accept(self, record_id: str, *, run_id: str | None = None) -> MemoryRecord:
+        """Activate a proposal at ``tx.now``, closing what it supersedes and its group's active member.
+
+        Raises:
+            RecordNotFound, InvalidTransition (not proposed, or a target is no longer active).
+        """
+        self.prepare()
+        row = self._row(record_id)
+        _check_transition(row, Status.ACTIVE, "accept")
+        wanted = json.loads(row["supersedes"])
+        targets = rows.fetch_many(self.conn, wanted)
+        found = {t["id"] for t in targets}
+        missing = [t for t in wanted if t not in found]
+        stale = [t["id"] for t in targets if t["status"] != Status.ACTIVE or t["scope_key"] != self.scope_key]
+        if missing or stale:
+            raise InvalidTransition(
+                f"cannot accept {record_id}: {', '.join(missing + stale)} no longer active; reject it instead"
+            )
+        replaced = list(targets)
+        member = self._active_in_group(row["conflict_group"])
+        if member is not None and member["id"] not in found:
+            replaced.append(member)
+        for target in replaced:
+            self._close(target, record_id)
+        execute(
+            self.conn,
+            "UPDATE memory_records SET status = 'active', valid_from = :n, valid_to = NULL, "
+            "supersedes = :sup, updated_at = :n WHERE id = :id AND status = 'proposed'",
+            {"n": self.now_us, "id": record_id, "sup": json.dumps([t["id"] for t in replaced])},
+        )
+        self.event(EventKind.ACCEPTED, record_id=record_id, run_id=run_id)
+        return self._fresh(record_id)
+
+    def reject(self, record_id: str) -> MemoryRecord:
+        """Turn a proposal down; its interval stays empty. Raises RecordNotFound, InvalidTransition."""
+        self.prepare()
+        row = self._row(record_id)
+        _check_transition(row, Status.REJECTED, "reject")
+        execute(
+            self.conn,
+            "UPDATE memory_records SET status = 'rejected', updated_at = :n WHERE id = :id",
+            {"n": self.now_us, "id": record_id},
+        )
+        self.event(EventKind.REJECTED, record_id=record_id)
+        return self._fresh(record_id)
+
+    def delete(self, record_id: str) -> MemoryRecord:
+        """Forget a record: a tombstone at ``tx.now`` that erases its body and its whole revision chain.
+
+        The files are scrubbed after the commit (see docs/ledger.md, "Erasure").
+
+        Raises:
+            RecordNotFound; InvalidTransition on a superseded record (naming its successor) or one
+            already forgotten; InvalidInstant when an explicit ``now`` is before the record took effect.
+        """
+        self.prepare()
+        row = self._row(record_id)
+        if row["status"] == Status.SUPERSEDED:
+            raise InvalidTransition(
+                f"{record_id} was superseded by {row['superseded_by']}; forget {row['superseded_by']} instead "
+                "(forgetting the head erases the whole chain)"
+            )
+        _check_transition(row, Status.DELETED, "forget")
+        end_us = row["valid_to"]
+        if row["status"] == Status.ACTIVE:
+            if row["valid_from"] > self.now_us:
+                raise InvalidInstant("cannot forget a record at an instant before it took effect")
+            end_us = self.now_us
+        execute(
+            self.conn,
+            "UPDATE memory_records SET status = 'deleted', valid_to = :end, updated_at = :n WHERE id = :id",
+            {"end": end_us, "n": self.now_us, "id": record_id},
+        )
+        self.event(EventKind.DELETED, record_id=record_id)
+        erased_ids, bodies = erase_chain(self.conn, row, self.now_us)
+        for erased in erased_ids:
+            self.event(EventKind.ERASED, record_id=erased)
+        for hook in self.ledger._erase_hooks:
+            hook(self.conn, erased_ids, bodies)
+        self.after_commit(self.ledger._scrub_files)
+        return self._fresh(record_id)
+
+    def set_budget(self, max_records: int) -> ScopeUsage:
+        """Set the scope's ``max_records``. Never evicts. Raises InvalidArgument (not 0 to 1,000,000)."""
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or not 0 <= max_records <= 1_000_000:
+            raise InvalidArgument("max_records must be an integer from 0 to 1000000")
+        execute(
+            self.conn,
+            "UPDATE scope_settings SET max_records = :m, updated_at = :n WHERE scope_key = :s",
+            {"m": max_records, "n": self.now_us, "s": self.scope_key},
+        )
+        self.event(EventKind.BUDGET_SET, detail={"max_records": max_records})
+        return self.usage()
+
+    # ------------------------------------------------------------------ internals
+    def _fresh(self, record_id: str) -> MemoryRecord:
+        fresh = rows.fetch_one(self.conn, record_id)
+        assert fresh is not None
+        return rows.to_record(fresh)
+
+    def _active_in_group(self, group: str | None) -> Row | None:
+        if group is None:
+            return None
+        found = rows.fetch_where(
+            self.conn,
+            "scope_key = :s AND conflict_group = :g AND status = 'active'",
+            {"s": self.scope_key, "g": group},
+        )
+        return found[0] if found else None
+
+    def _close(self, row: Row, successor: str) -> None:
+        """Supersede ``row`` exactly at ``tx.now``."""
+        if row["valid_from"] > self.now_us:
+            raise InvalidInstant(
+                f"cannot supersede {row['id']} at an instant before it took effect "
+                f"({from_micros(row['valid_from']).isoformat()})"
+            )
+        done = execute(self.conn, _CLOSE, {"n": self.now_us, "succ": successor, "id": row["id"]})
+        if done != 1:
+            raise InvalidTransition(f"record {row['id']} is no longer active")
+        self.event(EventKind.SUPERSEDED, record_id=row["id"], detail={"superseded_by": successor})
+
+    def _write_record(
+        self, new: _NewRecord, *, replaced: Sequence[Row] = (), supersedes: Sequence[str] | None = None
+    ) -> MemoryRecord:
+        """Close ``replaced`` at ``tx.now``, insert the new record, log the event. Every write path ends here.
+
+        ``supersedes`` defaults to the replaced ids; a proposal names targets it does not close yet.
+        """
+        new_id = V.new_record_id()
+        for row in replaced:
+            self._close(row, new_id)
+        names = [r["id"] for r in replaced] if supersedes is None else list(supersedes)
+        values = _values(new_id, self.scope_key, new, self.now_us, names)
+        execute(self.conn, _INSERT_RECORD, values)
+        event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
+        detail = {"supersedes": names, "provenance": new.provenance.value}
+        self.event(event, record_id=new_id, run_id=new.run_id, detail=detail)
+        return rows.to_record({**values, "seq": None})
+
+
+def _values(record_id: str, scope: str, new: _NewRecord, now_us: int, supersedes: Sequence[str]) -> dict[str, Any]:
+    return {
+        "id": record_id,
+        "scope_key": scope,
+        "kind": new.kind.value,
+        "body": new.body,
+        "provenance": new.provenance.value,
+        "status": new.status.value,
+        "source_session_id": new.source_session_id,
+        "supersedes": json.dumps(list(supersedes)) if supersedes else "[]",
+        "superseded_by": None,
+        "confidence_bps": new.confidence_bps,
+        "rationale": new.rationale,
+        "valid_from": now_us,
+        "valid_to": None if new.status == Status.ACTIVE else now_us,
+        "expires_at": new.expires_at,
+        "conflict_group": new.conflict_group,
+        "erased_at": None,
+        "created_at": now_us,
+        "updated_at": now_us,
+    }
+
+
+def _replace_expiry(new: _NewRecord, expires_at: int | None) -> _NewRecord:
+    from dataclasses import replace
+
+    return replace(new, expires_at=expires_at)
+
+
+def _replace_status(new: _NewRecord, status: Status) -> _NewRecord:
+    from dataclasses import replace
+
+    return replace(new, status=status)
+
+
+def _check_transition(row: Row, to: Status, verb: str) -> None:
+    current = Status(row["status"])
+    if to not in TRANSITIONS[current]:
+        raise InvalidTransition(f"cannot {verb} {row['id']}: it is {current.value}")
+
+
+__all__ = ["Reader", "ScopeUsage", "Transaction"]

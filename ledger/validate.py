@@ -1,0 +1,77 @@
+"""Argument checks shared by every write path (no database, no clock)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable
+
+from ledger.errors import BodyRejected, InvalidArgument
+from ledger.models import Kind
+
+GROUP_MAX_CHARS = 200
+
+
+def new_record_id() -> str:
+    return "mem_" + secrets.token_hex(12)
+
+
+def kind(value: object) -> Kind:
+    try:
+        return Kind(str(value))
+    except ValueError:
+        raise InvalidArgument(f"unknown kind {value!r}: use one of {', '.join(k.value for k in Kind)}") from None
+
+
+def group(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > GROUP_MAX_CHARS or "\x00" in value:
+        raise InvalidArgument(
+            f"conflict_group must be a non-empty string of at most {GROUP_MAX_CHARS} characters, without NUL"
+        )
+    storable(value, "conflict_group")
+    return value.strip()
+
+
+def opt_text(value: object, name: str, limit: int = 200) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > limit or "\x00" in value:
+        raise InvalidArgument(f"{name} must be a string of at most {limit} characters, without NUL")
+    storable(value, name)
+    return value
+
+
+def confidence(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 10_000:
+        raise InvalidArgument("confidence_bps must be an integer from 0 to 10000")
+    return value
+
+
+def storable(value: str, name: str) -> None:
+    """Refuse text that neither database can store as UTF-8 (a lone surrogate such as ``"a\\ud800b"``)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            f"{name} contains a character that cannot be stored (a lone UTF-16 surrogate); send valid Unicode text"
+        ) from None
+
+
+def storable_body(body: str) -> None:
+    try:
+        body.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BodyRejected(
+            "the body contains a character that cannot be stored (a lone UTF-16 surrogate); send valid Unicode text",
+            why="not_text",
+        ) from None
+
+
+def record_ids(value: Iterable[object] | str) -> list[str]:
+    targets = [value] if isinstance(value, str) else list(value)
+    if any(not isinstance(t, str) for t in targets) or len(set(targets)) != len(targets):
+        raise InvalidArgument("supersedes must be a list of distinct record ids")
+    return [str(t) for t in targets]
