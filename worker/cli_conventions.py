@@ -72,7 +72,8 @@ class ConventionGroup(TyperGroup):
         return code
 
 
-def _check_scope_option(value: str | None) -> str | None:
+def check_scope_option(value: str | None) -> str | None:
+    """A ``--scope`` callback: the same validation (and usage error) for every command."""
     if value is None:
         return None
     try:
@@ -87,7 +88,7 @@ ScopeOption = Annotated[
         "--scope",
         help="Scope key, e.g. account:local (default: the bound account's scope).",
         show_default=False,
-        callback=_check_scope_option,
+        callback=check_scope_option,
     ),
 ]
 
@@ -97,7 +98,7 @@ ScopePositional = Annotated[
         metavar="[SCOPE]",
         help="The scope, as --scope (the positional form is kept for scripts).",
         show_default=False,
-        callback=_check_scope_option,
+        callback=check_scope_option,
     ),
 ]
 

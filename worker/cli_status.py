@@ -16,14 +16,17 @@ from rich.table import Table
 from rich.text import Text
 
 from consolidation import ConsolidationService
-from ledger.reads import check_scope
+from worker.cli_conventions import check_scope_option
 from worker.cli_ledger import DbUrl, Json, cli_ledger
 from worker.ops.page import SWEEP_STALE_AFTER, format_usd
 from worker.ops.snapshot import OpsSnapshot, take_snapshot
 from worker.output import emit_json, instant_text, print_message, print_table
 
 Scope = Annotated[
-    str | None, typer.Option("--scope", help="Only this scope (default: every scope).", show_default=False)
+    str | None,
+    typer.Option(
+        "--scope", help="Only this scope (default: every scope).", show_default=False, callback=check_scope_option
+    ),
 ]
 
 
@@ -88,8 +91,6 @@ def status(
 ) -> None:
     """Show every scope's mode, budget use and month's spend, the backlog, the sweep's last run and recent runs."""
     with cli_ledger(database_url) as led:
-        if scope is not None:
-            check_scope(scope)  # the same refusal (and exit status) as every other command
         snapshot = take_snapshot(led, ConsolidationService(led), recent_runs=runs if scope is None else 10_000)
     if scope is not None:
         overview = replace(snapshot.overview, scopes=[s for s in snapshot.overview.scopes if s.scope_key == scope])

@@ -303,7 +303,7 @@ def test_status_filters_by_scope_and_refuses_a_bad_one(runtime: Runtime) -> None
     )
     assert [s["scopeKey"] for s in data["scopes"]] == ["account:other"] and data["runs"] == []
     refused = runner.invoke(app, ["status", "--scope", "no scope", "--database-url", url])
-    assert refused.exit_code == 1 and "invalid scope key" in refused.output
+    assert refused.exit_code == 2 and "invalid scope key" in refused.output
 
 
 def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtime, local: TestClient) -> None:
