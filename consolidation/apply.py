@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from consolidation.gate import BODY_REJECTED, BUDGET_EXCEEDED, NOT_ACTIVE, GatedOp, GateResult
 from consolidation.models import Mode, Op
 from ledger.errors import BodyRejected, BudgetExceeded, InvalidTransition, LedgerError
-from ledger.models import EventKind, Provenance
+from ledger.models import EventKind, MemoryRecord, Provenance
 from ledger.tx import Transaction
 
 
@@ -82,21 +82,9 @@ def _apply_one(tx: Transaction, op: GatedOp, *, mode: Mode, run_id: str, result:
             detail={"index": op.index, "op": "keep", "targets": list(op.targets)},
         )
         return None
-    assert op.body is not None
     try:
         with tx.savepoint():
-            record = tx.supersede(
-                op.targets,
-                op.body,
-                kind=op.kind,
-                provenance=Provenance.MODEL_CONSOLIDATION,
-                propose=mode == Mode.PROPOSE,
-                expires_at=op.expires_at,
-                conflict_group=op.conflict_group,
-                confidence_bps=op.confidence_bps,
-                rationale=op.rationale,
-                run_id=run_id,
-            )
+            record = _write_op(tx, op, mode=mode, run_id=run_id)
     except (InvalidTransition, BodyRejected, BudgetExceeded) as exc:
         return {InvalidTransition: NOT_ACTIVE, BodyRejected: BODY_REJECTED, BudgetExceeded: BUDGET_EXCEEDED}[type(exc)]
     except LedgerError:
@@ -110,3 +98,31 @@ def _apply_one(tx: Transaction, op: GatedOp, *, mode: Mode, run_id: str, result:
         detail={"index": op.index, "op": op.op.value, "targets": list(op.targets), "mode": mode.value},
     )
     return None
+
+
+def _write_op(tx: Transaction, op: GatedOp, *, mode: Mode, run_id: str) -> MemoryRecord:
+    """What one passed op writes (SPEC 4.4), in apply or propose mode; returns the record written or changed."""
+    propose = mode == Mode.PROPOSE
+    first = op.targets[0]
+    if op.op == Op.EXPIRE and not propose:
+        assert op.expires_at is not None
+        return tx.set_expiry(first, op.expires_at)
+    if op.op == Op.RETIRE:
+        if propose:  # a pending forget: nothing is forgotten until the user accepts it
+            return tx.propose_forget(first, rationale=op.rationale, run_id=run_id)
+        return tx.delete(first)  # exactly the user's forget: the chain's bodies erased, files scrubbed after commit
+    # merge, correct, group (the survivor's body in the subject's group) and a proposal to expire: one new
+    # record that supersedes every target (apply: now; propose: when the user accepts it).
+    assert op.body is not None
+    return tx.supersede(
+        op.targets,
+        op.body,
+        kind=op.kind,
+        provenance=Provenance.MODEL_CONSOLIDATION,
+        propose=propose,
+        expires_at=op.expires_at,
+        conflict_group=op.conflict_group,
+        confidence_bps=op.confidence_bps,
+        rationale=op.rationale,
+        run_id=run_id,
+    )

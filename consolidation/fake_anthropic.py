@@ -13,7 +13,9 @@ Behaviour is scriptable, per server (the default reply) and per request (a queue
 :class:`Reply` consumed first, one per request):
 
 * scripted operations — a list, or a callable ``(request_json) -> list`` — sent as
-  ``{"operations": [...]}``; or ``text`` (anything, garbage included);
+  ``{"operations": [...]}``; an operation may name its targets by body
+  (``target_bodies``, see :func:`resolve_target_bodies`), since a run's ids are per run;
+  or ``text`` (anything, garbage included);
 * ``delay_s`` before answering (the wait ends early when the server stops);
 * an HTTP error status (429, 529, 500, …) with the API's error body, optionally with
   ``retry-after``; ``fail_next(429, 529)`` queues statuses before the default reply;
@@ -55,7 +57,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from consolidation.harnesses.base import PromptRecord
 
 OperationsScript = Sequence[Mapping[str, Any]] | Callable[[dict[str, Any]], Sequence[Mapping[str, Any]]]
 
@@ -377,7 +382,7 @@ class FakeAnthropic:
         else:
             script = reply.operations if reply.operations is not None else []
             operations = script(body) if callable(script) else script
-            text = json.dumps({"operations": list(operations)})
+            text = json.dumps({"operations": resolve_target_bodies(body, operations)})
         usage = {name: 0 for name in _USAGE_FIELDS}
         if reply.usage is None:
             usage["input_tokens"] = _estimate_tokens(_request_text(body))
@@ -396,6 +401,39 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": usage,
         }
+
+
+def request_records(body: Mapping[str, Any]) -> list[PromptRecord]:
+    """The records a consolidation request carries (decoded from its one user message); [] when it has none."""
+    from consolidation.prompt import decode_user_message
+
+    messages = body.get("messages") or []
+    content = messages[0].get("content") if messages and isinstance(messages[0], Mapping) else None
+    if not isinstance(content, str):
+        return []
+    try:
+        return decode_user_message(content)
+    except ValueError:
+        return []
+
+
+def resolve_target_bodies(body: Mapping[str, Any], operations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Scripted operations with ``target_bodies`` turned into ``targets``: the ids the request showed for those bodies.
+
+    A script cannot know a run's per-run ids in advance, so it may name its targets by
+    body (``{"op": "group", "target_bodies": ["I live in Paris", "I live in Lyon"],
+    "subject": "home city"}``). A body the request did not carry becomes the target
+    ``"absent:<body>"``, which the gate refuses as not in the scope.
+    """
+    ids = {record.body: record.id for record in request_records(body)}
+    resolved = []
+    for operation in operations:
+        op = dict(operation)
+        bodies = op.pop("target_bodies", None)
+        if isinstance(bodies, list):
+            op["targets"] = [ids.get(b, f"absent:{b}") if isinstance(b, str) else b for b in bodies]
+        resolved.append(op)
+    return resolved
 
 
 def _invalid_request(body: Any) -> str | None:

@@ -34,8 +34,13 @@ class Outcome(StrEnum):
 
 
 class Op(StrEnum):
+    """The closed vocabulary (SPEC 4.4), in the order the prompt and the settings list them."""
+
     MERGE = "merge"
     CORRECT = "correct"
+    EXPIRE = "expire"
+    GROUP = "group"
+    RETIRE = "retire"
     KEEP = "keep"
 
 
@@ -54,6 +59,8 @@ class ConsolidationSettings:
     wall_clock_cap_s: float
     max_output_tokens: int
     spend_budget_micro_usd: int
+    allow_removal: bool = False
+    max_prompt_chars: int = 16_000
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +74,8 @@ class ConsolidationSettings:
             "wall_clock_cap_s": self.wall_clock_cap_s,
             "max_output_tokens": self.max_output_tokens,
             "spend_budget_micro_usd": self.spend_budget_micro_usd,
+            "allow_removal": self.allow_removal,
+            "max_prompt_chars": self.max_prompt_chars,
         }
 
 

@@ -199,3 +199,38 @@ def month_spend(db: Executor, scope_key: str, start_us: int, end_us: int) -> int
         )
     ).scalar()
     return int(total or 0)
+
+
+def ensure_pending(db: Executor, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
+    """The scope's pending run, created (with no turn) when there is none; an existing one is left as it is.
+
+    Used when a full scope needs room: it schedules a run without pushing back one already due.
+    """
+    pending = select_runs(db, and_(C.scope_key == settings.scope_key, C.state == "pending"), order=(C.id,), limit=1)
+    if pending:
+        return pending[0]
+    run_id = new_run_id()
+    db.execute(
+        insert(RUNS).values(
+            id=run_id,
+            scope_key=settings.scope_key,
+            state="pending",
+            turns=0,
+            created_at=now_us,
+            due_at=now_us + round(settings.debounce_s * 1_000_000),
+            refusals="{}",
+        )
+    )
+    fresh = get(db, run_id)
+    assert fresh is not None
+    return fresh
+
+
+def last_prompt_at(db: Executor, scope_key: str) -> int | None:
+    """When the scope's last settled run with an answer built its prompt (its start); None before the first."""
+    found = db.execute(
+        select(func.max(C.started_at)).where(
+            C.scope_key == scope_key, C.state == "settled", C.answer_stored_at.is_not(None)
+        )
+    ).scalar()
+    return None if found is None else int(found)

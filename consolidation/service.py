@@ -28,11 +28,13 @@ from sqlalchemy import and_
 from consolidation import runs as R
 from consolidation import settings as S
 from consolidation.apply import apply_batch
+from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
 from consolidation.errors import RunNotFound
 from consolidation.gate import UNPARSEABLE, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
+from consolidation.prompt import IN_GROUP, record_chars
 from ledger import Ledger, MemoryRecord
 from ledger.instants import to_micros
 from ledger.models import RUNS
@@ -80,6 +82,8 @@ class ConsolidationService:
         self.janitor_grace_s = janitor_grace_s
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
         self._fault_hook = fault_hook
+        # A full scope is due for consolidation rather than blocked by it (SPEC 4.2).
+        led.set_budget_hook("consolidation", self._on_budget_full)
 
     def _fault(self, step: str) -> None:
         """Fault tests stop the process here; what the hook raises is marked so no handler swallows it."""
@@ -119,9 +123,22 @@ class ConsolidationService:
             S.store(tx, new)
             if new.mode == Mode.OFF:
                 R.cancel_pending(tx, scope, tx.now_us)
+            elif tx.usage().held >= tx.usage().max_records:
+                R.ensure_pending(tx, new, tx.now_us)  # turned on for a scope that is already full
             return new
 
         return self.led.run(scope, fn, now=now)
+
+    def _on_budget_full(self, tx: Transaction) -> str | None:
+        """The ledger's budget hook: with consolidation on, a full scope gets a run without a turn."""
+        settings = self._settings_in(tx, tx.scope_key)
+        if settings.mode == Mode.OFF:
+            return None
+        run = R.ensure_pending(tx, settings, tx.now_us)
+        return (
+            f"Consolidation is on: a consolidation run is scheduled ({run.id}, due {run.due_at.isoformat()}) "
+            "to merge duplicates and make room; try again after it."
+        )
 
     # ------------------------------------------------------------------ runs
     def notify_turn(self, scope_key: str, *, now: datetime | None = None) -> ConsolidationRun | None:
@@ -212,11 +229,13 @@ class ConsolidationService:
         if not records:
             outcome = Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED
             return _mine(self._settle(scope, run.id, outcome, now))
-        # The model sees short per-run ids (r1, r2, ...): smaller prompts, and no internal id leaves the
-        # service. Targets are mapped back before the answer is stored; an unknown one cannot match.
-        aliases = {f"r{n}": r.id for n, r in enumerate(records, start=1)}
+        records, selection = self._candidates(scope, settings, records, now)
+        # The model sees short per-run ids (1, 2, ...) and a mark for a record in a conflict group:
+        # smaller prompts, and no internal id or group name leaves the service. Targets are mapped back
+        # before the answer is stored; an unknown one cannot match.
+        aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
         prompt_records = [
-            PromptRecord(alias, r.kind.value, r.body or "", r.conflict_group)
+            PromptRecord(alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP)
             for alias, r in zip(aliases, records, strict=True)
         ]
         try:
@@ -241,12 +260,47 @@ class ConsolidationService:
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("harness %s crashed for run %s", settings.harness, run.id)
             return _mine(self._settle(scope, run.id, Outcome.FAILED, now, error=f"harness error: {type(exc).__name__}"))
-        self._store(scope, run.id, _unalias(result, aliases), list(aliases.values()), now)
+        self._store(scope, run.id, _unalias(result, aliases), list(aliases.values()), now, selection=selection)
         self._fault("after_answer_stored")
         return _mine(self._apply_stored(run.id, now, scope_key=scope))
 
+    def _candidates(
+        self, scope: str, settings: ConsolidationSettings, records: list[MemoryRecord], now: datetime | None
+    ) -> tuple[list[MemoryRecord], Selection[MemoryRecord] | None]:
+        """The bounded candidate list (SPEC 4.3), and the selection whose cursor to store (None: a whole scope)."""
+
+        def cost(record: MemoryRecord) -> int:
+            # A line with a 3-character alias: aliases are given after the selection.
+            group = None if record.conflict_group is None else IN_GROUP
+            return record_chars(PromptRecord("000", record.kind.value, record.body or "", group))
+
+        if sum(cost(r) for r in records) <= settings.max_prompt_chars:
+            return records, None
+        with self.led.reading() as db:
+            cursor = S.load_cursor(db, scope)
+            since = R.last_prompt_at(db, scope)
+        changed = set()
+        if since is not None:
+            changed = {r.id for r in records if max(to_micros(r.updated_at), to_micros(r.valid_from)) > since}
+
+        def similar(record: MemoryRecord) -> list[str]:
+            found = self.led.search(scope, record.body or "", limit=SIMILAR_PER_CHANGED + 1, now=now)
+            return [r.id for r in found]
+
+        selection = select_candidates(
+            records, max_chars=settings.max_prompt_chars, cost=cost, changed=changed, similar=similar, cursor=cursor
+        )
+        return selection.records, selection
+
     def _store(
-        self, scope: str, run_id: str, result: HarnessResult, record_ids: list[str], now: datetime | None
+        self,
+        scope: str,
+        run_id: str,
+        result: HarnessResult,
+        record_ids: list[str],
+        now: datetime | None,
+        *,
+        selection: Selection[MemoryRecord] | None = None,
     ) -> None:
         """Store the answer, and register the prompt and answer as text derived from the prompt's records
         (forgetting one of them erases all three columns; see docs/ledger.md, "Derived text")."""
@@ -264,6 +318,8 @@ class ConsolidationService:
             )
             if stored:  # after the text is written: a record forgotten meanwhile erases it at once
                 tx.register_derived(RUNS, run_id, record_ids=record_ids, columns=("prompt", "answer", "answer_raw"))
+                if selection is not None:  # the rotation moves on once the answer is stored
+                    S.store_cursor(tx, selection.cursor)
             return stored
 
         self.led.run(scope, fn, now=now)
@@ -333,6 +389,7 @@ class ConsolidationService:
             scope_key=run.scope_key,
             records=tx.records(sorted(named)),
             allowed_ops=settings.allowed_ops,
+            allow_removal=settings.allow_removal,
             now=tx.now,
             screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
         )
@@ -445,6 +502,13 @@ class _LostRace(Exception):
     """Another caller settled the run first; the transaction that tried to apply its batch rolls back."""
 
 
+def _target(known: dict[str, str], target: object) -> object:
+    # Aliases are numerals: a model answering without structured output may write 3 for "3".
+    if isinstance(target, int) and not isinstance(target, bool):
+        target = str(target)
+    return known.get(target, f"unknown:{target}") if isinstance(target, str) else target
+
+
 def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:
     """Map the answer's per-run target aliases back to record ids; an unknown alias stays unmatchable."""
     answer = result.answer
@@ -454,6 +518,6 @@ def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:
     mapped = []
     for op in answer["operations"]:
         if isinstance(op, dict) and isinstance(op.get("targets"), list):
-            op = {**op, "targets": [known.get(t, f"unknown:{t}") if isinstance(t, str) else t for t in op["targets"]]}
+            op = {**op, "targets": [_target(known, t) for t in op["targets"]]}
         mapped.append(op)
     return replace(result, answer={**answer, "operations": mapped})

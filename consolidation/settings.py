@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
+from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS, MAX_MAX_PROMPT_CHARS, MIN_MAX_PROMPT_CHARS
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses import HARNESS_NAMES
 from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
@@ -33,6 +34,8 @@ FIELDS = (
     "wall_clock_cap_s",
     "max_output_tokens",
     "spend_budget_micro_usd",
+    "allow_removal",
+    "max_prompt_chars",
 )
 
 
@@ -50,6 +53,8 @@ def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> Cons
         wall_clock_cap_s=DEFAULT_CAP_S,
         max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
         spend_budget_micro_usd=DEFAULT_SPEND_BUDGET_MICRO_USD,
+        allow_removal=False,
+        max_prompt_chars=DEFAULT_MAX_PROMPT_CHARS,
     )
 
 
@@ -88,6 +93,12 @@ def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
         return _integer(name, value, low=16, high=64_000)
     if name == "spend_budget_micro_usd":
         return _integer(name, value, low=0, high=10**12)
+    if name == "allow_removal":
+        if not isinstance(value, bool):
+            raise InvalidSettings("allow_removal must be true or false")
+        return value
+    if name == "max_prompt_chars":
+        return _integer(name, value, low=MIN_MAX_PROMPT_CHARS, high=MAX_MAX_PROMPT_CHARS)
     if name == "harness":
         if value not in HARNESS_NAMES:
             raise InvalidSettings(f"harness must be one of {', '.join(HARNESS_NAMES)}; got {value!r}")
@@ -106,7 +117,13 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
         values[name] = _validate_field(name, value, prices)
     if "harness" in changes and "model" not in changes:
         values["model"] = prices.cheapest() if values["harness"] == "anthropic" else OFFLINE_MODEL
-    if values["harness"] == "anthropic":
+    if values["harness"] == "offline" and values["model"] != OFFLINE_MODEL:
+        # The offline harness calls no model: a model given with it would be recorded on runs that never used it.
+        raise InvalidSettings(
+            f"the offline harness calls no model, so it takes none (got {str(values['model'])[:80]!r}); "
+            "omit --model, or choose --harness anthropic with a priced model"
+        )
+    if values["harness"] != "offline":  # every harness that pays needs a price for its model
         try:
             prices.price_for(values["model"])
         except UnknownModelPrice as exc:
@@ -134,6 +151,8 @@ def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
         wall_clock_cap_s=float(row["wall_clock_cap_s"]),
         max_output_tokens=int(row["max_output_tokens"]),
         spend_budget_micro_usd=int(row["spend_budget_micro_usd"]),
+        allow_removal=bool(row["allow_removal"]),
+        max_prompt_chars=int(row["max_prompt_chars"]),
     )
 
 
@@ -145,3 +164,14 @@ def store(tx: Transaction, settings: ConsolidationSettings) -> None:
     where = TABLE.c.scope_key == settings.scope_key
     if tx.execute(update(TABLE).where(where).values(**changed, updated_at=tx.now_us)).rowcount == 0:
         tx.execute(insert(TABLE).values(**values, created_at=tx.now_us, updated_at=tx.now_us))
+
+
+def load_cursor(db: Executor, scope_key: str) -> str | None:
+    """The id the candidate rotation reached last run (None: the start of the ring)."""
+    found: str | None = db.execute(select(TABLE.c.rotation_cursor).where(TABLE.c.scope_key == scope_key)).scalar()
+    return found
+
+
+def store_cursor(tx: Transaction, cursor: str | None) -> None:
+    """Remember where the rotation stopped (a scope with a run always has a settings row)."""
+    tx.execute(update(TABLE).where(TABLE.c.scope_key == tx.scope_key).values(rotation_cursor=cursor))

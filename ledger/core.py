@@ -9,6 +9,7 @@ write first expires, within its scope, what is due at its instant.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,6 +40,10 @@ WRITE_ATTEMPTS = 50
 
 # Hooks called inside the delete transaction with the ids whose bodies were erased.
 EraseHook = Callable[[Connection, Sequence[str], Sequence[str]], None]
+# Hooks called when a scope reaches its budget: ``hook(tx)`` inside the save or proposal that takes the
+# last slot, and in a transaction of its own after a save or proposal refused for the budget. A hook
+# returns a sentence for the refusal message (consolidation: "a run is scheduled to make room"), or None.
+BudgetHook = Callable[[Transaction], "str | None"]
 
 __all__ = ["DEFAULT_MAX_RECORDS", "EraseHook", "Ledger", "ScopeUsage", "new_record_id"]
 
@@ -67,14 +72,54 @@ class Ledger(LedgerReads):
         self.default_max_records = default_max_records
         self._sqlite = is_sqlite(engine)
         self._erase_hooks: list[EraseHook] = []
+        self._budget_hooks: dict[str, BudgetHook] = {}
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
         self.engine.dispose()
 
+    def for_account(self, account: str) -> Ledger:
+        """This ledger bound to ``account:<account>`` instead: same engine, clock, limits and erase hooks.
+
+        For a server that serves many accounts (the account comes from the caller's token).
+        Raises ScopeError when the account cannot form a scope key.
+        """
+        twin = copy.copy(self)
+        twin.scope_key = check_scope(f"account:{account}")
+        return twin
+
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
         self._erase_hooks.append(hook)
+
+    def set_budget_hook(self, name: str, hook: BudgetHook | None) -> None:
+        """Register (or with None remove) the budget hook called ``name`` (see :data:`BudgetHook`)."""
+        if hook is None:
+            self._budget_hooks.pop(name, None)
+        else:
+            self._budget_hooks[name] = hook
+
+    def _budget_reached(self, tx: Transaction) -> list[str]:
+        return [note for hook in list(self._budget_hooks.values()) if (note := hook(tx))]
+
+    def _refused_for_budget(self, exc: BudgetExceeded) -> BudgetExceeded:
+        """``exc`` with what the budget hooks say, run in a transaction of their own (the refusal wrote nothing)."""
+        if not self._budget_hooks:
+            return exc
+        try:
+            notes = self.run(exc.scope_key, self._budget_reached)
+        except LedgerError as failed:  # the refusal is what the caller must see
+            log.warning("budget hooks failed for %s: %s", exc.scope_key, failed)
+            return exc
+        if not notes:
+            return exc
+        return BudgetExceeded(
+            " ".join([exc.message, *notes]),
+            scope_key=exc.scope_key,
+            budget=exc.budget,
+            active=exc.active,
+            proposed=exc.proposed,
+        )
 
     @contextmanager
     def transaction(
@@ -156,7 +201,7 @@ class Ledger(LedgerReads):
         with self._reading() as conn:
             row = self._require_row(conn, record_id)
         if row["scope_key"] != self.scope_key:
-            raise RecordNotFound(f"no memory record {record_id!r} in {self.scope_key}", record_id=str(record_id))
+            raise RecordNotFound(f"no memory record {record_id!r}", record_id=str(record_id))
         return self.scope_key
 
     # ------------------------------------------------------------------ writes
@@ -201,7 +246,7 @@ class Ledger(LedgerReads):
             return self.run(scope, lambda tx: tx.save(clean, **args), now=now)  # type: ignore[arg-type]
         except BudgetExceeded as exc:
             self._refusal(EventKind.SAVE_REFUSED, scope, now, exc)
-            raise
+            raise self._refused_for_budget(exc) from None
 
     def propose(
         self,
@@ -252,6 +297,8 @@ class Ledger(LedgerReads):
             return self.run(scope, lambda tx: tx.propose(clean, **args), now=now)  # type: ignore[arg-type]
         except (BudgetExceeded, BodyRejected) as exc:
             self._refusal(EventKind.PROPOSAL_REFUSED, scope, now, exc, run_id=run_id)
+            if isinstance(exc, BudgetExceeded):
+                raise self._refused_for_budget(exc) from None
             raise
 
     def accept(self, record_id: str, *, now: datetime | None = None, run_id: str | None = None) -> MemoryRecord:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Column, Float, Integer, Table, Text
+from sqlalchemy import BigInteger, Boolean, Column, Float, Integer, Table, Text, false
 from sqlmodel import Field, SQLModel
 
 
@@ -92,6 +92,8 @@ class MemoryRecordRow(SQLModel, table=True):
     erased_at: int | None = Field(default=None, sa_column=_big(nullable=True))
     created_at: int = Field(sa_column=_big())
     updated_at: int = Field(sa_column=_big())
+    # 'forget' on a proposal whose acceptance forgets the record it names (consolidation's retire, propose mode).
+    proposed_action: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class ScopeSettingsRow(SQLModel, table=True):
@@ -143,6 +145,11 @@ class ConsolidationSettingsRow(SQLModel, table=True):
     spend_budget_micro_usd: int = Field(sa_column=_big())
     created_at: int = Field(sa_column=_big())
     updated_at: int = Field(sa_column=_big())
+    allow_removal: bool = Field(
+        default=False, sa_column=Column(Boolean, nullable=False, server_default=false())
+    )  # retire passes the gate only when on
+    max_prompt_chars: int = Field(default=16_000, sa_column=Column(Integer, nullable=False, server_default="16000"))
+    rotation_cursor: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # candidate rotation
 
 
 class ConsolidationRunRow(SQLModel, table=True):
@@ -288,3 +295,22 @@ EVENTS = _table(LedgerEventRow)
 CONSOLIDATION_SETTINGS = _table(ConsolidationSettingsRow)
 RUNS = _table(ConsolidationRunRow)
 DERIVED = _table(DerivedTextRow)
+
+
+# ---------------------------------------------------------------------- API tokens (issue 9, SPEC 5.1)
+# The table of worker/tokens.py: it is here so that the one SQLModel metadata (and so Alembic) holds it.
+class ApiTokenRow(SQLModel, table=True):
+    """One API token: only the SHA-256 of the token is stored; the token itself is shown once."""
+
+    __tablename__ = "api_tokens"
+
+    id: str = Field(sa_column=Column(Text, primary_key=True))
+    account: str = Field(sa_column=Column(Text, nullable=False, index=True))
+    hash: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    created_at: int = Field(sa_column=_big())
+    last_used_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    revoked_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+
+
+API_TOKENS = _table(ApiTokenRow)
+# ---------------------------------------------------------------------- end of API tokens

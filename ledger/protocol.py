@@ -1,10 +1,11 @@
 """The record protocol: JSON-RPC 2.0 over the :class:`~ledger.core.Ledger`.
 
-One entry point, :func:`handle` (a request object in, a response object out, or
-``None`` for a notification), and :func:`handle_line` for line-oriented
-transports (``memledger rpc`` reads one request per line and writes one response
-per line). Batches (a JSON array) are not supported: they are answered with one
-``-32600`` error, so a transport never has to split a response.
+One entry point, :func:`handle` (a request object or a batch in, a response object, a list of
+responses, or ``None`` when there is nothing to answer), and :func:`handle_line` for
+line-oriented transports (``memledger rpc`` reads one request or batch per line and writes one
+response line). Batches are answered as JSON-RPC 2.0 says: an array of responses in request
+order, none for notifications, ``-32600`` for an empty array or a non-object member; at most
+:data:`MAX_BATCH` requests a batch.
 
 Methods (params are by name, camelCase; unknown or mistyped params are refused)::
 
@@ -26,15 +27,27 @@ Methods (params are by name, camelCase; unknown or mistyped params are refused):
 the ledger's clock: a client cannot pass ``now``. Records carry the fields of
 SPEC 3.1 in camelCase; instants are RFC 3339 with microseconds and ``Z``.
 
+**The bound account is the only account** (SPEC 3.6): a ``scopeKey`` other than the
+ledger's own is refused (``scope_error``), and an id that belongs to another account is
+answered exactly as an unknown id (``not_found``, same message, same data).
+
+**Strict input** (every method, extra methods included): every string anywhere in a request
+must be valid Unicode (a lone surrogate is ``invalid_params``, or ``invalid_request`` in
+the envelope) and free of control characters (newline, carriage return and tab are allowed in
+bodies and slash text only); instants are RFC 3339 with an offset and at most 6 fractional
+digits; an error message quotes at most :data:`MAX_QUOTE_CHARS` characters of any input.
+
 Errors carry ``data.reason`` (stable) and, for ledger errors, safe context
 (ids, counts; never a body, a traceback or an exception's text)::
 
     code     reason               when
     -32700   parse_error          the line is not JSON
-    -32600   invalid_request      not an object, jsonrpc != "2.0", bad id/method/params type, a batch
-    -32601   method_not_found     unknown method
-    -32602   invalid_params       missing, unknown or mistyped params; a scopeKey on save;
+    -32600   invalid_request      not an object, jsonrpc != "2.0", bad id/method/params type, an empty or
+                                  too large batch
+    -32601   method_not_found     unknown method (the message lists the valid ones)
+    -32602   invalid_params       missing, unknown or mistyped params; bad text or instants; a scopeKey on save;
                                   InvalidInstant, ScopeError, InvalidArgument
+    -32602   scope_error          a scopeKey that is not the bound account's
     -32603   internal_error       anything unexpected (logged here, never described to the client)
     -32000   ledger_error         any other LedgerError (e.g. a schema behind the code)
     -32001   body_rejected        BodyRejected (data.why: empty | too_long | credential)
@@ -48,20 +61,22 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainValidator, StrictInt, StrictStr, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainValidator, StrictInt, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ledger.core import Ledger, ScopeUsage
-from ledger.errors import InvalidInstant, LedgerError
-from ledger.instants import format_rfc3339, parse_rfc3339
+from ledger.errors import LedgerError, RecordNotFound
+from ledger.instants import format_rfc3339, require_aware
 from ledger.models import Kind, MemoryRecord
 from ledger.packet import Packet
+from ledger.reads import SCOPE_RE
 from ledger.slash import SlashResult
 
 log = logging.getLogger(__name__)
@@ -77,6 +92,7 @@ INTERNAL_ERROR = -32603
 LEDGER_ERROR = -32000
 REASON_CODES: dict[str, int] = {
     "invalid_params": INVALID_PARAMS,
+    "scope_error": INVALID_PARAMS,
     "body_rejected": -32001,
     "budget_exceeded": -32002,
     "not_found": -32003,
@@ -85,8 +101,20 @@ REASON_CODES: dict[str, int] = {
 }
 
 ExtraMethod = Callable[[Ledger, dict[str, Any]], Any]
+MAX_BATCH = 100
+MAX_QUOTE_CHARS = 80
+# Record ids are "mem_" + 24 hex digits; anything much longer cannot be one, so it is not looked up.
+MAX_ID_CHARS = 100
+MAX_REQUEST_ID_CHARS = 200
 _REQUEST_KEYS = frozenset({"jsonrpc", "method", "params", "id"})
-_MAX_ECHO_CHARS = 200
+# Lone surrogates and C0/C1 control characters (tab, LF and CR are allowed where text may span lines).
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_BAD_ANYWHERE = re.compile(r"[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_BAD_IN_LINE = re.compile(r"[\ud800-\udfff\x00-\x1f\x7f-\x9f]")
+_RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
+)
+_INSTANT_HINT = 'an RFC 3339 instant with an offset, e.g. "2026-01-01T00:00:00Z" or "2026-01-01T09:30:00.25+02:00"'
 
 
 class RpcError(Exception):
@@ -97,6 +125,49 @@ class RpcError(Exception):
         self.code = code
         self.message = message
         self.data: dict[str, Any] = {"reason": reason, **data}
+
+
+def quote(value: object, *, limit: int = MAX_QUOTE_CHARS) -> str:
+    """``value`` as a JSON string of at most ``limit`` of its characters, safe to put in any message.
+
+    Control characters and lone surrogates come out escaped; a longer value is cut and says how
+    long it was, so an error never grows with its input.
+    """
+    text = value if isinstance(value, str) else type(value).__name__
+    shown = json.dumps(text[:limit], ensure_ascii=False)
+    shown = _BAD_ANYWHERE.sub(lambda m: f"\\u{ord(m.group()):04x}", shown)
+    return shown if len(text) <= limit else f'{shown[:-1]}…" ({len(text):,} characters)'
+
+
+def _char_problem(found: str, where: str) -> str:
+    code = f"U+{ord(found):04X}"
+    if _SURROGATE.match(found):
+        return f"{where} is not valid Unicode: it holds a lone surrogate ({code}); send UTF-8 text"
+    return f"{where} holds the control character {code}, which is not allowed; send plain text"
+
+
+def _scan(value: Any, path: str) -> None:
+    """Refuse a lone surrogate or a control character (other than tab, LF, CR) in any string of ``value``."""
+    if isinstance(value, str):
+        found = _BAD_ANYWHERE.search(value)
+        if found:
+            raise RpcError(
+                INVALID_PARAMS, f"invalid params: {_char_problem(found.group(), path)}", reason="invalid_params",
+                field=path,
+            )  # fmt: skip
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = key if isinstance(key, str) else str(key)
+            if _BAD_ANYWHERE.search(name):
+                shown = quote(name)
+                raise RpcError(
+                    INVALID_PARAMS, f"invalid params: the param name {shown} is not plain text",
+                    reason="invalid_params", field=shown[1:-1],
+                )  # fmt: skip
+            _scan(item, name if path == "params" else f"{path}.{name}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _scan(item, f"{path}[{index}]")
 
 
 # ---------------------------------------------------------------------- serialization
@@ -189,28 +260,82 @@ _CONVERTERS: tuple[tuple[type[Any], Callable[[Any], Any]], ...] = (
 
 
 # ---------------------------------------------------------------------- params
-def _instant(value: object) -> datetime:
-    """An RFC 3339 string with ``Z`` or an offset; anything else is an invalid param."""
+def parse_wire_instant(value: object) -> datetime:
+    """An RFC 3339 instant as the wire carries it: ``YYYY-MM-DDTHH:MM:SS[.ffffff](Z|±HH:MM)``.
+
+    Basic format, week and ordinal dates, a missing offset and more than 6 fractional digits
+    are refused (never cut). Raises ValueError with a message that says what a valid value is.
+    """
     if not isinstance(value, str):
-        raise ValueError("must be an RFC 3339 string, e.g. 2026-01-01T00:00:00Z")
+        raise ValueError(f"must be a string holding {_INSTANT_HINT}")
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        raise ValueError(f"must be {_INSTANT_HINT}; got {quote(value)}")
+    frac = m.group("frac") or ""
+    if len(frac) > 6:
+        raise ValueError(
+            f"has {len(frac)} fractional digits and at most 6 (microseconds) are kept; "
+            f"round it, e.g. {quote(value[: m.start('frac') + 6] + value[m.end('frac') :])}"
+        )
+    offset = m.group("offset").upper().replace("Z", "+00:00")
+    iso = f"{m.group('date')}T{m.group('time')}{'.' + frac.ljust(6, '0') if frac else ''}{offset}"
     try:
-        return parse_rfc3339(value)
-    except InvalidInstant as exc:
-        raise ValueError(exc.message) from None
+        parsed = datetime.fromisoformat(iso)
+        return require_aware(parsed)
+    except (ValueError, LedgerError):
+        raise ValueError(f"is not a real instant (check the month, day, hour and offset); got {quote(value)}") from None
 
 
-Instant = Annotated[datetime, PlainValidator(_instant)]
-RecordId = Annotated[StrictStr, Field(validation_alias=AliasChoices("id", "recordId"))]
+def _line_text(value: object) -> str:
+    """One line of text: a string with no control character at all (no newline either)."""
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    found = _BAD_IN_LINE.search(value)
+    if found:
+        raise ValueError(_char_problem(found.group(), "the text") + " on one line (no newline or tab)")
+    return value
+
+
+def _body_text(value: object) -> str:
+    """Free text: a string; newline, carriage return and tab are allowed (the scan refused the rest)."""
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    found = _BAD_ANYWHERE.search(value)
+    if found:
+        raise ValueError(_char_problem(found.group(), "the text"))
+    return value
+
+
+Instant = Annotated[datetime, PlainValidator(parse_wire_instant)]
+Line = Annotated[str, PlainValidator(_line_text)]
+Text = Annotated[str, PlainValidator(_body_text)]
+RecordId = Annotated[Line, Field(validation_alias=AliasChoices("id", "recordId"))]
 
 
 class Params(BaseModel):
     """Base of every method's params: camelCase names, unknown names refused, strict types.
 
-    Extra methods can validate their own params with a subclass (``NoParams.model_validate(params)``);
-    a :class:`pydantic.ValidationError` becomes an ``invalid_params`` error.
+    Extra methods validate their own params with a subclass (``NoParams.model_validate(params)``);
+    a :class:`pydantic.ValidationError` becomes an ``invalid_params`` error that names each wire
+    field and, for an unknown one, lists the params the method takes. ``Line``, ``Text`` and
+    ``Instant`` are the strict field types to use.
     """
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=False, frozen=True)
+    registry: ClassVar[dict[str, type[Params]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        Params.registry[cls.__name__] = cls
+
+    @classmethod
+    def wire_names(cls) -> list[str]:
+        """The params this model takes, as the wire spells them."""
+        names = []
+        for name, info in cls.model_fields.items():
+            alias = info.validation_alias
+            names.append(alias.choices[0] if isinstance(alias, AliasChoices) else info.alias or name)
+        return [str(n) for n in names]
 
 
 class NoParams(Params):
@@ -218,16 +343,16 @@ class NoParams(Params):
 
 
 class SaveParams(Params):
-    body: StrictStr
+    body: Text
     kind: Kind | None = None
-    supersedes: StrictStr | None = None
+    supersedes: Line | None = None
     expires_at: Instant | None = None
-    conflict_group: StrictStr | None = None
-    source_session_id: StrictStr | None = None
+    conflict_group: Line | None = None
+    source_session_id: Line | None = None
 
 
 class ScopeParams(Params):
-    scope_key: StrictStr
+    scope_key: Line
 
 
 class AsOfParams(ScopeParams):
@@ -239,16 +364,57 @@ class IdParams(Params):
 
 
 class SearchParams(ScopeParams):
-    query: StrictStr
+    query: Line
     limit: StrictInt = 20
 
 
 class SlashParams(Params):
-    text: StrictStr
+    text: Text
 
 
 class PacketParams(ScopeParams):
     max_chars: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+
+
+# ---------------------------------------------------------------------- account confinement
+def not_found(record_id: str) -> RecordNotFound:
+    """The one answer for an unknown id and for another account's id: nothing tells them apart."""
+    return RecordNotFound(f"no memory record {quote(record_id)} in this account", record_id=record_id[:MAX_ID_CHARS])
+
+
+def _id(record_id: str) -> str:
+    """``record_id`` to look up; one too long to be a record id is not found without a lookup."""
+    if len(record_id) > MAX_ID_CHARS:
+        raise not_found(record_id)
+    return record_id
+
+
+def _own(led: Ledger, record: MemoryRecord) -> MemoryRecord:
+    """``record`` when it belongs to the bound account; else :func:`not_found` (writes confine in the ledger)."""
+    if record.scope_key != led.scope_key:
+        raise not_found(record.id)
+    return record
+
+
+def _own_scope(led: Ledger, scope_key: str) -> str:
+    """The bound scope; a malformed key is ``invalid_params``, another account's is ``scope_error``."""
+    if not SCOPE_RE.match(scope_key):
+        raise RpcError(
+            INVALID_PARAMS,
+            f"invalid params: scopeKey: {quote(scope_key)} is not a scope key; expected kind:name, "
+            f'here "{led.scope_key}"',
+            reason="invalid_params",
+            field="scopeKey",
+        )
+    if scope_key != led.scope_key:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"scope error: scopeKey {quote(scope_key)} is not this caller's scope; "
+            f'this connection reads and writes "{led.scope_key}" only',
+            reason="scope_error",
+            field="scopeKey",
+        )
+    return scope_key
 
 
 # ---------------------------------------------------------------------- methods
@@ -256,7 +422,7 @@ def _save(led: Ledger, p: SaveParams) -> Any:
     return led.save(
         p.body,
         kind=p.kind,
-        supersedes=p.supersedes,
+        supersedes=None if p.supersedes is None else _id(p.supersedes),
         expires_at=p.expires_at,
         conflict_group=p.conflict_group,
         source_session_id=p.source_session_id,
@@ -264,23 +430,35 @@ def _save(led: Ledger, p: SaveParams) -> Any:
 
 
 def _list(led: Ledger, p: ScopeParams) -> Any:
-    return {"scopeKey": p.scope_key, "records": led.list(p.scope_key)}
+    return {"scopeKey": p.scope_key, "records": led.list(_own_scope(led, p.scope_key))}
 
 
 def _list_as_of(led: Ledger, p: AsOfParams) -> Any:
-    return {"scopeKey": p.scope_key, "asOf": p.as_of, "records": led.list_as_of(p.scope_key, p.as_of)}
+    return {"scopeKey": p.scope_key, "asOf": p.as_of, "records": led.list_as_of(_own_scope(led, p.scope_key), p.as_of)}
+
+
+def _get(led: Ledger, p: IdParams) -> Any:
+    return _own(led, led.get(_id(p.id)))
 
 
 def _history(led: Ledger, p: IdParams) -> Any:
-    return {"id": p.id, "records": led.history(p.id)}
+    records = led.history(_id(p.id))
+    for record in records:
+        _own(led, record)
+    return {"id": p.id, "records": records}
 
 
 def _search(led: Ledger, p: SearchParams) -> Any:
-    return {"scopeKey": p.scope_key, "query": p.query, "records": led.search(p.scope_key, p.query, limit=p.limit)}
+    records = led.search(_own_scope(led, p.scope_key), p.query, limit=p.limit)
+    return {"scopeKey": p.scope_key, "query": p.query, "records": records}
 
 
 def _proposals(led: Ledger, p: ScopeParams) -> Any:
-    return {"scopeKey": p.scope_key, "records": led.proposals(p.scope_key)}
+    return {"scopeKey": p.scope_key, "records": led.proposals(_own_scope(led, p.scope_key))}
+
+
+def _packet(led: Ledger, p: PacketParams) -> Any:
+    return led.build_packet(_own_scope(led, p.scope_key), max_chars=p.max_chars)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,15 +473,15 @@ METHODS: Mapping[str, Method] = {
     "memory/save_memory_record": Method(SaveParams, _save),
     "memory/list_memory_records": Method(ScopeParams, _list),
     "memory/list_memory_records_as_of": Method(AsOfParams, _list_as_of),
-    "memory/get_memory_record": Method(IdParams, lambda led, p: led.get(p.id)),
-    "memory/delete_memory_record": Method(IdParams, lambda led, p: led.delete(p.id)),
+    "memory/get_memory_record": Method(IdParams, _get),
+    "memory/delete_memory_record": Method(IdParams, lambda led, p: led.delete(_id(p.id))),
     "memory/get_memory_record_history": Method(IdParams, _history),
     "memory/search_memory_records": Method(SearchParams, _search),
     "memory/list_proposed_memory_records": Method(ScopeParams, _proposals),
-    "memory/accept_proposed_memory_record": Method(IdParams, lambda led, p: led.accept(p.id)),
-    "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(p.id)),
+    "memory/accept_proposed_memory_record": Method(IdParams, lambda led, p: led.accept(_id(p.id))),
+    "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(_id(p.id))),
     "memory/handle_slash_command": Method(SlashParams, lambda led, p: led.handle_slash(p.text)),
-    "memory/build_packet": Method(PacketParams, lambda led, p: led.build_packet(p.scope_key, max_chars=p.max_chars)),
+    "memory/build_packet": Method(PacketParams, _packet),
 }
 
 
@@ -317,84 +495,152 @@ class _Envelope:
 
 
 def _request_id(request: Mapping[str, Any]) -> str | int | None:
-    """The id to echo: a string, an integer or null; anything else is echoed as null."""
+    """The id to echo: a plain string, an integer or null; anything else is echoed as null."""
     value = request.get("id")
-    if value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+    if isinstance(value, str):
+        return value if len(value) <= MAX_REQUEST_ID_CHARS and not _BAD_IN_LINE.search(value) else None
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     return None
 
 
+def _invalid(message: str) -> RpcError:
+    return RpcError(INVALID_REQUEST, f"invalid request: {message}", reason="invalid_request")
+
+
 def _envelope(request: Any) -> _Envelope:
     """Check the request object itself (not its params). Raises :class:`RpcError` ``invalid_request``."""
-
-    def invalid(message: str) -> RpcError:
-        return RpcError(INVALID_REQUEST, f"invalid request: {message}", reason="invalid_request")
-
-    if isinstance(request, list):
-        raise invalid("batches are not supported; send one request object at a time (one per line on stdio)")
     if not isinstance(request, Mapping):
-        raise invalid("a request must be a JSON object")
+        raise _invalid("a request must be a JSON object (or a batch: a non-empty array of them)")
     if request.get("jsonrpc") != JSONRPC_VERSION:
-        raise invalid('"jsonrpc" must be "2.0"')
+        raise _invalid('"jsonrpc" must be "2.0"')
     unknown = sorted(str(k) for k in request if k not in _REQUEST_KEYS)
     if unknown:
-        raise invalid(f"unknown member(s) {', '.join(unknown)[:_MAX_ECHO_CHARS]}")
+        raise _invalid(f"unknown member {quote(unknown[0])}; a request has only jsonrpc, id, method and params")
     if "id" in request and _request_id(request) != request["id"]:
-        raise invalid('"id" must be a string, an integer or null')
-    if not isinstance(request.get("method"), str):
-        raise invalid('"method" must be a string')
+        raise _invalid(f'"id" must be an integer, null or a string of plain text up to {MAX_REQUEST_ID_CHARS} chars')
+    method = request.get("method")
+    if not isinstance(method, str):
+        raise _invalid('"method" must be a string')
+    if _BAD_ANYWHERE.search(method):
+        raise _invalid(f'"method" {quote(method)} is not plain text')
     params = request.get("params", {})
     if isinstance(params, list):
-        raise RpcError(INVALID_PARAMS, "invalid params: pass params by name (an object)", reason="invalid_params")
+        raise RpcError(
+            INVALID_PARAMS, "invalid params: pass params by name (a JSON object), not as an array",
+            reason="invalid_params", field="params",
+        )  # fmt: skip
+    if params is None:  # an explicit null is the same as no params
+        params = {}
     if not isinstance(params, Mapping):
-        raise invalid('"params" must be an object')
-    return _Envelope(request["method"], dict(params), _request_id(request), "id" not in request)
+        raise _invalid('"params" must be an object')
+    return _Envelope(method, dict(params), _request_id(request), "id" not in request)
+
+
+_MESSAGES = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "int_type": "must be an integer (a JSON number without a fraction)",
+    "enum": "must be one of {expected}",
+}
+
+
+def _field_name(loc: tuple[int | str, ...]) -> str:
+    """The wire name of an error's location: the param, then list indices and nested keys (no pydantic tags)."""
+    parts = [str(loc[0])] if loc else ["params"]
+    for part in loc[1:]:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part) and part not in ("function-plain", "str", "int"):
+            parts.append(f".{part}")
+    return "".join(parts)
+
+
+def _problem(err: Mapping[str, Any], model: type[Params] | None) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        takes = model.wire_names() if model is not None else []
+        return (
+            f"is not a param of this method (it takes {', '.join(takes)})" if takes else "this method takes no params"
+        )
+    if kind == "enum":
+        expected = str((err.get("ctx") or {}).get("expected", "")).replace("'", '"')
+        return _MESSAGES["enum"].format(expected=expected)
+    if kind in _MESSAGES:
+        return _MESSAGES[kind]
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return re.sub(r"^Input should be", "must be", message)
 
 
 def _validation_error(exc: ValidationError) -> RpcError:
-    """Describe what was wrong with which param; never echo the values themselves."""
-    problems = [
-        {"field": ".".join(str(p) for p in err["loc"]) or "params", "type": err["type"], "message": err["msg"]}
-        for err in exc.errors(include_url=False, include_input=False, include_context=False)
-    ]
+    """Describe what was wrong with which wire field; quote at most 80 characters of any value."""
+    model = Params.registry.get(exc.title)
+    problems = []
+    for err in exc.errors(include_url=False, include_input=False):
+        name = _field_name(tuple(err["loc"]))
+        if err["type"] == "extra_forbidden":
+            name = quote(name)[1:-1]
+        problems.append({"field": name, "type": err["type"], "message": _problem(err, model)})
     summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
     return RpcError(INVALID_PARAMS, f"invalid params: {summary}", reason="invalid_params", errors=problems)
 
 
+_PYTHON_NAMES = re.compile(
+    r"\b(?:expires_at|as_of|conflict_group|source_session_id|scope_key|max_chars|max_records|record_id|debounce_s"
+    r"|allow_removal)\b"
+)
+
+
 def _ledger_error(exc: LedgerError) -> RpcError:
-    """Map a LedgerError to its code; ``data`` gets the reason and the scalar context (camelCase)."""
+    """Map a LedgerError to its code; ``data`` gets the reason and the scalar context (camelCase, capped)."""
     code = REASON_CODES.get(exc.reason, LEDGER_ERROR)
-    context = {
-        to_camel(key): value
-        for key, value in exc.context.items()
-        if value is None or isinstance(value, str | int | float | bool)
-    }
+    context: dict[str, Any] = {}
+    for key, value in exc.context.items():
+        if isinstance(value, str):
+            context[to_camel(key)] = value[:MAX_ID_CHARS]
+        elif value is None or isinstance(value, int | float | bool):
+            context[to_camel(key)] = value
     held = getattr(exc, "held", None)
     if isinstance(held, int):
         context["held"] = held
-    return RpcError(code, exc.message, reason=exc.reason, **context)
+    message = exc.message
+    if isinstance(exc, RecordNotFound):
+        message = not_found(str(exc.context.get("record_id", ""))).message
+    elif len(message) > 400:  # a message that grew with its input: keep its head
+        message = message[:400] + "…"
+    if exc.reason == "invalid_params":  # the ledger names its Python arguments; the client knows the wire's
+        message = _PYTHON_NAMES.sub(lambda m: to_camel(m.group()), message)
+    return RpcError(code, message, reason=exc.reason, **context)
+
+
+def method_names(extra_methods: Mapping[str, ExtraMethod] | None = None) -> list[str]:
+    """Every method a client can call here, sorted."""
+    return sorted({*METHODS, *(extra_methods or {})})
 
 
 def _dispatch(led: Ledger, env: _Envelope, extra_methods: Mapping[str, ExtraMethod] | None) -> Any:
     method = METHODS.get(env.method)
-    if method is not None:
-        if env.method == "memory/save_memory_record" and "scopeKey" in env.params:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"invalid params: scopeKey cannot be set on save; records are always saved in {led.scope_key}",
-                reason="invalid_params",
-                field="scopeKey",
-            )
-        return to_jsonable(method.run(led, method.params.model_validate(env.params)))
-    extra = (extra_methods or {}).get(env.method)
-    if extra is not None:
+    extra = None if method is not None else (extra_methods or {}).get(env.method)
+    if method is None and extra is None:
+        raise RpcError(
+            METHOD_NOT_FOUND,
+            f"method not found: {quote(env.method)}; the methods are {', '.join(method_names(extra_methods))} "
+            "(docs/protocol.md describes each)",
+            reason="method_not_found",
+            method=env.method[:MAX_QUOTE_CHARS],
+        )
+    _scan(env.params, "params")
+    if method is None:
+        assert extra is not None
         return to_jsonable(extra(led, env.params))
-    raise RpcError(
-        METHOD_NOT_FOUND,
-        f"method not found: {env.method[:_MAX_ECHO_CHARS]}",
-        reason="method_not_found",
-        method=env.method[:_MAX_ECHO_CHARS],
-    )
+    if env.method == "memory/save_memory_record" and "scopeKey" in env.params:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"invalid params: scopeKey cannot be set on save; records are always saved in {led.scope_key}",
+            reason="invalid_params",
+            field="scopeKey",
+        )
+    return to_jsonable(method.run(led, method.params.model_validate(env.params)))
 
 
 def error_response(request_id: str | int | None, err: RpcError) -> dict[str, Any]:
@@ -406,23 +652,24 @@ def error_response(request_id: str | int | None, err: RpcError) -> dict[str, Any
     }
 
 
-def dumps(response: Mapping[str, Any]) -> str:
-    """One response as one line of compact JSON (newlines inside strings are escaped)."""
-    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+def internal_error_response(request_id: str | int | None = None) -> dict[str, Any]:
+    """``-32603`` without any detail: what a transport answers when something unexpected broke."""
+    return error_response(request_id, RpcError(INTERNAL_ERROR, "internal error", reason="internal_error"))
 
 
-def handle(
-    led: Ledger, request: dict[str, Any] | Any, *, extra_methods: Mapping[str, ExtraMethod] | None = None
-) -> dict[str, Any] | None:
-    """Answer one JSON-RPC 2.0 request against ``led``.
+def dumps(response: Mapping[str, Any] | list[dict[str, Any]]) -> str:
+    """One response (or batch answer) as one line of compact JSON (newlines inside strings are escaped).
 
-    Returns the response object, or ``None`` for a notification (a valid request
-    without an ``id``; its errors are not reported either). Never raises for
-    anything a client sends: every failure becomes an error response (see the
-    module docstring for codes), and an unexpected exception is logged here and
-    answered ``-32603`` without any of its text. ``extra_methods`` adds methods
-    (``name -> fn(led, params)``) outside the ``memory/`` table; built-ins win a clash.
+    The line is always encodable as UTF-8: should a lone surrogate ever reach a response, the
+    line falls back to ASCII escapes instead of failing.
     """
+    text = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(text):
+        text = json.dumps(response, ensure_ascii=True, separators=(",", ":"))
+    return text
+
+
+def _handle_one(led: Ledger, request: Any, extra_methods: Mapping[str, ExtraMethod] | None) -> dict[str, Any] | None:
     try:
         env = _envelope(request)
     except RpcError as err:
@@ -436,11 +683,36 @@ def handle(
     except LedgerError as exc:
         failure = _ledger_error(exc)
     except Exception:
-        log.exception("internal error answering %s (request id %r)", env.method[:_MAX_ECHO_CHARS], env.id)
+        log.exception("internal error answering %s (request id %s)", quote(env.method), quote(str(env.id)))
         failure = RpcError(INTERNAL_ERROR, "internal error", reason="internal_error")
     else:
         return None if env.notification else {"jsonrpc": JSONRPC_VERSION, "id": env.id, "result": result}
     return None if env.notification else error_response(env.id, failure)
+
+
+def handle(
+    led: Ledger, request: dict[str, Any] | list[Any] | Any, *, extra_methods: Mapping[str, ExtraMethod] | None = None
+) -> Any:
+    """Answer one JSON-RPC 2.0 request, or a batch, against ``led``.
+
+    A request object gets its response object, or ``None`` for a notification (a valid request
+    without an ``id``; its errors are not reported either). A batch (a list) gets a list of
+    responses in request order, or ``None`` when it held only notifications; an empty batch or
+    one over :data:`MAX_BATCH` requests gets one ``-32600`` response object. Never raises for
+    anything a client sends: an unexpected exception is logged here and answered ``-32603``
+    without any of its text. ``extra_methods`` adds methods (``name -> fn(led, params)``)
+    outside the ``memory/`` table (built-ins win a clash); the strict-text checks apply to
+    their params too.
+    """
+    if not isinstance(request, list):
+        return _handle_one(led, request, extra_methods)
+    if not request:
+        return error_response(None, _invalid("an empty batch; send at least one request"))
+    if len(request) > MAX_BATCH:
+        return error_response(None, _invalid(f"a batch holds at most {MAX_BATCH} requests, this one {len(request)}"))
+    answers = [_handle_one(led, member, extra_methods) for member in request]
+    responses = [a for a in answers if a is not None]
+    return responses or None
 
 
 def _refuse_constant(name: str) -> Any:
@@ -448,7 +720,7 @@ def _refuse_constant(name: str) -> Any:
 
 
 def handle_line(led: Ledger, line: str, *, extra_methods: Mapping[str, ExtraMethod] | None = None) -> str | None:
-    """Answer one line holding one JSON request; ``None`` when there is nothing to write (a notification).
+    """Answer one line holding one JSON request or batch; ``None`` when there is nothing to write.
 
     A line that is not JSON (including ``NaN``/``Infinity``) is answered ``-32700``.
     The answer is one line of compact JSON (no newline inside).
@@ -457,7 +729,7 @@ def handle_line(led: Ledger, line: str, *, extra_methods: Mapping[str, ExtraMeth
         request = json.loads(line, parse_constant=_refuse_constant)
     except (ValueError, RecursionError):
         err = RpcError(PARSE_ERROR, "parse error: the request is not valid JSON", reason="parse_error")
-        response: dict[str, Any] | None = error_response(None, err)
+        response: Any = error_response(None, err)
     else:
         response = handle(led, request, extra_methods=extra_methods)
     return None if response is None else dumps(response)

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from ledger.errors import BodyRejected
+from ledger.screening_languages import CJK_NEXT, INTL_PROSE, INTL_SENTENCE
+from ledger.screening_views import decoded_runs, normalised
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
 
@@ -80,6 +82,7 @@ class _Finding:
 _TRIGGER: Final = re.compile(
     r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
     r"|cred|auth|be(?:arer|gin)|contrase|://"
+    r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord|пароль|密码|密碼|口令|パスワード|暗証"
 )
 _LONG_TOKEN: Final = 16
 _ARTIFACTORY_HINT: Final = re.compile(r"A(?:KC|P[\dA-F])[A-Za-z0-9]{8}")
@@ -337,6 +340,24 @@ def _keyword_rule(text: str) -> _Finding | None:
     return None
 
 
+def _intl_password_rule(text: str) -> _Finding | None:
+    """A password stated in a sentence in one of the other languages a user may write in."""
+    for m in INTL_SENTENCE.finditer(text):
+        raw = m.group("val")
+        if raw.strip("\"'«»「」.,;:!?").lower() in INTL_PROSE or _prose_word(raw.rstrip(".,;:!?")):
+            continue
+        conn = m.group("conn").strip()
+        mode = "assign" if conn == "=" else "colon" if conn in (":", "：") else "bare" if not conn else "verb"
+        end = m.end()
+        if CJK_NEXT.match(text, end):  # the value ends where the sentence's script resumes
+            text_after, end_at = raw + ".", len(raw)
+        else:
+            text_after, end_at = text, end
+        if _judge(raw, _PW, mode, text_after, end_at):
+            return _DETAILS[_PW, "sentence"]
+    return None
+
+
 def _family(m: re.Match[str]) -> str:
     for family in (_PW, _PIN, _KEY):
         if m.group(family) is not None:
@@ -379,6 +400,7 @@ _FORMATS: Final[tuple[tuple[str, str, str, _Validator | None], ...]] = (
     ("Hugging Face token", _ADVICE_KEY, r"\bhf_[A-Za-z0-9]{30,}\b", _random_tail),
     ("SendGrid API key", _ADVICE_KEY, r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", None),
     ("DigitalOcean token", _ADVICE_KEY, r"\bdo[por]_v1_[a-f0-9]{64}\b", None),
+    ("memledger API token", _ADVICE_KEY, r"\bmlt_[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])", None),
     ("Shopify token", _ADVICE_KEY, r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b", None),
     (
         "HTTP authorization header",
@@ -392,7 +414,7 @@ _FORMAT_RE: Final = re.compile("|".join(f"(?P<f{i}>{pattern})" for i, (_, _, pat
 _FORMAT_HINT: Final = re.compile(
     r"sk-|gh[pousr]_|github_pat_|gl(?:pat|dt|ft|soat|rt|cbt|ptt|oas|imt|agent)-|xox|xapp-|hooks\.slack"
     r"|akia|asia|abia|acca|a3t|aiza|ya29\.|gocspx-|eyj|private key|putty-user|k_live_|k_test_|whsec_"
-    r"|npm_|pypi-|hf_|sg\.|_v1_|shp|bearer|authorization"
+    r"|npm_|pypi-|hf_|sg\.|_v1_|shp|bearer|authorization|mlt_"
 )
 
 # scheme://user:password@host — the password part must not be empty or a placeholder.
@@ -537,6 +559,24 @@ def find_credential(text: str) -> str | None:
 
 
 def _find(text: str) -> _Finding | None:
+    """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex."""
+    finding = _find_in(text)
+    if finding is not None:
+        return finding
+    view = normalised(text)
+    if view != text:
+        finding = _find_in(view)
+        if finding is not None:
+            return _Finding(f"{finding.detail}, disguised with invisible or look-alike characters", finding.advice)
+    if _has_long_token(view):
+        for decoded in decoded_runs(view):
+            finding = _find_in(decoded) or _find_in(normalised(decoded))
+            if finding is not None:
+                return _Finding(f"{finding.detail}, base64- or hex-encoded", finding.advice)
+    return None
+
+
+def _find_in(text: str) -> _Finding | None:
     low = text.lower()
     if not _is_candidate(text, low):
         return None
@@ -548,7 +588,7 @@ def _find(text: str) -> _Finding | None:
         segment_low = segment.lower() if len(segments) > 1 else low
         if not _is_candidate(segment, segment_low):
             continue
-        finding = _keyword_rule(segment) or _detect_secrets_rule(segment)
+        finding = _keyword_rule(segment) or _intl_password_rule(segment) or _detect_secrets_rule(segment)
         if finding is not None:
             return finding
     return None

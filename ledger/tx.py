@@ -31,7 +31,6 @@ from ledger.errors import (
     InvalidInstant,
     InvalidTransition,
     RecordNotFound,
-    ScopeError,
 )
 from ledger.instants import from_micros, to_micros
 from ledger.models import TRANSITIONS, EventKind, Kind, MemoryRecord, Provenance, Status
@@ -64,6 +63,7 @@ _ACTIVE_NOW = "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (exp
 
 # json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
 _sorted_json = json.JSONEncoder(sort_keys=True).encode
+FORGET = "forget"  # memory_records.proposed_action of a proposal that forgets its target when accepted
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,10 +206,16 @@ class Transaction(Reader):
             proposed=int(proposed),
         )
 
-    def check_growth(self) -> None:
-        """Raise :class:`BudgetExceeded` unless one more record fits in the scope."""
+    def check_growth(self, *, notify: bool = False) -> None:
+        """Raise :class:`BudgetExceeded` unless one more record fits in the scope.
+
+        With ``notify``, a write that takes the last slot calls the ledger's budget hooks in
+        this transaction (:meth:`ledger.Ledger.set_budget_hook`).
+        """
         use = self.usage()
         if use.held + 1 <= use.max_records:
+            if notify and use.held + 1 == use.max_records:
+                self.ledger._budget_reached(self)
             return
         raise BudgetExceeded(
             f"{self.scope_key} holds {use.held} of {use.max_records} "
@@ -233,8 +239,8 @@ class Transaction(Reader):
         row = rows.fetch_one(self.conn, record_id)
         if row is None:
             raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
-        if row["scope_key"] != self.scope_key:
-            raise RecordNotFound(f"no memory record {record_id!r} in {self.scope_key}", record_id=record_id)
+        if row["scope_key"] != self.scope_key:  # another account's id reads as an unknown one (SPEC 3.6)
+            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
         return row
 
     def _expiry(self, expires_at: datetime | None) -> int | None:
@@ -290,7 +296,7 @@ class Transaction(Reader):
             replaced.append(member)
             new_kind = new_kind or Kind(member["kind"])
         if not replaced:
-            self.check_growth()
+            self.check_growth(notify=True)
         new = _NewRecord(
             clean,
             new_kind or Kind.FACT,
@@ -303,13 +309,7 @@ class Transaction(Reader):
         return self._write_record(new, replaced=replaced)
 
     def _edit_target(self, record_id: str) -> Row:
-        try:
-            target = self._row(record_id)
-        except RecordNotFound:
-            found = rows.fetch_one(self.conn, record_id)
-            if found is not None:
-                raise ScopeError(f"record {record_id} belongs to another scope") from None
-            raise
+        target = self._row(record_id)  # another account's id is not found, exactly as an unknown one
         if target["status"] != Status.ACTIVE:
             raise InvalidTransition(
                 f"record {record_id} is {target['status']}, not active: only an active record can be edited"
@@ -343,7 +343,7 @@ class Transaction(Reader):
         targets = V.record_ids(supersedes)
         new = _replace_expiry(new, self._expiry(expires_at))
         self.prepare()
-        self.check_growth()
+        self.check_growth(notify=True)
         return self._write_record(new, supersedes=targets)
 
     def _proposal(
@@ -429,6 +429,8 @@ class Transaction(Reader):
         self.prepare()
         row = self._row(record_id)
         _check_transition(row, Status.ACTIVE, "accept")
+        if _proposed_action(self.conn, record_id) == FORGET:
+            return self._accept_forget(row, run_id)
         wanted = json.loads(row["supersedes"])
         targets = rows.fetch_many(self.conn, wanted)
         found = {t["id"] for t in targets}
@@ -501,6 +503,81 @@ class Transaction(Reader):
             hook(self.conn, erased_ids, bodies)
         self.after_commit(self.ledger._scrub_files)
         return self._fresh(record_id)
+
+    def set_expiry(self, record_id: str, expires_at: datetime) -> MemoryRecord:
+        """Give an active record an expiry after ``tx.now``; an existing earlier expiry is kept (the earlier wins).
+
+        The record stays active until then and the sweep expires it as any other. The past
+        reads as it did: the expiry is in the future, so no interval already read changes.
+
+        Raises:
+            InvalidTransition: the record is not active in the scope; InvalidInstant: not after ``tx.now``.
+        """
+        exp_us = to_micros(expires_at, name="expires_at")
+        if exp_us <= self.now_us:
+            raise InvalidInstant("an expiry must be after the instant it is set")
+        row = rows.fetch_one(self.conn, record_id)
+        if row is None or row["scope_key"] != self.scope_key or row["status"] != Status.ACTIVE:
+            raise InvalidTransition(f"record {record_id} is no longer active in {self.scope_key}")
+        if row["expires_at"] is None or row["expires_at"] > exp_us:
+            execute(
+                self.conn,
+                "UPDATE memory_records SET expires_at = :e, updated_at = :n WHERE id = :id AND status = 'active'",
+                {"e": exp_us, "n": self.now_us, "id": record_id},
+            )
+        return self._fresh(record_id)
+
+    def propose_forget(
+        self,
+        target_id: str,
+        *,
+        provenance: Provenance | str = Provenance.MODEL_CONSOLIDATION,
+        rationale: str | None = None,
+        run_id: str | None = None,
+    ) -> MemoryRecord:
+        """A pending forget of ``target_id``: a proposal that, when accepted, forgets the target as the user would.
+
+        Its body names the target and never copies the target's words (accepting erases
+        them). Growth, so the budget applies. Rejecting it forgets nothing.
+
+        Raises:
+            InvalidTransition: the target is not active in the scope; BudgetExceeded.
+        """
+        target = rows.fetch_one(self.conn, target_id)
+        if target is None or target["scope_key"] != self.scope_key or target["status"] != Status.ACTIVE:
+            raise InvalidTransition(f"record {target_id} is no longer active in {self.scope_key}")
+        why = None if rationale is None else str(rationale)[: self.ledger.max_body_chars]
+        new = self._proposal(
+            # The id as /pins shows it: a whole id is long and random enough to look like a secret to screening.
+            f"Forget the pin {target_id[:8]} (it names the pin in supersedes)",
+            target["kind"],
+            None,
+            why,
+            None,
+            None,
+            provenance,
+            run_id,
+            False,
+        )
+        self.check_growth()
+        record = self._write_record(new, supersedes=[target_id])
+        execute(
+            self.conn, "UPDATE memory_records SET proposed_action = :a WHERE id = :id", {"a": FORGET, "id": record.id}
+        )
+        return record
+
+    def _accept_forget(self, row: Row, run_id: str | None) -> MemoryRecord:
+        """Accepting a pending forget: the target is forgotten, and the proposal (an instruction, not a pin) too."""
+        (target_id,) = json.loads(row["supersedes"])
+        target = rows.fetch_one(self.conn, target_id)
+        if target is None or target["status"] != Status.ACTIVE:
+            raise InvalidTransition(f"cannot accept {row['id']}: {target_id} is no longer active; reject it instead")
+        self.delete(target_id)
+        self.event(EventKind.ACCEPTED, record_id=row["id"], run_id=run_id)
+        proposal = self._fresh(row["id"])
+        if proposal.status == Status.PROPOSED:  # erasing the target may already have closed it
+            return self.delete(row["id"])
+        return proposal
 
     def set_budget(self, max_records: int) -> ScopeUsage:
         """Set the scope's ``max_records``. Never evicts. Raises InvalidArgument (not 0 to 1,000,000)."""
@@ -594,6 +671,11 @@ def _replace_status(new: _NewRecord, status: Status) -> _NewRecord:
     from dataclasses import replace
 
     return replace(new, status=status)
+
+
+def _proposed_action(conn: Connection, record_id: str) -> str | None:
+    found = query(conn, "SELECT proposed_action FROM memory_records WHERE id = :id", {"id": record_id})
+    return None if not found else found[0][0]
 
 
 def _check_transition(row: Row, to: Status, verb: str) -> None:

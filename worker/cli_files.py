@@ -246,7 +246,7 @@ def _run_audit(directory: Path, text: str, scope: str | None, day: date, warn_wi
 @app.command("audit")
 def audit_cmd(
     directory: Annotated[
-        str, typer.Argument(metavar="[DIR]", help="Directory of entries (every *.md under it, recursively).")
+        str, typer.Argument(metavar="DIR", help="Directory of entries (every *.md under it, recursively).")
     ] = "memories",
     scope: ScopeOpt = None,
     as_of: AsOfOpt = None,

@@ -284,7 +284,7 @@ def proposals(as_json: Json = False, scope: Scope = None, database_url: DbUrl = 
 
 
 # ---------------------------------------------------------------------- db
-db_app = typer.Typer(no_args_is_help=True, help="Database schema: upgrade.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema: upgrade, compact.")
 
 
 @db_app.command("upgrade")

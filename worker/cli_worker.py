@@ -59,12 +59,11 @@ def cli_runtime(*, log_level: str = "WARNING") -> Iterator[Runtime]:
 
 
 def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
-    """``consolidation/notify_turn`` for ``memledger rpc`` (the same method ``serve`` exposes)."""
-    from worker.server import NOTIFY_TURN, notify_turn_method
+    """``consolidation/notify_turn`` and the account's settings methods for ``memledger rpc`` (as ``serve``)."""
+    from worker.server import extra_methods
 
     runtime = build_runtime(cli_config(), ledger=led)
-    method: ExtraMethod = notify_turn_method(runtime)
-    return {NOTIFY_TURN: method}
+    return extra_methods(runtime)
 
 
 # ---------------------------------------------------------------------- processes
@@ -87,11 +86,15 @@ def serve(
     from worker.banner import banner_lines
     from worker.logging import configure_logging
     from worker.output import is_terminal
-    from worker.server import run_server
+    from worker.server import BindRefused, check_bind, run_server
 
     config = cli_config()
     if no_worker and config.embedded:
         fail("--no-worker needs MEMLEDGER_REDIS_URL: with the embedded queue, serve is the only worker", code=2)
+    try:
+        check_bind(host, auth=config.auth)
+    except BindRefused as exc:
+        fail(f"memledger serve: {exc}", code=2)
     if banner if banner is not None else is_terminal():
         typer.echo("\n".join(banner_lines(config, host=host, port=port, run_worker=not no_worker)))
     configure_logging(fmt=config.log_format, level=config.log_level)
@@ -265,7 +268,17 @@ def consolidation_set(
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
     max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens")] = None,
     allowed_ops: Annotated[
-        str | None, typer.Option("--allowed-ops", help="Comma-separated: merge,correct,keep.")
+        str | None,
+        typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep."),
+    ] = None,
+    allow_removal: Annotated[
+        bool | None,
+        typer.Option(
+            "--allow-removal/--no-allow-removal", help="Let consolidation retire (forget) pins. Off by default."
+        ),
+    ] = None,
+    max_prompt_chars: Annotated[
+        int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
     ] = None,
     as_json: Json = False,
 ) -> None:
@@ -280,6 +293,8 @@ def consolidation_set(
             ("max_wait_s", max_wait_s),
             ("wall_clock_cap_s", cap_s),
             ("max_output_tokens", max_output_tokens),
+            ("allow_removal", allow_removal),
+            ("max_prompt_chars", max_prompt_chars),
         )
         if value is not None
     }

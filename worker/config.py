@@ -78,6 +78,13 @@ class WorkerConfig(BaseSettings):
     redis_namespace: str = Field("memledger", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
     model_prices: dict[str, dict[str, str | float | int]] = Field(default_factory=dict)
     fault_point: str | None = Field(None, description="fault tests only: os._exit at this step of a run")
+    # Serving safely (SPEC 5.1, issue 9).
+    auth: Literal["none", "tokens"] = Field("none", description="tokens: every HTTP request needs a Bearer token")
+    allowed_origins: str = Field("", description="comma-separated Origins allowed to call /rpc (CORS for them)")
+    allowed_hosts: str = Field("", description="comma-separated Host names accepted besides the loopback ones")
+    max_request_bytes: int = Field(1_000_000, ge=1024, le=64_000_000, description="largest POST /rpc body")
+    header_timeout_s: float = Field(10.0, gt=0, le=600, description="a request's headers must arrive within this")
+    body_timeout_s: float = Field(30.0, gt=0, le=3600, description="a request's body must arrive within this")
 
     @field_validator("database_url")
     @classmethod
@@ -104,6 +111,22 @@ class WorkerConfig(BaseSettings):
         if not _ACCOUNT_RE.match(value):
             raise ValueError("must be letters, digits and . _ @ / + - (the scope becomes account:<account>)")
         return value
+
+    @field_validator("allowed_origins", "allowed_hosts")
+    @classmethod
+    def _comma_list(cls, value: str) -> str:
+        for item in (part.strip() for part in value.split(",")):
+            if item and not re.fullmatch(r"(?:https?://)?[A-Za-z0-9.\[\]:*-]+", item):
+                raise ValueError(f"{item[:80]!r} is not a host or an origin such as https://chat.example.com")
+        return value
+
+    def origin_list(self) -> list[str]:
+        """``allowed_origins`` as a list (lower case, no trailing slash)."""
+        return [o.strip().rstrip("/").lower() for o in self.allowed_origins.split(",") if o.strip()]
+
+    def host_list(self) -> list[str]:
+        """``allowed_hosts`` as a list of lower-case host names (no port)."""
+        return [h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip()]
 
     @field_validator("log_level")
     @classmethod

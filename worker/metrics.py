@@ -27,6 +27,7 @@ from prometheus_client import multiprocess
 from consolidation.models import ConsolidationRun
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+OFFLINE_HARNESS = "offline"
 _DELAY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 _DURATION_BUCKETS_MS = (5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000, 30000, 60000, 600000)
 
@@ -49,7 +50,8 @@ class Metrics:
         """Count one settled run: outcome, model call, tokens, spend, refusals, queue delay."""
         outcome = "unknown" if run.outcome is None else str(run.outcome)
         self.runs_settled.labels(outcome=outcome).inc()
-        if run.model_calls:
+        if run.model_calls and run.harness != OFFLINE_HARNESS:
+            # The offline harness calls no model: counting it would overstate what was paid for.
             self.model_calls.inc(run.model_calls)
         for kind, count in (
             ("input", run.input_tokens),

@@ -32,7 +32,9 @@ from ledger.protocol import (
     METHODS,
     PARSE_ERROR,
     REASON_CODES,
+    NoParams,
 )
+from worker.account_methods import UpdateConsolidationParams
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
 RPC_URL = "http://127.0.0.1:8080/rpc"
@@ -57,6 +59,7 @@ class MethodDoc:
     types: Mapping[str, str] = field(default_factory=dict)  # name -> JSON type, where the schema is vague
     errors: tuple[str, ...] = ()  # data.reason values beyond the ones every method can give
     note: str = ""
+    params_model: Any = None  # an extra method's params model (the table's own methods carry theirs)
 
 
 RECORD_FIELDS = (
@@ -105,6 +108,13 @@ RESULTS: dict[str, tuple[Field_, ...]] = {
         Field_("omitted", "array of record", "active records left out for size"),
         Field_("maxChars", "integer", "the size limit applied"),
     ),
+    "settings": (
+        Field_("scopeKey", "string", "the bound account's scope"),
+        Field_("mode", "string", "`off`, `propose` (a model's operations become proposals) or `apply`"),
+        Field_("allowRemoval", "boolean", "whether consolidation may retire records"),
+        Field_("debounceS", "number", "seconds of quiet after a turn before a run"),
+        Field_("maxRecords", "integer", "the scope's record budget"),
+    ),
     "notify_turn": (
         Field_("scheduled", "boolean", "false when the scope's consolidation is off"),
         Field_("scopeKey", "string", "the bound account's scope"),
@@ -138,6 +148,7 @@ DOCS: dict[str, MethodDoc] = {
         "list",
         {"scopeKey": SCOPE},
         params={"scopeKey": "the scope to read (the bound account's)"},
+        errors=("scope_error",),
     ),
     "memory/list_memory_records_as_of": MethodDoc(
         "The records that applied at an instant (forgotten records are left out).",
@@ -145,6 +156,7 @@ DOCS: dict[str, MethodDoc] = {
         {"scopeKey": SCOPE, "asOf": "2026-01-01T00:00:00Z"},
         params={"scopeKey": "the scope to read", "asOf": "the instant, RFC 3339 with `Z` or an offset"},
         types={"asOf": "string (RFC 3339)"},
+        errors=("scope_error",),
     ),
     "memory/get_memory_record": MethodDoc(
         "One record in any status.",
@@ -169,12 +181,14 @@ DOCS: dict[str, MethodDoc] = {
             "query": "words to look for (any text)",
             "limit": "at most this many",
         },
+        errors=("scope_error",),
     ),
     "memory/list_proposed_memory_records": MethodDoc(
         "Proposals waiting for the user's accept or reject (from a model: consolidation in propose mode).",
         "list",
         {"scopeKey": SCOPE},
         params={"scopeKey": "the scope to read"},
+        errors=("scope_error",),
     ),
     "memory/accept_proposed_memory_record": MethodDoc(
         "Accept a waiting proposal: it becomes active now, closing what it supersedes.",
@@ -201,6 +215,7 @@ DOCS: dict[str, MethodDoc] = {
         "packet",
         {"scopeKey": SCOPE, "maxChars": 2000},
         params={"scopeKey": "the scope", "maxChars": "size limit of `text` (1 … 1,000,000)"},
+        errors=("scope_error",),
     ),
     "memory/delete_memory_record": MethodDoc(
         "Forget a record: a tombstone now, and its body and its earlier revisions' bodies are erased.",
@@ -215,6 +230,27 @@ DOCS: dict[str, MethodDoc] = {
         "notify_turn",
         {},
         note="Takes no params: the scope is always the bound account's.",
+    ),
+    "memory/get_consolidation_settings": MethodDoc(
+        "The bound account's own consolidation switches.",
+        "settings",
+        {},
+        params_model=NoParams,
+        note="Operator settings (harness, model, prices, spend budgets, caps) are not on the protocol: "
+        "they stay on the command line (`memledger consolidation set`).",
+    ),
+    "memory/update_consolidation_settings": MethodDoc(
+        "Change the bound account's own consolidation switches; each param is optional.",
+        "settings",
+        {"mode": "propose", "debounceS": 30},
+        params_model=UpdateConsolidationParams,
+        params={
+            "mode": "`off`, `propose` or `apply` (`off` cancels a pending run)",
+            "allowRemoval": "let consolidation retire records",
+            "debounceS": "seconds of quiet after a turn before a run (0 … 86,400)",
+            "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts)",
+        },
+        types={"mode": "string: `off`, `propose`, `apply`"},
     ),
 }
 
@@ -235,7 +271,12 @@ REASONS: dict[str, tuple[int, str]] = {
         REASON_CODES.get("budget_exceeded", LEDGER_ERROR),
         "the scope is full (`data`: budget, active, proposed, held); nothing is evicted",
     ),
-    "not_found": (REASON_CODES.get("not_found", LEDGER_ERROR), "no such record for this account (`data.recordId`)"),
+    "not_found": (
+        REASON_CODES.get("not_found", LEDGER_ERROR),
+        "no such record for this account (`data.recordId`); another account's id answers exactly the same",
+    ),
+    "scope_error": (REASON_CODES.get("scope_error", INVALID_PARAMS), "a scope that is not the caller's account"),
+    "ledger_error": (LEDGER_ERROR, "any other ledger error (e.g. a schema behind the code)"),
     "invalid_transition": (
         REASON_CODES.get("invalid_transition", LEDGER_ERROR),
         "the record's status does not allow it (e.g. accepting an active record)",
@@ -267,7 +308,9 @@ def check_coverage(names: Iterable[str]) -> None:
 
 def _json_type(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> tuple[str, bool]:
     """A property's JSON type for people, and whether ``null`` is allowed."""
-    options = prop.get("anyOf", [prop])
+    options: list[Mapping[str, Any]] = []
+    for option in prop.get("anyOf", [prop]):
+        options.extend(option.get("anyOf", [option]))  # a nested union (e.g. number or integer)
     nullable = any(option.get("type") == "null" for option in options)
     names = []
     for option in options:
@@ -281,11 +324,13 @@ def _json_type(prop: Mapping[str, Any], defs: Mapping[str, Any]) -> tuple[str, b
             names.append(" ".join([option["type"], *bounds]))
         else:
             names.append("string")
-    return " \\| ".join(names) or "any", nullable
+    if "number" in names and "integer" in names:
+        names.remove("integer")
+    return " \\| ".join(dict.fromkeys(names)) or "any", nullable
 
 
 def _params_table(name: str, entry: Any, doc: MethodDoc) -> list[str]:
-    params_model = getattr(entry, "params", None)
+    params_model = doc.params_model or getattr(entry, "params", None)
     if params_model is None:
         rows = [(p, doc.types.get(p, "any"), "yes", doc.params.get(p, "")) for p in doc.params]
     else:
@@ -380,6 +425,77 @@ shell, and the ones that need an id take it from these variables:
 """
 
 
+# How every method behaves, whatever its params: written once, here, beside the method table.
+GUIDE = """\
+## One account per caller
+
+Every method acts on the bound account's scope (`account:<name>`) alone:
+
+* a `scopeKey` that is well formed but not the caller's is refused: code `-32602`,
+  `data: {"reason": "scope_error", "field": "scopeKey"}`; a malformed one is `invalid_params`;
+* an id that belongs to another account is answered exactly as an unknown id: code `-32003`,
+  `data: {"reason": "not_found", "recordId": …}`, message `no memory record "<id>" in this
+  account` — same code, data and message (with the id swapped) for both, on every id method and
+  on `supersedes` and `/unpin`; ids longer than 100 characters are not looked up at all;
+* `save` takes no `scopeKey` (refused, naming the bound scope).
+
+On stdio and in-process the bound account is the ledger's (`MEMLEDGER_ACCOUNT`, default
+`local`). Over HTTP with `MEMLEDGER_AUTH=tokens` it is the token's account and nothing in the
+payload can change it. Workspace scopes (`workspace:…`) are not on the protocol yet: every
+scope but the caller's account scope is a `scope_error`.
+
+## Strict input
+
+Applied to every method, the worker's extra methods included (their params are scanned
+before they run; their own param models use `ledger.protocol.Params` with the `Line`, `Text`
+and `Instant` field types):
+
+* **Unicode.** Every string anywhere in a request (values, param names, the method, the id)
+  must be valid Unicode: a lone surrogate (`"\\ud800"`) is `-32602 invalid_params` naming the
+  field (`-32600` in the envelope; an id that is not plain text is answered with `id: null`).
+* **Control characters** (C0, DEL, C1) are refused in every string; newline, carriage return
+  and tab are allowed in bodies and slash text only (not in groups, session ids, queries, ids,
+  scope keys).
+* **Instants** are `YYYY-MM-DDTHH:MM:SS[.f{1,6}](Z|±HH:MM)` (`T`/space, `Z`/`z` accepted):
+  basic format (`20300101T000000Z`), week and ordinal dates, a missing offset, `+0100`, and more
+  than 6 fractional digits are refused — never cut. The message names the wire field and shows
+  a valid value, e.g. `invalid params: asOf: has 7 fractional digits and at most 6 (microseconds)
+  are kept; round it, e.g. "2026-01-01T00:00:00.123456Z"`.
+* **Messages** quote at most 80 characters of any input (`quote()`: JSON-escaped, cut, with the
+  full length), so a 900 KB id gives a short error. `data.errors` lists each problem as
+  `{field, type, message}`; an unknown param's message lists the params the method takes.
+* **Unknown methods** (`-32601`) list every method of the table, extra methods included.
+
+## Batches
+
+As JSON-RPC 2.0 section 6 says, on every transport: an array of requests is answered with an
+array of responses in request order, with nothing for notifications, and with nothing at all
+(HTTP 204, no stdio line, `None` in-process) when every member was a notification. An empty
+array and an array of more than 100 requests get one `-32600` response object; a member that is
+not a request object gets its own `-32600` (`id: null`). Over HTTP the whole batch counts
+against the body limit. `tests/ledger/test_protocol.py::test_the_specifications_batch_examples`
+replays the specification's examples (with params by name, which this protocol requires).
+"""
+
+SERVING = """\
+## Serving safely (HTTP)
+
+`memledger serve` checks, in this order, before the body is read: `Host` (421 unless a
+loopback name or in `MEMLEDGER_ALLOWED_HOSTS`; not checked with tokens on and no allowed hosts
+configured), `Origin` (403 when present and not in `MEMLEDGER_ALLOWED_ORIGINS`),
+`Content-Type: application/json` (else 415), the Bearer token with `MEMLEDGER_AUTH=tokens`
+(401), `Content-Length` over `MEMLEDGER_MAX_REQUEST_BYTES` (default 1,000,000; 413, connection
+closed). The body is then read as a stream and cut off at the limit (413) or after
+`MEMLEDGER_BODY_TIMEOUT_S` (default 30; 408); request headers must arrive within
+`MEMLEDGER_HEADER_TIMEOUT_S` (default 10) or the connection is closed. Refusals are JSON-RPC
+error objects too (`data.reason`: `misdirected_request`, `forbidden_origin`,
+`unsupported_media_type`, `unauthorized`, `request_too_large`, `request_timeout`). Everything
+else is status 200 (204 for notifications only) — an unexpected failure is a `-32603` response,
+never a 500 that would drop the next pipelined request. CORS headers are sent only to
+configured origins. How to issue and rotate tokens: [operations](operations.md#api-tokens).
+"""
+
+
 def render(methods: Mapping[str, Any] | None = None) -> str:
     """The whole reference as Markdown (deterministic: the same table gives the same text)."""
     served = served_methods() if methods is None else dict(methods)
@@ -390,6 +506,10 @@ def render(methods: Mapping[str, Any] | None = None) -> str:
     lines += ["", "## Records", "", "Every method that answers records uses this object:", ""]
     lines += ["| Field | Type | Meaning |", "| --- | --- | --- |"]
     lines += [f"| `{f.name}` | {f.type} | {f.description} |" for f in RECORD_FIELDS]
+    lines += ["", GUIDE.rstrip("\n"), "", "## Errors", ""]
+    lines += ["| Code | `data.reason` | When |", "| --- | --- | --- |"]
+    lines += [f"| {code} | `{reason}` | {when} |" for reason, (code, when) in REASONS.items()]
+    lines += ["", SERVING.rstrip("\n")]
     for name in order:
         doc = DOCS[name]
         lines += ["", f"## {name}", "", doc.summary]

@@ -1,14 +1,37 @@
-"""``memledger serve``: the record protocol over HTTP, on uvicorn + Starlette.
+"""``memledger serve``: the record protocol over HTTP, on uvicorn + Starlette, served safely (SPEC 5.1).
 
 Routes::
 
-    POST /rpc       one JSON-RPC 2.0 request (ledger.protocol) plus ``consolidation/notify_turn``
+    POST /rpc       one JSON-RPC 2.0 request or batch (ledger.protocol) plus the worker's extra methods
     GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
     GET  /metrics   Prometheus exposition
     GET  /livez     liveness: the process answers (no database check); see worker.ops.http
     GET  /ops       the read-only operator page (loopback or operator token); see worker.ops.http
 
 Every request is counted per RPC method and access-logged (never a body): worker.ops.http.
+
+What ``POST /rpc`` refuses, in this order, before anything is read or run:
+
+======  ==================================================================================
+421     a ``Host`` that is not a loopback name or in ``MEMLEDGER_ALLOWED_HOSTS`` (DNS rebinding);
+        with tokens on and no allowed hosts configured the Host is not checked (a browser
+        never attaches the Bearer token, so rebinding gains nothing)
+403     an ``Origin`` that is present and not in ``MEMLEDGER_ALLOWED_ORIGINS`` (cross-site forms)
+415     a ``Content-Type`` other than ``application/json`` (the "simple" cross-site request)
+401     with ``MEMLEDGER_AUTH=tokens``: no valid ``Authorization: Bearer`` token
+413     a ``Content-Length`` over ``max_request_bytes`` (before a byte is read), or a chunked
+        body that reaches it (cut off there); the connection is closed
+408     a body that does not arrive within ``body_timeout_s``
+======  ==================================================================================
+
+Everything else is answered in JSON-RPC, with status 200 (204 for notifications only):
+an unexpected failure is a ``-32603`` response, never a 500 that would drop the
+connection's next pipelined request. CORS headers are sent only to configured origins.
+
+Slow clients: uvicorn bounds the header size (``h11_max_incomplete_event_size``) and idle
+keep-alive connections (``timeout_keep_alive``); it has no header read timeout, so
+:func:`bounded_h11_protocol` adds one (a connection whose request headers are not complete
+within ``header_timeout_s`` is closed). The body timeout is enforced here, while reading.
 
 The protocol is synchronous (database I/O), so each request runs in Starlette's
 thread pool. The lifespan starts the background parts (see :mod:`worker.runtime`)
@@ -19,8 +42,11 @@ off is left ``running`` for a janitor), and the process exits 0.
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import logging
 import signal
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,22 +54,71 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ledger import Ledger
 from ledger.instants import format_rfc3339
-from ledger.protocol import INVALID_PARAMS, PARSE_ERROR, RpcError, dumps, error_response, handle_line
+from ledger.protocol import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ExtraMethod,
+    RpcError,
+    dumps,
+    error_response,
+    handle_line,
+    internal_error_response,
+)
+from worker.account_methods import account_methods
 from worker.metrics import render_latest
 from worker.ops.http import ops_routes, with_observability
+from worker.ops.rpc import ACCOUNT_STATE_KEY
 from worker.runtime import Runtime
+from worker.tokens import TokenStore
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST_BYTES = 1_000_000
+MAX_REQUEST_BYTES = 1_000_000  # the default of WorkerConfig.max_request_bytes
+MAX_HEADER_BYTES = 16 * 1024
+KEEP_ALIVE_S = 5
 NOTIFY_TURN = "consolidation/notify_turn"
 GRACEFUL_HTTP_SHUTDOWN_S = 10
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_MAX_ACCOUNTS_CACHED = 4096
+
+
+class BindRefused(ValueError):
+    """``serve`` was asked to listen beyond loopback without tokens."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost``, ``*.localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, *, auth: str) -> None:
+    """Refuse to listen on anything but loopback unless every request needs a token.
+
+    Raises:
+        BindRefused: with what the operator should do.
+    """
+    if auth != "tokens" and not is_loopback(host):
+        raise BindRefused(
+            f"refusing to serve on {host}: without tokens every client could read and write every pin. "
+            "Set MEMLEDGER_AUTH=tokens (and create tokens with `memledger tokens create ACCOUNT`), "
+            "or bind 127.0.0.1"
+        )
 
 
 def notify_turn_method(runtime: Runtime) -> Any:
@@ -76,24 +151,161 @@ def notify_turn_method(runtime: Runtime) -> Any:
     return method
 
 
-def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
-    """``POST /rpc``: one JSON-RPC request in the body, one response (or 204 for a notification)."""
-    extra = {NOTIFY_TURN: notify_turn_method(runtime)}
+def extra_methods(runtime: Runtime) -> dict[str, ExtraMethod]:
+    """Every method the worker adds to the record protocol (``serve`` and ``rpc`` alike)."""
+    return {NOTIFY_TURN: notify_turn_method(runtime), **account_methods(runtime.service)}
 
-    async def rpc(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_REQUEST_BYTES:
-            err = RpcError(-32600, f"request too large (over {MAX_REQUEST_BYTES} bytes)", reason="invalid_request")
-            return _json_line(dumps(error_response(None, err)), status=413)
+
+class AccountLedgers:
+    """The ledger for each account a token names: one :meth:`Ledger.for_account` twin per account."""
+
+    def __init__(self, base: Ledger) -> None:
+        self.base = base
+        self._lock = threading.Lock()
+        self._by_account: dict[str, Ledger] = {}
+
+    def get(self, account: str) -> Ledger:
+        with self._lock:
+            led = self._by_account.get(account)
+            if led is None:
+                if len(self._by_account) >= _MAX_ACCOUNTS_CACHED:
+                    self._by_account.clear()
+                led = self.base.for_account(account)
+                self._by_account[account] = led
+            return led
+
+
+def _refusal(
+    status: int, code: int, message: str, reason: str, *, close: bool = False, headers: dict[str, str] | None = None
+) -> Response:
+    answer = dumps(error_response(None, RpcError(code, message, reason=reason)))
+    extra = {"connection": "close"} if close else {}
+    return Response(answer, status_code=status, media_type="application/json", headers={**extra, **(headers or {})})
+
+
+def _host_name(host_header: str) -> str:
+    """The name part of a Host header (no port), lower case; IPv6 keeps its brackets off."""
+    value = host_header.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class Guard:
+    """The checks of one ``POST /rpc`` request before its body is read (see the module docstring)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        config = runtime.config
+        self.tokens_on = config.auth == "tokens"
+        self.origins = frozenset(config.origin_list())
+        self.hosts = frozenset(config.host_list())
+        self.max_bytes = config.max_request_bytes
+        self.body_timeout_s = config.body_timeout_s
+        self.tokens = TokenStore.for_ledger(runtime.ledger)
+
+    def refuse(self, request: Request) -> Response | None:
+        host = _host_name(request.headers.get("host", ""))
+        if (not self.tokens_on or self.hosts) and not (is_loopback(host) or host in self.hosts):
+            return _refusal(
+                421, INVALID_REQUEST, "misdirected request: this server answers loopback names and its allowed "
+                "hosts only (MEMLEDGER_ALLOWED_HOSTS)", "misdirected_request",
+            )  # fmt: skip
+        origin = request.headers.get("origin")
+        if origin is not None and origin.rstrip("/").lower() not in self.origins:
+            return _refusal(
+                403, INVALID_REQUEST, "forbidden: requests from web pages are refused unless their Origin is in "
+                "MEMLEDGER_ALLOWED_ORIGINS", "forbidden_origin",
+            )  # fmt: skip
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            return _refusal(
+                415, INVALID_REQUEST, "unsupported media type: send the request as Content-Type: application/json",
+                "unsupported_media_type",
+            )  # fmt: skip
+        return None
+
+    async def account(self, request: Request, default: str) -> str | Response:
+        """The caller's account: from the Bearer token with tokens on, else the server's own."""
+        if not self.tokens_on:
+            return default
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        account = None
+        if scheme.lower() == "bearer" and token.strip():
+            account = await run_in_threadpool(self.tokens.authenticate, token.strip())
+        if account is None:
+            return _refusal(
+                401, INVALID_REQUEST, "unauthorized: send Authorization: Bearer <token> with a token from "
+                "`memledger tokens create ACCOUNT` that has not been revoked", "unauthorized",
+                headers={"www-authenticate": 'Bearer realm="memledger"'},
+            )  # fmt: skip
+        return account
+
+    async def body(self, request: Request) -> bytes | Response:
+        """The body, read while counting: refused at the limit, never buffered past it."""
+        declared = request.headers.get("content-length")
+        too_large = _refusal(
+            413, INVALID_REQUEST, f"request too large: the limit is {self.max_bytes:,} bytes (a batch counts whole)",
+            "request_too_large", close=True,
+        )  # fmt: skip
+        if declared is not None:
+            if not declared.strip().isdigit():
+                return _refusal(400, INVALID_REQUEST, "bad Content-Length", "invalid_request", close=True)
+            if int(declared) > self.max_bytes:
+                return too_large
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > self.max_bytes:
+                        return too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            return _refusal(
+                408, INVALID_REQUEST, f"request timeout: the body must arrive within {self.body_timeout_s:g} s",
+                "request_timeout", close=True,
+            )  # fmt: skip
+        return b"".join(chunks)
+
+
+def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
+    """``POST /rpc``: one JSON-RPC request or batch in the body; one JSON answer (204 when there is none)."""
+    extra = extra_methods(runtime)
+    guard = Guard(runtime)
+    ledgers = AccountLedgers(runtime.ledger)
+    default_account = runtime.ledger.scope_key.split(":", 1)[1]
+
+    async def answer(request: Request) -> Response:
+        refused = guard.refuse(request)
+        if refused is not None:
+            return refused
+        account = await guard.account(request, default_account)
+        if isinstance(account, Response):
+            return account
+        body = await guard.body(request)
+        if isinstance(body, Response):
+            return body
         try:
             line = body.decode("utf-8")
         except UnicodeDecodeError:
             err = RpcError(PARSE_ERROR, "parse error: the request is not UTF-8 JSON", reason="parse_error")
             return _json_line(dumps(error_response(None, err)))
-        answer = await run_in_threadpool(handle_line, runtime.ledger, line, extra_methods=extra)
-        if answer is None:  # a notification: nothing to answer
+        request.scope.setdefault("state", {})[ACCOUNT_STATE_KEY] = account  # for the access log
+        led = runtime.ledger if account == default_account else ledgers.get(account)
+        reply = await run_in_threadpool(handle_line, led, line, extra_methods=extra)
+        if reply is None:  # notifications only: nothing to answer
             return Response(status_code=204)
-        return _json_line(answer)
+        return _json_line(reply)
+
+    async def rpc(request: Request) -> Response:
+        try:
+            return await answer(request)
+        except ClientDisconnect:
+            return Response(status_code=204)
+        except Exception:
+            log.exception("internal error serving POST /rpc")
+            return _json_line(dumps(internal_error_response()))
 
     return rpc
 
@@ -109,7 +321,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
                 runtime.start_sweep_schedule()
         runtime.start_janitor()
         broker = "embedded" if runtime.config.embedded else "redis"
-        log.info("memledger serve ready (worker: %s, broker: %s)", run_worker, broker)
+        log.info("memledger serve ready (worker: %s, broker: %s, auth: %s)", run_worker, broker, runtime.config.auth)
         yield
         log.info("shutting down: stopping the janitor and the worker")
         await run_in_threadpool(runtime.close)
@@ -128,25 +340,89 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         Route("/metrics", metrics, methods=["GET"]),
         *ops_routes(runtime),
     ]
-    return with_observability(Starlette(routes=routes, lifespan=lifespan), runtime)
+    middleware = []
+    origins = runtime.config.origin_list()
+    if origins:  # no CORS headers at all unless origins are configured
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=origins,
+                allow_methods=["POST"],
+                allow_headers=["content-type", "authorization"],
+                max_age=600,
+            )
+        )
+    return with_observability(Starlette(routes=routes, lifespan=lifespan, middleware=middleware), runtime)
 
 
 def _json_line(text: str, *, status: int = 200) -> Response:
     return Response(text, status_code=status, media_type="application/json")
 
 
-def run_server(runtime: Runtime, *, host: str, port: int, run_worker: bool) -> None:
-    """Serve until SIGTERM or SIGINT, then shut down gracefully and return (exit status 0)."""
-    app = create_app(runtime, run_worker=run_worker)
-    config = uvicorn.Config(
-        app,
+def bounded_h11_protocol(header_timeout_s: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with a header read timeout: a connection is closed when a request's
+    headers are not complete ``header_timeout_s`` after the connection opened or the last response ended.
+    """
+
+    class BoundedH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+        _armed_cycle: object = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._arm_header_timer()
+
+        def _arm_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+            self._armed_cycle = self.cycle
+            self._header_timer = self.loop.call_later(header_timeout_s, self._header_deadline)
+
+        def _header_deadline(self) -> None:
+            self._header_timer = None
+            in_flight = self.cycle is not None and not self.cycle.response_complete
+            if in_flight or self.cycle is not self._armed_cycle:
+                self._arm_header_timer()  # a request got its headers in time: watch the next one
+            elif not self.transport.is_closing():
+                log.info("closing a connection whose request headers did not arrive in %.0f s", header_timeout_s)
+                self.transport.close()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+            super().connection_lost(exc)
+
+    return BoundedH11Protocol
+
+
+def server_config(runtime: Runtime, *, host: str, port: int, run_worker: bool) -> uvicorn.Config:
+    """The uvicorn configuration ``serve`` runs with: its limits and timeouts, and the header timeout."""
+    return uvicorn.Config(
+        create_app(runtime, run_worker=run_worker),
         host=host,
         port=port,
+        http=bounded_h11_protocol(runtime.config.header_timeout_s),
         log_config=None,
         access_log=False,
         lifespan="on",
+        proxy_headers=False,  # the client's address is the socket's; no header can change it
+        server_header=False,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        limit_concurrency=1000,
         timeout_graceful_shutdown=GRACEFUL_HTTP_SHUTDOWN_S,
     )
+
+
+def run_server(runtime: Runtime, *, host: str, port: int, run_worker: bool) -> None:
+    """Serve until SIGTERM or SIGINT, then shut down gracefully and return (exit status 0).
+
+    Raises:
+        BindRefused: ``host`` is not loopback and tokens are off.
+    """
+    check_bind(host, auth=runtime.config.auth)
+    config = server_config(runtime, host=host, port=port, run_worker=run_worker)
     # uvicorn re-raises the signal it caught after a graceful shutdown, with the handler that was
     # installed before it started; a no-op one makes that a clean return instead of death by signal.
     previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -1,70 +1,92 @@
 """The offline harness: deterministic consolidation with no network and no model.
 
 It proposes two things, and errs on the side of doing nothing (a false merge destroys
-what the user said; a missed one costs nothing):
+what the user said; a missed one costs nothing). It never expires, groups or retires:
+competing claims and stale facts need judgement it does not have.
 
 ``merge`` — records of the same kind and the same conflict group (or both without one)
-whose bodies are duplicates:
+whose bodies say the same thing. Each body is read as a sequence of tokens — words,
+numbers *with their sign* (``-5`` is not ``5``), and the symbols that carry meaning
+(``$ € £ % ° # + = & @`` …; ``C++`` is not ``C#``) — and canonicalised:
 
-* **equal** after normalisation: case, whitespace, punctuation, the articles
-  *a/an/the*, and the order of clauses (split at ``, ; : ! ?``, a sentence-ending
-  period, a dash between spaces, or *and*) are ignored — word order *inside* a clause
-  is kept, so "tabs over spaces" never equals "spaces over tabs"; or
-* **nearly equal**: one body's words are the other's with a few words inserted, in the
-  same order, and the shorter has at least :data:`NEAR_DUPLICATE_MIN_RATIO` (0.9) of
-  the longer's words. Substituted words never count as near-equal.
+* case, whitespace and punctuation, and the articles *a/an/the*, are ignored;
+* contractions are expanded (*don't* → *do not*, *I'm* → *I am*, *it's* → *it is*;
+  a possessive *'s* is kept);
+* function-word synonyms are one word (*I'd rather* / *I would rather* → *I prefer*;
+  *rather than* / *instead of* → *over*), and an imperative equals the first-person
+  statement (*Use X* / *I use X*, also *prefer, want, need*);
+* politeness and pin prefixes are dropped (*please, kindly, thanks, remember that,
+  note that, fyi*).
 
-and never when the two bodies differ in
+Two bodies are duplicates when the canonical sequences are equal, or when they have
+the same clauses in another order (clauses split at ``; . ! ?``, a comma before a
+space, or *and*; only when every clause has at least two words, so a label never
+comes apart from its value: "lead: Alice, backup: Bob" is not "lead: Bob, backup:
+Alice"). They are *near* duplicates when the sequences have the same length and
+differ only at positions holding
 
-* a **number** (digits, including inside tokens such as ``eu-west-1`` or ``v2``, and
-  number words such as *two*, *twice*, *first*, *dozen*),
-* a **negation or polarity word** (*not, no, never, don't, without, except, former,
-  ex, anymore* … — :data:`POLARITY_WORDS`), or
-* a **name**: any word written with a capital letter (other than *I*) must appear,
-  ignoring case, in both bodies.
+* a **plural/singular** pair (*unit*/*units*, *reply*/*replies*) that no determiner,
+  possessive or number precedes (*my kid*/*my kids*, *a cat*/*cats* differ), and that
+  is not a word whose plural means something else (*glasses, news* …); or
+* a **one-letter typo** (one insertion, deletion, substitution or swap of adjacent
+  letters) of a word of at least four letters, where exactly one of the two is an
+  English word (``pyspellchecker``'s dictionary) — *metirc*/*metric* is a typo,
+  *hiking*/*biking* two different words — and neither is a name (written with a
+  capital), a number or a polarity word.
 
-Merged groups are cliques (every pair passes), and the merged body is the one with the
-most words (it holds every other's words), cleaned.
+Any other difference blocks the merge — in particular an inserted word (*usually,
+maybe, senior, only, very* …: a frequency, certainty, title, scope or degree changes
+the claim), a different number, sign, symbol or unit, a negation, a name, an acronym
+whose case changed (*US*/*us*), and the order of words inside a clause.
+
+Merged groups are cliques (every pair passes), of at most ten records, and the merged
+body is the member with the fewest misspelled words, cleaned.
 
 ``correct`` — a record (not in a merge) whose body has whitespace or case noise:
 runs of spaces or tabs, spaces at either end of the body or of a line, a lowercase
 pronoun *i*, or a lowercase first word that is a common sentence opener (*my, we,
 always, prefer …*; an identifier such as ``npm`` or ``eu-west-1`` is left alone).
 
-Tokens and spend are zero; ``prompt`` is the exact user message the anthropic harness
-would send for the same records, so prompt size can be measured without a model.
+At most twenty operations an answer (the gate considers no more); what is left is
+proposed by a later run. Tokens and spend are zero; ``prompt`` is the exact user
+message the anthropic harness would send for the same records, so prompt size can be
+measured without a model.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord, Usage
-from consolidation.prompt import build_user_message
-
-NEAR_DUPLICATE_MIN_RATIO = 0.9
-"""Shorter body's word count over the longer's, for an insertion-only near-duplicate."""
+from consolidation.prompt import MAX_OPERATIONS, MAX_TARGETS, build_user_message
 
 EXACT_CONFIDENCE_BPS = 10_000
 NEAR_CONFIDENCE_BPS = 9_000
 CORRECT_CONFIDENCE_BPS = 10_000
+MIN_TYPO_WORD_CHARS = 4
 
-_IGNORED_WORDS = frozenset({"a", "an", "the"})
+_ARTICLES = frozenset({"a", "an", "the"})
+_DETERMINERS = frozenset(
+    {
+        "a", "an", "the", "this", "that", "these", "those", "my", "your", "our", "his", "her", "their", "its",
+        "each", "every", "any", "some", "no", "many", "few", "several", "much", "more", "most", "all",
+    }
+)  # fmt: skip
 
 POLARITY_WORDS = frozenset(
     {
         "not", "no", "never", "none", "nobody", "nothing", "nowhere", "neither", "nor", "without",
-        "cannot", "cant", "dont", "doesnt", "didnt", "wont", "isnt", "arent", "wasnt", "werent",
-        "shouldnt", "wouldnt", "couldnt", "mustnt", "hasnt", "havent", "hadnt", "aint",
         "except", "unless", "anymore", "longer", "ex", "former", "formerly", "previously", "stopped",
-        "avoid", "instead", "only", "un", "non", "nope",
+        "avoid", "only", "un", "non", "nope", "aint",
     }
 )  # fmt: skip
-"""Words whose presence flips or narrows a statement; bodies must hold the same ones to merge."""
+"""Words that flip or narrow a statement: never part of a typo or plural pair."""
 
 NUMBER_WORDS = frozenset(
     {
@@ -77,6 +99,29 @@ NUMBER_WORDS = frozenset(
     }
 )  # fmt: skip
 
+_PLURAL_MEANS_ELSE = frozenset(
+    {
+        "glasses", "news", "means", "series", "species", "clothes", "arms", "goods", "savings", "manners",
+        "customs", "works", "quarters", "premises", "spirits", "letters", "papers", "times", "ways", "grounds",
+        "minutes", "remains", "contents", "terms", "odds", "thanks", "lots", "looks", "glass", "spectacles",
+    }
+)  # fmt: skip
+
+_FILLERS = frozenset({"please", "pls", "plz", "kindly"})
+_CLOSINGS = (("thank", "you"), ("thanks",))  # dropped only where they end the body
+_PREFIXES = (("remember", "that"), ("note", "that"), ("remember",), ("fyi",), ("btw",), ("for", "the", "record"))
+_IMPERATIVE_VERBS = frozenset({"use", "prefer", "want", "need"})
+_SYNONYMS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("would", "rather", "have"), ("prefer",)),
+    (("would", "rather"), ("prefer",)),
+    (("would", "prefer"), ("prefer",)),
+    (("rather", "than"), ("over",)),
+    (("instead", "of"), ("over",)),
+)
+_IS_AFTER = frozenset({"it", "that", "he", "she", "there", "here", "what", "who", "where", "how", "this"})
+_NOT_STEMS = {"ca": ("can",), "wo": ("will",), "sha": ("shall",), "ai": ("aint",)}
+_SUFFIXES = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
+
 _SENTENCE_OPENERS = frozenset(
     {
         "my", "our", "we", "you", "your", "he", "she", "they", "it", "its", "this", "that", "these",
@@ -88,76 +133,226 @@ _SENTENCE_OPENERS = frozenset(
     }
 )  # fmt: skip
 
-_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
-_NUMBER = re.compile(r"\d+(?:[.,:/]\d+)*")
-_CLAUSE_BREAK = re.compile(r"[;!?]|[.,:](?!\d)|\s[-\u2013\u2014]\s|\band\b", re.IGNORECASE)
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+_TOKEN = re.compile(
+    r"(?P<num>(?:(?<![\w.])[-+\u2212])?\d+(?:[.,:/]\d+)*)"
+    r"|(?P<word>[^\W\d_]+(?:'[^\W\d_]+)*)"
+    r"|(?P<sym>[$\u20ac\u00a3\u00a5\u20b9\u00a2%\u00b0#@&+=<>~^*|\u00d7\u00f7\u00b1\u00a7\u2030\u2190-\u2bff])"
+)
+_CLAUSE_BREAK = re.compile(r"[;!?]|[.,](?=\s|$)|\band\b", re.IGNORECASE)
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
 _LOWER_I = re.compile(r"(?<![\w.'\u2019-])i(?![\w-]|\.\w)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    text: str  # canonical (case-folded, contractions expanded)
+    kind: str  # "word" | "num" | "sym"
+    capital: bool  # written with a capital letter (a name, unless it is "I" or opens the body)
+    cased: bool  # written with any capital letter, even where it opens the body (never typo-corrected)
+    after_determiner: bool  # preceded by a determiner, possessive or number
 
 
 @dataclass(frozen=True, slots=True)
 class _Features:
     record: PromptRecord
     index: int
-    words: tuple[str, ...]  # casefolded words, articles dropped, in order
-    clause_key: tuple[tuple[str, ...], ...]  # clauses' words, clauses sorted
-    guard: tuple[tuple[str, ...], tuple[str, ...]]  # (numbers, polarity words), both sorted
-    names: frozenset[str]  # casefolded words written with a capital letter, except "I"
-    all_words: frozenset[str]  # every casefolded word, articles included
+    clauses: tuple[tuple[_Token, ...], ...]
+    tokens: tuple[_Token, ...]
+    key: tuple[str, ...]  # the canonical sequence
+    acronyms: frozenset[str]  # tokens written in capitals in a body that is not all capitals
+    upper: frozenset[str]  # every token written in capitals
+    unknown_words: int
 
 
-def _words(text: str) -> list[str]:
-    return _TOKEN.findall(text.translate(_APOSTROPHES))
+@functools.cache
+def _dictionary() -> Any:
+    from spellchecker import SpellChecker  # a dictionary of some 160,000 English words; loaded on first use
+
+    return SpellChecker(distance=1)
 
 
-def _fold(word: str) -> str:
-    return word.casefold()
+def _known(word: str) -> bool:
+    return bool(_dictionary().known([word]))
+
+
+def _expand(word: str) -> tuple[str, ...]:
+    """``word`` (case-folded) with its contraction expanded."""
+    if word == "cannot":
+        return ("can", "not")
+    if word.endswith("n't"):
+        stem = word[:-3]
+        return (*_NOT_STEMS.get(stem, (stem,)), "not")
+    if "'" not in word:
+        return (word,)
+    stem, _, suffix = word.rpartition("'")
+    if suffix == "s":
+        if stem == "let":
+            return ("let", "us")
+        return (stem, "is") if stem in _IS_AFTER else (word,)
+    return (stem, _SUFFIXES[suffix]) if suffix in _SUFFIXES else (word,)
+
+
+def _raw_tokens(text: str) -> list[tuple[str, str, str]]:
+    """(original, case-folded, kind) for each token of ``text``."""
+    out = []
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup or "sym"
+        original = match.group(0)
+        folded = original.casefold()
+        if kind == "num":
+            folded = folded.replace("\u2212", "-")
+            if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+", folded):
+                folded = folded.replace(",", "")
+        out.append((original, folded, kind))
+    return out
+
+
+def _replace_runs(tokens: list[_Token]) -> list[_Token]:
+    out: list[_Token] = []
+    i = 0
+    while i < len(tokens):
+        for source, target in _SYNONYMS:
+            if tuple(t.text for t in tokens[i : i + len(source)]) == source:
+                out.extend(
+                    _Token(word, "word", capital=False, cased=False, after_determiner=tokens[i].after_determiner)
+                    for word in target
+                )
+                i += len(source)
+                break
+        else:
+            out.append(tokens[i])
+            i += 1
+    return out
+
+
+def _canonical(clause: str, *, opens_body: bool) -> list[_Token]:
+    items: list[_Token] = []
+    previous: str | None = None
+    for original, folded, kind in _raw_tokens(clause):
+        expanded = _expand(folded) if kind == "word" else (folded,)
+        capital = kind == "word" and any(ch.isupper() for ch in original) and folded != "i"
+        after = previous is not None and (
+            previous in _DETERMINERS or previous in NUMBER_WORDS or previous.endswith("'s") or previous[-1:].isdigit()
+        )
+        items.extend(_Token(part, kind, capital=capital, cased=capital, after_determiner=after) for part in expanded)
+        previous = folded
+    items = [t for t in items if t.text not in _FILLERS]
+    if opens_body:
+        for prefix in _PREFIXES:
+            if tuple(t.text for t in items[: len(prefix)]) == prefix and len(items) > len(prefix):
+                items = items[len(prefix) :]
+                break
+    items = _replace_runs(items)
+    if opens_body:
+        if len(items) > 1 and items[0].text == "i" and items[1].text in _IMPERATIVE_VERBS:
+            items = items[1:]
+        if items:
+            first = items[0]
+            items[0] = _Token(
+                first.text, first.kind, capital=False, cased=first.cased, after_determiner=first.after_determiner
+            )  # not a name
+    # Articles are ignored, unless they are all the clause has.
+    return [t for t in items if t.text not in _ARTICLES] or items
+
+
+def _drop_closing(clauses: list[tuple[_Token, ...]]) -> list[tuple[_Token, ...]]:
+    if not clauses:
+        return clauses
+    last = clauses[-1]
+    for closing in _CLOSINGS:
+        if tuple(t.text for t in last[-len(closing) :]) == closing:
+            rest = last[: -len(closing)]
+            return [*clauses[:-1], rest] if rest else clauses[:-1] or clauses
+    return clauses
 
 
 def _features(record: PromptRecord, index: int) -> _Features:
-    raw = _words(record.body)
-    folded = [_fold(word) for word in raw]
-    # Articles are ignored, unless they are all the body has.
-    ignored = _IGNORED_WORDS if any(word not in _IGNORED_WORDS for word in folded) else frozenset()
-    clauses = []
-    for clause in _CLAUSE_BREAK.split(record.body):
-        clause_words = tuple(w for w in (_fold(x) for x in _words(clause)) if w not in ignored)
-        if clause_words:
-            clauses.append(clause_words)
-    numbers = sorted(
-        [number.replace(",", "") if re.fullmatch(r"\d{1,3}(,\d{3})+", number) else number for number in
-         _NUMBER.findall(record.body)]
-        + [word for word in folded if word in NUMBER_WORDS]
-    )  # fmt: skip
-    polarity = sorted(
-        word.replace("'", "") for word in folded if word.replace("'", "") in POLARITY_WORDS or word.endswith("n't")
-    )
+    text = unicodedata.normalize("NFKC", record.body).translate(_APOSTROPHES)
+    clauses: list[tuple[_Token, ...]] = []
+    for number, clause in enumerate(_CLAUSE_BREAK.split(text)):
+        tokens = _canonical(clause, opens_body=number == 0 or not clauses)
+        if tokens:
+            clauses.append(tuple(tokens))
+    if not clauses and _raw_tokens(text):
+        clauses.append(tuple(_canonical(text, opens_body=True)))  # a body that is only a clause break ("and")
+    clauses = _drop_closing(clauses)
+    flat = tuple(token for clause in clauses for token in clause)
+    raw = [original for original, _, kind in _raw_tokens(text) if kind == "word"]
+    shouting = bool(raw) and all(word.isupper() for word in raw if len(word) > 1)
+    upper = frozenset(w.casefold() for w in raw if len(w) > 1 and w.isupper())
+    kept = {t.text for t in flat}
+    unknown = sum(1 for t in flat if t.kind == "word" and len(t.text) >= MIN_TYPO_WORD_CHARS and not _maybe_known(t))
     return _Features(
         record=record,
         index=index,
-        words=tuple(word for word in folded if word not in ignored),
-        clause_key=tuple(sorted(clauses)),
-        guard=(tuple(numbers), tuple(polarity)),
-        names=frozenset(_fold(word) for word in raw if word != "I" and any(char.isupper() for char in word)),
-        all_words=frozenset(folded),
+        clauses=tuple(clauses),
+        tokens=flat,
+        key=tuple(t.text for t in flat),
+        acronyms=frozenset() if shouting else frozenset(w for w in upper if len(w) <= 5 and w in kept),
+        upper=upper,
+        unknown_words=unknown,
     )
 
 
-def _is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
-    remaining = iter(long)
-    return all(word in remaining for word in short)
+def _maybe_known(token: _Token) -> bool:
+    # Only bodies that are merge candidates reach here, so the dictionary loads only when needed.
+    return token.capital or "'" in token.text or _known(token.text)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by exactly one insertion, deletion, substitution or adjacent swap."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
+    return short[i:] == long[i + 1 :]
+
+
+def _plural_pair(a: str, b: str) -> bool:
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    if long in _PLURAL_MEANS_ELSE or short in _PLURAL_MEANS_ELSE or len(short) < 3:
+        return False
+    return long in (short + "s", short + "es") or (short.endswith("y") and long == short[:-1] + "ies")
+
+
+def _variant(a: _Token, b: _Token) -> bool:
+    """Whether two different tokens at one position are noise: a plural/singular pair or a one-letter typo."""
+    if a.kind != "word" or b.kind != "word" or a.cased or b.cased:
+        return False
+    if {a.text, b.text} & (POLARITY_WORDS | NUMBER_WORDS) or "'" in a.text + b.text:
+        return False
+    if _plural_pair(a.text, b.text):
+        return not (a.after_determiner or b.after_determiner)
+    if min(len(a.text), len(b.text)) < MIN_TYPO_WORD_CHARS or not _one_edit(a.text, b.text):
+        return False
+    return _known(a.text) != _known(b.text)
 
 
 def _duplicate_kind(a: _Features, b: _Features) -> str | None:
     """``"exact"``, ``"near"`` or ``None`` (not mergeable) for two records of one bucket."""
-    if a.guard != b.guard or not a.names <= b.all_words or not b.names <= a.all_words:
+    if not a.key or not b.key or not a.acronyms <= b.upper or not b.acronyms <= a.upper:
         return None
-    if not a.words or not b.words:
-        return None
-    if a.clause_key == b.clause_key:
+    if a.key == b.key:
         return "exact"
-    short, long = (a.words, b.words) if len(a.words) <= len(b.words) else (b.words, a.words)
-    if len(short) / len(long) >= NEAR_DUPLICATE_MIN_RATIO and _is_subsequence(short, long):
+    if (
+        len(a.clauses) > 1
+        and all(len(c) >= 2 for c in a.clauses + b.clauses)
+        and sorted(tuple(t.text for t in c) for c in a.clauses) == sorted(tuple(t.text for t in c) for c in b.clauses)
+    ):
+        return "exact"
+    if len(a.tokens) != len(b.tokens):
+        return None
+    differing = [(x, y) for x, y in zip(a.tokens, b.tokens, strict=True) if x.text != y.text]
+    # A word of one pair that occurs elsewhere in the other body was moved, not misspelt ("async over sync").
+    a_words, b_words = set(a.key), set(b.key)
+    if any(x.text in b_words or y.text in a_words for x, y in differing):
+        return None
+    if all(_variant(x, y) for x, y in differing):
         return "near"
     return None
 
@@ -177,10 +372,12 @@ def clean_body(body: str) -> str:
 
 
 def _group(features: list[_Features]) -> list[list[tuple[_Features, str]]]:
-    """Greedy cliques in input order: a record joins the first group it duplicates entirely."""
+    """Greedy cliques in input order: a record joins the first group (of fewer than ten) it duplicates entirely."""
     groups: list[list[tuple[_Features, str]]] = []
     for feature in features:
         for group in groups:
+            if len(group) >= MAX_TARGETS:
+                continue
             kinds = [_duplicate_kind(feature, member) for member, _ in group]
             if all(kinds):
                 group.append((feature, "near" if "near" in kinds else "exact"))
@@ -190,22 +387,29 @@ def _group(features: list[_Features]) -> list[list[tuple[_Features, str]]]:
     return groups
 
 
+def _bucket_key(feature: _Features) -> tuple[object, ...]:
+    # Duplicates share kind, group, length and every number, symbol and polarity word: compare only within a bucket.
+    fixed = sorted(t.text for t in feature.tokens if t.kind != "word" or t.text in POLARITY_WORDS | NUMBER_WORDS)
+    return (feature.record.kind, feature.record.conflict_group, len(feature.tokens), tuple(fixed))
+
+
 def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
-    """The offline answer's operations for ``records`` (deterministic; order follows the input)."""
+    """The offline answer's operations for ``records`` (deterministic; order follows the input; at most 20)."""
     features = [_features(record, index) for index, record in enumerate(records)]
     buckets: dict[tuple[object, ...], list[_Features]] = {}
     for feature in features:
-        key = (feature.record.kind, feature.record.conflict_group, feature.guard)
-        buckets.setdefault(key, []).append(feature)
+        buckets.setdefault(_bucket_key(feature), []).append(feature)
     merges: list[tuple[int, dict[str, Any]]] = []
     merged: set[int] = set()
     for bucket in buckets.values():
+        if len(bucket) < 2:
+            continue
         for group in _group(bucket):
             if len(group) < 2:
                 continue
             members = [member for member, _ in group]
             near = any(kind == "near" for _, kind in group)
-            keeper = max(members, key=lambda m: (len(m.words), clean_body(m.record.body) == m.record.body, -m.index))
+            keeper = min(members, key=lambda m: (m.unknown_words, clean_body(m.record.body) != m.record.body, m.index))
             merges.append(
                 (
                     min(m.index for m in members),
@@ -215,11 +419,7 @@ def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
                         "body": clean_body(keeper.record.body),
                         "confidence_bps": NEAR_CONFIDENCE_BPS if near else EXACT_CONFIDENCE_BPS,
                         "rationale": "offline: "
-                        + (
-                            "near-duplicate (words inserted, nothing changed)"
-                            if near
-                            else "duplicate after normalising"
-                        ),
+                        + ("near-duplicate (a plural or a typo)" if near else "duplicate after normalising"),
                     },
                 )
             )
@@ -240,7 +440,9 @@ def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
                     },
                 )
             )
-    return [operation for _, operation in sorted(merges + corrections, key=lambda item: item[0])]
+    chosen = sorted(merges, key=lambda item: item[0])[:MAX_OPERATIONS]
+    chosen += sorted(corrections, key=lambda item: item[0])[: MAX_OPERATIONS - len(chosen)]
+    return [operation for _, operation in sorted(chosen, key=lambda item: item[0])]
 
 
 class OfflineHarness(Harness):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -323,15 +323,12 @@ def audit_entries(
 class _Lists:
     """The lists of the report, filled entry by entry, each addition also a finding."""
 
-    invalid: list[str]
-    missing: list[str]
-    expired: list[Listed]
-    overdue: list[Listed]
-    scope: list[Listed]
-    findings: list[Finding]
-
-    def __init__(self) -> None:
-        self.invalid, self.missing, self.expired, self.overdue, self.scope, self.findings = [], [], [], [], [], []
+    invalid: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    expired: list[Listed] = field(default_factory=list)
+    overdue: list[Listed] = field(default_factory=list)
+    scope: list[Listed] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
 
     def add_invalid(self, entry: Entry) -> None:
         self.invalid.append(entry.name)

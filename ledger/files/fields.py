@@ -297,7 +297,7 @@ def _read_scope(data: dict[str, Any], out: Collector, fields: Fields) -> None:
     fields.scope_level = ScopeLevel(level)
     ref = scope.get("reference")
     if fields.scope_level is ScopeLevel.GLOBAL:
-        if ref is not None:
+        if "reference" in scope:  # even ``reference: null``: a global entry has none at all
             msg = "a global entry has no scope.reference"
             out.add("scope.reference", "scope-reference-on-global", msg, "remove it, or use level: project")
         return
@@ -335,7 +335,8 @@ def _read_dates(data: dict[str, Any], out: Collector, fields: Fields) -> None:
     fields.created = _date(data, "created", out, required=True)
     fields.expires = _date(data, "expires", out)
     fields.review_by = _date(data, "review-by", out)
-    has_expires, has_review = data.get("expires") is not None, data.get("review-by") is not None
+    # A horizon written as ``expires: null`` is still written: it counts (and fails as a date).
+    has_expires, has_review = "expires" in data, "review-by" in data
     fields.expires_given = has_expires
     if has_expires and has_review:
         msg = "an entry has exactly one of expires and review-by, not both"
@@ -351,7 +352,7 @@ def _read_dates(data: dict[str, Any], out: Collector, fields: Fields) -> None:
 
 def _date(data: dict[str, Any], key: str, out: Collector, *, required: bool = False) -> When | None:
     value = data.get(key)
-    if value is None:
+    if value is None and (required or key not in data):
         if required:
             out.add(key, "missing-field", f"{key} is missing", f"add {key}: YYYY-MM-DD")
         return None

@@ -3,12 +3,12 @@
 Rule ids (``rule``) are the public ones of SPEC 9 and never change::
 
     invalid               the entry breaks a rule of the format (see ``check`` for which)
-    missing-source        source.reference is absent or a placeholder
-    out-of-scope          a project entry for another project than the audited one
-    expired               the entry's ``expires`` has passed
-    review-overdue        the entry's ``review-by`` has passed
-    chain-missing-target  ``superseded-by`` names a file that is not in the directory
-    chain-cycle           following ``superseded-by`` comes back to this entry
+    missing-source        source (or source.reference) is absent, not text, or a placeholder
+    out-of-scope          the entry cannot be trusted in the audit's trust context, or its scope is invalid
+    expired               the audit date is after the entry's ``expires`` day
+    review-overdue        the audit date is after the entry's ``review-by`` day
+    chain-missing-target  a ``superseded-by`` chain (reported on its root) names an entry that does not exist
+    chain-cycle           a ``superseded-by`` chain (reported on its root) returns to an entry it passed
 
 Validation problems also carry a finer ``check`` id (``yaml-duplicate-key``,
 ``date-naive``, ``authorize-inferred``, …); ``docs/file-ledger.md`` lists them all.

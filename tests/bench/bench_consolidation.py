@@ -25,12 +25,13 @@ from typing import Any
 import pytest
 
 from consolidation import ConsolidationService
+from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
 from consolidation.fake_anthropic import FakeAnthropic
 from consolidation.harnesses import HarnessResult, PromptRecord
 from consolidation.harnesses.offline import OfflineHarness
-from consolidation.prompt import build_user_message
 from ledger import open_ledger
 from tests.bench.conftest import FigureTable
+from tests.bench.mem0_update_prompt import get_update_memory_messages
 from tests.conftest import T0, Clock
 
 pytestmark = pytest.mark.bench
@@ -270,44 +271,120 @@ def realistic_pins(count: int, *, seed: int) -> list[tuple[str, str, str | None]
     return pins
 
 
-def test_prompt_size_against_the_raw_bodies(tmp_path: Path) -> None:
-    # The user message exactly as a run sends it (per-run aliases, not record ids), read at the fake.
-    pins = realistic_pins(PROMPT_RECORDS, seed=11)
-    led = open_ledger(f"sqlite:///{tmp_path / 'prompt.db'}", clock=Clock(T0))
+_SHORT_TEMPLATES = [
+    "I prefer {a} {b} for {c}",
+    "Use {a} {b} in {c}",
+    "My {c} runs on {a} {b}",
+    "Never use {a} {b} for {c}",
+    "Our {c} uses {a} {b}",
+    "Reply with {a} {b} about {c}",
+]
+_SHORT_A = ["short", "plain", "dark", "metric", "strict", "local", "small", "fast", "typed", "async", "weekly", "clear"]
+_SHORT_B = ["answers", "units", "mode", "tables", "logs", "builds", "tests", "notes", "fonts", "tabs", "dates", "maps"]
+_SHORT_C = ["work", "reviews", "Python", "docs", "the API", "billing", "mobile", "CI", "recipes", "travel", "SQL", "Go"]
+
+
+def short_pins(count: int, *, seed: int) -> list[tuple[str, str, str | None]]:
+    """``count`` distinct short pins (mean about 36 characters), mixed kinds, some in a conflict group."""
+    rng = random.Random(seed)
+    pins: list[tuple[str, str, str | None]] = []
+    seen: set[str] = set()
+    while len(pins) < count:
+        body = rng.choice(_SHORT_TEMPLATES).format(
+            a=rng.choice(_SHORT_A), b=rng.choice(_SHORT_B), c=rng.choice(_SHORT_C)
+        )
+        if rng.random() < 0.65:
+            body += f", since v{rng.randint(1, 99)}"
+        if body in seen:
+            continue
+        seen.add(body)
+        group = rng.choice(_GROUPS)
+        pins.append((body, rng.choice(_KINDS)[0], None if group is None else f"{group}-{len(pins)}"))
+    return pins
+
+
+def sent_prompt(path: Path, pins: Sequence[tuple[str, str, str | None]], **settings: Any) -> tuple[str, str]:
+    """(system, user message) of the one request a real run over ``pins`` sends, read at the fake."""
+    led = open_ledger(f"sqlite:///{path}", clock=Clock(T0))
     try:
         with FakeAnthropic(operations=[]) as fake:
             svc = ConsolidationService(led, api_key="test-key", base_url=fake.base_url)
+            led.set_budget(SCOPE, max(1000, 2 * len(pins)))
             for body, kind, group in pins:
                 led.save(body, kind=kind, conflict_group=group, now=T0)
             svc.update_settings(
-                SCOPE, mode="apply", harness="anthropic", model="claude-haiku-4-5", debounce_s=0, now=T0
+                SCOPE, mode="apply", harness="anthropic", model="claude-haiku-4-5", debounce_s=0, now=T0, **settings
             )
             svc.notify_turn(SCOPE, now=at(1))
             svc.run_due(now=at(1))
             [request] = fake.requests
     finally:
         led.close()
-    prompt = request.json["messages"][0]["content"]
+    return request.json["system"], request.json["messages"][0]["content"]
+
+
+def test_prompt_size_against_the_raw_bodies(tmp_path: Path) -> None:
+    # The whole request text (system + user message) exactly as a run sends it, read at the fake.
+    pins = short_pins(PROMPT_RECORDS, seed=11)
+    system, user = sent_prompt(tmp_path / "short.db", pins)
     raw = sum(len(body) for body, _, _ in pins)
-    ratio = len(prompt) / raw
-    with_ids = build_user_message(
-        [PromptRecord(f"mem_{n:024x}", kind, body, group) for n, (body, kind, group) in enumerate(pins)]
-    )
-    # For short pins the fixed cost per record weighs more: the same pins cut to 40 characters.
-    short = [(body[:40].rstrip(), kind, group) for body, kind, group in pins]
-    short_prompt = build_user_message(
-        [PromptRecord(f"r{n}", kind, body, group) for n, (body, kind, group) in enumerate(short, start=1)]
-    )
-    short_ratio = len(short_prompt) / sum(len(body) for body, _, _ in short)
+    ratio = (len(system) + len(user)) / raw
+    # Mem0's update prompt over the same bodies, side by side: its template, the memories as it lists them.
+    mem0 = get_update_memory_messages([{"id": str(n), "text": body} for n, (body, _, _) in enumerate(pins)], [])
+    mem0_ratio = len(mem0) / raw
     record(
-        f"prompt size, {PROMPT_RECORDS} pins (mean body {raw / len(pins):.0f} ch)",
-        f"{len(prompt):,} ch",
+        f"prompt, {PROMPT_RECORDS} short pins (mean body {raw / len(pins):.0f} ch)",
+        f"{len(system) + len(user):,} ch",
         f"{raw:,} ch raw",
         "",
         None,
     )
+    record("  system + user / raw bodies", f"{ratio:.3f}x", f"Mem0 {mem0_ratio:.2f}x", "<= 1.3x", ratio <= 1.3)
     record(
-        "prompt size / raw bodies", f"{ratio:.3f}x", f"{len(with_ids) / raw:.3f}x (mem_ ids)", "<= 1.3x", ratio <= 1.3
+        "  of which the fixed system text",
+        f"{len(system):,} ch",
+        f"Mem0 besides bodies {len(mem0) - raw:,} ch",
+        "",
+        None,
     )
-    record("  the same pins cut to 40 ch (for scale)", f"{short_ratio:.3f}x", "", "", None)
+    long_pins = realistic_pins(PROMPT_RECORDS, seed=11)
+    long_system, long_user = sent_prompt(tmp_path / "long.db", long_pins, max_prompt_chars=400_000)
+    long_raw = sum(len(body) for body, _, _ in long_pins)
+    record(
+        f"  {PROMPT_RECORDS} longer pins sent whole (mean {long_raw / len(long_pins):.0f} ch)",
+        f"{(len(long_system) + len(long_user)) / long_raw:.3f}x",
+        "",
+        "",
+        None,
+    )
     assert ratio <= 1.3
+
+
+def test_prompt_size_does_not_grow_with_the_scope(tmp_path: Path) -> None:
+    # The same kind of pins, a scope ten times larger, the default bound: the request stays the same size.
+    sizes = {}
+    for count in (PROMPT_RECORDS, 10 * PROMPT_RECORDS):
+        system, user = sent_prompt(tmp_path / f"scope-{count}.db", realistic_pins(count, seed=5))
+        sizes[count] = len(system) + len(user)
+    ratio = sizes[10 * PROMPT_RECORDS] / sizes[PROMPT_RECORDS]
+    record(
+        f"prompt, {10 * PROMPT_RECORDS:,} pins / {PROMPT_RECORDS} pins (mean 103 ch)",
+        f"{ratio:.3f}x",
+        f"{sizes[PROMPT_RECORDS]:,} ch / {sizes[10 * PROMPT_RECORDS]:,} ch",
+        "<= 1.1x",
+        ratio <= 1.1,
+    )
+    # Short pins: 200 of them fit the bound and go whole; 2,000 are cut to the bound.
+    short = {}
+    for count in (PROMPT_RECORDS, 10 * PROMPT_RECORDS):
+        system, user = sent_prompt(tmp_path / f"short-{count}.db", short_pins(count, seed=5))
+        short[count] = len(system) + len(user)
+    record(
+        f"  short pins, {10 * PROMPT_RECORDS:,} / {PROMPT_RECORDS} (the 200 fit whole)",
+        f"{short[10 * PROMPT_RECORDS] / short[PROMPT_RECORDS]:.3f}x",
+        f"{short[PROMPT_RECORDS]:,} ch / {short[10 * PROMPT_RECORDS]:,} ch",
+        "",
+        None,
+    )
+    assert short[10 * PROMPT_RECORDS] <= DEFAULT_MAX_PROMPT_CHARS + 2_000
+    assert ratio <= 1.1

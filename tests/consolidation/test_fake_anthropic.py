@@ -255,3 +255,24 @@ def test_as_a_process_it_follows_a_script(tmp_path):
         finally:
             process.send_signal(signal.SIGTERM)
             assert process.wait(timeout=10) == 0
+
+
+def test_scripted_operations_may_name_their_targets_by_body():
+    from consolidation.harnesses.base import PromptRecord
+    from consolidation.prompt import build_user_message
+
+    records = [PromptRecord("r1", "fact", "I live in Paris", None), PromptRecord("r2", "fact", "I live in Lyon", None)]
+    body = {**REQUEST, "messages": [{"role": "user", "content": build_user_message(records)}]}
+    script = [
+        {"op": "group", "target_bodies": ["I live in Lyon", "I live in Paris"], "subject": "home city"},
+        {"op": "retire", "target_bodies": ["I live in Rome"]},
+        {"op": "expire", "targets": ["r1"], "after_days": 3},
+    ]
+    with FakeAnthropic(operations=script) as fake:
+        _, _, message = post(fake.base_url, body)
+
+    assert json.loads(text_of(message))["operations"] == [
+        {"op": "group", "targets": ["r2", "r1"], "subject": "home city"},
+        {"op": "retire", "targets": ["absent:I live in Rome"]},
+        {"op": "expire", "targets": ["r1"], "after_days": 3},
+    ]

@@ -53,9 +53,18 @@ RECORDS = {
 NOW = T0 + timedelta(seconds=5)
 
 
-def gate(ops: object, *, allowed: tuple[str, ...] = ("merge", "correct", "keep")) -> G.GateResult:
+ALL = ("merge", "correct", "expire", "group", "retire", "keep")
+
+
+def gate(ops: object, *, allowed: tuple[str, ...] = ALL, allow_removal: bool = True) -> G.GateResult:
     return G.check_batch(
-        {"operations": ops}, scope_key=SCOPE, records=RECORDS, allowed_ops=allowed, now=NOW, screen=screen_body
+        {"operations": ops},
+        scope_key=SCOPE,
+        records=RECORDS,
+        allowed_ops=allowed,
+        now=NOW,
+        screen=screen_body,
+        allow_removal=allow_removal,
     )
 
 
@@ -78,7 +87,7 @@ def test_a_clean_batch_passes_with_derived_fields() -> None:
 
 def test_answer_cannot_set_status_provenance_scope_or_interval() -> None:
     result = gate([{"op": "correct", "targets": ["a"], "body": "x", "status": "active", "scope_key": "evil"}])
-    assert result.refusals == {G.MALFORMED: 1}
+    assert result.refusals == {G.FIELD_NOT_CARRIED: 1}
 
 
 def test_kind_is_common_kind_else_one_of_the_targets() -> None:
@@ -92,20 +101,54 @@ def test_kind_is_common_kind_else_one_of_the_targets() -> None:
     ("ops", "reason"),
     [
         ([{"op": "delete", "targets": ["a"]}], G.UNKNOWN_OP),
-        ([{"op": "merge", "targets": ["a"], "body": "x"}], G.MALFORMED),
-        ([{"op": "correct", "targets": ["a", "c"], "body": "x"}], G.MALFORMED),
+        ([{"targets": ["a"]}], G.UNKNOWN_OP),
+        ([{"op": "merge", "targets": ["a"], "body": "x"}], G.TOO_FEW_TARGETS),
+        ([{"op": "group", "targets": ["a"], "subject": "x"}], G.TOO_FEW_TARGETS),
+        ([{"op": "keep", "targets": []}], G.TOO_FEW_TARGETS),
+        ([{"op": "correct", "targets": ["a", "c"], "body": "x"}], G.TOO_MANY_TARGETS),
+        ([{"op": "expire", "targets": ["a", "c"], "after_days": 3}], G.TOO_MANY_TARGETS),
+        ([{"op": "retire", "targets": ["a", "c"]}], G.TOO_MANY_TARGETS),
+        ([{"op": "keep", "targets": ["a", "c"]}], G.TOO_MANY_TARGETS),
+        ([{"op": "merge", "targets": [f"t{i}" for i in range(11)], "body": "x"}], G.TOO_MANY_TARGETS),
+        ([{"op": "group", "targets": [f"t{i}" for i in range(11)], "subject": "x"}], G.TOO_MANY_TARGETS),
         ([{"op": "correct", "targets": ["a"]}], G.MALFORMED),
-        ([{"op": "keep", "targets": ["a"], "body": "x"}], G.MALFORMED),
+        ([{"op": "correct", "targets": ["a"], "body": 3}], G.MALFORMED),
         ([{"op": "correct", "targets": "a", "body": "x"}], G.MALFORMED),
+        ([{"op": "correct", "targets": [""], "body": "x"}], G.MALFORMED),
         ([{"op": "correct", "targets": ["a"], "body": "x", "confidence_bps": 20000}], G.MALFORMED),
+        ([{"op": "correct", "targets": ["a"], "body": "x", "rationale": 7}], G.MALFORMED),
+        ([{"op": "expire", "targets": ["a"]}], G.MALFORMED),
+        ([{"op": "expire", "targets": ["a"], "after_days": "3"}], G.MALFORMED),
+        ([{"op": "expire", "targets": ["a"], "after_days": 2.5}], G.MALFORMED),
+        ([{"op": "expire", "targets": ["a"], "after_days": True}], G.MALFORMED),
+        ([{"op": "group", "targets": ["a", "c"]}], G.MALFORMED),
+        ([{"op": "group", "targets": ["a", "c"], "subject": ["x"]}], G.MALFORMED),
         (["not an object"], G.MALFORMED),
+        ([{"op": "keep", "targets": ["a"], "body": "x"}], G.FIELD_NOT_CARRIED),
+        ([{"op": "keep", "targets": ["a"], "rationale": "fine"}], G.FIELD_NOT_CARRIED),
+        ([{"op": "correct", "targets": ["a"], "body": "x", "kind": "fact"}], G.FIELD_NOT_CARRIED),
+        ([{"op": "expire", "targets": ["a"], "after_days": 3, "body": "x"}], G.FIELD_NOT_CARRIED),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "s", "after_days": 3}], G.FIELD_NOT_CARRIED),
+        ([{"op": "retire", "targets": ["a"], "body": "gone"}], G.FIELD_NOT_CARRIED),
+        ([{"op": "merge", "targets": ["a", "c"], "body": "x", "subject": "s"}], G.FIELD_NOT_CARRIED),
+        ([{"op": "expire", "targets": ["a"], "after_days": 0}], G.HORIZON_OUT_OF_RANGE),
+        ([{"op": "expire", "targets": ["a"], "after_days": -1}], G.HORIZON_OUT_OF_RANGE),
+        ([{"op": "expire", "targets": ["a"], "after_days": 3651}], G.HORIZON_OUT_OF_RANGE),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "   "}], G.SUBJECT_OUT_OF_RANGE),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "x" * 81}], G.SUBJECT_OUT_OF_RANGE),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "!!!"}], G.SUBJECT_OUT_OF_RANGE),
         ([{"op": "correct", "targets": ["nope"], "body": "x"}], G.NOT_IN_SCOPE),
         ([{"op": "correct", "targets": ["other"], "body": "x"}], G.NOT_IN_SCOPE),
+        ([{"op": "expire", "targets": ["other"], "after_days": 3}], G.NOT_IN_SCOPE),
+        ([{"op": "retire", "targets": ["nope"]}], G.NOT_IN_SCOPE),
         ([{"op": "correct", "targets": ["old"], "body": "x"}], G.NOT_ACTIVE),
         ([{"op": "correct", "targets": ["soon"], "body": "x"}], G.NOT_ACTIVE),
+        ([{"op": "group", "targets": ["a", "old"], "subject": "s"}], G.NOT_ACTIVE),
+        ([{"op": "retire", "targets": ["old"]}], G.NOT_ACTIVE),
         ([{"op": "merge", "targets": ["a", "a"], "body": "x"}], G.DUPLICATE_TARGET),
         ([{"op": "correct", "targets": ["a"], "body": "   "}], G.BODY_REJECTED),
         ([{"op": "correct", "targets": ["a"], "body": "key sk-ant-api03-" + "Q" * 90}], G.BODY_REJECTED),
+        ([{"op": "merge", "targets": ["a", "c"], "body": "x" * 100_000}], G.BODY_REJECTED),
     ],
 )
 def test_each_refusal_reason(ops: list[object], reason: str) -> None:
@@ -167,10 +210,139 @@ def test_screen_is_called_for_bodies() -> None:
 
 @pytest.mark.parametrize("kind", [["fact"], {"k": 1}, 3, True])
 def test_a_kind_of_the_wrong_type_is_malformed_not_a_crash(kind: object) -> None:
-    result = gate([{"op": "correct", "targets": ["a"], "body": "x", "kind": kind}])
+    result = gate([{"op": "merge", "targets": ["a", "c"], "body": "x", "kind": kind}])
     assert result.refusals == {G.MALFORMED: 1}
 
 
 def test_a_body_with_a_nul_character_is_refused() -> None:
     result = gate([{"op": "correct", "targets": ["a"], "body": "hel\x00lo"}])
     assert result.refusals == {G.BODY_REJECTED: 1}
+
+
+def test_every_reason_is_in_the_closed_set() -> None:
+    assert len(set(G.REASONS)) == len(G.REASONS)
+    assert {G.REMOVAL_OFF, G.TOO_MANY_OPERATIONS, G.BUDGET_EXCEEDED, G.UNPARSEABLE} <= set(G.REASONS)
+
+
+def test_retire_is_refused_when_removal_is_off_and_never_downgraded() -> None:
+    result = gate([{"op": "retire", "targets": ["a"]}, {"op": "keep", "targets": ["b"]}], allow_removal=False)
+
+    assert result.refusals == {G.REMOVAL_OFF: 1}
+    assert [p.op for p in result.passed] == [Op.KEEP]
+
+
+def test_retire_passes_when_removal_is_on() -> None:
+    [retire] = gate([{"op": "retire", "targets": ["a"], "rationale": "stale"}]).passed
+
+    assert retire.op == Op.RETIRE and retire.targets == ("a",) and retire.body is None
+
+
+def test_retire_not_in_allowed_ops_is_op_not_allowed() -> None:
+    result = gate([{"op": "retire", "targets": ["a"]}], allowed=("merge",), allow_removal=True)
+
+    assert result.refusals == {G.NOT_ALLOWED: 1}
+
+
+def test_expire_derives_the_expiry_from_after_days_and_the_earlier_wins() -> None:
+    result = gate(
+        [
+            {"op": "expire", "targets": ["a"], "after_days": 7},
+            {"op": "expire", "targets": ["c"], "after_days": 30},  # c already expires at T0 + 2 days
+            {"op": "expire", "targets": ["b"], "after_days": 3650},
+        ]
+    )
+
+    a, c, b = result.passed
+    assert a.expires_at == NOW + timedelta(days=7) and a.after_days == 7
+    assert c.expires_at == T0 + timedelta(days=2)
+    assert b.expires_at == NOW + timedelta(days=3650)
+    assert a.body == "body a" and a.kind == Kind.FACT  # what a proposal to expire it carries
+
+
+def test_group_derives_the_key_from_the_subject_and_the_newest_target_survives() -> None:
+    records = {
+        **RECORDS,
+        "paris": rec("paris", body="I live in Paris", valid_from=T0),
+        "lyon": rec("lyon", body="I live in Lyon", kind=Kind.PREFERENCE, valid_from=T0 + timedelta(seconds=1)),
+    }
+    result = G.check_batch(
+        {"operations": [{"op": "group", "targets": ["lyon", "paris"], "subject": "  Home CITY!  "}]},
+        scope_key=SCOPE,
+        records=records,
+        allowed_ops=ALL,
+        now=NOW,
+        screen=screen_body,
+    )
+
+    [group] = result.passed
+    assert group.conflict_group == "home-city" == G.group_key("home city")
+    assert group.survivor == "lyon" and group.body == "I live in Lyon" and group.kind == Kind.PREFERENCE
+    assert group.targets == ("lyon", "paris")
+
+
+@pytest.mark.parametrize(
+    ("subject", "key"),
+    [("Home city", "home-city"), ("  home   CITY ", "home-city"), ("Ünïcode Straße", "ünïcode-strasse"),
+     ("a" * 80, "a" * 64), ("editor/IDE", "editor-ide"), ("x\n\u0000y", "x-y")],
+)  # fmt: skip
+def test_group_key_is_derived_never_verbatim(subject: str, key: str) -> None:
+    assert G.group_key(subject) == key
+
+
+def test_at_most_20_operations_are_considered_and_the_rest_counted() -> None:
+    ops = [{"op": "keep", "targets": [f"k{i}"]} for i in range(25)]
+    records = {f"k{i}": rec(f"k{i}") for i in range(25)}
+
+    result = G.check_batch(
+        {"operations": ops}, scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body
+    )
+
+    assert len(result.passed) == 20
+    assert result.refusals == {G.TOO_MANY_OPERATIONS: 5}
+    assert [r.index for r in result.refused] == [20, 21, 22, 23, 24]
+    assert result.proposed == 25 == len(result.passed) + len(result.refused)
+
+
+def test_an_excess_operation_naming_a_considered_target_does_not_contest_it() -> None:
+    ops = [{"op": "keep", "targets": [f"k{i}"]} for i in range(20)] + [{"op": "retire", "targets": ["k0"]}]
+    records = {f"k{i}": rec(f"k{i}") for i in range(20)}
+
+    result = G.check_batch(
+        {"operations": ops}, scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body
+    )
+
+    assert len(result.passed) == 20 and result.refusals == {G.TOO_MANY_OPERATIONS: 1}
+
+
+def test_merge_and_group_take_up_to_ten_targets() -> None:
+    records = {f"t{i}": rec(f"t{i}", valid_from=T0 + timedelta(milliseconds=i)) for i in range(10)}
+    ids = list(records)
+
+    result = G.check_batch(
+        {"operations": [{"op": "merge", "targets": ids, "body": "all"}]},
+        scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body,
+    )  # fmt: skip
+    assert len(result.passed) == 1
+    result = G.check_batch(
+        {"operations": [{"op": "group", "targets": ids, "subject": "s"}]},
+        scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body,
+    )  # fmt: skip
+    assert result.passed[0].survivor == "t9"
+
+
+def test_null_optional_fields_count_as_absent() -> None:
+    [keep] = gate([{"op": "keep", "targets": ["a"], "rationale": None}]).passed
+    assert keep.op == Op.KEEP
+
+
+def test_applied_plus_refused_always_equals_the_answer() -> None:
+    ops: list[object] = [
+        {"op": "merge", "targets": ["c", "d"], "body": "m"},
+        {"op": "retire", "targets": ["a"]},
+        {"op": "nope"},
+        7,
+        {"op": "expire", "targets": ["b"], "after_days": 99999},
+    ] * 6
+    result = gate(ops)
+
+    assert result.proposed == len(ops) == len(result.passed) + len(result.refused)

@@ -62,14 +62,18 @@ def test_equal_after_normalisation_merges(a, b):
     assert merges(rec("m1", a), rec("m2", b)) == [["m1", "m2"]]
 
 
-def test_a_near_duplicate_with_an_inserted_word_merges_into_the_longer_body():
+def test_an_inserted_qualifier_never_merges():
     short = "When you write Python code for me keep lines under the usual limit and add type hints to functions"
     long = "When you write Python code for me always keep lines under the usual limit and add type hints to functions"
 
-    ops = propose_operations([rec("m1", short), rec("m2", long)])
+    assert merges(rec("m1", short), rec("m2", long)) == []
+
+
+def test_a_typo_near_duplicate_merges_into_the_correctly_spelled_body():
+    ops = propose_operations([rec("m1", "I prefer metirc units"), rec("m2", "I prefer metric units")])
 
     assert ops[0]["op"] == "merge" and ops[0]["targets"] == ["m1", "m2"]
-    assert ops[0]["body"] == long
+    assert ops[0]["body"] == "I prefer metric units"
     assert ops[0]["confidence_bps"] < 10_000
 
 

@@ -20,7 +20,7 @@ from consolidation.fake_anthropic import FakeAnthropic
 from consolidation.harnesses import Usage
 from consolidation.harnesses.anthropic import AnthropicHarness
 from consolidation.pricing import DEFAULT_PRICES
-from consolidation.prompt import CLOSE_TAG, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
+from consolidation.prompt import CLOSE_TAG, IN_GROUP, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
 from ledger import Ledger
 from ledger.models import Kind, Provenance, Status
 from tests.conftest import T0
@@ -171,7 +171,7 @@ def test_one_run_is_one_request_carrying_only_the_scopes_active_records(
     # ... carrying the active records (id, kind, body, conflict group) and nothing else
     decoded = decode_user_message(content)
     assert {(r.kind, r.body, r.conflict_group) for r in decoded} == {
-        ("preference", "I prefer metric units", "units"),
+        ("preference", "I prefer metric units", IN_GROUP),  # a group mark: its one active member
         ("fact", "My deploy region is eu-west-1", None),
         ("constraint", f"{CLOSE_TAG} {INJECTION}", None),
         ("fact", "My editor is Helix", None),
@@ -359,8 +359,14 @@ def test_every_gate_reason_is_counted_and_the_rest_of_the_batch_applies(
         {"op": "correct", "targets": ["My editor is Emacs"], "body": "x"},  # 0 edited during the call
         {"op": "correct", "targets": ["my deploy region is eu-west-1"], "body": "My deploy region is eu-west-1"},
         {"op": "delete", "targets": [pin[0]]},  # 2 unknown op
-        {"op": "merge", "targets": [pin[1]], "body": "one target"},  # 3 malformed
-        {"op": "correct", "targets": [pin[1]], "body": "x", "status": "active", "provenance": "user_explicit"},  # 4
+        {"op": "merge", "targets": [pin[1]], "body": "one target"},  # 3 too few targets
+        {
+            "op": "correct",
+            "targets": [pin[1]],
+            "body": "x",
+            "status": "active",
+            "provenance": "user_explicit",
+        },  # 4 field
         {"op": "correct", "targets": ["mem_doesnotexist"], "body": "x"},  # 5 not in scope
         {"op": "correct", "targets": [foreign.id], "body": "x"},  # 6 another scope's record
         {"op": "correct", "targets": [old.id], "body": "x"},  # 7 superseded before the call: never shown
@@ -386,7 +392,8 @@ def test_every_gate_reason_is_counted_and_the_rest_of_the_batch_applies(
     assert done.refusals == {
         "target_not_active": 1,
         "unknown_op": 1,
-        "malformed": 2,
+        "too_few_targets": 1,
+        "field_not_carried": 1,
         "target_not_in_scope": 3,
         "op_not_allowed": 1,
         "duplicate_target": 3,

@@ -206,4 +206,87 @@ LOOKALIKES: list[Sample] = [
     Sample("my password is secure and I rotate it yearly", False, "password adjective"),
 ]
 
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _hex(text: str) -> str:
+    return text.encode().hex()
+
+
+# Issue 9: what the first corpus missed (passwords in other languages, invisible and look-alike
+# characters, base64/hex-wrapped keys) and the look-alikes those fixes must keep.
+ZW_ANTHROPIC = ANTHROPIC_KEY[:10] + "\u200b" + ANTHROPIC_KEY[10:]
+ZWNJ_GITHUB = GITHUB_CLASSIC[:6] + "\u200c" + GITHUB_CLASSIC[6:]
+WJ_STRIPE = STRIPE_LIVE[:8] + "\u2060" + STRIPE_LIVE[8:]
+SHY_AWS = AWS_KEY_ID[:4] + "\u00ad" + AWS_KEY_ID[4:]
+BOM_NPM = NPM_TOKEN[:4] + "\ufeff" + NPM_TOKEN[4:]
+B64_ANTHROPIC = _b64(ANTHROPIC_KEY)
+B64_ASSIGNMENT = _b64("DB_PASSWORD=Fake-pa55word")
+HEX_GITHUB = _hex(GITHUB_CLASSIC)
+B64URL_SLACK = base64.urlsafe_b64encode(SLACK_BOT.encode()).decode().rstrip("=")
+
+SECRETS_V2: list[Sample] = [
+    Sample("mein Passwort ist Sonnenblume42", True, "de: password in a sentence", "Sonnenblume42"),
+    Sample("Das WLAN-Passwort lautet Kaffee-2024!", True, "de: wifi password, lautet", "Kaffee-2024"),
+    Sample("Passwort: Zugspitze!2962", True, "de: password after a colon", "Zugspitze!2962"),
+    Sample("mon mot de passe est Soleil#2024", True, "fr: password in a sentence", "Soleil#2024"),
+    Sample("le mot de passe du wifi : Baguette99", True, "fr: wifi password, spaced colon", "Baguette99"),
+    Sample("mi contraseña es Girasol-77", True, "es: password in a sentence", "Girasol-77"),
+    Sample("la clave del wifi es CasaAzul2023", True, "es: wifi clave", "CasaAzul2023"),
+    Sample("a minha senha é Abacaxi#55", True, "pt: password in a sentence", "Abacaxi#55"),
+    Sample("la mia password è Pizza2024!", True, "it: password in a sentence", "Pizza2024"),
+    Sample("mijn wachtwoord is Tulpen123", True, "nl: password in a sentence", "Tulpen123"),
+    Sample("мой пароль qwerty123", True, "ru: password without a connector", "qwerty123"),
+    Sample("мой пароль: котик2024", True, "ru: password after a colon", "котик2024"),
+    Sample("我的密码是abc123xyz", True, "zh: password in a sentence", "abc123xyz"),
+    Sample("wifi密码：Dragon2024", True, "zh: full-width colon", "Dragon2024"),
+    Sample("私のパスワードは hunter2-Blue です", True, "ja: password in a sentence", "hunter2-Blue"),
+    Sample("パスワード：Sakura2024", True, "ja: full-width colon", "Sakura2024"),
+    Sample(f"my Anthropic key {ZW_ANTHROPIC}", True, "zero-width space inside a key", ANTHROPIC_KEY[10:]),
+    Sample(f"CI token {ZWNJ_GITHUB}", True, "zero-width non-joiner inside a token", GITHUB_CLASSIC[6:]),
+    Sample(f"billing {WJ_STRIPE}", True, "word joiner inside a key", STRIPE_LIVE[8:]),
+    Sample(f"aws id {SHY_AWS}", True, "soft hyphen inside a key id", AWS_KEY_ID[4:]),
+    Sample(f"publish with {BOM_NPM}", True, "BOM inside a token", NPM_TOKEN[4:]),
+    Sample("my p\u0430ssword is Tr0ub4dor&3", True, "Cyrillic a inside 'password'", "Tr0ub4dor&3"),
+    Sample("api t\u03bfken: a1B2c3D4e5F6g7H8i9J0", True, "Greek omicron inside 'token'", "a1B2c3D4e5F6g7H8i9J0"),
+    Sample("\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44: Hunter2Blue", True, "full-width keyword", "Hunter2Blue"),
+    Sample(f"the key, base64: {B64_ANTHROPIC}", True, "base64-wrapped key", B64_ANTHROPIC),
+    Sample(f"env blob {B64_ASSIGNMENT}", True, "base64-wrapped assignment", B64_ASSIGNMENT),
+    Sample(f"token as hex {HEX_GITHUB}", True, "hex-wrapped token", HEX_GITHUB),
+    Sample(f"bot credential (urlsafe) {B64URL_SLACK}", True, "urlsafe base64 token", B64URL_SLACK),
+]
+
+LOOKALIKES_V2: list[Sample] = [
+    Sample("mein Passwort ist in 1Password", False, "de: password location"),
+    Sample("mein Passwort ist sicher", False, "de: password adjective"),
+    Sample("das Passwort ist im Tresor gespeichert", False, "de: stored in the safe"),
+    Sample("Passwort vergessen? Klicke auf den Link", False, "de: forgot password"),
+    Sample("mon mot de passe est dans 1Password", False, "fr: password location"),
+    Sample("mon mot de passe est long et compliqué", False, "fr: password description"),
+    Sample("mi contraseña está en 1Password", False, "es: password location"),
+    Sample("la contraseña es segura", False, "es: password adjective"),
+    Sample("la clave del éxito es la paciencia", False, "es: clave as 'key to success'"),
+    Sample("a minha senha está no 1Password", False, "pt: password location"),
+    Sample("a senha é forte", False, "pt: password adjective"),
+    Sample("la mia password è in 1Password", False, "it: password location"),
+    Sample("mijn wachtwoord staat in 1Password", False, "nl: password location"),
+    Sample("мой пароль в 1Password", False, "ru: password location"),
+    Sample("мой пароль хранится в менеджере паролей", False, "ru: kept in a password manager"),
+    Sample("我的密码在1Password里", False, "zh: password location"),
+    Sample("密码长度至少12位", False, "zh: password length"),
+    Sample("私のパスワードは1Passwordにあります", False, "ja: password location"),
+    Sample("パスワードの長さは12文字以上", False, "ja: password length"),
+    Sample("Привет, я живу в Москве", False, "Russian prose"),
+    Sample("Καλημέρα, το όνομά μου είναι Νίκος", False, "Greek prose (not folded)"),
+    Sample("\U0001f468\u200d\U0001f469\u200d\U0001f467 family trip in June", False, "emoji with zero-width joiners"),
+    Sample(f"attachment text {_b64('I prefer metric units and short answers')}", False, "base64 of ordinary text"),
+    Sample(f"the build label is {_hex('Monday, Thursday and Friday')}", False, "hex of ordinary text"),
+    Sample("favicon data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAYAAAAf8/9h", False, "base64 image"),
+    Sample("\uff34\uff4f\uff4b\uff59\uff4f trip in \uff2d\uff41\uff59", False, "full-width prose"),
+]
+
+SECRETS += SECRETS_V2
+LOOKALIKES += LOOKALIKES_V2
 CORPUS: list[Sample] = SECRETS + LOOKALIKES

@@ -142,8 +142,12 @@ def test_edit_across_scopes_is_refused(make_ledger: Callable[..., Ledger]) -> No
     bob = make_ledger(account="bob")
     rec = alice.save("alice's fact")
     before = snapshot(alice)
-    with pytest.raises(ScopeError):
+    # Another account's id reads exactly as an unknown one (SPEC 3.6): nothing confirms it exists.
+    with pytest.raises(RecordNotFound) as foreign:
         bob.save("bob's edit", supersedes=rec.id)
+    with pytest.raises(RecordNotFound) as unknown:
+        bob.save("bob's edit", supersedes="mem_" + "0" * 24)
+    assert foreign.value.message.replace(rec.id, "mem_" + "0" * 24) == unknown.value.message
     assert snapshot(alice) == before
 
 

@@ -246,3 +246,77 @@ def test_control_characters_are_refused_as_not_text(body: str) -> None:
 
 def test_tabs_and_line_breaks_are_kept() -> None:
     assert screen_body("line one\n\tline two\r\n") == "line one\n\tline two"
+
+
+# --------------------------------------------------------------------------- what a person would see (issue 9)
+
+
+def test_the_format_character_class_is_every_cf_character() -> None:
+    import sys
+    import unicodedata
+
+    from ledger.screening_views import _FORMAT_CHARS
+
+    missing = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert all(_FORMAT_CHARS.fullmatch(chr(c)) for c in missing)
+    assert not _FORMAT_CHARS.search("plain text, é, пароль, パスワード, 😀")
+
+
+@pytest.mark.parametrize(
+    "invisible", ["\u200b", "\u200c", "\u200d", "\u2060", "\u00ad", "\ufeff", "\u202e", "\U000e0041"]
+)
+def test_an_invisible_character_inside_a_key_is_seen_through(invisible: str) -> None:
+    body = f"deploy with {ANTHROPIC_KEY[:12]}{invisible}{ANTHROPIC_KEY[12:]}"
+    err = _rejected(body)
+    assert err.detail == "Anthropic API key, disguised with invisible or look-alike characters"
+    assert ANTHROPIC_KEY[12:] not in str(err)
+
+
+def test_encoded_keys_name_the_encoding() -> None:
+    import base64
+
+    assert _rejected("deploy with " + base64.b64encode(ANTHROPIC_KEY.encode()).decode()).detail == (
+        "Anthropic API key, base64- or hex-encoded"
+    )
+    assert _rejected("ci uses " + GITHUB_CLASSIC.encode().hex()).detail == "GitHub token, base64- or hex-encoded"
+
+
+def test_a_kept_body_is_stored_as_sent() -> None:
+    body = "caf\u00e9 at 9, \u200bzero-width and \uff46\uff55\uff4c\uff4c-width kept"
+    assert screen_body(body) == body
+
+
+def test_decoding_is_bounded() -> None:
+    import base64
+
+    from ledger.screening_views import MAX_RUNS, decoded_runs
+
+    runs = " ".join(base64.b64encode(f"ordinary words number {n:04d}".encode()).decode() for n in range(50))
+    assert len(list(decoded_runs(runs))) == MAX_RUNS
+    assert list(decoded_runs("9fceb02d0ae598e95dc970b74767f19372d61af8")) == []  # binary: not text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "mein Passwort ist in 1Password",
+        "mon mot de passe est dans 1Password",
+        "mi contraseña está en 1Password",
+        "a minha senha está no 1Password",
+        "la mia password è in 1Password",
+        "mijn wachtwoord staat in 1Password",
+        "мой пароль в 1Password",
+        "我的密码在1Password里",
+        "私のパスワードは1Passwordにあります",
+    ],
+)
+def test_my_password_is_in_1password_is_kept_in_every_language(body: str) -> None:
+    assert screen_body(body) == body
+
+
+def test_a_memledger_api_token_is_refused() -> None:
+    token = "mlt_" + "Fake0Token1Not2Real3abcdefghijklmnopqrstuvw"
+    assert _rejected(f"the chat backend uses {token}").detail == "memledger API token"
+    assert screen_body("tokens look like mlt_ followed by 43 characters") == (
+        "tokens look like mlt_ followed by 43 characters"
+    )

@@ -268,7 +268,7 @@ def test_rpc_subprocess_answers_one_line_per_request(rpc_env: dict[str, str]) ->
         b"this is not json",
         b"",
         b'{"jsonrpc": "2.0", "method": "memory/save_memory_record", "params": {"body": "notified"}}',
-        b"[1, 2]",
+        b"[]",  # an empty batch: one -32600 object
         b"\xff\xfe not utf-8",
         rpc_line(2, "memory/nope").encode(),
         rpc_line(3, "memory/save_memory_record", {"body": 5}).encode(),

@@ -8,7 +8,6 @@ killing a worker never takes the model down), reached through the real SDK.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -25,7 +24,7 @@ import redis
 from sqlalchemy import text
 
 from consolidation import ConsolidationRun, Outcome, RunState
-from consolidation.fake_anthropic import FakeAnthropic, Reply
+from consolidation.fake_anthropic import FakeAnthropic, Reply, request_records
 from ledger import Ledger, Provenance, Status, open_ledger
 from ledger import db as ledger_db
 from tests.worker.conftest import TWO_DUPLICATES, Proc, wait_until
@@ -58,8 +57,7 @@ def seed(db_url: str, account: str) -> tuple[Ledger, list[str]]:
 
 def merge_all(request: dict[str, Any]) -> list[dict[str, Any]]:
     """The fake model's answer: merge every record it was shown (by the ids or aliases of the prompt)."""
-    prompt = json.dumps(request.get("messages", []))
-    targets = list(dict.fromkeys(re.findall(r'\\"((?:mem_[0-9a-f]+)|(?:r\d+))\\"', prompt)))
+    targets = [record.id for record in request_records(request)]
     return [{"op": "merge", "targets": targets, "body": MERGED, "rationale": "duplicates"}]
 
 

@@ -13,11 +13,14 @@ from tests.worker.conftest import TWO_DUPLICATES, wait_until
 from worker.runtime import Runtime
 from worker.server import MAX_REQUEST_BYTES, create_app
 
+LOCAL = "http://127.0.0.1:8080"
+JSON = {"content-type": "application/json"}
+
 
 @pytest.fixture
 def served(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
     runtime = make_runtime(sweep_interval_s=0)
-    with TestClient(create_app(runtime, run_worker=True)) as client:
+    with TestClient(create_app(runtime, run_worker=True), base_url=LOCAL) as client:
         yield client, runtime
 
 
@@ -58,15 +61,15 @@ def test_notify_turn_takes_no_params(served: tuple[TestClient, Runtime]) -> None
 
 def test_protocol_errors_and_notifications(served: tuple[TestClient, Runtime]) -> None:
     client, _ = served
-    parse = client.post("/rpc", content=b"{not json")
+    parse = client.post("/rpc", content=b"{not json", headers=JSON)
     assert parse.status_code == 200 and parse.json()["error"]["code"] == -32700
-    binary = client.post("/rpc", content=b"\xff\xfe")
+    binary = client.post("/rpc", content=b"\xff\xfe", headers=JSON)
     assert binary.json()["error"]["code"] == -32700
     unknown = call(client, "memory/drop_everything")["error"]
     assert unknown["code"] == -32601
     notification = client.post("/rpc", json={"jsonrpc": "2.0", "method": "consolidation/notify_turn"})
     assert notification.status_code == 204 and notification.content == b""
-    too_big = client.post("/rpc", content=b" " * (MAX_REQUEST_BYTES + 1))
+    too_big = client.post("/rpc", content=b" " * (MAX_REQUEST_BYTES + 1), headers=JSON)
     assert too_big.status_code == 413 and too_big.json()["error"]["code"] == -32600
     assert client.get("/rpc").status_code == 405
 
@@ -90,7 +93,7 @@ def test_api_node_stays_up_when_redis_is_down(make_runtime: Callable[..., Runtim
 
     runtime = make_runtime(redis_url=f"redis://127.0.0.1:{free_port()}/9", janitor_interval_s=60)
     runtime.service.update_settings("account:local", mode="apply", harness="offline")
-    with TestClient(create_app(runtime, run_worker=False)) as client:
+    with TestClient(create_app(runtime, run_worker=False), base_url=LOCAL) as client:
         health = client.get("/healthz").json()
         assert health["status"] == "degraded" and health["queue"] == "unreachable" and health["worker"] is False
         result = call(client, "consolidation/notify_turn")["result"]

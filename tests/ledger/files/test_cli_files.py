@@ -208,3 +208,24 @@ def test_files_commands_do_not_import_the_worker_stack(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
     assert "Action-authorizing review (1)" in proc.stdout
+
+
+def test_empty_directory_passes_with_exit_0(tmp_path: Path) -> None:
+    code, out = run("audit", str(tmp_path), "--scope", "global", *AS_OF, "--format", "markdown")
+    assert code == 0
+    assert "- Result: **PASS**\n" in out and "| Entries scanned | 0 |" in out
+
+
+def test_reference_cases_through_the_command_line(tmp_path: Path) -> None:
+    # A missing source and a wrong project: invalid + missing source + a scope violation naming the audit context.
+    missing = entry(fact="Missing source", auth="false").replace(
+        'source:\n  kind: user-said\n  reference: "https://tracker.example/ACME-42"\n', ""
+    )
+    write_dir(
+        tmp_path, {"missing-source.md": missing, "wrong-scope.md": entry(fact="Wrong scope", sref="project:other")}
+    )
+    code, out = run("audit", str(tmp_path), "--scope", "project:expected", *AS_OF, "--format", "markdown")
+    assert code == 1
+    assert "| Invalid entries | 1 |\n| Expired entries | 0 |\n| Review overdue | 0 |\n| Missing sources | 1 |" in out
+    assert "- `wrong-scope.md`: scope is `project:other`, audit context is `expected`.\n" in out
+    assert "- `missing-source.md` has no concrete, retrievable source reference.\n" in out

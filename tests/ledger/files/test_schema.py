@@ -90,13 +90,23 @@ def test_every_valid_fixture_satisfies_the_schema(path: Path) -> None:
     assert errors(front_matter(path.read_text(encoding="utf-8"))) == []
 
 
-@pytest.mark.parametrize("path", sorted((FIXTURES / "invalid").iterdir()), ids=lambda p: p.name)
-def test_invalid_fixtures_the_schema_can_see_fail_it(path: Path) -> None:
+def _schema_can_see(path: Path) -> bool:
     check = path.stem.split("--")[0]
-    e = read_entry(path)
-    if not e.trusted or check in BEYOND_SCHEMA or check.startswith(("front-matter", "yaml-", "not-utf8")):
-        pytest.skip(f"{check}: not a question the schema answers")
-    assert errors(front_matter(path.read_text(encoding="utf-8"))), check
+    untrusted = check.startswith(("front-matter", "yaml-", "not-utf8"))
+    return not untrusted and check not in BEYOND_SCHEMA
+
+
+SCHEMA_VISIBLE = [p for p in sorted((FIXTURES / "invalid").iterdir()) if _schema_can_see(p)]
+
+
+def test_most_invalid_fixtures_are_schema_visible() -> None:
+    assert len(SCHEMA_VISIBLE) >= 40
+
+
+@pytest.mark.parametrize("path", SCHEMA_VISIBLE, ids=lambda p: p.name)
+def test_invalid_fixtures_the_schema_can_see_fail_it(path: Path) -> None:
+    assert read_entry(path).trusted
+    assert errors(front_matter(path.read_text(encoding="utf-8"))), path.stem
 
 
 @pytest.mark.parametrize(

@@ -267,3 +267,20 @@ def test_credential_message_never_contains_the_secret() -> None:
     for text in (entry(body=f"The key is {secret}"), entry(fact=f"The key is {secret}")):
         problems = validate(parse_entry(text.encode(), name="e.md"))
         assert problems and all(secret not in p.message for p in problems)
+
+
+def test_a_null_horizon_is_still_a_horizon() -> None:
+    found = problems_of(
+        entry(expires=None, review="2025-09-30", auth="false").replace("created:", "expires: null\ncreated:")
+    )
+    assert ("review-by", "horizon-both", "invalid") in found
+    assert ("expires", "date-format", "invalid") in found
+
+
+def test_a_global_entry_has_no_reference_not_even_null() -> None:
+    found = problems_of(
+        entry(level="global", sref=None, auth="false").replace(
+            "  level: global\n", "  level: global\n  reference: null\n"
+        )
+    )
+    assert found == [("scope.reference", "scope-reference-on-global", "invalid")]

@@ -1,0 +1,85 @@
+"""The new operations end to end: `memledger turn` → a worker → the fake model (its own process) → the ledger.
+
+Embedded (`memledger serve` runs the worker in-process) and on Redis (`serve --no-worker`
++ `memledger worker`). The fake's script names its targets by body (``target_bodies``), as
+a run's ids are per run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.worker.conftest import FakeModel, Proc, free_port, wait_until
+from tests.worker.test_e2e import active, cli, healthy, rpc
+
+TRIP, PARIS, LYON, STALE = "I am in Tokyo this week", "I live in Paris", "I live in Lyon", "My old pager number is 1234"
+SCRIPT = [
+    {"op": "expire", "target_bodies": [TRIP], "after_days": 7},
+    {"op": "group", "target_bodies": [PARIS, LYON], "subject": "Home city"},
+    {"op": "retire", "target_bodies": [STALE]},
+]
+
+
+def session(base: str, env: dict[str, str], fake: FakeModel) -> None:
+    for body in (TRIP, PARIS, LYON, STALE):
+        rpc(base, "memory/save_memory_record", {"body": body})
+    cli(
+        env, "consolidation", "set", "account:local", "--mode", "apply", "--harness", "anthropic",
+        "--model", "claude-haiku-4-5", "--debounce-s", "0.5", "--allow-removal",
+    )  # fmt: skip
+    cli(env, "turn", "account:local")
+
+    def settled() -> list[dict[str, Any]]:
+        runs: list[dict[str, Any]] = json.loads(cli(env, "runs", "--json"))
+        return [r for r in runs if r["state"] == "settled"]
+
+    (run,) = wait_until(settled, timeout_s=60)
+    assert run["outcome"] == "applied" and (run["ops_applied"], run["ops_refused"]) == (3, 0), run
+    assert fake.calls == 1
+    records = {r["body"]: r for r in active(base)}
+    assert set(records) == {TRIP, LYON}
+    assert records[TRIP]["expiresAt"] is not None
+    assert records[LYON]["conflictGroup"] == "home-city"
+    assert records[LYON]["provenance"] == "model_consolidation"
+
+
+def fake_env(base_env: dict[str, str], fake: FakeModel) -> dict[str, str]:
+    return {**base_env, "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake.base_url}
+
+
+def test_expire_group_and_retire_through_the_embedded_worker(
+    spawn: Callable[..., Proc], base_env: dict[str, str], fake_model: Callable[..., FakeModel]
+) -> None:
+    fake = fake_model(script={"operations": SCRIPT})
+    env = fake_env(base_env, fake)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    serve = spawn("serve", ["memledger", "serve", "--port", str(port)], env)
+    wait_until(lambda: healthy(base), timeout_s=60)
+
+    session(base, env, fake)
+
+    assert serve.terminate(timeout_s=20) == 0
+    assert STALE not in serve.err.read_text()
+
+
+@pytest.mark.redis
+def test_expire_group_and_retire_through_worker_processes_on_redis(
+    spawn: Callable[..., Proc], base_env: dict[str, str], redis_url: str, fake_model: Callable[..., FakeModel]
+) -> None:
+    fake = fake_model(script={"operations": SCRIPT})
+    env = {**fake_env(base_env, fake), "MEMLEDGER_REDIS_URL": redis_url}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    api = spawn("api", ["memledger", "serve", "--port", str(port), "--no-worker"], env)
+    workers = spawn("worker", ["memledger", "worker", "--processes", "1", "--threads", "2"], env)
+    wait_until(lambda: healthy(base), timeout_s=60)
+
+    session(base, env, fake)
+
+    assert api.terminate(timeout_s=20) == 0
+    assert workers.terminate(timeout_s=30) == 0

@@ -1,0 +1,81 @@
+"""The account's own switches on the record protocol (SPEC 3.6): its consolidation settings.
+
+``memory/get_consolidation_settings`` (no params) and ``memory/update_consolidation_settings``
+(``mode``, ``allowRemoval``, ``debounceS``, ``maxRecords``; each optional) act on the bound
+account's scope only. Operator settings (harness, model, prices, spend budgets, caps) are not
+here: they stay on the command line (``memledger consolidation set``).
+
+Result of both: ``{scopeKey, mode, allowRemoval, debounceS, maxRecords}``; ``maxRecords`` is the
+scope's record budget (the ceiling consolidation works under).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictBool, StrictFloat, StrictInt
+
+from consolidation import ConsolidationService, ConsolidationSettings
+from ledger import Ledger
+from ledger.protocol import INVALID_PARAMS, ExtraMethod, NoParams, Params, RpcError
+
+GET_SETTINGS = "memory/get_consolidation_settings"
+UPDATE_SETTINGS = "memory/update_consolidation_settings"
+MAX_DEBOUNCE_S = 86_400.0
+
+
+class UpdateConsolidationParams(Params):
+    mode: Literal["off", "propose", "apply"] | None = None
+    allow_removal: StrictBool | None = None
+    debounce_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_DEBOUNCE_S)] | None = None
+    max_records: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
+
+
+def supports_allow_removal() -> bool:
+    """True once consolidation's settings carry ``allow_removal`` (SPEC 4.1)."""
+    return any(f.name == "allow_removal" for f in dataclasses.fields(ConsolidationSettings))
+
+
+def _settings_json(service: ConsolidationService, led: Ledger) -> dict[str, Any]:
+    settings = service.settings(led.scope_key)
+    return {
+        "scopeKey": led.scope_key,
+        "mode": settings.mode.value,
+        "allowRemoval": bool(getattr(settings, "allow_removal", False)),
+        "debounceS": settings.debounce_s,
+        "maxRecords": led.budget(led.scope_key).max_records,
+    }
+
+
+def account_methods(service: ConsolidationService) -> dict[str, ExtraMethod]:
+    """The two settings methods, for ``extra_methods`` of :func:`ledger.protocol.handle`."""
+
+    def get_settings(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
+        NoParams.model_validate(params)
+        return _settings_json(service, led)
+
+    def update_settings(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
+        p = UpdateConsolidationParams.model_validate(params)
+        changes: dict[str, Any] = {}
+        if p.mode is not None:
+            changes["mode"] = p.mode
+        if p.debounce_s is not None:
+            changes["debounce_s"] = float(p.debounce_s)
+        if p.allow_removal is not None:
+            if not supports_allow_removal():
+                raise RpcError(
+                    INVALID_PARAMS,
+                    "invalid params: allowRemoval: this server's consolidation cannot retire records yet, "
+                    "so removal cannot be switched on; leave allowRemoval out",
+                    reason="invalid_params",
+                    field="allowRemoval",
+                )
+            changes["allow_removal"] = p.allow_removal
+        if changes:
+            service.update_settings(led.scope_key, **changes)
+        if p.max_records is not None:
+            led.set_budget(led.scope_key, p.max_records)
+        return _settings_json(service, led)
+
+    return {GET_SETTINGS: get_settings, UPDATE_SETTINGS: update_settings}
