@@ -129,7 +129,13 @@ def serve_with_proposals(spawn: Callable[..., Proc], base_env: dict[str, str]) -
 def test_every_curl_example_works_against_a_running_serve(
     document: Path, serve_with_proposals: int, tmp_path: Path
 ) -> None:
-    blocks = [block for block in _shell_blocks(document) if "curl " in block and "/rpc" in block]
+    # Blocks that start a server of their own (the token-protected serve walk-through) are set-up
+    # for another layout, not examples against the default serve.
+    blocks = [
+        block
+        for block in _shell_blocks(document)
+        if "curl " in block and "/rpc" in block and "memledger serve" not in block and "make " not in block
+    ]
     assert blocks, f"no curl examples in {document.name}"
     outputs = _run_blocks(blocks, serve_with_proposals, tmp_path)
     answered = 0
