@@ -5,6 +5,7 @@
     ledger.LedgerError
     └── ConsolidationError
         ├── InvalidSettings     reason invalid_params
+        ├── InvalidExtractionInput  reason invalid_params
         └── RunNotFound         reason not_found
 
 They subclass the ledger's root so the protocol maps them the same way.
@@ -27,3 +28,9 @@ class InvalidSettings(ConsolidationError):
 
 class RunNotFound(ConsolidationError):
     reason = "not_found"
+
+
+class InvalidExtractionInput(ConsolidationError):
+    """A turn's messages (or a session id) failed validation; nothing was stored."""
+
+    reason = "invalid_params"

@@ -16,6 +16,8 @@ Behaviour is scriptable, per server (the default reply) and per request (a queue
   ``{"operations": [...]}``; an operation may name its targets by body
   (``target_bodies``, see :func:`resolve_target_bodies`), since a run's ids are per run;
   or ``text`` (anything, garbage included);
+* scripted ``proposals`` (the same forms) sent as ``{"proposals": [...]}`` to extraction
+  requests (a user message that opens with ``<conversation>``; ``[]`` when unscripted);
 * ``delay_s`` before answering (the wait ends early when the server stops);
 * an HTTP error status (429, 529, 500, …) with the API's error body, optionally with
   ``retry-after``; ``fail_next(429, 529)`` queues statuses before the default reply;
@@ -90,6 +92,7 @@ class Reply:
     stop_reason: str = "end_turn"
     retry_after_s: float | None = None
     drop: bool = False
+    proposals: OperationsScript | None = None  # the answer to an extraction request (see _is_extraction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +198,7 @@ class FakeAnthropic:
         statuses: Iterable[int] = (),
         retry_after_s: float | None = None,
         replies: Iterable[Reply] = (),
+        proposals: OperationsScript | None = None,
         counter_file: str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -202,7 +206,7 @@ class FakeAnthropic:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._arrived = threading.Condition(self._lock)
-        self._default = Reply(operations=operations, text=text, delay_s=delay_s, usage=usage)
+        self._default = Reply(operations=operations, text=text, delay_s=delay_s, usage=usage, proposals=proposals)
         self._queue: deque[Reply] = deque()
         self._calls = 0
         self._requests: list[RecordedRequest] = []
@@ -298,6 +302,10 @@ class FakeAnthropic:
         """Default reply: ``{"operations": operations}`` (a list or a callable of the request JSON)."""
         self._set_default(operations=operations, text=None)
 
+    def set_proposals(self, proposals: OperationsScript) -> None:
+        """Default reply to extraction requests: ``{"proposals": proposals}`` (a list or a callable)."""
+        self._set_default(proposals=proposals, text=None)
+
     def set_text(self, text: str) -> None:
         """Default reply: this exact text (garbage included)."""
         self._set_default(text=text, operations=None)
@@ -351,6 +359,7 @@ class FakeAnthropic:
             stop_reason=reply.stop_reason,
             retry_after_s=reply.retry_after_s,
             drop=reply.drop,
+            proposals=reply.proposals if reply.proposals is not None else default.proposals,
         )
 
     def _write_counter(self, calls: int) -> None:
@@ -379,6 +388,10 @@ class FakeAnthropic:
     def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         if reply.text is not None:
             text = reply.text
+        elif _is_extraction(body):
+            script = reply.proposals if reply.proposals is not None else []
+            proposals = script(body) if callable(script) else script
+            text = json.dumps({"proposals": list(proposals)})
         else:
             script = reply.operations if reply.operations is not None else []
             operations = script(body) if callable(script) else script
@@ -401,6 +414,13 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": usage,
         }
+
+
+def _is_extraction(body: Mapping[str, Any]) -> bool:
+    """An extraction request: its user message opens with the conversation tag (SPEC 4.5)."""
+    messages = body.get("messages") or []
+    content = messages[0].get("content") if messages and isinstance(messages[0], Mapping) else None
+    return isinstance(content, str) and content.startswith("<conversation>")
 
 
 def request_records(body: Mapping[str, Any]) -> list[PromptRecord]:
@@ -464,7 +484,7 @@ def _load_script(path: Path) -> dict[str, Any]:
         return {"operations": script}
     if not isinstance(script, dict):
         raise ValueError(f"{path}: the script must be a JSON list of operations or an object")
-    allowed = {"operations", "text", "delay_s", "usage", "statuses", "retry_after_s", "replies"}
+    allowed = {"operations", "text", "delay_s", "usage", "statuses", "retry_after_s", "replies", "proposals"}
     unknown = set(script) - allowed
     if unknown:
         raise ValueError(f"{path}: unknown script key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")

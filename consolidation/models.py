@@ -111,6 +111,8 @@ class ConsolidationRun:
     answer: dict[str, Any] | None = field(default=None, repr=False)
     answer_raw: str | None = field(default=None, repr=False)
     answer_stored_at: datetime | None = None
+    job: str = "consolidate"
+    session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The SPEC 4.2 fields, RFC 3339 instants; never the prompt or answer (they hold bodies)."""
@@ -137,6 +139,8 @@ class ConsolidationRun:
             "ops_refused": self.ops_refused,
             "refusals": dict(self.refusals),
             "error": self.error,
+            "job": self.job,
+            "session_id": self.session_id,
         }
 
 
@@ -170,4 +174,6 @@ def run_from_row(row: Mapping[Any, Any]) -> ConsolidationRun:
         answer=None if row["answer"] is None else json.loads(row["answer"]),
         answer_raw=row["answer_raw"],
         answer_stored_at=opt_from_micros(row["answer_stored_at"]),
+        job=row.get("job") or "consolidate",
+        session_id=row.get("session_id") or None,
     )

@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, CursorResult, Executable, and_, exists, func, insert, select, update
+from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exists, func, insert, select, update
 from sqlalchemy.orm import aliased
 
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Outcome, run_from_row
@@ -50,7 +50,12 @@ def select_runs(
 def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
     """Create the scope's pending run, or push it to ``now + debounce_s`` (capped by ``max_wait_s``)."""
     debounce_us = round(settings.debounce_s * 1_000_000)
-    pending = select_runs(db, and_(C.scope_key == settings.scope_key, C.state == "pending"), order=(C.id,), limit=1)
+    pending = select_runs(
+        db,
+        and_(C.scope_key == settings.scope_key, C.state == "pending", C.job == "consolidate"),
+        order=(C.id,),
+        limit=1,
+    )
     if pending:
         run = pending[0]
         due = now_us + debounce_us
@@ -80,7 +85,7 @@ def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> Cons
 def cancel_pending(db: Executor, scope_key: str, now_us: int) -> int:
     done = db.execute(
         update(RUNS)
-        .where(C.scope_key == scope_key, C.state == "pending")
+        .where(C.scope_key == scope_key, C.state == "pending", C.job == "consolidate")
         .values(state="settled", outcome="cancelled", settled_at=now_us)
     )
     return int(done.rowcount)
@@ -177,6 +182,8 @@ def settle(
             refusals=json.dumps(dict(refusals or {}), sort_keys=True),
             started_at=func.coalesce(C.started_at, now_us),
             model_calls=C.model_calls + calls,
+            # An extraction run's prompt is the chat transcript: it does not outlive the run (SPEC 4.5).
+            prompt=case((C.job == "extract", None), else_=C.prompt),
             **_usage_values(usage, spend_micro_usd),
         )
     )
@@ -206,7 +213,12 @@ def ensure_pending(db: Executor, settings: ConsolidationSettings, now_us: int) -
 
     Used when a full scope needs room: it schedules a run without pushing back one already due.
     """
-    pending = select_runs(db, and_(C.scope_key == settings.scope_key, C.state == "pending"), order=(C.id,), limit=1)
+    pending = select_runs(
+        db,
+        and_(C.scope_key == settings.scope_key, C.state == "pending", C.job == "consolidate"),
+        order=(C.id,),
+        limit=1,
+    )
     if pending:
         return pending[0]
     run_id = new_run_id()

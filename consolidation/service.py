@@ -30,9 +30,13 @@ from consolidation import settings as S
 from consolidation.apply import apply_batch
 from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
 from consolidation.errors import RunNotFound
+from consolidation.extraction.service import JOB as EXTRACT_JOB
+from consolidation.extraction.service import ExtractionJobs
+from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.gate import UNPARSEABLE, check_batch
 from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
-from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
+from consolidation.harnesses.extract_base import Extractor
+from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
 from consolidation.prompt import IN_GROUP, record_chars
 from ledger import Ledger, MemoryRecord
@@ -74,6 +78,7 @@ class ConsolidationService:
         janitor_grace_s: float = DEFAULT_GRACE_S,
         harnesses: dict[str, Harness] | None = None,
         fault_hook: FaultHook | None = None,
+        extractors: dict[str, Extractor] | None = None,
     ) -> None:
         self.led = led
         self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY") or None
@@ -82,6 +87,9 @@ class ConsolidationService:
         self.janitor_grace_s = janitor_grace_s
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
         self._fault_hook = fault_hook
+        self.extraction = ExtractionJobs(self, extractors)
+        led.add_capability_provider(self.capabilities)
+        led.add_erase_hook(self.extraction.scrub_digests_hook)
         # A full scope is due for consolidation rather than blocked by it (SPEC 4.2).
         led.set_budget_hook("consolidation", self._on_budget_full)
 
@@ -141,17 +149,81 @@ class ConsolidationService:
         )
 
     # ------------------------------------------------------------------ runs
-    def notify_turn(self, scope_key: str, *, now: datetime | None = None) -> ConsolidationRun | None:
-        """Record a chat turn: the scope's one pending run is created or pushed back. None when mode is off."""
-        scope = check_scope(scope_key)
+    def notify_turn(
+        self,
+        scope_key: str,
+        *,
+        session_id: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        now: datetime | None = None,
+    ) -> ConsolidationRun | None:
+        """Record a chat turn: the scope's pending consolidation run is created or pushed back and, with
+        ``session_id`` (and ``messages``), the session's digest is extended and its extraction run debounced.
 
-        def fn(tx: Transaction) -> ConsolidationRun | None:
+        Returns the session's pending extraction run when there is one, else the consolidation
+        run; None when both jobs are off. :meth:`notify_turn_runs` returns both.
+
+        Raises:
+            InvalidArgument, InvalidExtractionInput: a malformed session id or message (nothing stored).
+        """
+        consolidation, extraction = self.notify_turn_runs(scope_key, session_id=session_id, messages=messages, now=now)
+        return extraction if extraction is not None else consolidation
+
+    def notify_turn_runs(
+        self,
+        scope_key: str,
+        *,
+        session_id: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        now: datetime | None = None,
+    ) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
+        """As :meth:`notify_turn`, in one transaction; returns (consolidation run, extraction run)."""
+        scope = check_scope(scope_key)
+        turn = None if session_id is None and messages is None else self.extraction.check_turn(session_id, messages)
+
+        def fn(tx: Transaction) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
             settings = self._settings_in(tx, scope)
-            if settings.mode == Mode.OFF:
-                return None
-            return R.debounce(tx, settings, tx.now_us)
+            consolidation = None if settings.mode == Mode.OFF else R.debounce(tx, settings, tx.now_us)
+            extraction = None if turn is None else self.extraction.notify_turn_in(tx, scope, *turn)
+            return consolidation, extraction
 
         return self.led.run(scope, fn, now=now)
+
+    # ------------------------------------------------------------------ extraction
+    def extraction_settings(self, scope_key: str) -> ExtractionSettings:
+        """The scope's extraction settings (SPEC 4.5; defaults when never set)."""
+        return self.extraction.settings(scope_key)
+
+    def update_extraction_settings(
+        self, scope_key: str, *, now: datetime | None = None, **changes: Any
+    ) -> ExtractionSettings:
+        """Validate and store extraction settings (``mode``, ``harness``, ``model``, ``debounce_s``, ...).
+
+        ``mode="off"`` cancels the scope's pending extraction runs and deletes their digests.
+
+        Raises:
+            InvalidSettings: a field is invalid (nothing is changed); ScopeError.
+        """
+        return self.extraction.update_settings(scope_key, now=now, **changes)
+
+    def capabilities(self, scope_key: str) -> dict[str, Any]:
+        """What consolidation and extraction offer the scope, for :meth:`ledger.Ledger.capabilities`."""
+        with self.led.reading() as db:
+            settings = self._settings_in(db, scope_key)
+            extraction = self.extraction.settings_in(db, scope_key)
+        return {
+            "consolidation": {
+                "available": True,
+                "mode": settings.mode.value,
+                "operations": list(ALL_OPS),
+                "allowedOperations": list(settings.allowed_ops),
+            },
+            "extraction": {
+                "available": True,
+                "mode": extraction.mode.value,
+                "enabled": extraction.mode != ExtractionMode.OFF,
+            },
+        }
 
     def get_run(self, run_id: str) -> ConsolidationRun:
         with self.led.reading() as db:
@@ -195,6 +267,8 @@ class ConsolidationService:
         explicit ``now`` is used for each of them).
         """
         run = self.get_run(run_id)
+        if run.job == EXTRACT_JOB:
+            return self.extraction.execute(run, now)
         claimed = self.led.run(run.scope_key, lambda tx: self._claim(tx, run), now=now)
         if claimed is None:
             return None
@@ -331,7 +405,10 @@ class ConsolidationService:
         storing its answer; never calls the model. If the run was settled meanwhile,
         nothing is applied.
         """
-        return self._apply_stored(run_id, now)[0]
+        run = self.get_run(run_id)
+        if run.job == EXTRACT_JOB:
+            return self.extraction.apply_stored(run_id, run.scope_key, now)[0]
+        return self._apply_stored(run_id, now, scope_key=run.scope_key)[0]
 
     def _apply_stored(
         self, run_id: str, now: datetime | None, *, scope_key: str | None = None
@@ -489,6 +566,8 @@ class ConsolidationService:
             if won or done.state == "settled":
                 return done, won
             # An answer was stored between the read and the abandon: apply it instead.
+        if run.job == EXTRACT_JOB:
+            return self.extraction.apply_stored(run.id, run.scope_key, now)
         return self._apply_stored(run.id, now, scope_key=run.scope_key)
 
 

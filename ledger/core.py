@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_before_delay, wait_random_exponential
 
+from ledger.audit import store_injection
+from ledger.capabilities import CapabilityProvider, base_capabilities, merge_capabilities
 from ledger.db import engine_lock, is_sqlite, retryable, stamp, translated, write_connection
 from ledger.erasure import scrub_files
 from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError, RecordNotFound
@@ -72,6 +74,7 @@ class Ledger(LedgerReads):
         self.default_max_records = default_max_records
         self._sqlite = is_sqlite(engine)
         self._erase_hooks: list[EraseHook] = []
+        self._capability_providers: list[CapabilityProvider] = []
         self._budget_hooks: dict[str, BudgetHook] = {}
 
     # ------------------------------------------------------------------ plumbing
@@ -91,6 +94,20 @@ class Ledger(LedgerReads):
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
         self._erase_hooks.append(hook)
+
+    def add_capability_provider(self, provider: CapabilityProvider) -> None:
+        """Let another package (consolidation) add what it offers to :meth:`capabilities`."""
+        self._capability_providers.append(provider)
+
+    def capabilities(self) -> dict[str, Any]:
+        """What this ledger offers for its bound scope (SPEC 3.3): scope, ``maxBodyChars``, kinds,
+        the consolidation operations, whether injection and extraction are on."""
+        out = base_capabilities(
+            scope_key=self.scope_key, max_body_chars=self.max_body_chars, injection=self.injection(self.scope_key)
+        )
+        for provider in self._capability_providers:
+            out = merge_capabilities(out, provider(self.scope_key))
+        return out
 
     def set_budget_hook(self, name: str, hook: BudgetHook | None) -> None:
         """Register (or with None remove) the budget hook called ``name`` (see :data:`BudgetHook`)."""
@@ -340,6 +357,24 @@ class Ledger(LedgerReads):
         if isinstance(max_records, bool) or not isinstance(max_records, int) or not 0 <= max_records <= 1_000_000:
             raise InvalidArgument("max_records must be an integer from 0 to 1000000")
         return self.run(scope, lambda tx: tx.set_budget(max_records), now=now)
+
+    def set_injection(self, scope_key: str, enabled: bool, *, now: datetime | None = None) -> bool:
+        """Switch whether the scope's packets carry pins (SPEC 3.7). Off: empty packets, no audits.
+
+        Raises:
+            ScopeError, InvalidArgument (``enabled`` not a boolean).
+        """
+        from ledger.errors import InvalidArgument
+
+        scope = check_scope(scope_key)
+        if not isinstance(enabled, bool):
+            raise InvalidArgument("enabled must be true or false")
+
+        def fn(tx: Transaction) -> bool:
+            store_injection(tx.conn, scope, enabled, tx.now_us)
+            return enabled
+
+        return self.run(scope, fn, now=now)
 
     def budget(self, scope_key: str) -> ScopeUsage:
         scope = check_scope(scope_key)

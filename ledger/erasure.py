@@ -11,6 +11,7 @@ from sqlalchemy import Connection, Engine, bindparam, text
 from sqlalchemy.exc import DBAPIError
 
 from ledger import rows
+from ledger.audit import scrub_audits
 from ledger.db import BUSY_TIMEOUT_MS, execute
 from ledger.derived import erase_derived
 
@@ -35,6 +36,7 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     conn.execute(_ERASE, {"n": now_us, "ids": ids})
     erase_derived(conn, ids)
+    scrub_audits(conn, ids)  # the ledger's own audit format: only the forgotten entries lose their body
     if conn.dialect.name == "sqlite":
         # Rewrite the FTS segments without the deleted entries, inside the delete's own
         # transaction (so it is retried with it); secure_delete zeroes the freed pages.

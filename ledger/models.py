@@ -185,6 +185,9 @@ class ConsolidationRunRow(SQLModel, table=True):
     answer: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     answer_raw: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     answer_stored_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    # Both jobs share the table (SPEC 4.5): "consolidate" or "extract", and an extraction run's session.
+    job: str = Field(default="consolidate", sa_column=Column(Text, nullable=False, server_default="consolidate"))
+    session_id: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
 
 
 class DerivedTextRow(SQLModel, table=True):
@@ -282,6 +285,69 @@ class LedgerEvent:
     detail: dict[str, object] = field(default_factory=dict)
 
 
+class PacketAuditRow(SQLModel, table=True):
+    """The packet audit (SPEC 3.7): one row per session, replaced when its packet is built again.
+
+    ``selected`` is a JSON list of ``{id, kind, reason, body}`` (the body as sent, frozen;
+    null once the record is forgotten); ``excluded`` a JSON list of ``{id, code}``.
+    """
+
+    __tablename__ = "packet_audits"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    session_id: str = Field(sa_column=Column(Text, primary_key=True))
+    built_at: int = Field(sa_column=_big())
+    max_chars: int = Field(sa_column=Column(Integer, nullable=False))
+    token_estimate: int = Field(sa_column=Column(Integer, nullable=False))
+    selected: str = Field(sa_column=Column(Text, nullable=False))
+    excluded: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class MemoryInjectionRow(SQLModel, table=True):
+    """The injection switch per scope; no row means on (the default)."""
+
+    __tablename__ = "memory_injection"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    enabled: bool = Field(sa_column=Column(Boolean, nullable=False))
+    updated_at: int = Field(sa_column=_big())
+
+
+class ExtractionSettingsRow(SQLModel, table=True):
+    """Extraction settings per scope (used only by ``consolidation/``; same migration chain)."""
+
+    __tablename__ = "extraction_settings"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    mode: str = Field(sa_column=Column(Text, nullable=False))
+    harness: str = Field(sa_column=Column(Text, nullable=False))
+    model: str = Field(sa_column=Column(Text, nullable=False))
+    debounce_s: float = Field(sa_column=Column(Float, nullable=False))
+    max_wait_s: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    wall_clock_cap_s: float = Field(sa_column=Column(Float, nullable=False))
+    max_output_tokens: int = Field(sa_column=Column(Integer, nullable=False))
+    created_at: int = Field(sa_column=_big())
+    updated_at: int = Field(sa_column=_big())
+
+
+class ExtractionDigestRow(SQLModel, table=True):
+    """A session's bounded digest of recent messages (JSON list); taken into its run at claim.
+
+    ``digest_id`` is the single-column key the derived-text registry names (forgetting a
+    record a message quoted sets ``messages`` to NULL).
+    """
+
+    __tablename__ = "extraction_digests"
+
+    scope_key: str = Field(sa_column=Column(Text, primary_key=True))
+    session_id: str = Field(sa_column=Column(Text, primary_key=True))
+    digest_id: str = Field(sa_column=Column(Text, nullable=False, unique=True))
+    messages: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    chars: int = Field(sa_column=Column(Integer, nullable=False))
+    next_seq: int = Field(sa_column=Column(Integer, nullable=False))
+    updated_at: int = Field(sa_column=_big())
+
+
 def _table(model: type[SQLModel]) -> Table:
     table = model.__table__  # type: ignore[attr-defined]
     assert isinstance(table, Table)
@@ -295,6 +361,10 @@ EVENTS = _table(LedgerEventRow)
 CONSOLIDATION_SETTINGS = _table(ConsolidationSettingsRow)
 RUNS = _table(ConsolidationRunRow)
 DERIVED = _table(DerivedTextRow)
+PACKET_AUDITS = _table(PacketAuditRow)
+INJECTION = _table(MemoryInjectionRow)
+EXTRACTION_SETTINGS = _table(ExtractionSettingsRow)
+DIGESTS = _table(ExtractionDigestRow)
 
 
 # ---------------------------------------------------------------------- API tokens (issue 9, SPEC 5.1)

@@ -21,7 +21,13 @@ Methods (params are by name, camelCase; unknown or mistyped params are refused):
     memory/accept_proposed_memory_record id                        -> record
     memory/reject_proposed_memory_record id                        -> record
     memory/handle_slash_command          text                      -> {handled, reply, ok, reason?, records}
-    memory/build_packet                  scopeKey, maxChars?       -> {text, records, omitted, maxChars}
+    memory/build_packet                  scopeKey, maxChars?, sessionId?
+                                         -> {text, records, selected, excluded, omitted, tokenEstimate, maxChars,
+                                             builtAt, sessionId, injection}  (sessionId: also the session's audit)
+    memory/get_packet_audit              sessionId                 -> the session's audit, or null
+    memory/get_memory_injection          (none)                    -> {scopeKey, enabled}
+    memory/set_memory_injection          enabled                   -> {scopeKey, enabled}
+    memory/get_memory_capabilities       (none)                    -> {scopeKey, maxBodyChars, kinds, injection, ...}
 
 ``id`` may also be spelled ``recordId``. Every time-dependent operation runs at
 the ledger's clock: a client cannot pass ``now``. Records carry the fields of
@@ -68,7 +74,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainValidator, StrictInt, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PlainValidator, StrictBool, StrictInt, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ledger.core import Ledger, ScopeUsage
@@ -220,12 +226,18 @@ def slash_to_json(result: SlashResult) -> dict[str, Any]:
 
 
 def packet_to_json(packet: Packet) -> dict[str, Any]:
-    """The injected text, what it holds, and what was left out for size."""
+    """The injected text, what it holds and how each was sent, what it left out and why (SPEC 3.7)."""
     return {
         "text": packet.text,
         "records": [record_to_json(r) for r in packet.records],
+        "selected": [{"id": e.id, "kind": e.kind, "reason": e.reason, "body": e.body} for e in packet.selected],
+        "excluded": [{"id": e.id, "code": e.code} for e in packet.excluded],
         "omitted": [record_to_json(r) for r in packet.omitted],
+        "tokenEstimate": packet.token_estimate,
         "maxChars": packet.max_chars,
+        "builtAt": None if packet.built_at is None else format_rfc3339(packet.built_at),
+        "sessionId": packet.session_id,
+        "injection": packet.injection,
     }
 
 
@@ -374,6 +386,15 @@ class SlashParams(Params):
 
 class PacketParams(ScopeParams):
     max_chars: Annotated[StrictInt, Field(ge=1, le=1_000_000)] | None = None
+    session_id: Line | None = None
+
+
+class AuditParams(Params):
+    session_id: Line
+
+
+class InjectionParams(Params):
+    enabled: StrictBool
 
 
 # ---------------------------------------------------------------------- account confinement
@@ -458,7 +479,16 @@ def _proposals(led: Ledger, p: ScopeParams) -> Any:
 
 
 def _packet(led: Ledger, p: PacketParams) -> Any:
-    return led.build_packet(_own_scope(led, p.scope_key), max_chars=p.max_chars)
+    return led.build_packet(_own_scope(led, p.scope_key), max_chars=p.max_chars, session_id=p.session_id)
+
+
+def _packet_audit(led: Ledger, p: AuditParams) -> Any:
+    audit = led.packet_audit(p.session_id)
+    return None if audit is None else audit.to_json()
+
+
+def _injection(led: Ledger, enabled: bool) -> dict[str, Any]:
+    return {"scopeKey": led.scope_key, "enabled": enabled}
 
 
 @dataclass(frozen=True, slots=True)
@@ -482,6 +512,13 @@ METHODS: Mapping[str, Method] = {
     "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(_id(p.id))),
     "memory/handle_slash_command": Method(SlashParams, lambda led, p: led.handle_slash(p.text)),
     "memory/build_packet": Method(PacketParams, _packet),
+    # The packet's audit, the injection switch and capabilities (SPEC 3.7, 3.3; docs/packet.md).
+    "memory/get_packet_audit": Method(AuditParams, _packet_audit),
+    "memory/get_memory_injection": Method(NoParams, lambda led, p: _injection(led, led.injection(led.scope_key))),
+    "memory/set_memory_injection": Method(
+        InjectionParams, lambda led, p: _injection(led, led.set_injection(led.scope_key, p.enabled))
+    ),
+    "memory/get_memory_capabilities": Method(NoParams, lambda led, p: led.capabilities()),
 }
 
 

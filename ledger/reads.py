@@ -18,19 +18,24 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
+from ledger import audit
 from ledger import rows as rowsmod
 from ledger.db import engine_lock, query, translated
 from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
 from ledger.models import LedgerEvent, MemoryRecord, Status
-from ledger.packet import Packet, build_packet
+from ledger.packet import Packet, build_packet, empty_packet
 from ledger.search import search_active
-from ledger.tx import Reader
+from ledger.tx import Reader, Transaction
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 
 RecordList = list[MemoryRecord]  # aliases: inside the class, ``list`` names the method
 EventList = list[LedgerEvent]
+
+
+# Every record the packet decides about: all but the forgotten (their bodies are gone).
+_PACKET_WHERE = "scope_key = :s AND status <> 'deleted' AND erased_at IS NULL"
 
 
 def _as_of(record: MemoryRecord, at: datetime) -> MemoryRecord:
@@ -177,20 +182,61 @@ class LedgerReads:
             rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
         return [rowsmod.to_record(r) for r in rows]
 
-    def build_packet(self, scope_key: str, *, now: datetime | None = None, max_chars: int | None = None) -> Packet:
-        """What a chat turn injects: see :func:`ledger.packet.build_packet`.
+    def build_packet(
+        self,
+        scope_key: str,
+        *,
+        now: datetime | None = None,
+        max_chars: int | None = None,
+        session_id: str | None = None,
+    ) -> Packet:
+        """What a chat turn injects: see :mod:`ledger.packet` (order, citations, exclusion codes).
+
+        With ``session_id`` the packet is built in a write transaction that also replaces
+        that session's packet audit (so the audit is exactly what was built). With the
+        scope's injection switch off the packet is empty and no audit is written.
 
         Raises:
-            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative integer).
+            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative
+            integer, a malformed session id).
         """
         if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
             raise InvalidArgument("max_chars must be a non-negative integer (or omitted for the default)")
         scope = check_scope(scope_key)
         if now is not None:
             require_aware(now, name="now")
+        session = None if session_id is None else audit.check_session_id(session_id)
+        if session is None:
+            with self._reading() as conn:
+                at = from_micros(self._read_us(conn, scope, now))
+                if not audit.injection_enabled(conn, scope):
+                    return empty_packet(now=at, max_chars=max_chars)
+                rows = rowsmod.fetch_where(conn, _PACKET_WHERE, {"s": scope})
+            return build_packet([rowsmod.to_record(r) for r in rows], now=at, max_chars=max_chars)
+
+        def fn(tx: Transaction) -> Packet:
+            if not audit.injection_enabled(tx.conn, scope):
+                return empty_packet(now=tx.now, max_chars=max_chars, session_id=session)
+            rows = rowsmod.fetch_where(tx.conn, _PACKET_WHERE, {"s": scope})
+            packet = build_packet([rowsmod.to_record(r) for r in rows], now=tx.now, max_chars=max_chars)
+            audit.write_audit(tx.conn, scope, session, packet)
+            return replace(packet, session_id=session)
+
+        result: Packet = self.run(scope, fn, now=now)  # type: ignore[attr-defined]
+        return result
+
+    def packet_audit(self, session_id: str, *, scope_key: str | None = None) -> audit.PacketAudit | None:
+        """What the chat ``session_id`` received last (SPEC 3.7), or None when no packet was built for it."""
+        scope = check_scope(scope_key or self.scope_key)
+        session = audit.check_session_id(session_id)
         with self._reading() as conn:
-            at = from_micros(self._read_us(conn, scope, now))
-        return build_packet(self.list(scope, now=at), now=at, max_chars=max_chars)
+            return audit.read_audit(conn, scope, session)
+
+    def injection(self, scope_key: str) -> bool:
+        """Whether the scope's packets carry pins (the injection switch; on by default)."""
+        scope = check_scope(scope_key)
+        with self._reading() as conn:
+            return audit.injection_enabled(conn, scope)
 
     def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> EventList:
         """The event log, oldest first, filtered by scope and/or record."""

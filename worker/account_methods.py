@@ -11,14 +11,13 @@ scope's record budget (the ceiling consolidation works under).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
-from consolidation import ConsolidationService, ConsolidationSettings
+from consolidation import ConsolidationService
 from ledger import Ledger
-from ledger.protocol import INVALID_PARAMS, ExtraMethod, NoParams, Params, RpcError
+from ledger.protocol import ExtraMethod, NoParams, Params
 
 GET_SETTINGS = "memory/get_consolidation_settings"
 UPDATE_SETTINGS = "memory/update_consolidation_settings"
@@ -32,17 +31,12 @@ class UpdateConsolidationParams(Params):
     max_records: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
 
 
-def supports_allow_removal() -> bool:
-    """True once consolidation's settings carry ``allow_removal`` (SPEC 4.1)."""
-    return any(f.name == "allow_removal" for f in dataclasses.fields(ConsolidationSettings))
-
-
 def _settings_json(service: ConsolidationService, led: Ledger) -> dict[str, Any]:
     settings = service.settings(led.scope_key)
     return {
         "scopeKey": led.scope_key,
         "mode": settings.mode.value,
-        "allowRemoval": bool(getattr(settings, "allow_removal", False)),
+        "allowRemoval": settings.allow_removal,
         "debounceS": settings.debounce_s,
         "maxRecords": led.budget(led.scope_key).max_records,
     }
@@ -63,14 +57,6 @@ def account_methods(service: ConsolidationService) -> dict[str, ExtraMethod]:
         if p.debounce_s is not None:
             changes["debounce_s"] = float(p.debounce_s)
         if p.allow_removal is not None:
-            if not supports_allow_removal():
-                raise RpcError(
-                    INVALID_PARAMS,
-                    "invalid params: allowRemoval: this server's consolidation cannot retire records yet, "
-                    "so removal cannot be switched on; leave allowRemoval out",
-                    reason="invalid_params",
-                    field="allowRemoval",
-                )
             changes["allow_removal"] = p.allow_removal
         if changes:
             service.update_settings(led.scope_key, **changes)

@@ -29,13 +29,15 @@ def _typer() -> typer.Typer:
 @cache
 def build_app() -> typer.Typer:
     """The full command line (every area)."""
-    from worker import cli_files, cli_ledger, cli_status, cli_tokens, cli_worker
+    from worker import cli_extraction, cli_files, cli_ledger, cli_mcp, cli_status, cli_tokens, cli_worker
 
     full = _typer()
     cli_ledger.register(full, rpc_extra_methods=cli_worker.rpc_extra_methods)
     cli_worker.register(full)
     cli_status.register(full)
+    cli_extraction.register(full)
     cli_tokens.register(full)
+    cli_mcp.register(full)
     full.add_typer(cli_files.app, name="files", help=FILES_HELP)
     return full
 

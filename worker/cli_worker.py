@@ -163,7 +163,7 @@ def runs(
     as_json: Json = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 50,
 ) -> None:
-    """List consolidation runs, newest first (a table, or --json with the fields of SPEC 4.2)."""
+    """List runs of both jobs (consolidate, extract), newest first (a table, or --json with the fields of SPEC 4.2)."""
     with cli_runtime() as runtime:
         found = runtime.service.runs(scope, limit=limit)
     if as_json:
@@ -183,6 +183,7 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
     table = Table(title=title)
     for name, style in (
         ("ID", "cyan"),
+        ("Job", None),
         ("Scope", None),
         ("State", None),
         ("Turns", None),
@@ -199,6 +200,7 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
         state = str(run.state) if run.outcome is None else f"{run.state}: {run.outcome}"
         table.add_row(
             Text(run.id),
+            Text(run.job if not run.session_id else f"{run.job} ({run.session_id})"),
             Text(run.scope_key),
             Text(state),
             str(run.turns),

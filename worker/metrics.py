@@ -45,11 +45,13 @@ class Metrics:
     queue_delay: prom.Histogram
     janitor_actions: prom.Counter
     enqueue_failures: prom.Counter
+    runs_by_job: prom.Counter
 
     def observe_settled(self, run: ConsolidationRun) -> None:
         """Count one settled run: outcome, model call, tokens, spend, refusals, queue delay."""
         outcome = "unknown" if run.outcome is None else str(run.outcome)
         self.runs_settled.labels(outcome=outcome).inc()
+        self.runs_by_job.labels(job=run.job, outcome=outcome).inc()
         if run.model_calls and run.harness != OFFLINE_HARNESS:
             # The offline harness calls no model: counting it would overstate what was paid for.
             self.model_calls.inc(run.model_calls)
@@ -95,6 +97,9 @@ def get_metrics() -> Metrics:
                 janitor_actions=prom.Counter("memledger_janitor_actions", "Janitor actions.", ["action"]),
                 enqueue_failures=prom.Counter(
                     "memledger_enqueue_failures", "Turns recorded whose queue message could not be sent."
+                ),
+                runs_by_job=prom.Counter(
+                    "memledger_runs_by_job", "Runs settled, by job (consolidate, extract).", ["job", "outcome"]
                 ),
             )
         return _metrics

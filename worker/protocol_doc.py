@@ -35,6 +35,7 @@ from ledger.protocol import (
     NoParams,
 )
 from worker.account_methods import UpdateConsolidationParams
+from worker.extraction_methods import NotifyTurnParams, UpdateExtractionParams
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
 RPC_URL = "http://127.0.0.1:8080/rpc"
@@ -103,10 +104,54 @@ RESULTS: dict[str, tuple[Field_, ...]] = {
         RECORDS,
     ),
     "packet": (
-        Field_("text", "string", "the text to inject into the model's context"),
+        Field_("text", "string", "the text to inject into the model's context (empty when injection is off)"),
         RECORDS,
+        Field_("selected", "array of object", "each record sent: `id`, `kind`, `reason` (why it was chosen), `body`"),
+        Field_("excluded", "array of object", "each active record left out: `id`, `code` (why)"),
         Field_("omitted", "array of record", "active records left out for size"),
+        Field_("tokenEstimate", "integer", "an estimate of the text's tokens"),
         Field_("maxChars", "integer", "the size limit applied"),
+        Field_("builtAt", "string (RFC 3339) \\| null", "when it was built"),
+        Field_("sessionId", "string \\| null", "the chat session it was built for (its audit is kept)"),
+        Field_("injection", "boolean", "false when the account switched injection off"),
+    ),
+    "audit": (
+        Field_("scopeKey", "string", "the scope"),
+        Field_("sessionId", "string", "the session"),
+        Field_("builtAt", "string (RFC 3339)", "when its last packet was built"),
+        Field_("maxChars", "integer", "the size limit applied"),
+        Field_("tokenEstimate", "integer", "an estimate of the text's tokens"),
+        Field_("text", "string", "exactly what was injected"),
+        Field_(
+            "selected",
+            "array of object",
+            "each record sent: `id`, `kind`, `reason`, `body` (null once erased), `erased`",
+        ),
+        Field_("excluded", "array of object", "each record left out and why"),
+    ),
+    "injection": (
+        Field_("scopeKey", "string", "the bound account's scope"),
+        Field_("enabled", "boolean", "whether packets carry the account's memory"),
+    ),
+    "capabilities": (
+        Field_("scopeKey", "string", "the bound account's scope"),
+        Field_("maxBodyChars", "integer", "the longest body a save accepts"),
+        Field_("kinds", "array of string", "the record kinds"),
+        Field_("slashCommands", "array of string", "the slash commands `memory/handle_slash_command` handles"),
+        Field_("injection", "boolean", "whether packets carry the account's memory"),
+        Field_("consolidation", "object", "`available`, `mode`, `operations`, `allowedOperations`"),
+        Field_("extraction", "object", "`available`, `mode`, `enabled`"),
+    ),
+    "memory_turn": (
+        Field_("scopeKey", "string", "the bound account's scope"),
+        Field_("sessionId", "string", "the session"),
+        Field_("consolidation", "object", "`scheduled`, and when scheduled `runId`, `turns`, `dueAt`"),
+        Field_("extraction", "object", "`scheduled`, and when scheduled `runId`, `turns`, `dueAt`"),
+    ),
+    "extraction_settings": (
+        Field_("scopeKey", "string", "the bound account's scope"),
+        Field_("mode", "string", "`off` or `propose` (proposals from the conversation, for the user to accept)"),
+        Field_("debounceS", "number", "seconds of quiet in a session before its run"),
     ),
     "settings": (
         Field_("scopeKey", "string", "the bound account's scope"),
@@ -213,8 +258,12 @@ DOCS: dict[str, MethodDoc] = {
     "memory/build_packet": MethodDoc(
         "The text to inject into the model's context: the scope's active records, within a size limit.",
         "packet",
-        {"scopeKey": SCOPE, "maxChars": 2000},
-        params={"scopeKey": "the scope", "maxChars": "size limit of `text` (1 … 1,000,000)"},
+        {"scopeKey": SCOPE, "maxChars": 2000, "sessionId": "chat-1"},
+        params={
+            "scopeKey": "the scope",
+            "maxChars": "size limit of `text` (1 … 1,000,000)",
+            "sessionId": "the chat session: its audit (what was injected and why) is kept",
+        },
         errors=("scope_error",),
     ),
     "memory/delete_memory_record": MethodDoc(
@@ -230,6 +279,55 @@ DOCS: dict[str, MethodDoc] = {
         "notify_turn",
         {},
         note="Takes no params: the scope is always the bound account's.",
+    ),
+    "memory/get_packet_audit": MethodDoc(
+        "What the last packet built for a session held, and why each record was in or out (`null` if none).",
+        "audit",
+        {"sessionId": "chat-1"},
+        params={"sessionId": "the session given to `memory/build_packet`"},
+        note="Forgotten records show with `body: null` and `erased: true`: the audit never brings a body back.",
+    ),
+    "memory/get_memory_injection": MethodDoc(
+        "Whether packets carry the account's memory (the account's own switch).",
+        "injection",
+        {},
+    ),
+    "memory/set_memory_injection": MethodDoc(
+        "Switch memory injection on or off for the account; off, packets are empty and nothing is lost.",
+        "injection",
+        {"enabled": True},
+        params={"enabled": "true to inject memory into packets, false to stop"},
+    ),
+    "memory/get_memory_capabilities": MethodDoc(
+        "What this server offers the account: limits, kinds, slash commands, consolidation and extraction.",
+        "capabilities",
+        {},
+    ),
+    "memory/notify_turn": MethodDoc(
+        "Report a chat turn with its messages: schedules consolidation and, when on, extraction for the session.",
+        "memory_turn",
+        {"sessionId": "chat-1", "messages": [{"role": "user", "text": "I moved to Lisbon last month"}]},
+        params_model=NotifyTurnParams,
+        params={
+            "sessionId": "the chat session",
+            "messages": "1 … 100 messages, each `{role: user|assistant, text, id?}`",
+        },
+        types={"messages": "array of object"},
+    ),
+    "memory/get_extraction_settings": MethodDoc(
+        "The bound account's own extraction switches.",
+        "extraction_settings",
+        {},
+        params_model=NoParams,
+    ),
+    "memory/update_extraction_settings": MethodDoc(
+        "Change the bound account's own extraction switches; each param is optional.",
+        "extraction_settings",
+        {"mode": "off", "debounceS": 30},
+        params_model=UpdateExtractionParams,
+        params={"mode": "`off` or `propose`", "debounceS": "seconds of quiet in a session before its run"},
+        types={"mode": "string: `off`, `propose`"},
+        note="Harness and model are operator settings (`memledger extraction set`), not on this surface.",
     ),
     "memory/get_consolidation_settings": MethodDoc(
         "The bound account's own consolidation switches.",

@@ -90,6 +90,28 @@ class Runtime:
             self.actors.send_run(run, now=now)
         return run
 
+    def notify_turn_runs(
+        self,
+        scope_key: str | None = None,
+        *,
+        session_id: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        now: datetime | None = None,
+    ) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
+        """A turn with its session's messages: both jobs recorded in one transaction, then a message sent for
+        each run the turn created (see :meth:`notify_turn`). Returns (consolidation run, extraction run).
+
+        Raises:
+            LedgerError: a malformed session id or message (nothing stored, nothing sent).
+        """
+        runs = self.service.notify_turn_runs(
+            scope_key or self.ledger.scope_key, session_id=session_id, messages=messages, now=now
+        )
+        for run in runs:
+            if run is not None and run.turns == 1:
+                self.actors.send_run(run, now=now)
+        return runs
+
     def start_worker(self, *, threads: int | None = None) -> None:
         """Start dramatiq worker threads on this process's broker (stopped by :meth:`close`)."""
         if self.worker is None:

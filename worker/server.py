@@ -5,6 +5,7 @@ Routes::
     POST /rpc       one JSON-RPC 2.0 request or batch (ledger.protocol) plus the worker's extra methods
     GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
     GET  /metrics   Prometheus exposition
+    POST /mcp       the MCP tools over streamable HTTP (worker.mcp_server), behind the same checks
     GET  /livez     liveness: the process answers (no database check); see worker.ops.http
     GET  /ops       the read-only operator page (loopback or operator token); see worker.ops.http
 
@@ -75,6 +76,7 @@ from ledger.protocol import (
     internal_error_response,
 )
 from worker.account_methods import account_methods
+from worker.mcp_server import MCP_PATH, McpHttp
 from worker.metrics import render_latest
 from worker.ops.http import ops_routes, with_observability
 from worker.ops.rpc import ACCOUNT_STATE_KEY
@@ -153,7 +155,13 @@ def notify_turn_method(runtime: Runtime) -> Any:
 
 def extra_methods(runtime: Runtime) -> dict[str, ExtraMethod]:
     """Every method the worker adds to the record protocol (``serve`` and ``rpc`` alike)."""
-    return {NOTIFY_TURN: notify_turn_method(runtime), **account_methods(runtime.service)}
+    from worker.extraction_methods import extraction_methods
+
+    return {
+        NOTIFY_TURN: notify_turn_method(runtime),
+        **account_methods(runtime.service),
+        **extraction_methods(runtime),
+    }
 
 
 class AccountLedgers:
@@ -310,8 +318,36 @@ def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
     return rpc
 
 
+def mcp_endpoint(runtime: Runtime) -> McpHttp:
+    """``POST /mcp``: the MCP tools (worker.mcp_server) behind ``/rpc``'s checks, in the same order.
+
+    Host, Origin, content type, the token (which alone picks the account), then the body,
+    read here with the same limit and timeout and handed to the SDK as read.
+    """
+    guard = Guard(runtime)
+    ledgers = AccountLedgers(runtime.ledger)
+    default_account = runtime.ledger.scope_key.split(":", 1)[1]
+
+    async def admit(request: Request) -> Response | bytes:
+        refused = guard.refuse(request)
+        if refused is not None:
+            return refused
+        account = await guard.account(request, default_account)
+        if isinstance(account, Response):
+            return account
+        request.state.account = account
+        return await guard.body(request)
+
+    def ledger_for(ctx: Any) -> Ledger:
+        account = ctx.request.state.account
+        return runtime.ledger if account == default_account else ledgers.get(account)
+
+    return McpHttp(ledger_for, admit=admit, max_request_bytes=guard.max_bytes)
+
+
 def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
     """The ASGI app for ``runtime``; its lifespan starts and stops the background parts."""
+    mcp_http = mcp_endpoint(runtime)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -322,7 +358,8 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         runtime.start_janitor()
         broker = "embedded" if runtime.config.embedded else "redis"
         log.info("memledger serve ready (worker: %s, broker: %s, auth: %s)", run_worker, broker, runtime.config.auth)
-        yield
+        async with mcp_http.run():
+            yield
         log.info("shutting down: stopping the janitor and the worker")
         await run_in_threadpool(runtime.close)
 
@@ -338,6 +375,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         Route("/rpc", rpc_endpoint(runtime), methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route(MCP_PATH, mcp_http),
         *ops_routes(runtime),
     ]
     middleware = []

@@ -258,6 +258,8 @@ def test_every_advertised_method_is_in_the_table() -> None:
         "memory/search_memory_records", "memory/list_proposed_memory_records",
         "memory/accept_proposed_memory_record", "memory/reject_proposed_memory_record",
         "memory/handle_slash_command", "memory/build_packet",
+        "memory/get_packet_audit", "memory/get_memory_injection", "memory/set_memory_injection",
+        "memory/get_memory_capabilities",
     }  # fmt: skip
 
 

@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
-from ledger.models import Kind
 from ledger.packet import HEADER, build_packet
 from ledger.search import MAX_TERMS, fts5_query
 
@@ -124,12 +123,10 @@ def test_packet_order_is_deterministic(led: Ledger, clock: Any) -> None:
         clock.advance(seconds=1)
         made.append(led.save(f"a {kind} pin", kind=kind))
     packet = led.build_packet(SCOPE)
-    order = {Kind.CONSTRAINT: 0, Kind.PREFERENCE: 1, Kind.DECISION: 2, Kind.FACT: 3}
-    assert [r.id for r in packet.records] == [
-        r.id for r in sorted(made, key=lambda r: (order[r.kind], r.valid_from, r.id))
-    ]
+    # Explicit pins, newest first (SPEC 3.7; tests/ledger/test_packet.py covers suggestions and codes).
+    assert [r.id for r in packet.records] == [r.id for r in sorted(made, key=lambda r: r.valid_from, reverse=True)]
     assert packet.text.splitlines()[0] == HEADER
-    assert packet.text.splitlines()[1:] == [f"- [{r.kind.value}] {r.body}" for r in packet.records]
+    assert packet.text.splitlines()[1:] == [f"[{r.id[:8]}] {r.kind.value}: {r.body}" for r in packet.records]
     assert led.build_packet(SCOPE) == packet
     assert packet.omitted == []
 

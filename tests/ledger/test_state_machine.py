@@ -33,7 +33,6 @@ from ledger import (
     RecordNotFound,
     open_ledger,
 )
-from ledger.packet import _KIND_ORDER
 from tests.conftest import PG_URL, pg_schema_url, service_missing
 
 SCOPE = "account:local"
@@ -541,7 +540,16 @@ class LedgerMachine(RuleBasedStateMachine):
         )
         assert [r.id for r in proposals] == [r.id for r in want_props]
         packet = self.led.build_packet(SCOPE, now=now)
-        want_packet = sorted(live, key=lambda r: (_KIND_ORDER[r.kind], r.valid_from, r.id))  # type: ignore[index]
+        # SPEC 3.7: explicit pins first, then accepted suggestions by confidence (highest first), newest first, id.
+        want_packet = sorted(
+            listed,
+            key=lambda r: (
+                r.provenance != "user_explicit",
+                0 if r.provenance == "user_explicit" else -(r.confidence_bps if r.confidence_bps is not None else -1),
+                -r.valid_from.timestamp(),
+                r.id,
+            ),
+        )
         assert [r.id for r in packet.records] == [r.id for r in want_packet] and packet.omitted == []
         for r in live:
             assert r.body is not None and r.body in packet.text

@@ -17,7 +17,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.worker.conftest import MEMLEDGER
-from worker.account_methods import supports_allow_removal
 from worker.runtime import Runtime
 from worker.server import BindRefused, check_bind, create_app, is_loopback
 from worker.tokens import TokenStore
@@ -326,6 +325,7 @@ def test_the_accounts_consolidation_settings(token_server: tuple[TestClient, Run
     assert runtime.service.settings("account:local").mode.value == "off"
     for params, field in (
         ({"mode": "turbo"}, "mode"),
+        ({"allowRemoval": "yes"}, "allowRemoval"),
         ({"debounceS": -1}, "debounceS"),
         ({"debounceS": "5"}, "debounceS"),
         ({"maxRecords": 2_000_000}, "maxRecords"),
@@ -339,10 +339,9 @@ def test_the_accounts_consolidation_settings(token_server: tuple[TestClient, Run
     assert runtime.service.settings("account:alice").mode.value == "propose"
     removal = client.post("/rpc", json=rpc("memory/update_consolidation_settings", {"allowRemoval": True}),
                           headers=bearer(alice)).json()  # fmt: skip
-    if supports_allow_removal():
-        assert removal["result"]["allowRemoval"] is True
-    else:
-        assert removal["error"]["data"] == {"reason": "invalid_params", "field": "allowRemoval"}
+    assert removal["result"]["allowRemoval"] is True
+    assert runtime.service.settings("account:alice").allow_removal is True
+    assert runtime.service.settings("account:local").allow_removal is False
 
 
 # ---------------------------------------------------------------------- bind refusal

@@ -1,7 +1,7 @@
 """Operations state: the expiry sweep's last run (``ops_sweep``), so a stopped cron can be alerted on.
 
 Revision ID: 0008_ops
-Revises: 0006_consolidation_v2
+Revises: 0007_extraction_packet
 Create Date: 2026-12-01
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008_ops"
-down_revision = "0006_consolidation_v2"
+down_revision = "0007_extraction_packet"
 branch_labels = None
 depends_on = None
 

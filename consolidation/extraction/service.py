@@ -1,0 +1,407 @@
+"""Extraction runs (SPEC 4.5): debounced per session, one hidden call, the gate, settled exactly once.
+
+Life of an extraction run (a row of ``consolidation_runs`` with ``job = 'extract'``)::
+
+    notify_turn(session, messages) ──► digest extended, pending run (one per session) created or pushed back
+    claim ──► running: the digest is taken into the run (the digest row is gone; a new turn starts a new one)
+    call ──► answer stored (with usage) ──► gate + proposals + settle, one transaction; the run's copy of the
+                                           transcript (its prompt) is dropped when it settles
+
+The same exactly-once rules as consolidation: every move is a conditional UPDATE;
+the answer is stored before anything is applied, so a crash after the call never
+pays for a second one (the janitor applies the stored answer); a run with no spend
+budget left settles ``skipped_budget`` without a call. Nothing here knows of queues.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, delete, update
+
+from consolidation import runs as R
+from consolidation.extraction import digest as D
+from consolidation.extraction import settings as XS
+from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResult, check_proposals
+from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
+from consolidation.harnesses.base import HarnessError
+from consolidation.harnesses.extract_base import Extractor, get_extractor
+from consolidation.models import ConsolidationRun, Outcome
+from ledger.audit import check_session_id
+from ledger.db import execute, query
+from ledger.errors import BudgetExceeded, InvalidArgument
+from ledger.instants import from_micros, to_micros
+from ledger.models import DIGESTS, RUNS, EventKind, Provenance
+from ledger.reads import check_scope
+from ledger.screening import screen_body
+from ledger.tx import Reader, Transaction
+
+if TYPE_CHECKING:
+    from consolidation.service import ConsolidationService
+
+log = logging.getLogger(__name__)
+
+ERASED = "[erased]"
+_NO_OTHER_RUNNING = (
+    "NOT EXISTS (SELECT 1 FROM consolidation_runs o WHERE o.scope_key = consolidation_runs.scope_key "
+    "AND o.state = 'running')"
+)
+_PENDING = (
+    "SELECT id, created_at, due_at FROM consolidation_runs "
+    "WHERE scope_key = :s AND state = 'pending' AND job = 'extract' AND session_id = :sid"
+)
+_DIGESTS_WITH_TEXT = "SELECT scope_key, session_id, messages FROM extraction_digests WHERE messages IS NOT NULL"
+
+JOB = "extract"
+
+# The turn path runs on every chat turn: its statements go through ledger.db's direct path.
+_DIGEST_READ = "SELECT messages, next_seq, digest_id FROM extraction_digests WHERE scope_key = :s AND session_id = :sid"
+_DIGEST_WRITE = (
+    "INSERT INTO extraction_digests (scope_key, session_id, digest_id, messages, chars, next_seq, updated_at) "
+    "VALUES (:s, :sid, :id, :m, :c, :seq, :n) ON CONFLICT (scope_key, session_id) DO UPDATE SET "
+    "messages = excluded.messages, chars = excluded.chars, next_seq = excluded.next_seq, "
+    "updated_at = excluded.updated_at"
+)
+_DIGEST_ID = "SELECT digest_id FROM extraction_digests WHERE scope_key = :s AND session_id = :sid"
+
+# Every non-forgotten body of a scope: what a proposal must not duplicate.
+_BODIES = "SELECT id, body FROM memory_records WHERE scope_key = :s AND status <> 'deleted' AND body IS NOT NULL"
+# Up to 20 active bodies, newest first: "already pinned, do not re-propose".
+_PINNED = (
+    "SELECT id, body FROM memory_records WHERE scope_key = :s AND status = 'active' AND body IS NOT NULL "
+    "AND (expires_at IS NULL OR expires_at > :n) ORDER BY valid_from DESC, id LIMIT :lim"
+)
+
+
+def _month_bounds(now_us: int) -> tuple[int, int]:
+    now = from_micros(now_us).astimezone(UTC)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return to_micros(start), to_micros(end)
+
+
+class ExtractionJobs:
+    """The extraction half of a :class:`~consolidation.service.ConsolidationService` (same runs table)."""
+
+    def __init__(self, service: ConsolidationService, extractors: Mapping[str, Extractor] | None = None) -> None:
+        self.svc = service
+        self.led = service.led
+        self._extractors: dict[str, Extractor] = dict(extractors or {})
+
+    # ------------------------------------------------------------------ settings
+    def settings_in(self, db: Reader, scope_key: str) -> XS.ExtractionSettings:
+        found = XS.load(db, scope_key)
+        return found or XS.defaults(scope_key, api_key=self.svc.api_key, prices=self.svc.prices)
+
+    def settings(self, scope_key: str) -> XS.ExtractionSettings:
+        with self.led.reading() as db:
+            return self.settings_in(db, check_scope(scope_key))
+
+    def update_settings(self, scope_key: str, *, now: datetime | None = None, **changes: Any) -> XS.ExtractionSettings:
+        """Validate and store; ``mode="off"`` cancels the scope's pending extraction runs and drops their digests.
+
+        Raises:
+            InvalidSettings: a field is invalid (nothing changed); ScopeError.
+        """
+        scope = check_scope(scope_key)
+
+        def fn(tx: Transaction) -> XS.ExtractionSettings:
+            new = XS.merge(self.settings_in(tx, scope), changes, self.svc.prices)
+            XS.store(tx, new, tx.now_us)
+            if new.mode == XS.ExtractionMode.OFF:
+                tx.execute(
+                    update(RUNS)
+                    .where(RUNS.c.scope_key == scope, RUNS.c.state == "pending", RUNS.c.job == JOB)
+                    .values(state="settled", outcome="cancelled", settled_at=tx.now_us, prompt=None)
+                )
+                tx.execute(delete(DIGESTS).where(DIGESTS.c.scope_key == scope))
+            return new
+
+        return self.led.run(scope, fn, now=now)
+
+    # ------------------------------------------------------------------ turns
+    def check_turn(self, session_id: object, messages: object) -> tuple[str, list[dict[str, Any]]]:
+        """Validate a turn before anything is written. Raises InvalidArgument / InvalidExtractionInput."""
+        try:
+            session = check_session_id(session_id)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"sessionId: {exc.message}") from None
+        return session, D.check_messages(messages) if messages is not None else []
+
+    def notify_turn_in(
+        self, tx: Transaction, scope_key: str, session_id: str, messages: Sequence[Mapping[str, Any]]
+    ) -> ConsolidationRun | None:
+        """Inside the scope's write transaction: extend the session's digest and debounce its run.
+
+        None (and nothing stored) when extraction is off or the turn carried no message. The
+        digest is registered as text derived from every record of the scope whose body a new
+        message quotes, so forgetting one erases the digest's messages (docs/ledger.md).
+        """
+        settings = self.settings_in(tx, scope_key)
+        if settings.mode == XS.ExtractionMode.OFF or not messages:
+            return None
+        key = {"s": scope_key, "sid": session_id}
+        found = query(tx.conn, _DIGEST_READ, key)
+        current = D.loads(found[0][0]) if found and found[0][0] else []
+        digest, next_seq = D.extend(current, messages, next_seq=found[0][1] if found else 0)
+        values = {"m": D.dumps(digest), "c": D.chars(digest), "seq": next_seq, "n": tx.now_us}
+        execute(tx.conn, _DIGEST_WRITE, {**key, **values, "id": found[0][2] if found else _digest_id()})
+        quoted = _quoted(query(tx.conn, _BODIES, {"s": scope_key}), digest[len(digest) - len(messages) :])
+        if quoted:
+            digest_id = found[0][2] if found else query(tx.conn, _DIGEST_ID, key)[0][0]
+            tx.register_derived(DIGESTS, digest_id, record_ids=quoted, columns=("messages",), key_column="digest_id")
+        return self._debounce(tx, settings, session_id)
+
+    def _debounce(self, tx: Transaction, settings: XS.ExtractionSettings, session_id: str) -> ConsolidationRun:
+        """Create the session's pending run, or push it to ``now + debounce_s`` (capped by ``max_wait_s``)."""
+        now_us = tx.now_us
+        debounce_us = round(settings.debounce_s * 1_000_000)
+        pending = query(tx.conn, _PENDING, {"s": settings.scope_key, "sid": session_id})
+        if pending:
+            run_id, created_us, due_us = pending[0]
+            due = now_us + debounce_us
+            if settings.max_wait_s is not None:
+                due = min(due, created_us + round(settings.max_wait_s * 1_000_000))
+            execute(
+                tx.conn,
+                "UPDATE consolidation_runs SET turns = turns + 1, due_at = :d WHERE id = :id AND state = 'pending'",
+                {"d": max(due, due_us), "id": run_id},
+            )
+        else:
+            run_id = R.new_run_id()
+            execute(
+                tx.conn,
+                "INSERT INTO consolidation_runs (id, scope_key, state, turns, created_at, due_at, refusals, job, "
+                "session_id) VALUES (:id, :s, 'pending', 1, :n, :d, '{}', 'extract', :sid)",
+                {"id": run_id, "s": settings.scope_key, "n": now_us, "d": now_us + debounce_us, "sid": session_id},
+            )
+        fresh = R.get(tx, run_id)
+        assert fresh is not None
+        return fresh
+
+    # ------------------------------------------------------------------ execution
+    def execute(self, run: ConsolidationRun, now: datetime | None) -> ConsolidationRun | None:
+        """Claim, call, store, gate and settle one extraction run; None when stale or settled by someone else.
+
+        Claim, answer storage, and gate + proposals + settlement each run in their own ledger
+        transaction at their own instant (an explicit ``now`` is used for each).
+        """
+        scope = run.scope_key
+        claimed = self.led.run(scope, lambda tx: self._claim(tx, run), now=now)
+        if claimed is None:
+            return None
+        self.svc._fault("after_claim")
+        settings, spent, budget, digest, pinned = claimed
+        if spent >= budget:
+            error = f"monthly spend {spent} micro-USD reached the budget of {budget}"
+            return _mine(self.svc._settle(scope, run.id, Outcome.SKIPPED_BUDGET, now, error=error))
+        if not digest:
+            return _mine(self.svc._settle(scope, run.id, Outcome.PROPOSED, now))
+        try:
+            result = self._extractor(settings.harness).extract(
+                digest,
+                [body for _, body in pinned],
+                model=settings.model,
+                max_output_tokens=settings.max_output_tokens,
+                wall_clock_cap_s=settings.wall_clock_cap_s,
+            )
+        except HarnessError as exc:
+            settled = self.svc._settle(
+                scope, run.id, Outcome.FAILED, now, error=exc.message, usage=exc.usage, spend=exc.spend_micro_usd,
+                calls=1,
+            )  # fmt: skip
+            return _mine(settled)
+        except Exception as exc:  # a harness bug must still settle the run
+            log.exception("extraction harness %s crashed for run %s", settings.harness, run.id)
+            error = f"harness error: {type(exc).__name__}"
+            return _mine(self.svc._settle(scope, run.id, Outcome.FAILED, now, error=error))
+        # The prompt holds the pinned bodies and the digest, which may quote others: all are registered.
+        self.svc._store(scope, run.id, result, [rid for rid, _ in pinned], now)
+        self.svc._fault("after_answer_stored")
+        return _mine(self.apply_stored(run.id, scope, now))
+
+    def _claim(
+        self, tx: Transaction, run: ConsolidationRun
+    ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]]] | None:
+        """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
+        settings = self.settings_in(tx, run.scope_key)
+        done = execute(
+            tx.conn,
+            "UPDATE consolidation_runs SET state = 'running', started_at = :n, harness = :h, model = :m, "
+            "mode = 'propose', wall_clock_cap_s = :cap "
+            f"WHERE id = :id AND state = 'pending' AND due_at <= :n AND {_NO_OTHER_RUNNING}",
+            {
+                "n": tx.now_us,
+                "id": run.id,
+                "h": settings.harness,
+                "m": settings.model,
+                "cap": settings.wall_clock_cap_s,
+            },
+        )
+        if done != 1:
+            return None
+        key = {"s": run.scope_key, "sid": run.session_id or ""}
+        found = query(tx.conn, _DIGEST_READ, key)
+        stored = found[0][0] if found else None
+        execute(tx.conn, "DELETE FROM extraction_digests WHERE scope_key = :s AND session_id = :sid", key)
+        start, end = _month_bounds(tx.now_us)
+        spent = R.month_spend(tx, run.scope_key, start, end)
+        budget = self.svc._settings_in(tx, run.scope_key).spend_budget_micro_usd
+        tx.prepare()
+        pinned = [
+            (r[0], r[1]) for r in query(tx.conn, _PINNED, {"s": run.scope_key, "n": tx.now_us, "lim": MAX_PINNED})
+        ]
+        return settings, spent, budget, D.loads(stored) if stored else [], pinned
+
+    def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
+        """Gate the stored answer, store what passes as proposals, settle — one transaction."""
+        try:
+            won: bool = self.led.run(scope_key, lambda tx: self._apply_and_settle(tx, run_id), now=now)
+        except Exception as exc:
+            if exc.__dict__.get("memledger_fault"):
+                raise
+            log.exception("applying the stored extraction answer of run %s failed", run_id)
+            return self.svc._settle(scope_key, run_id, Outcome.FAILED, now, error=f"apply error: {type(exc).__name__}")
+        self.svc._fault("after_apply")
+        return self.svc.get_run(run_id), won
+
+    def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
+        run = R.get(tx, run_id)
+        if run is None or run.state != "running":
+            return False
+        if run.answer is None and run.answer_raw is None:
+            error = "the stored answer was erased: a record it was built from was forgotten"
+            return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
+        if run.answer is None:
+            return R.settle(
+                tx, run_id, Outcome.FAILED, tx.now_us, error="unparseable answer", ops_proposed=1, ops_refused=1,
+                refusals={UNPARSEABLE: 1},
+            )  # fmt: skip
+        tx.prepare()
+        existing = query(tx.conn, _BODIES, {"s": run.scope_key})
+        gate = check_proposals(
+            run.answer,
+            existing_bodies=[body for _, body in existing],
+            digest=_digest_of(run.prompt),
+            screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
+        )
+        self.svc._fault("mid_apply")
+        stored = self._store_proposals(tx, run, gate)
+        # The answer restates the proposals' bodies (and any duplicate's): forgetting one erases it.
+        tx.register_derived(
+            RUNS, run_id, record_ids=[*stored, *_quoted(existing, _answer_messages(run.answer))],
+            columns=("answer", "answer_raw"),
+        )  # fmt: skip
+        refusals = gate.refusals
+        over = len(gate.passed) - len(stored)
+        if over:
+            refusals[BUDGET_EXCEEDED] = refusals.get(BUDGET_EXCEEDED, 0) + over
+        return R.settle(
+            tx,
+            run_id,
+            Outcome.PROPOSED,
+            tx.now_us,
+            ops_proposed=gate.proposed,
+            ops_applied=len(stored),
+            ops_refused=sum(refusals.values()),
+            refusals=refusals,
+        )
+
+    def _store_proposals(self, tx: Transaction, run: ConsolidationRun, gate: GateResult) -> list[str]:
+        """Store each passed proposal; one over the budget is refused before it is stored, and recorded."""
+        stored = []
+        for proposal in gate.passed:
+            try:
+                record = tx.propose(
+                    proposal.body,
+                    kind=proposal.kind,
+                    confidence_bps=proposal.confidence_bps,
+                    rationale=proposal.rationale,
+                    source_session_id=run.session_id or None,
+                    provenance=Provenance.MODEL_PROPOSAL,
+                    run_id=run.id,
+                    _screened=True,
+                )
+            except BudgetExceeded as exc:
+                detail = {"budget": exc.budget, "active": exc.active, "proposed": exc.proposed, "job": JOB}
+                tx.event(EventKind.PROPOSAL_REFUSED, reason=exc.reason, run_id=run.id, detail=detail)
+                continue
+            stored.append(record.id)
+        return stored
+
+    def scrub_digests_hook(self, conn: Connection, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
+        """An erase hook (in the delete's transaction): a forgotten body leaves every digest's text too.
+
+        The registry (above) covers the records a digest quoted when it was written; this also
+        covers a body pinned after the message that quotes it, in the processes that run the service.
+        """
+        needles = sorted({" ".join(b.split()) for b in bodies if b and b.strip()}, key=len, reverse=True)
+        if not needles:
+            return
+        pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
+        for scope_key, session_id, stored in query(conn, _DIGESTS_WITH_TEXT, {}):
+            digest = D.loads(stored)
+            if not any(pattern.search(m.text) for m in digest):
+                continue
+            cleaned = [D.DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
+            execute(
+                conn,
+                "UPDATE extraction_digests SET messages = :m, chars = :c WHERE scope_key = :s AND session_id = :sid",
+                {"m": D.dumps(cleaned), "c": D.chars(cleaned), "s": scope_key, "sid": session_id},
+            )
+
+    def _extractor(self, name: str) -> Extractor:
+        if name not in self._extractors:
+            self._extractors[name] = get_extractor(
+                name, api_key=self.svc.api_key, base_url=self.svc.base_url, prices=self.svc.prices
+            )
+        return self._extractors[name]
+
+
+def _digest_of(prompt: str | None) -> list[D.DigestMessage]:
+    """The digest a run's stored prompt carried (its messages' ids and roles judge ``source_message_id``)."""
+    if not prompt:
+        return []
+    try:
+        return decode_user_message(prompt)[0]
+    except ValueError:
+        return []
+
+
+def _mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
+    run, won = settled
+    return run if won else None
+
+
+def _digest_id() -> str:
+    return "dig_" + secrets.token_hex(12)
+
+
+def _quoted(records: Sequence[Sequence[Any]], messages: Sequence[D.DigestMessage]) -> list[str]:
+    """Ids of the ``(id, body)`` records whose body (case- and whitespace-insensitively) a message quotes."""
+    texts = [" ".join(m.text.casefold().split()) for m in messages]
+    if not texts:
+        return []
+    found = []
+    for record_id, body in records:
+        needle = " ".join(str(body).casefold().split())
+        if needle and any(needle in t for t in texts):
+            found.append(record_id)
+    return found
+
+
+def _answer_messages(answer: Any) -> list[D.DigestMessage]:
+    """The answer's proposal bodies, as messages for :func:`_quoted`."""
+    proposals = answer.get("proposals") if isinstance(answer, dict) else None
+    if not isinstance(proposals, list):
+        return []
+    return [
+        D.DigestMessage("", "model", p["body"])
+        for p in proposals
+        if isinstance(p, dict) and isinstance(p.get("body"), str)
+    ]

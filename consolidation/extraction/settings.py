@@ -1,0 +1,148 @@
+"""Per-scope extraction settings (SPEC 4.5): defaults, validation, storage.
+
+``mode`` is ``off`` (the default) or ``propose``; ``harness`` + ``model`` as for
+consolidation (the default is the cheapest priced model with an API key, else the
+offline harness); ``debounce_s`` / ``max_wait_s`` per session; ``wall_clock_cap_s``
+and ``max_output_tokens`` bound the call. The monthly spend budget is the scope's
+one budget, shared with consolidation (``consolidation_settings``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+
+from consolidation.errors import InvalidSettings
+from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
+from consolidation.pricing import PriceTable, UnknownModelPrice
+from ledger.db import query
+from ledger.models import EXTRACTION_SETTINGS as TABLE
+from ledger.tx import Reader
+
+DEFAULT_DEBOUNCE_S = 30.0
+DEFAULT_MAX_WAIT_S = 300.0
+DEFAULT_CAP_S = 60.0
+DEFAULT_MAX_OUTPUT_TOKENS = 2048
+OFFLINE_MODEL = "offline"
+FIELDS = ("mode", "harness", "model", "debounce_s", "max_wait_s", "wall_clock_cap_s", "max_output_tokens")
+_LOAD = f"SELECT {', '.join(FIELDS)} FROM extraction_settings WHERE scope_key = :s"
+
+
+class ExtractionMode(StrEnum):
+    OFF = "off"
+    PROPOSE = "propose"
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractionSettings:
+    scope_key: str
+    mode: ExtractionMode
+    harness: str
+    model: str
+    debounce_s: float
+    max_wait_s: float | None
+    wall_clock_cap_s: float
+    max_output_tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["mode"] = self.mode.value
+        return out
+
+
+def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ExtractionSettings:
+    harness = "anthropic" if api_key else "offline"
+    return ExtractionSettings(
+        scope_key=scope_key,
+        mode=ExtractionMode.OFF,
+        harness=harness,
+        model=prices.cheapest() if harness == "anthropic" else OFFLINE_MODEL,
+        debounce_s=DEFAULT_DEBOUNCE_S,
+        max_wait_s=DEFAULT_MAX_WAIT_S,
+        wall_clock_cap_s=DEFAULT_CAP_S,
+        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
+    )
+
+
+def _seconds(name: str, value: object, *, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidSettings(f"{name} must be a number of seconds from {low:g} to {high:g}")
+    if not low <= float(value) <= high:
+        raise InvalidSettings(f"{name} must be from {low:g} to {high:g} seconds, got {value}")
+    return float(value)
+
+
+def _validate(name: str, value: Any) -> Any:
+    if name == "mode":
+        try:
+            return ExtractionMode(value)
+        except ValueError:
+            raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
+    if name == "harness":
+        if value not in EXTRACTOR_NAMES:
+            raise InvalidSettings(f"harness must be one of {', '.join(EXTRACTOR_NAMES)}; got {str(value)[:40]!r}")
+        return value
+    if name == "model":
+        if not isinstance(value, str) or not value.strip() or len(value) > 100:
+            raise InvalidSettings("model must be a model name such as claude-haiku-4-5")
+        return value.strip()
+    if name == "debounce_s":
+        return _seconds(name, value, low=0, high=86_400)
+    if name == "max_wait_s":
+        return None if value is None else _seconds(name, value, low=0, high=7 * 86_400)
+    if name == "wall_clock_cap_s":
+        return _seconds(name, value, low=0.1, high=900)
+    if name == "max_output_tokens":
+        if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= 64_000:
+            raise InvalidSettings("max_output_tokens must be an integer from 16 to 64000")
+        return value
+    raise InvalidSettings(f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}")
+
+
+def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: PriceTable) -> ExtractionSettings:
+    """Validate every change and return the new settings. Raises InvalidSettings; changes nothing."""
+    values = current.to_json()
+    for name, value in changes.items():
+        values[name] = _validate(name, value)
+    if "harness" in changes and "model" not in changes:
+        values["model"] = prices.cheapest() if values["harness"] == "anthropic" else OFFLINE_MODEL
+    if values["harness"] == "anthropic":
+        try:
+            prices.price_for(values["model"])
+        except UnknownModelPrice as exc:
+            raise InvalidSettings(str(exc)) from None
+    if values["max_wait_s"] is not None and values["max_wait_s"] < values["debounce_s"]:
+        raise InvalidSettings("max_wait_s must be at least debounce_s (or unset)")
+    values["mode"] = ExtractionMode(values["mode"])
+    return ExtractionSettings(**values)
+
+
+def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
+    """The scope's stored settings, or None (read on every turn: ledger.db's direct path)."""
+    rows = query(db.conn, _LOAD, {"s": scope_key})
+    if not rows:
+        return None
+    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = rows[0]
+    return ExtractionSettings(
+        scope_key=scope_key,
+        mode=ExtractionMode(mode),
+        harness=harness,
+        model=model,
+        debounce_s=float(debounce_s),
+        max_wait_s=None if max_wait_s is None else float(max_wait_s),
+        wall_clock_cap_s=float(cap_s),
+        max_output_tokens=int(max_tokens),
+    )
+
+
+def store(tx: Reader, settings: ExtractionSettings, now_us: int) -> None:
+    """Replace the scope's row (inside the scope's write transaction, so delete + insert is atomic)."""
+    created = tx.execute(select(TABLE.c.created_at).where(TABLE.c.scope_key == settings.scope_key)).scalar()
+    tx.execute(delete(TABLE).where(TABLE.c.scope_key == settings.scope_key))
+    values = settings.to_json()
+    tx.execute(insert(TABLE).values(**values, created_at=created or now_us, updated_at=now_us))

@@ -1,0 +1,71 @@
+"""What every extraction harness takes and gives back.
+
+An extraction harness makes the one hidden call of an extraction run: it receives the
+session's digest and up to 20 already-pinned bodies, and returns the answer
+(``{"proposals": [...]}``, or ``None`` when the text did not parse) with the tokens
+and spend the call observed, as a :class:`~consolidation.harnesses.base.HarnessResult`.
+A failed call raises :class:`~consolidation.harnesses.base.HarnessError`. It never
+touches the ledger; the extraction gate judges the answer.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from consolidation.extraction.digest import DigestMessage
+from consolidation.harnesses.base import HarnessResult
+
+if TYPE_CHECKING:
+    from consolidation.pricing import PriceTable
+
+EXTRACTOR_NAMES = ("anthropic", "offline")
+
+
+class Extractor(ABC):
+    """One way to make the extraction call. Implementations are thread-safe."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def extract(
+        self,
+        digest: Sequence[DigestMessage],
+        pinned: Sequence[str],
+        *,
+        model: str,
+        max_output_tokens: int,
+        wall_clock_cap_s: float,
+    ) -> HarnessResult:
+        """Ask for proposals from ``digest`` (``pinned`` are not to be re-proposed).
+
+        At most one paid response per call, inside ``wall_clock_cap_s``.
+
+        Raises:
+            HarnessError: the call failed; nothing usable arrived.
+        """
+
+
+def get_extractor(
+    name: str, *, api_key: str | None = None, base_url: str | None = None, prices: PriceTable | None = None
+) -> Extractor:
+    """An extraction harness by name (``anthropic`` or ``offline``).
+
+    Raises:
+        UnknownHarness: ``name`` is not one of :data:`EXTRACTOR_NAMES`.
+    """
+    from consolidation.harnesses import UnknownHarness
+
+    if name == "offline":
+        from consolidation.harnesses.extract_offline import OfflineExtractor
+
+        return OfflineExtractor()
+    if name == "anthropic":
+        from consolidation.harnesses.extract_anthropic import AnthropicExtractor
+        from consolidation.pricing import default_price_table
+
+        return AnthropicExtractor(
+            api_key=api_key, base_url=base_url, prices=prices if prices is not None else default_price_table()
+        )
+    raise UnknownHarness(name)

@@ -1,0 +1,378 @@
+"""Extraction runs end to end (SPEC 4.5) through the real Anthropic SDK against the loopback fake,
+and with the offline harness, on SQLite and PostgreSQL: debounce per session, the prompt holds
+the digest and pinned bodies and nothing else, every refusal class, the budget refusal recorded
+on the run, exactly once across a crash, the digest gone after settlement, and a forgotten
+pin's body in no digest, audit or run afterwards."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from consolidation import ConsolidationService, InvalidSettings, Outcome, RunState
+from consolidation.errors import InvalidExtractionInput
+from consolidation.extraction.prompt import SYSTEM_PROMPT, decode_user_message
+from consolidation.fake_anthropic import FakeAnthropic, Reply
+from ledger import InvalidArgument, Ledger
+from ledger.models import Provenance, Status
+from tests.conftest import T0
+from tests.consolidation.conftest import SCOPE
+
+MODEL = "claude-haiku-4-5"
+CAP_S = 5.0
+GRACE_S = 30.0
+
+
+class Crash(Exception):
+    """Stands in for a worker killed at a fault point."""
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def user(text_: str, mid: str | None = None) -> dict[str, Any]:
+    return {"role": "user", "text": text_} if mid is None else {"id": mid, "role": "user", "text": text_}
+
+
+def assistant(text_: str) -> dict[str, Any]:
+    return {"role": "assistant", "text": text_}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    with FakeAnthropic() as server:
+        yield server
+
+
+@pytest.fixture
+def make_anthropic(
+    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+) -> Callable[..., ConsolidationService]:
+    def factory(led: Ledger | None = None, **kwargs: Any) -> ConsolidationService:
+        svc = make_service(led, api_key="test-key", base_url=fake.base_url, janitor_grace_s=GRACE_S, **kwargs)
+        svc.update_extraction_settings(
+            SCOPE, mode="propose", harness="anthropic", model=MODEL, debounce_s=10, wall_clock_cap_s=CAP_S, now=T0
+        )
+        return svc
+
+    return factory
+
+
+@pytest.fixture
+def asvc(make_anthropic: Callable[..., ConsolidationService]) -> ConsolidationService:
+    return make_anthropic()
+
+
+def digests(led: Ledger) -> list[tuple[str, str]]:
+    with led.engine.connect() as conn:
+        return [(r[0], r[1]) for r in conn.execute(text("SELECT session_id, messages FROM extraction_digests"))]
+
+
+def extraction_requests(fake: FakeAnthropic) -> list[dict[str, Any]]:
+    return [r.json for r in fake.requests if r.json["messages"][0]["content"].startswith("<conversation>")]
+
+
+# --------------------------------------------------------------------------- settings
+def test_extraction_is_off_by_default_and_stores_nothing(svc: ConsolidationService) -> None:
+    assert svc.extraction_settings(SCOPE).mode == "off"
+    assert svc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=T0) is None
+    assert digests(svc.led) == [] and svc.runs(SCOPE) == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"mode": "apply"}, {"harness": "gpt"}, {"debounce_s": -1}, {"model": ""}, {"colour": "red"},
+     {"harness": "anthropic", "model": "claude-unknown-9"}, {"max_wait_s": 1, "debounce_s": 5}],
+)  # fmt: skip
+def test_bad_extraction_settings_are_refused_and_change_nothing(svc: ConsolidationService, changes: Any) -> None:
+    before = svc.extraction_settings(SCOPE)
+    with pytest.raises(InvalidSettings):
+        svc.update_extraction_settings(SCOPE, **changes)
+    assert svc.extraction_settings(SCOPE) == before
+
+
+def test_bad_turns_are_refused_and_store_nothing(svc: ConsolidationService) -> None:
+    svc.update_extraction_settings(SCOPE, mode="propose", harness="offline", now=T0)
+    with pytest.raises(InvalidArgument):
+        svc.notify_turn(SCOPE, session_id="", messages=[user("x")], now=T0)
+    with pytest.raises(InvalidExtractionInput):
+        svc.notify_turn(SCOPE, session_id="s1", messages=[{"role": "system", "text": "x"}], now=T0)
+    assert digests(svc.led) == [] and svc.runs(SCOPE) == []
+
+
+# --------------------------------------------------------------------------- debounce and the prompt
+def test_a_burst_of_turns_is_one_call_per_session(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+    # Given a burst of turns in two sessions, seconds apart (debounce 10 s)
+    for n in range(5):
+        asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"message {n} of s1")], now=at(n))
+    asvc.notify_turn(SCOPE, session_id="s2", messages=[user("only message of s2")], now=at(2))
+    pending = [r for r in asvc.pending_runs() if r.job == "extract"]
+    assert sorted((r.session_id, r.turns) for r in pending) == [("s1", 5), ("s2", 1)]
+    # When nothing is due yet, nothing is called; once due, one call per session
+    assert asvc.run_due(now=at(11)) == [] and fake.calls == 0
+    done = asvc.run_due(now=at(30))
+    assert sorted(r.session_id or "" for r in done) == ["s1", "s2"]
+    assert len(extraction_requests(fake)) == 2
+    s1 = next(r for r in extraction_requests(fake) if "s1" in r["messages"][0]["content"])
+    assert [m.text for m in decode_user_message(s1["messages"][0]["content"])[0]] == [
+        f"message {n} of s1" for n in range(5)
+    ]
+    settled = [r for r in asvc.runs(SCOPE) if r.job == "extract"]
+    assert all(r.state == RunState.SETTLED and r.outcome == Outcome.PROPOSED for r in settled)
+    assert digests(asvc.led) == []  # the digest is gone after settlement
+
+
+def test_the_prompt_holds_the_digest_and_pinned_bodies_and_nothing_else(
+    asvc: ConsolidationService, fake: FakeAnthropic, make_ledger: Callable[..., Ledger]
+) -> None:
+    # Given pins in this scope and in another account, and two sessions
+    led = asvc.led
+    for n in range(25):
+        led.save(f"already pinned {n}", now=at(n - 100))
+    other = make_ledger(account="other")
+    other.save("another account's pin", now=T0)
+    asvc.notify_turn(SCOPE, session_id="other-session", messages=[user("other session text")], now=at(0))
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea", "u1"), assistant("Noted!")], now=at(1))
+    # When the s1 run executes
+    [run] = [r for r in asvc.pending_runs() if r.session_id == "s1"]
+    asvc.execute(run.id, now=at(20))
+    # Then the one request is tool-less, one user turn: the digest lines and 20 newest pinned bodies
+    [request] = [r for r in extraction_requests(fake) if "I prefer tea" in r["messages"][0]["content"]]
+    assert "tools" not in request and len(request["messages"]) == 1 and request["system"] == SYSTEM_PROMPT
+    digest, bodies = decode_user_message(request["messages"][0]["content"])
+    assert [(m.id, m.role, m.text) for m in digest] == [("u1", "user", "I prefer tea"), ("m2", "assistant", "Noted!")]
+    assert bodies == [f"already pinned {n}" for n in range(24, 4, -1)]
+    content = request["messages"][0]["content"]
+    assert "other session text" not in content and "another account" not in content
+
+
+# --------------------------------------------------------------------------- the gate
+def test_proposals_land_proposed_with_the_session_and_every_refusal_is_counted(
+    asvc: ConsolidationService, fake: FakeAnthropic
+) -> None:
+    led = asvc.led
+    led.save("Uses vim", now=T0)
+    rejected = led.reject(led.propose("likes jazz", kind="preference", now=T0).id, now=T0)
+    fake.set_proposals(
+        [
+            {"body": "I prefer tea", "kind": "preference", "confidence_bps": 8000, "source_message_id": "u1"},
+            {"body": "x", "kind": "feeling"},
+            {"body": 3, "kind": "fact"},
+            {"body": "my password is Tr0ub4dor&3xyz", "kind": "fact"},
+            {"body": "uses  VIM", "kind": "fact"},
+            {"body": rejected.body, "kind": "preference"},
+            {"body": "Said by the assistant", "kind": "fact", "source_message_id": "m2"},
+            {"body": "From nowhere", "kind": "fact", "source_message_id": "zz"},
+            {"body": "ninth", "kind": "fact"},
+            {"body": "tenth", "kind": "fact"},
+            {"body": "eleventh", "kind": "fact"},
+        ]
+    )
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea", "u1"), assistant("ok")], now=at(0))
+    [done] = asvc.run_due(now=at(20))
+    assert done.job == "extract" and done.outcome == Outcome.PROPOSED
+    assert done.ops_proposed == 11 and done.ops_applied == 3 and done.ops_refused == 8
+    assert done.refusals == {
+        "unknown_kind": 1,
+        "malformed": 1,
+        "body_rejected": 1,
+        "duplicate": 2,
+        "not_from_user": 1,
+        "unknown_message": 1,
+        "too_many_proposals": 1,
+    }
+    waiting = {p.body: p for p in led.proposals(SCOPE, now=at(20))}
+    assert set(waiting) == {"I prefer tea", "ninth", "tenth"}
+    tea = waiting["I prefer tea"]
+    assert tea.status == Status.PROPOSED and tea.provenance == Provenance.MODEL_PROPOSAL
+    assert tea.source_session_id == "s1" and tea.confidence_bps == 8000
+    assert led.build_packet(SCOPE, now=at(21)).records[0].body == "Uses vim"  # not in a packet until accepted
+
+
+def test_a_proposal_over_the_budget_is_refused_before_it_is_stored_and_recorded(
+    asvc: ConsolidationService, fake: FakeAnthropic
+) -> None:
+    led = asvc.led
+    led.set_budget(SCOPE, 2, now=T0)
+    led.save("first pin", now=T0)
+    fake.set_proposals([{"body": f"suggestion {n}", "kind": "fact"} for n in range(3)])
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("hello")], now=at(0))
+    [done] = asvc.run_due(now=at(20))
+    assert done.ops_applied == 1 and done.refusals == {"budget_exceeded": 2} and done.ops_refused == 2
+    assert [p.body for p in led.proposals(SCOPE, now=at(20))] == ["suggestion 0"]
+    refused = [e for e in led.events(SCOPE) if e.event == "proposal_refused" and e.run_id == done.id]
+    assert len(refused) == 2 and all(e.reason == "budget_exceeded" for e in refused)
+
+
+def test_an_unparseable_answer_settles_failed_with_its_usage(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+    fake.set_text("I think you like tea")
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [done] = asvc.run_due(now=at(20))
+    assert done.outcome == Outcome.FAILED and done.refusals == {"unparseable": 1}
+    assert done.model_calls == 1 and done.input_tokens > 0 and done.spend_micro_usd > 0
+    assert digests(asvc.led) == []
+
+
+def test_no_spend_budget_left_means_no_call(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+    asvc.update_settings(SCOPE, spend_budget_micro_usd=0, now=T0)
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [done] = asvc.run_due(now=at(20))
+    assert done.outcome == Outcome.SKIPPED_BUDGET and fake.calls == 0 and digests(asvc.led) == []
+
+
+def test_extraction_and_consolidation_share_the_monthly_spend(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+    fake.set_usage(input_tokens=1_000_000, output_tokens=0)  # 1 USD or so per call on the cheapest model
+    asvc.update_settings(SCOPE, spend_budget_micro_usd=1, now=T0)
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [first] = asvc.run_due(now=at(20))
+    assert first.spend_micro_usd > 1
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer coffee")], now=at(30))
+    [second] = asvc.run_due(now=at(50))
+    assert second.outcome == Outcome.SKIPPED_BUDGET and fake.calls == 1
+
+
+def test_a_failed_call_settles_failed_and_drops_the_digest(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+    fake.push(Reply(status=500))
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [done] = asvc.run_due(now=at(20))
+    assert done.outcome == Outcome.FAILED and "HTTP 500" in (done.error or "") and digests(asvc.led) == []
+    with asvc.led.engine.connect() as conn:
+        assert (
+            conn.execute(text("SELECT prompt FROM consolidation_runs WHERE id = :i"), {"i": done.id}).scalar() is None
+        )
+
+
+# --------------------------------------------------------------------------- exactly once
+def test_a_crash_after_the_answer_is_stored_never_calls_again(
+    make_anthropic: Callable[..., ConsolidationService], fake: FakeAnthropic
+) -> None:
+    def crash_at(step: str) -> Callable[[str], None]:
+        def hook(point: str) -> None:
+            if point == step:
+                raise Crash(point)
+
+        return hook
+
+    svc = make_anthropic(fault_hook=crash_at("after_answer_stored"))
+    fake.set_proposals([{"body": "I prefer tea", "kind": "preference"}])
+    svc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [run] = svc.pending_runs()
+    with pytest.raises(Crash):
+        svc.execute(run.id, now=at(20))
+    assert fake.calls == 1 and svc.get_run(run.id).state == RunState.RUNNING
+    # When the janitor finds it past cap + grace, the stored answer is applied: no second call
+    [recovered] = svc.recover_stuck(now=at(20 + CAP_S + GRACE_S + 1))
+    assert recovered.id == run.id and recovered.outcome == Outcome.PROPOSED and recovered.ops_applied == 1
+    assert fake.calls == 1 and [p.body for p in svc.led.proposals(SCOPE)] == ["I prefer tea"]
+    assert svc.execute(run.id, now=at(200)) is None and fake.calls == 1
+    assert svc.recover_stuck(now=at(400)) == []
+
+
+def test_a_crash_before_the_answer_is_abandoned_and_keeps_no_transcript(
+    make_anthropic: Callable[..., ConsolidationService], fake: FakeAnthropic
+) -> None:
+    def hook(point: str) -> None:
+        if point == "after_claim":
+            raise Crash(point)
+
+    svc = make_anthropic(fault_hook=hook)
+    svc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [run] = svc.pending_runs()
+    with pytest.raises(Crash):
+        svc.execute(run.id, now=at(20))
+    [abandoned] = svc.recover_stuck(now=at(20 + CAP_S + GRACE_S + 1))
+    assert abandoned.outcome == Outcome.ABANDONED and fake.calls == 0 and digests(svc.led) == []
+
+
+def test_concurrent_executions_make_one_call(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+    import threading
+
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [run] = asvc.pending_runs()
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(asvc.execute(run.id, now=at(20)))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert fake.calls == 1 and len([r for r in results if r is not None]) == 1
+
+
+# --------------------------------------------------------------------------- erasure
+def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+    led = asvc.led
+    secret_plan = "my zanzibar surprise party plan"
+    pin = led.save(secret_plan, now=T0)
+    led.build_packet(SCOPE, session_id="s1", now=at(0))
+    fake.set_proposals([{"body": f"Remember {secret_plan}", "kind": "fact"}])
+    # A settled run (whose prompt carried the pinned body) and a pending digest that quotes it
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"about {secret_plan}, ok")], now=at(0))
+    asvc.run_due(now=at(20))
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"Again: {secret_plan.upper()}!")], now=at(30))
+    led.delete(pin.id, now=at(31))
+    with led.engine.connect() as conn:
+        stored = [
+            json.dumps([list(r) for r in conn.execute(text(f"SELECT * FROM {table}"))], default=str).lower()
+            for table in ("extraction_digests", "packet_audits", "consolidation_runs")
+        ]
+    assert all("zanzibar" not in blob for blob in stored), stored
+
+
+def test_turning_extraction_off_cancels_pending_runs_and_drops_digests(asvc: ConsolidationService) -> None:
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    asvc.update_extraction_settings(SCOPE, mode="off", now=at(1))
+    [run] = asvc.runs(SCOPE)
+    assert run.outcome == Outcome.CANCELLED and digests(asvc.led) == []
+
+
+# --------------------------------------------------------------------------- offline
+def test_offline_extraction_end_to_end(svc: ConsolidationService) -> None:
+    svc.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=0, now=T0)
+    svc.notify_turn(
+        SCOPE,
+        session_id="chat-9",
+        messages=[
+            user("Remember that my deploy region is eu-west-1. What's the weather?"),
+            assistant("Remember that you prefer YAML."),
+            user("If I had a dog, my dog's name would be Rex."),
+        ],
+        now=at(0),
+    )
+    [done] = svc.run_due(now=at(1))
+    assert done.job == "extract" and done.harness == "offline" and done.ops_applied == 1
+    [prop] = svc.led.proposals(SCOPE)
+    assert prop.body == "My deploy region is eu-west-1" and prop.source_session_id == "chat-9"
+    assert svc.led.capabilities()["extraction"] == {"available": True, "mode": "propose", "enabled": True}
+    assert "consolidate" not in {r.job for r in svc.runs(SCOPE)}
+
+
+def test_a_forget_from_a_program_without_the_service_erases_through_the_registry(
+    asvc: ConsolidationService, fake: FakeAnthropic, make_ledger: Callable[..., Ledger]
+) -> None:
+    # Given a pin, a settled run whose prompt and answer carried it, and a pending digest quoting it
+    led = asvc.led
+    pin = led.save("my quokka sanctuary donation", now=T0)
+    fake.set_proposals([{"body": "my quokka sanctuary donation", "kind": "fact"}])  # a duplicate: refused
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("note: my quokka sanctuary donation")], now=at(0))
+    [done] = asvc.run_due(now=at(20))
+    assert done.refusals == {"duplicate": 1}
+    asvc.notify_turn(SCOPE, session_id="s2", messages=[user("About my Quokka  sanctuary donation")], now=at(30))
+    # When another program (a plain ledger, no consolidation service, no erase hook) forgets the pin
+    plain = make_ledger()
+    plain.delete(pin.id, now=at(31))
+    # Then the digest's messages and the run's answers are gone (the registry cleared them)
+    with led.engine.connect() as conn:
+        digest = conn.execute(text("SELECT messages FROM extraction_digests WHERE session_id = 's2'")).scalar()
+        run = conn.execute(
+            text("SELECT prompt, answer, answer_raw FROM consolidation_runs WHERE id = :i"), {"i": done.id}
+        ).one()
+    assert digest is None and tuple(run) == (None, None, None)
+    # And the session's next run still works: the erased digest counts as empty
+    [nothing] = asvc.run_due(now=at(60))
+    assert nothing.session_id == "s2" and nothing.outcome == Outcome.PROPOSED and fake.calls == 1

@@ -1,0 +1,96 @@
+"""Shared pieces of the MCP tests: the SDK's own clients, and the full form every pin must have."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import CallToolResult
+
+from tests.worker.conftest import MEMLEDGER
+
+TOOL_NAMES = {"list_pins", "search_pins", "pins_as_of", "pin_history", "get_packet", "propose_pin"}
+INSTANT = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$"}
+OPT_STRING = {"type": ["string", "null"]}
+# What every pin must look like in detail (the published item schema is deliberately lighter).
+STRICT_PIN = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "kind", "body", "provenance", "status", "validFrom"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^mem_"},
+        "kind": {"enum": ["preference", "fact", "decision", "constraint"]},
+        "body": OPT_STRING,
+        "provenance": {"enum": ["user_explicit", "model_proposal", "model_consolidation"]},
+        "status": {"enum": ["active", "proposed", "rejected", "superseded", "expired", "deleted"]},
+        "validFrom": INSTANT,
+        "validTo": INSTANT,
+        "expiresAt": INSTANT,
+        "conflictGroup": {"type": "string"},
+        "supersedes": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        "supersededBy": {"type": "string"},
+        "confidenceBps": {"type": "integer", "minimum": 0, "maximum": 10000},
+        "rationale": {"type": "string"},
+        "sourceSessionId": {"type": "string"},
+        "erased": {"const": True},
+    },
+}
+_PIN_CHECK = Draft202012Validator(STRICT_PIN)
+
+
+def check_pins(pins: list[dict[str, Any]]) -> None:
+    """Every pin has the full, typed form (fields that are unset are absent, never null-but-present)."""
+    for pin in pins:
+        errors = sorted(_PIN_CHECK.iter_errors(pin), key=str)
+        assert not errors, f"{pin}: {errors[0].message}"
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    """The structured content of a successful result (its text is a readable rendering, not a traceback)."""
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "Traceback" not in text
+    return result.structured_content
+
+
+def refused(result: CallToolResult, reason: str) -> dict[str, Any]:
+    """An ``isError`` result with ``reason``, in the text and in the structured content; no traceback."""
+    assert result.is_error, result.structured_content
+    data = result.structured_content
+    assert data is not None and data["reason"] == reason, data
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith(f"{reason}: ") and "Traceback" not in text and 'File "' not in text
+    return data
+
+
+@asynccontextmanager
+async def stdio_session(database_url: str, errlog: Path, **env: str) -> AsyncIterator[ClientSession]:
+    """``memledger mcp`` spawned by the SDK's ``stdio_client``, initialized."""
+    params = StdioServerParameters(
+        command=MEMLEDGER,
+        args=["mcp"],
+        env={"MEMLEDGER_DATABASE_URL": database_url, "MEMLEDGER_LOG_LEVEL": "WARNING", **env},
+    )
+    with errlog.open("a") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def http_session(url: str, *, headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    """The SDK's streamable-HTTP client on ``url``, initialized."""
+    async with (
+        create_mcp_http_client(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session

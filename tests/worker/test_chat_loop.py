@@ -1,0 +1,216 @@
+"""A chat backend's whole loop (docs/extraction.md) over HTTP and over stdio: after each turn
+``memory/notify_turn`` with the new messages; before each turn ``memory/build_packet`` with
+the session; the user reviews suggestions with ``/pins`` and accepts or rejects them; the
+audit says what the chat received; the injection switch; capabilities; and the operator's
+``memledger extraction set|status`` and ``memledger runs --json`` with the job."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from consolidation import RunState
+from tests.worker.conftest import MEMLEDGER, wait_until
+from worker.runtime import Runtime
+from worker.server import create_app
+
+SCOPE = "account:local"
+
+
+@pytest.fixture
+def served(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
+    runtime = make_runtime(sweep_interval_s=0)
+    with TestClient(create_app(runtime, run_worker=True), base_url="http://127.0.0.1") as client:
+        yield client, runtime
+
+
+def rpc(client: TestClient, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        request["params"] = params
+    # json.dumps escapes a lone surrogate (\ud800) as JSON allows; the server must refuse it as text.
+    response = client.post("/rpc", content=json.dumps(request), headers={"content-type": "application/json"})
+    assert response.status_code == 200
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def ok(client: TestClient, method: str, params: dict[str, Any] | None = None) -> Any:
+    body = rpc(client, method, params)
+    assert "result" in body, body
+    return body["result"]
+
+
+def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
+    client, runtime = served
+    # The client asks what the ledger offers
+    caps = ok(client, "memory/get_memory_capabilities")
+    assert caps["scopeKey"] == SCOPE and caps["injection"] is True and caps["extraction"]["enabled"] is False
+    assert caps["consolidation"]["available"] is True and "merge" in caps["consolidation"]["operations"]
+    # The account switches extraction on (offline harness: no API key here)
+    settings = ok(client, "memory/update_extraction_settings", {"mode": "propose", "debounceS": 0.2})
+    assert settings == {"scopeKey": SCOPE, "mode": "propose", "debounceS": 0.2}
+    assert ok(client, "memory/get_extraction_settings") == settings
+    ok(client, "memory/save_memory_record", {"body": "I use vim"})
+    # Before the turn: the packet for the session, and its audit
+    packet = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-1"})
+    assert packet["text"].splitlines()[1].endswith("fact: I use vim") and packet["sessionId"] == "chat-1"
+    # After the turn: its messages
+    turn = ok(
+        client,
+        "memory/notify_turn",
+        {
+            "sessionId": "chat-1",
+            "messages": [
+                {"id": "u1", "role": "user", "text": "Remember that my deploy region is eu-west-1."},
+                {"id": "a1", "role": "assistant", "text": "Noted. I prefer to remember that you like YAML."},
+            ],
+        },
+    )
+    assert turn["extraction"]["scheduled"] is True and turn["consolidation"] == {"scheduled": False}
+    run_id = turn["extraction"]["runId"]
+    wait_until(lambda: runtime.service.get_run(run_id).state == RunState.SETTLED, timeout_s=10)
+    # The user reviews the suggestion with /pins and accepts it
+    pins = ok(client, "memory/handle_slash_command", {"text": "/pins"})
+    assert "My deploy region is eu-west-1" in pins["reply"] and "YAML" not in pins["reply"]
+    [proposal] = ok(client, "memory/list_proposed_memory_records", {"scopeKey": SCOPE})["records"]
+    assert proposal["provenance"] == "model_proposal" and proposal["sourceSessionId"] == "chat-1"
+    packet = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-1"})
+    assert {"id": proposal["id"], "code": "proposed"} in packet["excluded"]
+    ok(client, "memory/accept_proposed_memory_record", {"id": proposal["id"]})
+    # Before the next turn the packet carries it, after the explicit pin, and the audit says so
+    packet = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-1"})
+    assert [s["reason"] for s in packet["selected"]] == ["explicit_pin", "accepted_suggestion"]
+    audit = ok(client, "memory/get_packet_audit", {"sessionId": "chat-1"})
+    assert audit["text"] == packet["text"] and audit["selected"][1]["body"] == "My deploy region is eu-west-1"
+    assert ok(client, "memory/get_packet_audit", {"sessionId": "never-built"}) is None
+    # /unpin by the prefix the packet cites
+    cited = packet["text"].splitlines()[1][1:9]
+    assert ok(client, "memory/handle_slash_command", {"text": f"/unpin {cited}"})["ok"] is True
+    # The user switches injection off: an empty packet and no new audit
+    assert ok(client, "memory/set_memory_injection", {"enabled": False}) == {"scopeKey": SCOPE, "enabled": False}
+    assert ok(client, "memory/get_memory_injection") == {"scopeKey": SCOPE, "enabled": False}
+    empty = ok(client, "memory/build_packet", {"scopeKey": SCOPE, "sessionId": "chat-2"})
+    assert empty["text"] == "" and empty["injection"] is False
+    assert ok(client, "memory/get_packet_audit", {"sessionId": "chat-2"}) is None
+    assert ok(client, "memory/get_memory_capabilities")["injection"] is False
+    metrics = client.get("/metrics").text
+    assert 'memledger_runs_by_job_total{job="extract",outcome="proposed"}' in metrics
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("memory/notify_turn", {"messages": [{"role": "user", "text": "x"}]}),
+        ("memory/notify_turn", {"sessionId": "s", "messages": []}),
+        ("memory/notify_turn", {"sessionId": "s", "messages": [{"role": "robot", "text": "x"}]}),
+        ("memory/notify_turn", {"sessionId": "bad\u0007id", "messages": [{"role": "user", "text": "x"}]}),
+        ("memory/notify_turn", {"sessionId": "s", "messages": [{"role": "user", "text": "lone \ud800"}]}),
+        ("memory/notify_turn", {"sessionId": "s", "messages": "hello"}),
+        ("memory/notify_turn", {"sessionId": "s", "messages": [{"role": "user", "text": "x"}], "scopeKey": "x:y"}),
+        ("memory/update_extraction_settings", {"mode": "apply"}),
+        ("memory/update_extraction_settings", {"harness": "anthropic"}),
+        ("memory/update_extraction_settings", {"debounceS": -1}),
+        ("memory/get_extraction_settings", {"x": 1}),
+        ("memory/build_packet", {"scopeKey": SCOPE, "sessionId": ""}),
+        ("memory/build_packet", {"scopeKey": SCOPE, "sessionId": "tab\there"}),
+        ("memory/get_packet_audit", {}),
+        ("memory/set_memory_injection", {"enabled": "no"}),
+        ("memory/get_memory_capabilities", {"scopeKey": SCOPE}),
+    ],
+)
+def test_bad_params_are_invalid_params_and_change_nothing(
+    served: tuple[TestClient, Runtime], method: str, params: dict[str, Any]
+) -> None:
+    client, runtime = served
+    ok(client, "memory/update_extraction_settings", {"mode": "propose", "debounceS": 60})
+    body = rpc(client, method, params)
+    assert body["error"]["code"] == -32602 and body["error"]["data"]["reason"] == "invalid_params", body
+    assert runtime.service.runs(SCOPE) == []
+    assert runtime.service.extraction_settings(SCOPE).mode == "propose"
+    assert runtime.ledger.injection(SCOPE) is True
+
+
+def _rpc_lines(env: dict[str, str], *requests: dict[str, Any]) -> list[dict[str, Any]]:
+    lines = b"\n".join(json.dumps({"jsonrpc": "2.0", "id": n, **r}).encode() for n, r in enumerate(requests))
+    done = subprocess.run([MEMLEDGER, "rpc"], input=lines + b"\n", env=env, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return [json.loads(line) for line in done.stdout.decode().splitlines()]
+
+
+def test_the_loop_over_stdio_and_the_operator_commands(base_env: dict[str, str], tmp_path: Path) -> None:
+    env = {**base_env, "MEMLEDGER_LOG_LEVEL": "WARNING"}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([MEMLEDGER, *args], env=env, capture_output=True, timeout=120)
+
+    # The operator turns extraction on for the account, offline, with no debounce
+    done = cli("extraction", "set", SCOPE, "--mode", "propose", "--harness", "offline", "--debounce-s", "0", "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout)["settings"]["mode"] == "propose"
+    bad = cli("extraction", "set", SCOPE, "--mode", "apply")
+    assert bad.returncode == 2
+    bad = cli("extraction", "set", SCOPE, "--harness", "gpt")
+    assert bad.returncode == 1 and "harness" in bad.stderr.decode()
+    # The chat backend reports a turn over stdio
+    [turn] = _rpc_lines(
+        env,
+        {"method": "memory/notify_turn", "params": {"sessionId": "s1", "messages": [
+            {"role": "user", "text": "Call me Sam. What's the weather like?"}]}},
+    )  # fmt: skip
+    assert turn["result"]["extraction"]["scheduled"] is True
+    assert cli("consolidation", "run-due").returncode == 0  # `memledger serve` would run it; here by hand
+    runs = json.loads(cli("runs", "--json").stdout)
+    assert [(r["job"], r["outcome"], r["session_id"]) for r in runs] == [("extract", "proposed", "s1")]
+    status = json.loads(cli("extraction", "status", SCOPE, "--json").stdout)
+    assert [r["id"] for r in status["runs"]] == [runs[0]["id"]]
+    listed, packet = _rpc_lines(
+        env,
+        {"method": "memory/list_proposed_memory_records", "params": {"scopeKey": SCOPE}},
+        {"method": "memory/build_packet", "params": {"scopeKey": SCOPE, "sessionId": "s1"}},
+    )
+    [proposal] = listed["result"]["records"]
+    assert proposal["body"] == "Call me Sam"
+    assert packet["result"]["excluded"] == [{"id": proposal["id"], "code": "proposed"}]
+    accepted, packet, audit = _rpc_lines(
+        env,
+        {"method": "memory/accept_proposed_memory_record", "params": {"id": proposal["id"]}},
+        {"method": "memory/build_packet", "params": {"scopeKey": SCOPE, "sessionId": "s1"}},
+        {"method": "memory/get_packet_audit", "params": {"sessionId": "s1"}},
+    )
+    assert accepted["result"]["status"] == "active"
+    assert packet["result"]["text"].endswith("preference: Call me Sam")
+    assert audit["result"]["selected"][0]["body"] == "Call me Sam"
+    table = cli("runs")
+    assert table.returncode == 0 and "extract" in table.stdout.decode()
+
+
+@pytest.mark.redis
+def test_extraction_runs_on_the_redis_broker_and_the_janitor_wakes_a_lost_run(
+    make_runtime: Callable[..., Runtime], redis_url: str
+) -> None:
+    import redis
+
+    runtime = make_runtime(redis_url=redis_url, sweep_interval_s=0)
+    runtime.service.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=0)
+    # Given a turn whose message is lost (Redis flushed before any worker ran)
+    _, lost = runtime.notify_turn_runs(SCOPE, session_id="s1", messages=[{"role": "user", "text": "Call me Ana."}])
+    assert lost is not None
+    redis.Redis.from_url(redis_url).flushdb()
+    runtime.start_worker(threads=2)
+    # When the janitor passes, the run is re-sent and executed once by a dramatiq worker on Redis
+    report = runtime.janitor.run_once()
+    assert report.rearmed + report.resent >= 1
+    wait_until(lambda: runtime.service.get_run(lost.id).state == RunState.SETTLED, timeout_s=15)
+    assert runtime.service.get_run(lost.id).ops_applied == 1
+    # And a second turn goes through the queue as any other
+    _, second = runtime.notify_turn_runs(SCOPE, session_id="s2", messages=[{"role": "user", "text": "I prefer tea."}])
+    assert second is not None
+    wait_until(lambda: runtime.service.get_run(second.id).state == RunState.SETTLED, timeout_s=15)
+    assert sorted(p.body for p in runtime.ledger.proposals(SCOPE)) == ["Call me Ana", "I prefer tea"]

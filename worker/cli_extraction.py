@@ -1,0 +1,88 @@
+"""``memledger extraction set|status``: an operator's per-scope extraction settings (SPEC 4.5, 9).
+
+Exit status: 0 done; 1 refused (a red message on stderr); 2 usage or configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
+from worker.cli_worker import Json, ScopeArg, cli_runtime, runs_table
+from worker.output import emit_json, print_message, print_table
+
+extraction_app = typer.Typer(
+    help="Per-scope extraction (proposals from conversations): set, status.", no_args_is_help=True
+)
+
+
+def _show(settings: ExtractionSettings, *, as_json: bool, recent: list[Any] | None = None) -> None:
+    if as_json:
+        data: dict[str, Any] = {"settings": settings.to_json()}
+        if recent is not None:
+            data["runs"] = [run.to_json() for run in recent]
+        emit_json(data)
+        return
+    table = Table(title=f"Extraction for {settings.scope_key}", show_header=False)
+    table.add_column("Setting", style="bold")
+    table.add_column("Value")
+    for key, value in settings.to_json().items():
+        table.add_row(key, Text(str(value)))
+    print_table(table)
+    if recent:
+        print_table(runs_table(recent, title="Recent extraction runs"))
+    elif recent is not None:
+        print_message("no extraction runs yet", style="dim")
+
+
+def extraction_set(
+    scope: ScopeArg,
+    mode: Annotated[ExtractionMode | None, typer.Option("--mode", help="propose or off.")] = None,
+    harness: Annotated[str | None, typer.Option("--harness", help="anthropic or offline.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id (must have a price).")] = None,
+    debounce_s: Annotated[
+        float | None, typer.Option("--debounce-s", help="Seconds of quiet in a session before its run.")
+    ] = None,
+    max_wait_s: Annotated[
+        float | None, typer.Option("--max-wait-s", help="Longest delay after a session's first turn.")
+    ] = None,
+    cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one call.")] = None,
+    max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens")] = None,
+    as_json: Json = False,
+) -> None:
+    """Change SCOPE's extraction settings (mode off also cancels its pending extraction runs and digests)."""
+    changes: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("mode", mode),
+            ("harness", harness),
+            ("model", model),
+            ("debounce_s", debounce_s),
+            ("max_wait_s", max_wait_s),
+            ("wall_clock_cap_s", cap_s),
+            ("max_output_tokens", max_output_tokens),
+        )
+        if value is not None
+    }
+    with cli_runtime() as runtime:
+        settings = runtime.service.update_extraction_settings(scope, **changes)
+    _show(settings, as_json=as_json)
+
+
+def extraction_status(scope: ScopeArg, as_json: Json = False) -> None:
+    """Show SCOPE's extraction settings and its recent extraction runs."""
+    with cli_runtime() as runtime:
+        settings = runtime.service.extraction_settings(scope)
+        recent = [run for run in runtime.service.runs(scope, limit=50) if run.job == "extract"][:10]
+    _show(settings, as_json=as_json, recent=recent)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the ``extraction`` group to the top-level app."""
+    extraction_app.command("set")(extraction_set)
+    extraction_app.command("status")(extraction_status)
+    app.add_typer(extraction_app, name="extraction")

@@ -1,0 +1,88 @@
+"""The worker's extraction methods on the record protocol (SPEC 3.6, 4.5, 9).
+
+::
+
+    memory/notify_turn                 sessionId, messages [{id?, role: user|assistant, text}]
+                                       -> {scopeKey, sessionId, consolidation: {scheduled, runId?, turns?, dueAt?},
+                                           extraction: {scheduled, runId?, turns?, dueAt?}}
+    memory/get_extraction_settings     (none)                -> {scopeKey, mode, debounceS}
+    memory/update_extraction_settings  mode?, debounceS?     -> {scopeKey, mode, debounceS}
+
+The turn is written to the database (digest, debounced runs) before the queue is
+touched, and a queue failure never fails the call: the janitor wakes a run whose
+message was lost. Harness and model are operator settings
+(``memledger extraction set``), not on this surface.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, StrictFloat, StrictInt, StrictStr
+
+from consolidation import ConsolidationRun
+from ledger import Ledger
+from ledger.instants import format_rfc3339
+from ledger.protocol import ExtraMethod, NoParams, Params
+
+if TYPE_CHECKING:
+    from worker.runtime import Runtime
+
+NOTIFY_TURN = "memory/notify_turn"
+GET_SETTINGS = "memory/get_extraction_settings"
+UPDATE_SETTINGS = "memory/update_extraction_settings"
+MAX_DEBOUNCE_S = 86_400.0
+
+
+class NotifyTurnParams(Params):
+    session_id: StrictStr
+    messages: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=100)]
+
+
+class UpdateExtractionParams(Params):
+    mode: Literal["off", "propose"] | None = None
+    debounce_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_DEBOUNCE_S)] | None = None
+
+
+def _scheduled(run: ConsolidationRun | None) -> dict[str, Any]:
+    if run is None:
+        return {"scheduled": False}
+    return {"scheduled": True, "runId": run.id, "turns": run.turns, "dueAt": format_rfc3339(run.due_at)}
+
+
+def extraction_methods(runtime: Runtime) -> dict[str, ExtraMethod]:
+    """The three methods, for ``extra_methods`` of :func:`ledger.protocol.handle`."""
+    service = runtime.service
+
+    def notify_turn(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
+        p = NotifyTurnParams.model_validate(params)
+        consolidation, extraction = runtime.notify_turn_runs(
+            led.scope_key, session_id=p.session_id, messages=p.messages
+        )
+        return {
+            "scopeKey": led.scope_key,
+            "sessionId": p.session_id,
+            "consolidation": _scheduled(consolidation),
+            "extraction": _scheduled(extraction),
+        }
+
+    def settings_json(led: Ledger) -> dict[str, Any]:
+        settings = service.extraction_settings(led.scope_key)
+        return {"scopeKey": led.scope_key, "mode": settings.mode.value, "debounceS": settings.debounce_s}
+
+    def get_settings(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
+        NoParams.model_validate(params)
+        return settings_json(led)
+
+    def update_settings(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
+        p = UpdateExtractionParams.model_validate(params)
+        changes: dict[str, Any] = {}
+        if p.mode is not None:
+            changes["mode"] = p.mode
+        if p.debounce_s is not None:
+            changes["debounce_s"] = float(p.debounce_s)
+        if changes:
+            service.update_extraction_settings(led.scope_key, **changes)
+        return settings_json(led)
+
+    return {NOTIFY_TURN: notify_turn, GET_SETTINGS: get_settings, UPDATE_SETTINGS: update_settings}
