@@ -17,7 +17,11 @@ FILES_HELP = "Memory entries kept as markdown files: new, schema, validate, audi
 
 
 def _typer() -> typer.Typer:
+    from worker.cli_conventions import ConventionGroup, install
+
+    install()  # flags shown as flags in every help screen
     return typer.Typer(
+        cls=ConventionGroup,
         name="memledger",
         help="Account memory ledger and its consolidation worker.",
         no_args_is_help=True,

@@ -53,8 +53,12 @@ def stderr_console() -> Console:
 
 
 def emit_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON on stdout; records, usage, instants and enums use the protocol's forms."""
-    typer.echo(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False))
+    """Print ``obj`` as indented JSON on stdout: the protocol's forms (records, usage, instants, enums), and
+    every field name in camelCase, as the protocol (maps keyed by data, like refusal reasons, are left as
+    they are)."""
+    from worker.cli_conventions import camel_keys
+
+    typer.echo(json.dumps(camel_keys(to_jsonable(obj)), indent=2, ensure_ascii=False))
 
 
 def print_table(table: Table) -> None:
@@ -83,6 +87,11 @@ def json_errors() -> Iterator[None]:
         yield
     finally:
         _JSON_ERRORS.reset(token)
+
+
+def json_errors_on() -> bool:
+    """True inside :func:`json_errors`: the command was given ``--json`` (or ``--format json``)."""
+    return _JSON_ERRORS.get()
 
 
 def emit_json_error(message: str, *, reason: str | None = None, code: int = 1) -> None:
