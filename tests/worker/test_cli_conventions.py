@@ -28,7 +28,7 @@ from worker.cli_conventions import DATA_KEYED
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")
-INTERNAL = re.compile(r"\bSPEC\b|\bthe brief\b|\bthe issue\b|\bissue \d+\b", re.I)
+INTERNAL = re.compile(r"\bSPEC\b|(?i:\bthe brief\b|\bthe issue\b|\bissue \d+\b)")
 SCOPE = "account:local"
 
 
