@@ -1,6 +1,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-runtime
 
 .PHONY: install run test lint bench soak clean
 
@@ -10,10 +11,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# `make run` needs only the runtime dependencies; a venv that already has the dev extras has them too.
+$(RUN_STAMP): pyproject.toml
+	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
+	  python3 -m venv $(VENV) && \
+	  $(PY) -m pip install -q --upgrade pip && \
+	  $(PY) -m pip install -q -e . && \
+	  touch $@; fi
+
 install: $(STAMP)
 
-run: $(STAMP)
-	$(VENV)/bin/memledger serve
+run: $(RUN_STAMP)
+	@$(VENV)/bin/memledger serve --banner
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

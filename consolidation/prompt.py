@@ -139,12 +139,19 @@ def build_user_message(records: Sequence[PromptRecord]) -> str:
     return "\n".join(lines)
 
 
+def _encoded_len(value: str) -> int:
+    # Most fields need no escape (printable, no < > or backslash): checking is far cheaper than encoding.
+    if value.isprintable() and "<" not in value and ">" not in value and "\\" not in value:
+        return len(value)
+    return len(_encode(value))
+
+
 def record_chars(record: PromptRecord) -> int:
     """Characters ``record`` adds to the user message (its line and newline), for the candidate bound."""
     fields = (
         [record.id, record.body] if record.conflict_group is None else [record.id, record.body, record.conflict_group]
     )
-    return sum(len(_encode(field)) for field in fields) + len(fields)
+    return sum(_encoded_len(field) for field in fields) + len(fields)
 
 
 def decode_user_message(message: str) -> list[PromptRecord]:

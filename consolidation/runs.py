@@ -231,6 +231,7 @@ def ensure_pending(db: Executor, settings: ConsolidationSettings, now_us: int) -
             created_at=now_us,
             due_at=now_us + round(settings.debounce_s * 1_000_000),
             refusals="{}",
+            job="consolidate",
         )
     )
     fresh = get(db, run_id)
@@ -242,7 +243,10 @@ def last_prompt_at(db: Executor, scope_key: str) -> int | None:
     """When the scope's last settled run with an answer built its prompt (its start); None before the first."""
     found = db.execute(
         select(func.max(C.started_at)).where(
-            C.scope_key == scope_key, C.state == "settled", C.answer_stored_at.is_not(None)
+            C.scope_key == scope_key,
+            C.job == "consolidate",
+            C.state == "settled",
+            C.answer_stored_at.is_not(None),
         )
     ).scalar()
     return None if found is None else int(found)

@@ -131,7 +131,7 @@ class ConsolidationService:
             S.store(tx, new)
             if new.mode == Mode.OFF:
                 R.cancel_pending(tx, scope, tx.now_us)
-            elif tx.usage().held >= tx.usage().max_records:
+            elif (use := tx.usage()).held >= use.max_records:
                 R.ensure_pending(tx, new, tx.now_us)  # turned on for a scope that is already full
             return new
 

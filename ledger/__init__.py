@@ -20,7 +20,7 @@ from ledger.errors import (
     ScopeError,
 )
 from ledger.instants import Clock, system_clock
-from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status
+from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, SweepStatus
 from ledger.packet import Packet
 from ledger.slash import SlashResult
 
@@ -45,6 +45,7 @@ __all__ = [
     "ScopeUsage",
     "SlashResult",
     "Status",
+    "SweepStatus",
     "open_ledger",
 ]
 

@@ -25,11 +25,11 @@ from ledger.capabilities import CapabilityProvider, base_capabilities, merge_cap
 from ledger.db import stamp
 from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError, RecordNotFound
 from ledger.instants import Clock, require_aware, system_clock, to_micros
-from ledger.models import EventKind, Kind, MemoryRecord, Provenance
+from ledger.models import EventKind, Kind, MemoryRecord, Provenance, SweepStatus
 from ledger.reads import LedgerReads, check_scope
 from ledger.screening import MAX_BODY_CHARS, screen_body
 from ledger.store import store_for
-from ledger.sweep import SWEEP_BATCH, expire_due
+from ledger.sweep import SWEEP_BATCH, expire_due, last_sweep, record_sweep
 from ledger.tx import ScopeUsage, Transaction
 from ledger.validate import new_record_id, storable_body
 
@@ -400,6 +400,7 @@ class Ledger(LedgerReads):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             # 0 would loop for ever; a negative LIMIT means "no limit" on SQLite and an error on PostgreSQL
             raise InvalidArgument("batch_size must be a positive integer")
+        started_us = to_micros(self.now())
         total = 0
         while True:
             with self.store.write() as conn:
@@ -408,7 +409,18 @@ class Ledger(LedgerReads):
             if progress is not None and done:
                 progress(done)
             if done < batch_size:
-                return total
+                break
+        finished_us = max(started_us, to_micros(self.now()))
+        # The run is recorded in the database (not only in a process's metrics), so every serving
+        # process can export when the sweep last ran and a stopped cron can be alerted on.
+        with self.store.write() as conn:
+            record_sweep(conn, started_us=started_us, finished_us=finished_us, now_us=now_us, expired=total)
+        return total
+
+    def last_sweep(self) -> SweepStatus | None:
+        """The expiry sweep's last recorded run (any process, any host), or None if none has finished yet."""
+        with self._reading() as conn:
+            return last_sweep(conn)
 
     def handle_slash(self, text_: str, *, now: datetime | None = None) -> Any:
         """Handle exactly ``/pin <text>``, ``/pins`` and ``/unpin <id>``; see :mod:`ledger.slash`."""

@@ -282,6 +282,38 @@ class DerivedTextRow(SQLModel, table=True):
     created_at: int = Field(sa_column=_big())
 
 
+class SweepStatusRow(SQLModel, table=True):
+    """The expiry sweep's last run, one row per sweep name (``expiry``), so a stopped cron shows.
+
+    ``last_now`` is the instant swept to (``--now``, else the clock); ``last_started_at`` and
+    ``last_finished_at`` are the ledger clock's readings around the run. ``runs`` and
+    ``expired_total`` only grow.
+    """
+
+    __tablename__ = "ops_sweep"
+
+    name: str = Field(sa_column=Column(Text, primary_key=True))
+    last_started_at: int = Field(sa_column=_big())
+    last_finished_at: int = Field(sa_column=_big())
+    last_now: int = Field(sa_column=_big())
+    last_expired: int = Field(sa_column=_big())
+    runs: int = Field(sa_column=_big())
+    expired_total: int = Field(sa_column=_big())
+
+
+@dataclass(frozen=True, slots=True)
+class SweepStatus:
+    """The sweep's last run as :meth:`ledger.Ledger.last_sweep` hands it out."""
+
+    name: str
+    last_started_at: datetime
+    last_finished_at: datetime
+    last_now: datetime
+    last_expired: int
+    runs: int
+    expired_total: int
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryRecord:
     """A record as the API hands it out. An erased body reads as ``None``."""

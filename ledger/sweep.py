@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, bindparam, text
 
-from ledger.store import query, store_for
+from ledger.instants import from_micros
+from ledger.models import SweepStatus
+from ledger.store import execute, query, store_for
 
 SWEEP_BATCH = 1000
 
@@ -43,3 +45,46 @@ def expire_due(conn: Connection, now_us: int, *, scope_key: str | None = None, l
     if expired:
         conn.execute(_EVENTS, {"n": now_us, "seqs": expired})
     return len(expired)
+
+
+SWEEP_NAME = "expiry"
+
+_RECORD_SWEEP = (
+    "INSERT INTO ops_sweep (name, last_started_at, last_finished_at, last_now, last_expired, runs, expired_total) "
+    "VALUES (:name, :started, :finished, :now, :expired, 1, :expired) "
+    "ON CONFLICT (name) DO UPDATE SET last_started_at = excluded.last_started_at, "
+    "last_finished_at = excluded.last_finished_at, last_now = excluded.last_now, "
+    "last_expired = excluded.last_expired, runs = ops_sweep.runs + 1, "
+    "expired_total = ops_sweep.expired_total + excluded.last_expired"
+)
+
+
+def record_sweep(conn: Connection, *, started_us: int, finished_us: int, now_us: int, expired: int) -> None:
+    """Record one finished sweep (upsert of the ``expiry`` row): instants, count, running totals."""
+    execute(
+        conn,
+        _RECORD_SWEEP,
+        {"name": SWEEP_NAME, "started": started_us, "finished": finished_us, "now": now_us, "expired": expired},
+    )
+
+
+def last_sweep(conn: Connection) -> SweepStatus | None:
+    """The sweep's last recorded run, or None when no sweep has finished in this database yet."""
+    rows = query(
+        conn,
+        "SELECT name, last_started_at, last_finished_at, last_now, last_expired, runs, expired_total "
+        "FROM ops_sweep WHERE name = :name",
+        {"name": SWEEP_NAME},
+    )
+    if not rows:
+        return None
+    name, started, finished, now, expired, runs, total = rows[0]
+    return SweepStatus(
+        name=name,
+        last_started_at=from_micros(int(started)),
+        last_finished_at=from_micros(int(finished)),
+        last_now=from_micros(int(now)),
+        last_expired=int(expired),
+        runs=int(runs),
+        expired_total=int(total),
+    )

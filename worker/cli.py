@@ -17,7 +17,11 @@ FILES_HELP = "Memory entries kept as markdown files: new, schema, validate, audi
 
 
 def _typer() -> typer.Typer:
+    from worker.cli_conventions import ConventionGroup, install
+
+    install()  # flags shown as flags in every help screen
     return typer.Typer(
+        cls=ConventionGroup,
         name="memledger",
         help="Account memory ledger and its consolidation worker.",
         no_args_is_help=True,
@@ -29,11 +33,12 @@ def _typer() -> typer.Typer:
 @cache
 def build_app() -> typer.Typer:
     """The full command line (every area)."""
-    from worker import cli_extraction, cli_files, cli_ledger, cli_mcp, cli_tokens, cli_worker
+    from worker import cli_extraction, cli_files, cli_ledger, cli_mcp, cli_status, cli_tokens, cli_worker
 
     full = _typer()
     cli_ledger.register(full, rpc_extra_methods=cli_worker.rpc_extra_methods)
     cli_worker.register(full)
+    cli_status.register(full)
     cli_extraction.register(full)
     cli_tokens.register(full)
     cli_mcp.register(full)

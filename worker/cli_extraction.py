@@ -12,7 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
-from worker.cli_worker import Json, ScopeArg, cli_runtime, runs_table
+from worker.cli_conventions import ScopeOption, pick_scope
+from worker.cli_ledger import DbUrl
+from worker.cli_worker import Json, ScopeArg, bound_scope, cli_runtime, runs_table
 from worker.output import emit_json, print_message, print_table
 
 extraction_app = typer.Typer(
@@ -40,7 +42,7 @@ def _show(settings: ExtractionSettings, *, as_json: bool, recent: list[Any] | No
 
 
 def extraction_set(
-    scope: ScopeArg,
+    positional_scope: ScopeArg = None,
     mode: Annotated[ExtractionMode | None, typer.Option("--mode", help="propose or off.")] = None,
     harness: Annotated[str | None, typer.Option("--harness", help="anthropic or offline.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model id (must have a price).")] = None,
@@ -53,8 +55,10 @@ def extraction_set(
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one call.")] = None,
     max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens")] = None,
     as_json: Json = False,
+    scope: ScopeOption = None,
+    database_url: DbUrl = None,
 ) -> None:
-    """Change SCOPE's extraction settings (mode off also cancels its pending extraction runs and digests)."""
+    """Change the scope's extraction settings (mode off also cancels its pending extraction runs and digests)."""
     changes: dict[str, Any] = {
         key: value
         for key, value in (
@@ -68,14 +72,18 @@ def extraction_set(
         )
         if value is not None
     }
-    with cli_runtime() as runtime:
-        settings = runtime.service.update_extraction_settings(scope, **changes)
+    with cli_runtime(database_url=database_url) as runtime:
+        key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
+        settings = runtime.service.update_extraction_settings(key, **changes)
     _show(settings, as_json=as_json)
 
 
-def extraction_status(scope: ScopeArg, as_json: Json = False) -> None:
-    """Show SCOPE's extraction settings and its recent extraction runs."""
-    with cli_runtime() as runtime:
+def extraction_status(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Show the scope's extraction settings and its recent extraction runs."""
+    with cli_runtime(database_url=database_url) as runtime:
+        scope = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
         settings = runtime.service.extraction_settings(scope)
         recent = [run for run in runtime.service.runs(scope, limit=50) if run.job == "extract"][:10]
     _show(settings, as_json=as_json, recent=recent)

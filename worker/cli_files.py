@@ -40,7 +40,7 @@ from ledger.files.render import (
     validate_text,
 )
 from ledger.files.sarif import audit_sarif
-from worker.output import print_error, progress
+from worker.output import emit_json_error, json_errors_on, print_error, progress
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -129,8 +129,20 @@ def _audit_day(as_of: date | None, now: datetime | None) -> date:
     return (now or datetime.now(UTC)).astimezone(UTC).date()
 
 
+def _check_ledger_scope(value: str | None) -> str | None:
+    # The ledger's scope validation, shared by every command (imported late: the file commands
+    # stay light to start).
+    from worker.cli_conventions import check_scope_option
+
+    return check_scope_option(value)
+
+
 def _usage(message: str) -> typer.Exit:
-    print_error(message)
+    """A usage error (exit status 2): red text, or a JSON error on stderr under ``--format json``."""
+    if json_errors_on():
+        emit_json_error(message, reason="usage", code=2)
+    else:
+        print_error(message)
     return typer.Exit(2)
 
 
@@ -314,7 +326,13 @@ def export_cmd(
         Path, typer.Argument(metavar="DIR", help="Directory to write the entries to (created if missing).")
     ],
     scope: Annotated[
-        str | None, typer.Option("--scope", help="Scope key to export (default: the account scope).")
+        str | None,
+        typer.Option(
+            "--scope",
+            help="Scope key to export, e.g. account:local (default: the bound account's scope).",
+            show_default=False,
+            callback=_check_ledger_scope,
+        ),
     ] = None,
     now: NowOpt = None,
     review_days: Annotated[
@@ -404,10 +422,10 @@ def _import_json(r: ImportResult, day: date) -> str:
         "directory": str(r.directory),
         "scope": r.scope,
         "into": r.scope_key,
-        "as_of": day.isoformat(),
+        "asOf": day.isoformat(),
         "imported": [{"file": i.name, "record": i.record_id, "already": i.already} for i in r.imported],
         "duplicates": [{"file": s.name, "reason": s.reason} for s in r.duplicates],
         "refused": [{"file": s.name, "reason": s.reason} for s in r.refused],
-        "not_eligible": [{"file": s.name, "reason": s.reason} for s in r.not_eligible],
+        "notEligible": [{"file": s.name, "reason": s.reason} for s in r.not_eligible],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)

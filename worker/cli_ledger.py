@@ -30,6 +30,7 @@ from ledger.db import current_revision, head_revision, make_engine, upgrade
 from ledger.errors import InvalidInstant
 from ledger.instants import format_rfc3339, parse_rfc3339
 from ledger.protocol import INVALID_REQUEST, PARSE_ERROR, ExtraMethod, RpcError, dumps, error_response, handle_line
+from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
 from worker.output import emit_json, fail, print_message, print_records, progress
 
 log = logging.getLogger(__name__)
@@ -88,13 +89,16 @@ def cli_errors() -> Iterator[None]:
     except (typer.Exit, typer.Abort, typer.BadParameter):
         raise
     except LedgerError as exc:
-        fail(exc.message)
+        fail(exc.message, reason=exc.reason)
     except SQLAlchemyError as exc:
         log.debug("database error", exc_info=True)
-        fail(f"database error ({type(exc).__name__}): check that the database is reachable and up to date")
+        fail(
+            f"database error ({type(exc).__name__}): check that the database is reachable and up to date",
+            reason="database_error",
+        )
     except Exception as exc:
         log.debug("unexpected error", exc_info=True)
-        fail(f"unexpected error ({type(exc).__name__}); nothing more was done")
+        fail(f"unexpected error ({type(exc).__name__}); nothing more was done", reason="internal_error")
 
 
 @contextmanager
@@ -116,9 +120,7 @@ DbUrl = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3339) instead of a table.")]
-Scope = Annotated[
-    str | None, typer.Option("--scope", help="Scope key (default: the bound account scope).", show_default=False)
-]
+Scope = ScopeOption
 RecordIdArg = Annotated[str, typer.Argument(help="A record id (mem_…).", show_default=False)]
 InstantHelp = "RFC 3339 (2026-01-01T09:00:00Z) or a date (2026-01-01, midnight UTC)"
 
@@ -204,9 +206,7 @@ def sweep(
 
 
 def budget(
-    scope: Annotated[
-        str | None, typer.Argument(help="Scope key (default: the account scope).", show_default=False)
-    ] = None,
+    positional_scope: ScopePositional = None,
     set_to: Annotated[
         int | None,
         typer.Option(
@@ -214,11 +214,12 @@ def budget(
         ),
     ] = None,
     as_json: Json = False,
+    scope: Scope = None,
     database_url: DbUrl = None,
 ) -> None:
     """Show a scope's budget and what it holds, or change it with --set."""
     with cli_ledger(database_url) as led:
-        key = scope or led.scope_key
+        key = pick_scope(positional_scope, scope, default=led.scope_key)
         usage = led.budget(key) if set_to is None else led.set_budget(key, set_to)
     if as_json:
         emit_json(usage)

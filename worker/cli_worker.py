@@ -21,7 +21,8 @@ from rich.text import Text
 from consolidation import ConsolidationRun, ConsolidationSettings, Mode
 from ledger import Ledger
 from ledger.protocol import ExtraMethod
-from worker.cli_ledger import cli_errors
+from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
+from worker.cli_ledger import DbUrl, cli_errors
 from worker.config import ConfigError, WorkerConfig, load_config
 from worker.output import emit_json, fail, instant_text, print_message, print_table
 from worker.runtime import Runtime, build_runtime
@@ -30,25 +31,38 @@ consolidation_app = typer.Typer(
     help="Per-scope consolidation: set, status, enable, disable, propose, run-due.", no_args_is_help=True
 )
 
-Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-ScopeArg = Annotated[str, typer.Argument(help="Scope key, e.g. account:local.", show_default=False)]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3339) instead of a table.")]
+ScopeArg = ScopePositional
 
 
 # ---------------------------------------------------------------------- plumbing
-def cli_config() -> WorkerConfig:
-    """The validated configuration, or every problem on stderr and exit status 2."""
+def cli_config(database_url: str | None = None) -> WorkerConfig:
+    """The validated configuration (``--database-url`` over ``MEMLEDGER_DATABASE_URL``), or every problem
+    on stderr and exit status 2."""
     try:
-        return load_config()
+        config = load_config()
     except ConfigError as exc:
-        fail(f"memledger: {exc}", code=2)
+        fail(f"memledger: {exc}", code=2, reason="configuration")
+    if database_url is None:
+        return config
+    try:
+        url = WorkerConfig._database_url(database_url)
+    except ValueError as exc:
+        fail(f"memledger: --database-url: {exc}", code=2, reason="usage")
+    return config.model_copy(update={"database_url": url})
+
+
+def bound_scope(config: WorkerConfig) -> str:
+    """The bound account's scope, the default of every ``--scope``."""
+    return f"account:{config.account}"
 
 
 @contextmanager
-def cli_runtime(*, log_level: str = "WARNING") -> Iterator[Runtime]:
+def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) -> Iterator[Runtime]:
     """A runtime for one short command (nothing started), closed at the end; errors become messages."""
     from worker.logging import configure_logging
 
-    config = cli_config()
+    config = cli_config(database_url)
     configure_logging(fmt=config.log_format, level=log_level)
     with cli_errors():
         runtime = build_runtime(config)
@@ -73,18 +87,31 @@ def serve(
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="API node only: no dramatiq worker here (needs MEMLEDGER_REDIS_URL).")
     ] = False,
+    banner: Annotated[
+        bool | None,
+        typer.Option(
+            "--banner/--no-banner",
+            help="Print the first screen (account, protocol reference, a first curl); default: on a terminal.",
+            show_default=False,
+        ),
+    ] = None,
+    database_url: DbUrl = None,
 ) -> None:
-    """Serve POST /rpc, GET /healthz and GET /metrics; run the worker, janitor and sweep unless --no-worker."""
+    """Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker."""
+    from worker.banner import banner_lines
     from worker.logging import configure_logging
+    from worker.output import is_terminal
     from worker.server import BindRefused, check_bind, run_server
 
-    config = cli_config()
+    config = cli_config(database_url)
     if no_worker and config.embedded:
         fail("--no-worker needs MEMLEDGER_REDIS_URL: with the embedded queue, serve is the only worker", code=2)
     try:
         check_bind(host, auth=config.auth)
     except BindRefused as exc:
         fail(f"memledger serve: {exc}", code=2)
+    if banner if banner is not None else is_terminal():
+        typer.echo("\n".join(banner_lines(config, host=host, port=port, run_worker=not no_worker)))
     configure_logging(fmt=config.log_format, level=config.log_level)
     with cli_errors():
         runtime = build_runtime(config)
@@ -98,10 +125,16 @@ def worker(
     threads: Annotated[
         int | None, typer.Option("--threads", "-t", min=1, max=256, help="Threads per process (default: config).")
     ] = None,
+    database_url: DbUrl = None,
 ) -> None:
     """Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM."""
     from worker.supervisor import run_worker, supervise
 
+    if database_url is not None:
+        import os
+
+        cli_config(database_url)  # refuse a bad URL here, with the other usage errors
+        os.environ["MEMLEDGER_DATABASE_URL"] = database_url  # the worker processes read their configuration
     config = cli_config()
     if config.embedded:
         fail(
@@ -112,22 +145,30 @@ def worker(
     if count == 1:
         raise typer.Exit(run_worker(threads=threads))
     from worker.logging import configure_logging
+    from worker.ops.collector import OpsCollector, lazy_database_source
 
     configure_logging(fmt=config.log_format, level=config.log_level)
+    ops = OpsCollector(
+        lazy_database_source(config.database_url, account=config.account), max_scopes=config.ops_metrics_max_scopes
+    )
     raise typer.Exit(
         supervise(
             processes=count,
             threads=threads or config.worker_threads,
-            metrics_port=config.metrics_port,
+            metrics_port=config.metrics_listen_port,
             shutdown_timeout_s=config.shutdown_timeout_s,
+            extra_collectors=[ops],
         )
     )
 
 
 # ---------------------------------------------------------------------- turns and runs
-def turn(scope: ScopeArg, as_json: Json = False) -> None:
-    """Record a chat turn for SCOPE (debounced) and queue its run."""
-    with cli_runtime() as runtime:
+def turn(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Record a chat turn for the scope (debounced) and queue its run."""
+    with cli_runtime(database_url=database_url) as runtime:
+        scope = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
         run = runtime.notify_turn(scope)
         embedded = runtime.config.embedded
     if as_json:
@@ -142,12 +183,13 @@ def turn(scope: ScopeArg, as_json: Json = False) -> None:
 
 
 def runs(
-    scope: Annotated[str | None, typer.Option("--scope", help="Only this scope.", show_default=False)] = None,
+    scope: ScopeOption = None,
     as_json: Json = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 50,
+    database_url: DbUrl = None,
 ) -> None:
-    """List runs of both jobs (consolidate, extract), newest first (a table, or --json with the fields of SPEC 4.2)."""
-    with cli_runtime() as runtime:
+    """List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json)."""
+    with cli_runtime(database_url=database_url) as runtime:
         found = runtime.service.runs(scope, limit=limit)
     if as_json:
         emit_json([run.to_json() for run in found])
@@ -239,7 +281,7 @@ def _show_settings(
 
 
 def consolidation_set(
-    scope: ScopeArg,
+    positional_scope: ScopeArg = None,
     mode: Annotated[Mode | None, typer.Option("--mode", help="off, propose or apply.")] = None,
     harness: Annotated[str | None, typer.Option("--harness", help="anthropic or offline.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model id (must have a price).")] = None,
@@ -266,8 +308,10 @@ def consolidation_set(
         int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
     ] = None,
     as_json: Json = False,
+    scope: ScopeOption = None,
+    database_url: DbUrl = None,
 ) -> None:
-    """Change SCOPE's consolidation settings (mode off also cancels its pending run)."""
+    """Change the scope's consolidation settings (mode off also cancels its pending run)."""
     changes: dict[str, Any] = {
         key: value
         for key, value in (
@@ -287,35 +331,48 @@ def consolidation_set(
         changes["spend_budget_micro_usd"] = _budget_micro(budget_usd)
     if allowed_ops is not None:
         changes["allowed_ops"] = [op.strip() for op in allowed_ops.split(",") if op.strip()]
-    with cli_runtime() as runtime:
-        settings = runtime.service.update_settings(scope, **changes)
+    with cli_runtime(database_url=database_url) as runtime:
+        key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
+        settings = runtime.service.update_settings(key, **changes)
     _show_settings(settings, as_json=as_json)
 
 
-def _set_mode(scope: str, mode: Mode, as_json: bool) -> None:
-    with cli_runtime() as runtime:
-        settings = runtime.service.update_settings(scope, mode=mode)
+def _set_mode(
+    positional_scope: str | None, scope: str | None, mode: Mode, as_json: bool, database_url: str | None
+) -> None:
+    with cli_runtime(database_url=database_url) as runtime:
+        key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
+        settings = runtime.service.update_settings(key, mode=mode)
     _show_settings(settings, as_json=as_json)
 
 
-def consolidation_enable(scope: ScopeArg, as_json: Json = False) -> None:
-    """Turn SCOPE's consolidation on in apply mode (gate-passed operations are applied)."""
-    _set_mode(scope, Mode.APPLY, as_json)
+def consolidation_enable(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Turn the scope's consolidation on in apply mode (gate-passed operations are applied)."""
+    _set_mode(positional_scope, scope, Mode.APPLY, as_json, database_url)
 
 
-def consolidation_propose(scope: ScopeArg, as_json: Json = False) -> None:
-    """Turn SCOPE's consolidation on in propose mode (operations become proposals for the user)."""
-    _set_mode(scope, Mode.PROPOSE, as_json)
+def consolidation_propose(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Turn the scope's consolidation on in propose mode (operations become proposals for the user)."""
+    _set_mode(positional_scope, scope, Mode.PROPOSE, as_json, database_url)
 
 
-def consolidation_disable(scope: ScopeArg, as_json: Json = False) -> None:
-    """Turn SCOPE's consolidation off; its pending run is settled cancelled without a model call."""
-    _set_mode(scope, Mode.OFF, as_json)
+def consolidation_disable(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Turn the scope's consolidation off; its pending run is settled cancelled without a model call."""
+    _set_mode(positional_scope, scope, Mode.OFF, as_json, database_url)
 
 
-def consolidation_status(scope: ScopeArg, as_json: Json = False) -> None:
-    """Show SCOPE's settings, its pending run and its recent runs."""
-    with cli_runtime() as runtime:
+def consolidation_status(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Show the scope's settings, its pending run and its recent runs."""
+    with cli_runtime(database_url=database_url) as runtime:
+        scope = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
         settings = runtime.service.settings(scope)
         recent = runtime.service.runs(scope, limit=10)
     pending = next((run for run in recent if run.state == "pending"), None)
@@ -325,9 +382,10 @@ def consolidation_status(scope: ScopeArg, as_json: Json = False) -> None:
 def consolidation_run_due(
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many runs.")] = 100,
     as_json: Json = False,
+    database_url: DbUrl = None,
 ) -> None:
     """Execute every due pending run here and now, without the queue (an operator's escape hatch)."""
-    with cli_runtime() as runtime:
+    with cli_runtime(database_url=database_url) as runtime:
         settled = runtime.service.run_due(limit=limit)
         for run in settled:
             runtime.metrics.observe_settled(run)

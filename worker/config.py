@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from consolidation.pricing import PriceTable, default_price_table
@@ -57,6 +57,15 @@ class WorkerConfig(BaseSettings):
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
     metrics_port: int | None = Field(None, ge=1, le=65535, description="Prometheus port of `memledger worker`")
+    metrics_port_offset: int = Field(
+        0, ge=0, le=65534, description="added to metrics_port (systemd: the instance number of memledger-worker@N)"
+    )
+    ops_metrics_max_scopes: int = Field(
+        50, ge=0, le=1000, description="scopes with their own label in the per-scope gauges; the rest sum as _other"
+    )
+    operator_token: str | None = Field(
+        None, min_length=16, description="bearer token for /ops from other hosts; unset = loopback only"
+    )
     janitor_interval_s: float = Field(10.0, gt=0, le=3600)
     janitor_resend_after_s: float = Field(5.0, ge=0, le=3600, description="re-send a due run this long past due_at")
     janitor_grace_s: float = Field(30.0, ge=0, le=3600, description="a running run is stuck past cap + grace")
@@ -140,6 +149,20 @@ class WorkerConfig(BaseSettings):
             raise ValueError(f"must be one of {', '.join(FAULT_POINTS)}")
         return value
 
+    @model_validator(mode="after")
+    def _metrics_port_in_range(self) -> WorkerConfig:
+        if self.metrics_port is not None and self.metrics_port + self.metrics_port_offset > 65535:
+            raise ValueError(
+                f"metrics_port {self.metrics_port} + metrics_port_offset {self.metrics_port_offset} is past 65535: "
+                "use a lower base port (MEMLEDGER_METRICS_PORT) or a smaller instance number"
+            )
+        return self
+
+    @property
+    def metrics_listen_port(self) -> int | None:
+        """The port ``memledger worker`` serves metrics on: ``metrics_port + metrics_port_offset``, or None."""
+        return None if self.metrics_port is None else self.metrics_port + self.metrics_port_offset
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -164,6 +187,8 @@ class WorkerConfig(BaseSettings):
     def redacted(self) -> dict[str, Any]:
         """The settings as a dict with secrets in URLs masked (safe to log)."""
         data = self.model_dump()
+        if data.get("operator_token"):
+            data["operator_token"] = "***"
         for key in ("database_url", "redis_url"):
             if data.get(key):
                 data[key] = re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", data[key])
@@ -186,7 +211,9 @@ def _read_toml(path_text: str) -> dict[str, Any]:
 
 def _describe(loc: tuple[int | str, ...], environ: Mapping[str, str], config_file: str | None) -> tuple[str, object]:
     """Name a bad value as the operator wrote it: the environment variable or the file key."""
-    field = str(loc[0]) if loc else "?"
+    if not loc:  # a check across several settings: its message names them
+        return "settings", None
+    field = str(loc[0])
     env_name = ENV_PREFIX + field.upper()
     for key, value in environ.items():
         if key.upper() == env_name:

@@ -28,7 +28,6 @@ most 80 characters of any input ever reach the client.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -54,7 +53,6 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_IN_PROSE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 NONCHARACTER = "\uffff"
-_PACKET_TAKES_SESSION = "session_id" in inspect.signature(Ledger.build_packet).parameters
 
 
 def echo(text: str) -> str:
@@ -278,8 +276,9 @@ PACKET_SCHEMA = {
             "text": _STRING,
             "records": {"type": "array", "items": PIN_SCHEMA},
         },
-        "The packet: its text (what a chat turn injects) and the records it carries; "
-        "other fields the ledger reports about the packet (what it left out and why) may follow.",
+        "The packet: its text (what a chat turn injects) and the records it carries; the ledger's account of "
+        "it follows (selected with reasons, excluded with codes, omitted for size, tokenEstimate, builtAt, "
+        "injection), as memory/build_packet reports it.",
     ),
 }
 PROPOSE_SCHEMA = _envelope(
@@ -371,10 +370,7 @@ def pin_history(led: Ledger, args: IdArguments) -> Answer:
 
 
 def get_packet(led: Ledger, args: PacketArguments) -> Answer:
-    if _PACKET_TAKES_SESSION and args.session_id is not None:
-        packet = led.build_packet(led.scope_key, session_id=args.session_id)  # type: ignore[call-arg,unused-ignore]
-    else:
-        packet = led.build_packet(led.scope_key)
+    packet = led.build_packet(led.scope_key, session_id=args.session_id)  # with a session: writes its audit
     data: dict[str, Any] = {"scopeKey": led.scope_key, "sessionId": args.session_id}
     data.update(to_jsonable(packet))
     for key in ("records", "omitted"):  # the packet's record lists, in the same compact form as every tool

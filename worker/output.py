@@ -15,6 +15,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -52,8 +53,12 @@ def stderr_console() -> Console:
 
 
 def emit_json(obj: Any) -> None:
-    """Print ``obj`` as indented JSON on stdout; records, usage, instants and enums use the protocol's forms."""
-    typer.echo(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False))
+    """Print ``obj`` as indented JSON on stdout: the protocol's forms (records, usage, instants, enums), and
+    every field name in camelCase, as the protocol (maps keyed by data, like refusal reasons, are left as
+    they are)."""
+    from worker.cli_conventions import camel_keys
+
+    typer.echo(json.dumps(camel_keys(to_jsonable(obj)), indent=2, ensure_ascii=False))
 
 
 def print_table(table: Table) -> None:
@@ -71,9 +76,40 @@ def print_error(message: str) -> None:
     stderr_console().print(Text(message, style="bold red"), soft_wrap=True)
 
 
-def fail(message: str, *, code: int = 1) -> NoReturn:
-    """Print ``message`` as an error and exit with ``code`` (1: the operation was refused or failed)."""
-    print_error(message)
+_JSON_ERRORS: ContextVar[bool] = ContextVar("memledger_json_errors", default=False)
+
+
+@contextmanager
+def json_errors() -> Iterator[None]:
+    """Within the block, :func:`fail` writes its error as JSON on stderr (the command was given ``--json``)."""
+    token = _JSON_ERRORS.set(True)
+    try:
+        yield
+    finally:
+        _JSON_ERRORS.reset(token)
+
+
+def json_errors_on() -> bool:
+    """True inside :func:`json_errors`: the command was given ``--json`` (or ``--format json``)."""
+    return _JSON_ERRORS.get()
+
+
+def emit_json_error(message: str, *, reason: str | None = None, code: int = 1) -> None:
+    """``{"error": {"message", "reason", "exitCode"}}`` as one line on stderr."""
+    error = {"message": message, "reason": reason or ("usage" if code == 2 else "failed"), "exitCode": code}
+    sys.stderr.write(json.dumps({"error": error}, ensure_ascii=False) + "\n")
+    sys.stderr.flush()
+
+
+def fail(message: str, *, code: int = 1, reason: str | None = None) -> NoReturn:
+    """Print ``message`` as an error and exit with ``code`` (1: the operation was refused or failed).
+
+    Under ``--json`` the error is a JSON object on stderr instead (:func:`emit_json_error`).
+    """
+    if _JSON_ERRORS.get():
+        emit_json_error(message, reason=reason, code=code)
+    else:
+        print_error(message)
     raise typer.Exit(code)
 
 

@@ -34,6 +34,8 @@ from worker.broker import QueueSentinel, build_broker, ping
 from worker.config import WorkerConfig
 from worker.janitor import Janitor
 from worker.metrics import Metrics, get_metrics
+from worker.ops.collector import bind_default, unbind_default
+from worker.ops.snapshot import take_snapshot
 from worker.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -175,6 +177,7 @@ class Runtime:
         self.broker.close()
         if isinstance(self.broker, RedisBroker):
             self.broker.client.close()
+        unbind_default(self)
         if self.owns_ledger:
             self.ledger.close()
 
@@ -214,4 +217,10 @@ def build_runtime(
         if ledger is None:
             led.close()
         raise
-    return Runtime(config, led, service, broker, actors, janitor, metrics, owns_ledger=ledger is None)
+    runtime = Runtime(config, led, service, broker, actors, janitor, metrics, owns_ledger=ledger is None)
+    if ledger is None:
+        # Operator gauges (spend, backlog, sweep health) are read from the database at scrape time,
+        # by the runtime that owns the ledger (one that borrows it, like `memledger rpc`'s, exports none).
+        max_scopes = config.ops_metrics_max_scopes
+        bind_default(runtime, lambda: take_snapshot(led, service, recent_runs=0), max_scopes=max_scopes)
+    return runtime

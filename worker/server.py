@@ -6,6 +6,10 @@ Routes::
     GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
     GET  /metrics   Prometheus exposition
     POST /mcp       the MCP tools over streamable HTTP (worker.mcp_server), behind the same checks
+    GET  /livez     liveness: the process answers (no database check); see worker.ops.http
+    GET  /ops       the read-only operator page (loopback or operator token); see worker.ops.http
+
+Every request is counted per RPC method and access-logged (never a body): worker.ops.http.
 
 What ``POST /rpc`` refuses, in this order, before anything is read or run:
 
@@ -74,6 +78,8 @@ from ledger.protocol import (
 from worker.account_methods import account_methods
 from worker.mcp_server import MCP_PATH, McpHttp
 from worker.metrics import render_latest
+from worker.ops.http import ops_routes, with_observability
+from worker.ops.rpc import ACCOUNT_STATE_KEY
 from worker.runtime import Runtime
 from worker.tokens import TokenStore
 
@@ -293,6 +299,7 @@ def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
         except UnicodeDecodeError:
             err = RpcError(PARSE_ERROR, "parse error: the request is not UTF-8 JSON", reason="parse_error")
             return _json_line(dumps(error_response(None, err)))
+        request.scope.setdefault("state", {})[ACCOUNT_STATE_KEY] = account  # for the access log
         led = runtime.ledger if account == default_account else ledgers.get(account)
         reply = await run_in_threadpool(handle_line, led, line, extra_methods=extra)
         if reply is None:  # notifications only: nothing to answer
@@ -369,6 +376,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route(MCP_PATH, mcp_http),
+        *ops_routes(runtime),
     ]
     middleware = []
     origins = runtime.config.origin_list()
@@ -382,7 +390,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
                 max_age=600,
             )
         )
-    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    return with_observability(Starlette(routes=routes, lifespan=lifespan, middleware=middleware), runtime)
 
 
 def _json_line(text: str, *, status: int = 200) -> Response:

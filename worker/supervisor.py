@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,10 @@ def run_worker(*, threads: int | None = None, janitor: bool = True, serve_metric
         return 2
     runtime = build_runtime(config)
     try:
-        if serve_metrics and config.metrics_port is not None:
+        if serve_metrics and config.metrics_listen_port is not None:
             import prometheus_client
 
-            prometheus_client.start_http_server(config.metrics_port)
+            prometheus_client.start_http_server(config.metrics_listen_port)
         runtime.start_worker(threads=threads)
         if janitor:
             runtime.start_janitor()
@@ -117,7 +118,14 @@ class _Child:
             self.start()
 
 
-def supervise(*, processes: int, threads: int, metrics_port: int | None, shutdown_timeout_s: float) -> int:
+def supervise(
+    *,
+    processes: int,
+    threads: int,
+    metrics_port: int | None,
+    shutdown_timeout_s: float,
+    extra_collectors: Sequence[Any] = (),
+) -> int:
     """Run ``processes`` worker children until SIGTERM/SIGINT; restart any that dies meanwhile."""
     metrics_dir = tempfile.mkdtemp(prefix="memledger-metrics-")
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
@@ -134,7 +142,7 @@ def supervise(*, processes: int, threads: int, metrics_port: int | None, shutdow
     log.info("supervising %d worker processes: %s", processes, [c.popen.pid for c in children])
     try:
         if metrics_port is not None:
-            _serve_aggregated_metrics(metrics_port, metrics_dir)
+            _serve_aggregated_metrics(metrics_port, metrics_dir, extra_collectors)
         while not stop.wait(0.2):
             for child in children:
                 child.check(metrics_dir)
@@ -172,12 +180,14 @@ def _forget_child(child: subprocess.Popen[bytes], metrics_dir: str) -> None:
     multiprocess.mark_process_dead(child.pid, metrics_dir)  # type: ignore[no-untyped-call]
 
 
-def _serve_aggregated_metrics(port: int, metrics_dir: str) -> None:
+def _serve_aggregated_metrics(port: int, metrics_dir: str, extra_collectors: Sequence[Any] = ()) -> None:
     import prometheus_client
     from prometheus_client import multiprocess
 
     registry = prometheus_client.CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]
+    for collector in extra_collectors:  # e.g. the operator gauges read from the database
+        registry.register(collector)
     prometheus_client.start_http_server(port, registry=registry)
 
 

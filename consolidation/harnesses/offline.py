@@ -118,6 +118,7 @@ _SYNONYMS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("rather", "than"), ("over",)),
     (("instead", "of"), ("over",)),
 )
+_SYNONYM_STARTS = frozenset(source[0] for source, _ in _SYNONYMS)
 _IS_AFTER = frozenset({"it", "that", "he", "she", "there", "here", "what", "who", "where", "how", "this"})
 _NOT_STEMS = {"ca": ("can",), "wo": ("will",), "sha": ("shall",), "ai": ("aint",)}
 _SUFFIXES = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
@@ -161,7 +162,6 @@ class _Features:
     key: tuple[str, ...]  # the canonical sequence
     acronyms: frozenset[str]  # tokens written in capitals in a body that is not all capitals
     upper: frozenset[str]  # every token written in capitals
-    unknown_words: int
 
 
 @functools.cache
@@ -211,6 +211,10 @@ def _replace_runs(tokens: list[_Token]) -> list[_Token]:
     out: list[_Token] = []
     i = 0
     while i < len(tokens):
+        if tokens[i].text not in _SYNONYM_STARTS:
+            out.append(tokens[i])
+            i += 1
+            continue
         for source, target in _SYNONYMS:
             if tuple(t.text for t in tokens[i : i + len(source)]) == source:
                 out.extend(
@@ -281,7 +285,6 @@ def _features(record: PromptRecord, index: int) -> _Features:
     shouting = bool(raw) and all(word.isupper() for word in raw if len(word) > 1)
     upper = frozenset(w.casefold() for w in raw if len(w) > 1 and w.isupper())
     kept = {t.text for t in flat}
-    unknown = sum(1 for t in flat if t.kind == "word" and len(t.text) >= MIN_TYPO_WORD_CHARS and not _maybe_known(t))
     return _Features(
         record=record,
         index=index,
@@ -290,7 +293,13 @@ def _features(record: PromptRecord, index: int) -> _Features:
         key=tuple(t.text for t in flat),
         acronyms=frozenset() if shouting else frozenset(w for w in upper if len(w) <= 5 and w in kept),
         upper=upper,
-        unknown_words=unknown,
+    )
+
+
+def _unknown_words(feature: _Features) -> int:
+    """Misspelt-looking words of a body: only asked of merge members, so the dictionary loads only when needed."""
+    return sum(
+        1 for t in feature.tokens if t.kind == "word" and len(t.text) >= MIN_TYPO_WORD_CHARS and not _maybe_known(t)
     )
 
 
@@ -409,7 +418,9 @@ def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
                 continue
             members = [member for member, _ in group]
             near = any(kind == "near" for _, kind in group)
-            keeper = min(members, key=lambda m: (m.unknown_words, clean_body(m.record.body) != m.record.body, m.index))
+            keeper = min(
+                members, key=lambda m: (_unknown_words(m), clean_body(m.record.body) != m.record.body, m.index)
+            )
             merges.append(
                 (
                     min(m.index for m in members),

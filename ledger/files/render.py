@@ -86,7 +86,8 @@ def _problem_dict(p: Problem) -> dict[str, Any]:
 
 
 def _header(report: AuditReport) -> str:
-    return f"Audit of {report.directory_text} in trust context {report.scope} as of {report.as_of.isoformat()}"
+    context = f"trust context {report.context}" if report.context else "no trust context (structural checks only)"
+    return f"Audit of {report.directory_text} in {context} as of {report.as_of.isoformat()}"
 
 
 def audit_text(report: AuditReport) -> str:

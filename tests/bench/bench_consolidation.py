@@ -5,8 +5,11 @@
 * the overhead of a run beyond the model's own latency — ``execute()`` wall time
   minus the time spent inside ``harness.call``, offline harness, SQLite (target:
   p50 ≤ 5 ms);
-* the size of the one user message for 200 realistic pins, in characters, against
-  the raw bodies (target: ≤ 1.3x).
+* the request text (system + user message) for 200 short pins (≈36 characters)
+  per character of bodies (target: ≤ 1.3x), beside Mem0's update prompt over the
+  same bodies (``mem0_update_prompt.py``, copied from the ``mem0ai`` wheel);
+* the prompt for a 2,000-pin scope against a 200-pin one, the default bound
+  (target: ≤ 1.1x: a run's cost does not grow with the scope).
 
 Each test prints its rows; the module prints the whole table at the end. The
 figures are recorded in ``docs/performance.md``.

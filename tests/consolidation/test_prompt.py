@@ -148,3 +148,11 @@ def test_parse_never_raises_anything_but_its_own_error(text):
     except AnswerParseError:
         return
     assert isinstance(answer["operations"], list)
+
+
+@given(records_strategy)
+def test_record_chars_is_exact_for_any_text(records):
+    base = build_user_message(records)
+    for record in records[:3]:
+        grown = build_user_message([*records, PromptRecord(record.id, record.kind, record.body, record.conflict_group)])
+        assert len(grown) - len(base) == record_chars(record)

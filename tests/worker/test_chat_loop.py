@@ -167,7 +167,7 @@ def test_the_loop_over_stdio_and_the_operator_commands(base_env: dict[str, str],
     assert turn["result"]["extraction"]["scheduled"] is True
     assert cli("consolidation", "run-due").returncode == 0  # `memledger serve` would run it; here by hand
     runs = json.loads(cli("runs", "--json").stdout)
-    assert [(r["job"], r["outcome"], r["session_id"]) for r in runs] == [("extract", "proposed", "s1")]
+    assert [(r["job"], r["outcome"], r["sessionId"]) for r in runs] == [("extract", "proposed", "s1")]
     status = json.loads(cli("extraction", "status", SCOPE, "--json").stdout)
     assert [r["id"] for r in status["runs"]] == [runs[0]["id"]]
     listed, packet = _rpc_lines(

@@ -30,10 +30,10 @@ def settings(*args: str) -> dict[str, Any]:
 
 
 def test_removal_and_the_prompt_bound_are_set_from_the_command_line() -> None:
-    assert settings("--allow-removal", "--max-prompt-chars", "8000")["allow_removal"] is True
-    assert settings()["max_prompt_chars"] == 8000
-    assert settings("--no-allow-removal")["allow_removal"] is False
-    assert settings()["max_prompt_chars"] == 8000
+    assert settings("--allow-removal", "--max-prompt-chars", "8000")["allowRemoval"] is True
+    assert settings()["maxPromptChars"] == 8000
+    assert settings("--no-allow-removal")["allowRemoval"] is False
+    assert settings()["maxPromptChars"] == 8000
 
 
 def test_bad_values_are_refused_with_a_message() -> None:

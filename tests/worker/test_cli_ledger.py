@@ -110,7 +110,7 @@ def test_empty_lists_say_so(runner: CliRunner, db_file: Path) -> None:
 def test_scope_option(runner: CliRunner, db_file: Path) -> None:
     run(runner, "pin", "mine")
     assert run_json(runner, "pins", "--scope", "account:other") == []
-    run(runner, "pins", "--scope", "not a scope", code=1)
+    run(runner, "pins", "--scope", "not a scope", code=2)  # a usage error, the same for every --scope
 
 
 # ---------------------------------------------------------------------- refusals and usage errors

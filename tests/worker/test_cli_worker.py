@@ -15,22 +15,22 @@ from worker.cli import app
 
 RUN_FIELDS = {
     "id",
-    "scope_key",
+    "scopeKey",
     "state",
     "outcome",
     "turns",
-    "created_at",
-    "due_at",
-    "started_at",
-    "settled_at",
+    "createdAt",
+    "dueAt",
+    "startedAt",
+    "settledAt",
     "harness",
     "model",
-    "input_tokens",
-    "output_tokens",
-    "spend_micro_usd",
-    "ops_proposed",
-    "ops_applied",
-    "ops_refused",
+    "inputTokens",
+    "outputTokens",
+    "spendMicroUsd",
+    "opsProposed",
+    "opsApplied",
+    "opsRefused",
     "refusals",
     "error",
 }
@@ -70,8 +70,8 @@ def test_set_status_and_mode_shortcuts(db_url: str) -> None:
         "--budget-usd",
         "0.25",
     )
-    assert data["settings"]["mode"] == "apply" and data["settings"]["debounce_s"] == 2
-    assert data["settings"]["max_wait_s"] == 60 and data["settings"]["spend_budget_micro_usd"] == 250_000
+    assert data["settings"]["mode"] == "apply" and data["settings"]["debounceS"] == 2
+    assert data["settings"]["maxWaitS"] == 60 and data["settings"]["spendBudgetMicroUsd"] == 250_000
     assert run_json("consolidation", "propose", "account:local")["settings"]["mode"] == "propose"
     assert run_json("consolidation", "disable", "account:local")["settings"]["mode"] == "off"
     assert run_json("consolidation", "enable", "account:local")["settings"]["mode"] == "apply"
@@ -87,7 +87,7 @@ def test_bad_settings_are_refused_with_a_message(db_url: str) -> None:
     budget = run("consolidation", "set", "account:local", "--budget-usd", "lots")
     assert budget.exit_code == 2
     scope = run("consolidation", "set", "no-colon", "--mode", "apply")
-    assert scope.exit_code == 1 and "scope" in scope.stderr
+    assert scope.exit_code == 2 and "scope" in scope.stderr  # a usage error, as for every --scope
 
 
 def test_turn_then_run_due_then_runs(db_url: str) -> None:
@@ -104,7 +104,7 @@ def test_turn_then_run_due_then_runs(db_url: str) -> None:
     assert run_json("consolidation", "run-due") == []
     runs = run_json("runs", "--scope", "account:local")
     assert len(runs) == 1 and set(runs[0]) >= RUN_FIELDS
-    assert runs[0]["created_at"].endswith("Z") and runs[0]["ops_applied"] == 1
+    assert runs[0]["createdAt"].endswith("Z") and runs[0]["opsApplied"] == 1
     assert "prompt" not in runs[0] and "answer" not in runs[0]
     table = run("runs")
     assert table.exit_code == 0 and pending["id"] in table.stdout and "applied" in table.stdout

@@ -247,12 +247,14 @@ def test_k8s_pods_run_unprivileged_with_bounded_resources(manifests: dict[str, d
             assert refs == ["memledger-config", "memledger-secrets"], key
 
 
-def test_k8s_api_serves_without_worker_behind_healthz_probes(manifests: dict[str, dict[str, Any]]) -> None:
+def test_k8s_api_serves_without_worker_behind_health_probes(manifests: dict[str, dict[str, Any]]) -> None:
     container = _pod_spec(manifests["Deployment/memledger-api"])["containers"][0]  # type: ignore[index]
     assert container["args"][0] == "serve"
     assert "--no-worker" in container["args"]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"]["path"] == "/healthz"
+    # Readiness keeps the database check; liveness checks the process only, so a database
+    # outage takes pods out of the Service instead of restarting every one of them.
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert manifests["Service/memledger-api"]["spec"]["ports"][0]["targetPort"] == "http"
 
 
@@ -316,11 +318,63 @@ def test_systemd_service_is_hardened_and_stops_on_sigterm(path: Path) -> None:
     assert "TimeoutStopSec" in service
 
 
-def test_systemd_worker_is_a_template_with_a_port_per_instance() -> None:
-    service = _read_unit(DEPLOY / "systemd" / "memledger-worker@.service")["Service"]
+def _unit_environment(path: Path) -> dict[str, str]:
+    """Every ``Environment=`` assignment of a unit (configparser keeps only the last of repeated keys)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("Environment="):
+            for assignment in line.removeprefix("Environment=").split():
+                key, _, value = assignment.partition("=")
+                found[key] = value
+    return found
+
+
+@pytest.mark.parametrize("instance", ["1", "2", "9", "10", "99", "1000"])
+def test_systemd_worker_template_gives_every_instance_its_own_valid_port(
+    instance: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.config import load_config
+
+    path = DEPLOY / "systemd" / "memledger-worker@.service"
+    service = _read_unit(path)["Service"]
     assert service["ExecStart"].split()[1] == "worker"
-    assert "%i" in service["Environment"]
     assert int(service["TimeoutStopSec"]) == WORKER_STOP_TIMEOUT_S
+    # Given the environment systemd builds for memledger-worker@<instance> (%i expanded)
+    for key, value in _unit_environment(path).items():
+        monkeypatch.setenv(key, value.replace("%i", instance))
+    # Then the worker listens on base + instance, a valid port distinct for each instance
+    port = load_config().metrics_listen_port
+    assert port == 9190 + int(instance) and 1 <= port <= 65535
+
+
+def test_systemd_worker_instance_that_is_no_number_fails_with_a_clear_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    from worker.config import ConfigError, load_config
+
+    for key, value in _unit_environment(DEPLOY / "systemd" / "memledger-worker@.service").items():
+        monkeypatch.setenv(key, value.replace("%i", "blue"))
+    with pytest.raises(ConfigError, match="MEMLEDGER_METRICS_PORT_OFFSET='blue'"):
+        load_config()
+    monkeypatch.setenv("MEMLEDGER_METRICS_PORT_OFFSET", "64000")
+    with pytest.raises(ConfigError, match="past 65535"):
+        load_config()
+
+
+@pytest.mark.parametrize("path", UNIT_FILES, ids=lambda path: path.name)
+def test_systemd_documentation_points_at_a_file_the_install_copies(path: Path) -> None:
+    # The install steps (deploy/README.md) copy docs/<file> to the path each unit's Documentation= names.
+    readme = (DEPLOY / "README.md").read_text()
+    installed = dict(
+        (dest, src) for src, dest in re.findall(r"^install -D -m 0644 (docs/\S+) (/usr/share/doc/\S+)$", readme, re.M)
+    )
+    unit = _read_unit(path)
+    section = "Unit"
+    if "Documentation" not in unit[section]:
+        return
+    for uri in unit[section]["Documentation"].split():
+        assert uri.startswith("file:/") and not uri.startswith("file:///opt/"), uri
+        target = "/" + uri.removeprefix("file:").lstrip("/")
+        assert target in installed, f"{path.name}: {target} is not installed by deploy/README.md"
+        assert (ROOT / installed[target]).is_file()
 
 
 def test_systemd_timer_runs_the_sweep_hourly() -> None:

@@ -106,7 +106,9 @@ def test_api_node_and_worker_processes_on_redis(
             text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1).text
         except httpx.HTTPError:
             return False
-        return 'memledger_runs_settled_total{outcome="applied"} 1.0' in text
+        # the children's counters, summed, and the operator gauges the supervisor reads from the database
+        scope_runs = 'memledger_scope_month_runs{outcome="applied",scope="account:local"} 1.0'
+        return 'memledger_runs_settled_total{outcome="applied"} 1.0' in text and scope_runs in text
 
     wait_until(aggregated, timeout_s=10)
     assert api.terminate(timeout_s=20) == 0

@@ -38,7 +38,7 @@ def session(base: str, env: dict[str, str], fake: FakeModel) -> None:
         return [r for r in runs if r["state"] == "settled"]
 
     (run,) = wait_until(settled, timeout_s=60)
-    assert run["outcome"] == "applied" and (run["ops_applied"], run["ops_refused"]) == (3, 0), run
+    assert run["outcome"] == "applied" and (run["opsApplied"], run["opsRefused"]) == (3, 0), run
     assert fake.calls == 1
     records = {r["body"]: r for r in active(base)}
     assert set(records) == {TRIP, LYON}

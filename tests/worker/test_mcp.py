@@ -20,11 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import ClientSession
+from mcp.client._memory import InMemoryTransport
 
 from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
 from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, ok, refused, stdio_session
+from worker.mcp_server import build_server
 from worker.mcp_tools import PIN_ALWAYS, TOOLS, call_tool
 
 Scenario = Callable[[ClientSession], Awaitable[None]]
@@ -172,10 +174,13 @@ def test_every_tool_answers_from_the_bound_account(run_stdio: Callable[[Scenario
         assert {p["id"] for p in packet["records"]} == {metric.id, tea.id, region2.id}
         check_pins(packet["records"])
     assert got["packet_s"]["sessionId"] == "chat-1" and got["packet"]["sessionId"] is None
-    packet_audit = getattr(led, "packet_audit", None)
-    if packet_audit is not None:  # the packet audit (issue 11): what chat-1 was sent
-        audit = packet_audit("chat-1")
-        assert audit is not None and "I prefer metric units" in str(audit)
+    # the packet audit: what chat-1 was sent, frozen; the packet without a session wrote none
+    audit = led.packet_audit("chat-1")
+    assert audit is not None
+    assert {row["id"] for row in audit.selected} == {metric.id, tea.id, region2.id}
+    assert {row["body"] for row in audit.selected} >= {"I prefer metric units", "I prefer tea over coffee"}
+    assert {row["id"]: row["code"] for row in audit.excluded}.get(region.id) == "superseded"
+    assert [row["id"] for row in got["packet_s"]["excluded"]] == [row["id"] for row in audit.excluded]
 
 
 @BOTH_BACKENDS
@@ -473,3 +478,26 @@ def test_any_arguments_get_an_answer_never_a_crash(led: Ledger, name: str, argum
     else:
         assert result.structured_content is not None
     assert all(r.status == "active" for r in led.list(led.scope_key))  # nothing but proposals is ever written
+
+
+def test_with_injection_off_the_packet_is_empty_and_no_audit_is_written(led: Ledger) -> None:
+    led.save("I prefer metric units")
+    led.set_injection(led.scope_key, False)
+    result = ok(call_tool(led, "get_packet", {"session_id": "chat-off"}))
+    assert result["text"] == "" and result["records"] == [] and result["injection"] is False
+    assert led.packet_audit("chat-off") is None
+    assert "empty" in call_tool(led, "get_packet", {}).content[0].text  # type: ignore[union-attr]
+
+
+def test_a_failure_choosing_the_ledger_is_an_internal_error_tool_result(caplog: pytest.LogCaptureFixture) -> None:
+    def no_ledger(_ctx: Any) -> Ledger:
+        raise RuntimeError("token store unreachable at 10.0.0.7")
+
+    async def main() -> Any:
+        async with InMemoryTransport(build_server(no_ledger)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool("list_pins", {})
+
+    result = anyio.run(main)
+    data = refused(result, "internal_error")
+    assert "10.0.0.7" not in str(data) and "10.0.0.7" in caplog.text

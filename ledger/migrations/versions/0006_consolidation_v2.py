@@ -12,7 +12,7 @@ Plain ``add_column`` (no batch mode), so SQLite keeps the FTS triggers of
 ``memory_records``.
 
 Revision ID: 0006_consolidation_v2
-Revises: 0004_store
+Revises: 0005_tokens
 Create Date: 2026-12-01
 """
 

@@ -116,3 +116,21 @@ def test_explain_shows_each_failure(report: AuditReport) -> None:
         "no-findings",
     }
     assert {c.id for c in explain(report, "old.md").checks if not c.passed} == {"not-superseded"}
+
+
+def test_graph_link_to_an_invalid_entry_points_at_that_entry(tmp_path: Path) -> None:
+    files = {"a.md": entry(sup="b.md"), "b.md": entry(conf="5")}
+    report = audit_directory(write_dir(tmp_path / "g", files), scope=SCOPE, as_of=AS_OF)
+    nodes, edges = graph_nodes(report)
+    assert sorted((n.name, n.cls) for n in nodes) == [("a.md", "superseded"), ("b.md", "invalid")]
+    assert edges == [("a.md", "b.md", True)]
+    assert graph_dot(report).count("[label=") == 2
+
+
+def test_text_header_names_the_trust_context(tmp_path: Path) -> None:
+    directory = write_dir(tmp_path / "h", {"a.md": entry()})
+    plain = audit_text(audit_directory(directory, scope=None, as_of=AS_OF, directory_text="h"))
+    scoped = audit_text(audit_directory(directory, scope="global", as_of=AS_OF, directory_text="h"))
+    assert plain.startswith("Audit of h in no trust context (structural checks only) as of 2025-03-01\n")
+    assert scoped.startswith("Audit of h in trust context global as of 2025-03-01\n")
+    assert "Result: PASS" in plain and "Result: REVIEW REQUIRED" in scoped

@@ -1,0 +1,192 @@
+"""What an operator sees per scope: mode, budget use, the month's spend against its cap, runs, backlog.
+
+A handful of grouped reads (never one query per scope), so the operator page and a metrics
+scrape cost the same whether a deployment has ten scopes or ten thousand. Nothing here reads
+a body: the prompt and answer columns of runs are never selected.
+
+>>> overview = scope_overview(led, now=datetime.now(UTC), default_budget_micro_usd=5_000_000)
+>>> overview.scopes[0].month_spend_micro_usd
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
+from ledger import Ledger
+from ledger.db import query
+from ledger.instants import format_rfc3339, from_micros, to_micros
+
+OUTCOMES: tuple[str, ...] = ("applied", "proposed", "cancelled", "skipped_budget", "failed", "abandoned")
+
+
+def month_bounds(now: datetime) -> tuple[datetime, datetime]:
+    """The calendar month (UTC) holding ``now``: ``[start, end)``, the window of the spend budget."""
+    start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return start, end
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeOverview:
+    """One scope this month. Money in micro-USD; counts of runs settled this month by outcome."""
+
+    scope_key: str
+    mode: str
+    harness: str | None
+    model: str | None
+    max_records: int | None
+    active: int
+    proposed: int
+    spend_budget_micro_usd: int
+    month_spend_micro_usd: int
+    month_input_tokens: int
+    month_output_tokens: int
+    runs_by_outcome: dict[str, int] = field(default_factory=dict)
+    refusals: dict[str, int] = field(default_factory=dict)
+    pending: int = 0
+    running: int = 0
+    oldest_due_at: datetime | None = None
+
+    @property
+    def held(self) -> int:
+        return self.active + self.proposed
+
+    @property
+    def remaining_micro_usd(self) -> int:
+        """What this month's budget still allows (never negative)."""
+        return max(0, self.spend_budget_micro_usd - self.month_spend_micro_usd)
+
+    def to_json(self) -> dict[str, object]:
+        """camelCase, as the protocol and ``memledger status --json``."""
+        return {
+            "scopeKey": self.scope_key,
+            "mode": self.mode,
+            "harness": self.harness,
+            "model": self.model,
+            "maxRecords": self.max_records,
+            "active": self.active,
+            "proposed": self.proposed,
+            "held": self.held,
+            "spendBudgetMicroUsd": self.spend_budget_micro_usd,
+            "monthSpendMicroUsd": self.month_spend_micro_usd,
+            "remainingMicroUsd": self.remaining_micro_usd,
+            "monthInputTokens": self.month_input_tokens,
+            "monthOutputTokens": self.month_output_tokens,
+            "runsByOutcome": dict(self.runs_by_outcome),
+            "refusals": dict(self.refusals),
+            "pending": self.pending,
+            "running": self.running,
+            "oldestDueAt": format_rfc3339(self.oldest_due_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """Every scope (ordered by this month's spend, then name), and the month it covers."""
+
+    month_start: datetime
+    month_end: datetime
+    scopes: list[ScopeOverview]
+
+    @property
+    def pending(self) -> int:
+        return sum(s.pending for s in self.scopes)
+
+    @property
+    def running(self) -> int:
+        return sum(s.running for s in self.scopes)
+
+
+def scope_overview(
+    led: Ledger, *, now: datetime, default_budget_micro_usd: int = DEFAULT_SPEND_BUDGET_MICRO_USD
+) -> Overview:
+    """Every scope the database knows (ledger or consolidation), with this month's figures.
+
+    Month spend counts runs *started* in the month (as the budget check does); runs by outcome
+    and refusals count runs *settled* in the month; pending/running are the current backlog.
+    """
+    start, end = month_bounds(now)
+    a, b = to_micros(start), to_micros(end)
+    with led.engine.connect() as conn:
+        budgets = {s: int(m) for s, m in query(conn, "SELECT scope_key, max_records FROM scope_settings", {})}
+        usage: dict[str, Counter[str]] = {}
+        for scope, status, count in query(
+            conn,
+            "SELECT scope_key, status, COUNT(*) FROM memory_records "
+            "WHERE status IN ('active', 'proposed') GROUP BY scope_key, status",
+            {},
+        ):
+            usage.setdefault(scope, Counter())[status] = int(count)
+        modes = {
+            row[0]: row
+            for row in query(
+                conn, "SELECT scope_key, mode, harness, model, spend_budget_micro_usd FROM consolidation_settings", {}
+            )
+        }
+        spend = {
+            scope: (int(sp or 0), int(tin or 0), int(tout or 0))
+            for scope, sp, tin, tout in query(
+                conn,
+                "SELECT scope_key, SUM(spend_micro_usd), SUM(input_tokens), SUM(output_tokens) "
+                "FROM consolidation_runs WHERE started_at >= :a AND started_at < :b GROUP BY scope_key",
+                {"a": a, "b": b},
+            )
+        }
+        outcomes: dict[str, dict[str, int]] = {}
+        for scope, outcome, count in query(
+            conn,
+            "SELECT scope_key, outcome, COUNT(*) FROM consolidation_runs "
+            "WHERE settled_at >= :a AND settled_at < :b GROUP BY scope_key, outcome",
+            {"a": a, "b": b},
+        ):
+            outcomes.setdefault(scope, {})[str(outcome)] = int(count)
+        refusals: dict[str, Counter[str]] = {}
+        for scope, text in query(
+            conn,
+            "SELECT scope_key, refusals FROM consolidation_runs "
+            "WHERE settled_at >= :a AND settled_at < :b AND refusals <> '{}'",
+            {"a": a, "b": b},
+        ):
+            refusals.setdefault(scope, Counter()).update({str(k): int(v) for k, v in json.loads(text or "{}").items()})
+        backlog: dict[str, dict[str, tuple[int, int]]] = {}
+        for scope, state, count, oldest in query(
+            conn,
+            "SELECT scope_key, state, COUNT(*), MIN(due_at) FROM consolidation_runs "
+            "WHERE state IN ('pending', 'running') GROUP BY scope_key, state",
+            {},
+        ):
+            backlog.setdefault(scope, {})[str(state)] = (int(count), int(oldest))
+    keys = set(budgets) | set(usage) | set(modes) | set(spend) | set(outcomes) | set(backlog)
+    scopes = []
+    for key in keys:
+        mode_row = modes.get(key)
+        sp, tin, tout = spend.get(key, (0, 0, 0))
+        held = usage.get(key, Counter())
+        states = backlog.get(key, {})
+        pending = states.get("pending")
+        scopes.append(
+            ScopeOverview(
+                scope_key=key,
+                mode="off" if mode_row is None else str(mode_row[1]),
+                harness=None if mode_row is None else str(mode_row[2]),
+                model=None if mode_row is None else str(mode_row[3]),
+                max_records=budgets.get(key),
+                active=held.get("active", 0),
+                proposed=held.get("proposed", 0),
+                spend_budget_micro_usd=default_budget_micro_usd if mode_row is None else int(mode_row[4]),
+                month_spend_micro_usd=sp,
+                month_input_tokens=tin,
+                month_output_tokens=tout,
+                runs_by_outcome=outcomes.get(key, {}),
+                refusals=dict(refusals.get(key, {})),
+                pending=0 if pending is None else pending[0],
+                running=states.get("running", (0, 0))[0],
+                oldest_due_at=None if pending is None else from_micros(pending[1]),
+            )
+        )
+    scopes.sort(key=lambda s: (-s.month_spend_micro_usd, -(s.pending + s.running), s.scope_key))
+    return Overview(month_start=start, month_end=end, scopes=scopes)

@@ -1,0 +1,56 @@
+"""The sweep's last run is recorded in the database (ops_sweep), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from ledger import InvalidArgument, Ledger
+from tests.conftest import Clock
+
+SCOPE = "account:local"
+
+
+def test_no_sweep_recorded_until_one_finishes(led: Ledger) -> None:
+    assert led.last_sweep() is None
+
+
+def test_each_sweep_records_its_instant_count_and_running_totals(led: Ledger, clock: Clock) -> None:
+    # Given three records due at different instants
+    start = clock()
+    for n in range(3):
+        led.save(f"expires {n}", expires_at=start + timedelta(minutes=10 * (n + 1)))
+    # When the sweep runs at +25 min (two due) and again at +26 min (none due)
+    clock.advance(minutes=25)
+    assert led.sweep_expired(clock()) == 2
+    first = led.last_sweep()
+    assert first is not None
+    assert (first.last_expired, first.runs, first.expired_total) == (2, 1, 2)
+    assert first.last_now == clock() and first.last_started_at <= first.last_finished_at
+    clock.advance(minutes=1)
+    assert led.sweep_expired(clock()) == 0
+    # Then the row says when the last one ran and what it did, and totals keep growing
+    second = led.last_sweep()
+    assert second is not None
+    assert (second.last_expired, second.runs, second.expired_total) == (0, 2, 2)
+    assert second.last_finished_at >= first.last_finished_at and second.last_now == clock()
+
+
+def test_a_refused_sweep_records_nothing(led: Ledger) -> None:
+    with pytest.raises(InvalidArgument):
+        led.sweep_expired(led.now(), batch_size=0)
+    assert led.last_sweep() is None
+
+
+def test_the_migration_matches_the_table_class(led: Ledger) -> None:
+    from sqlalchemy import inspect
+
+    from ledger.models import SweepStatusRow
+
+    migrated = {c["name"]: c for c in inspect(led.engine).get_columns("ops_sweep")}
+    declared = SweepStatusRow.__table__.columns  # type: ignore[attr-defined]
+    assert set(migrated) == {c.name for c in declared}
+    for column in declared:
+        assert migrated[column.name]["nullable"] == column.nullable, column.name
+    assert next(c for c in declared if c.primary_key).name == "name"

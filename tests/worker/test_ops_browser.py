@@ -1,0 +1,109 @@
+"""The operator page in a real browser: Debian's chromium driven by Playwright, against a running serve.
+
+Given a seeded database (a chain with an edit, an expiring pin, a forgotten chain and one run),
+`memledger serve` is started on it and /ops is loaded in headless Chromium: the scopes table, the
+run row and the timeline bars are there, placed in time order, forgotten bars are grey and carry
+no text, and a screenshot is written to tests/artifacts/ (ignored by git) for a person to look at.
+
+Chromium is Debian's (`apt-get install chromium`, done by .ci/run when missing); Playwright only
+drives it (`executable_path`), it never downloads a browser of its own.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from consolidation import ConsolidationService
+from ledger import open_ledger
+from tests.conftest import require_services
+from tests.worker.conftest import Proc, free_port, wait_until
+from tests.worker.ops_seed import EDIT_BODY, FORGOTTEN_BODY, FORGOTTEN_EARLIER_BODY, SCOPE, seed_scope
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+
+
+@pytest.fixture
+def chromium_path() -> str:
+    if shutil.which(CHROMIUM) is None:
+        message = f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)"
+        if require_services():
+            pytest.fail(message)
+        pytest.skip(message)
+    return CHROMIUM
+
+
+def _box(page: Any, record_id: str) -> dict[str, float]:
+    box: dict[str, float] | None = page.locator(f'rect[data-id="{record_id}"]').bounding_box()
+    assert box is not None, record_id
+    return box
+
+
+def test_ops_page_in_chromium(
+    chromium_path: str, spawn: Callable[..., Proc], base_env: dict[str, str], tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    # Given a seeded database and a serve on it
+    led = open_ledger(base_env["MEMLEDGER_DATABASE_URL"])
+    try:
+        seeded = seed_scope(led, ConsolidationService(led))
+    finally:
+        led.close()
+    port = free_port()
+    spawn("serve", ["memledger", "serve", "--port", str(port)], {**base_env, "MEMLEDGER_SWEEP_INTERVAL_S": "0"})
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{base}/livez", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(healthy, timeout_s=30)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "ops.png"
+    shot.unlink(missing_ok=True)
+    # When /ops is loaded in headless Chromium
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            response = page.goto(f"{base}/ops")
+            assert response is not None and response.status == 200
+            # Then the scopes table and the run row are shown
+            scope_row = page.locator(f'tr.scope[data-scope="{SCOPE}"]')
+            assert scope_row.locator("td.mode").inner_text() == "apply"
+            run_row = page.locator(f'tr.run[data-run="{seeded.run_id}"]')
+            assert run_row.locator("td.outcome").inner_text() == "applied"
+            assert page.locator("#sweep-last").is_visible()
+            # And the bars are present and placed in time order
+            original, edit = _box(page, seeded.original), _box(page, seeded.edit)
+            expiring = _box(page, seeded.expiring)
+            first, forgotten = _box(page, seeded.forgotten_first), _box(page, seeded.forgotten)
+            assert original["x"] < expiring["x"] < first["x"] < forgotten["x"] < edit["x"]
+            assert abs(original["x"] + original["width"] - edit["x"]) < 1.5  # the edit closes the original
+            assert original["y"] == edit["y"]  # one chain, one line
+            assert abs(first["x"] + first["width"] - forgotten["x"]) < 1.5 and first["y"] == forgotten["y"]
+            now_line = page.locator("line.now").bounding_box()
+            assert now_line is not None
+            assert expiring["x"] + expiring["width"] < now_line["x"]  # expired before now
+            assert edit["x"] + edit["width"] == pytest.approx(now_line["x"], abs=1.5)  # the edit still applies
+            assert page.locator(f'path.link[data-from="{seeded.original}"][data-to="{seeded.edit}"]').count() == 1
+            # Forgotten records: grey bars, no text anywhere on the page
+            for record_id in (seeded.forgotten_first, seeded.forgotten):
+                bar = page.locator(f'rect[data-id="{record_id}"]')
+                assert bar.get_attribute("fill") == "#bdbdbd" and bar.locator("title").count() == 0
+            text = page.content()
+            assert EDIT_BODY in page.locator("svg.timeline").inner_html()
+            assert FORGOTTEN_BODY not in text and FORGOTTEN_EARLIER_BODY not in text
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,150 @@
+"""The protocol reference is generated, complete and true: it is not stale, every served method is in it,
+every example answers the documented fields, and every curl in it and in the README works against serve."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ledger import open_ledger
+from ledger.protocol import METHODS, handle
+from tests.worker.conftest import Proc, free_port, wait_until
+from worker.cli_worker import rpc_extra_methods
+from worker.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "docs" / "protocol.md"
+README = ROOT / "README.md"
+MARK = "@@memledger-example@@"
+
+
+def test_the_committed_reference_is_not_stale() -> None:
+    assert REFERENCE.read_text(encoding="utf-8") == render(), "run: python -m worker.protocol_doc"
+    assert main(["--check"]) == 0
+
+
+def test_check_reports_a_stale_file(tmp_path: Path) -> None:
+    stale = tmp_path / "protocol.md"
+    stale.write_text(render().replace("memory/build_packet", "memory/old_name"), encoding="utf-8")
+    assert main(["--check", "--output", str(stale)]) == 1
+    assert main(["--output", str(stale)]) == 0 and main(["--check", "--output", str(stale)]) == 0
+
+
+def test_every_served_method_is_documented_and_nothing_else() -> None:
+    served = served_methods()
+    assert set(METHODS) <= set(served)
+    check_coverage(served)
+    with pytest.raises(LookupError, match="memory/brand_new_method: served but not documented"):
+        check_coverage([*served, "memory/brand_new_method"])
+    with pytest.raises(LookupError, match="documented but not served"):
+        check_coverage([name for name in served if name != "memory/build_packet"])
+
+
+def _fill(params: Any, variables: dict[str, str]) -> Any:
+    if isinstance(params, dict):
+        return {key: _fill(value, variables) for key, value in params.items()}
+    if isinstance(params, str) and params.startswith("$"):
+        return variables[params[1:]]
+    return params
+
+
+def test_every_example_answers_exactly_the_documented_result_fields(tmp_path: Path) -> None:
+    # Given a scratch ledger with a record and two waiting proposals, as the reference's set-up makes
+    led = open_ledger(f"sqlite:///{tmp_path / 'doc.db'}")
+    try:
+        record = led.save("my deploy region is eu-west-1")
+        proposals = [led.propose(f"you like option {n}") for n in (1, 2)]
+        variables = {"ID": record.id, "PROPOSAL_ID": proposals[0].id, "OTHER_PROPOSAL_ID": proposals[1].id}
+        extra = rpc_extra_methods(led)
+        record_fields = {f.name for f in RECORD_FIELDS}
+        # When each example runs in the reference's order
+        for name, doc in DOCS.items():
+            request = json.loads(request_json(name, doc))
+            request["params"] = _fill(request.get("params", {}), variables)
+            response = handle(led, request, extra_methods=extra)
+            assert response is not None and "result" in response, (name, response)
+            result = response["result"]
+            # Then the result has every documented field and no other
+            if doc.result == "record":
+                assert set(result) == record_fields, name
+                continue
+            documented = {f.name for f in RESULTS[doc.result]}
+            required = {f.name for f in RESULTS[doc.result] if not f.optional}
+            assert required <= set(result) <= documented, (name, sorted(result))
+            for key in ("records", "omitted"):
+                for item in result.get(key, []):
+                    assert set(item) == record_fields, name
+    finally:
+        led.close()
+
+
+def _shell_blocks(path: Path) -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", path.read_text(encoding="utf-8"), re.M | re.S)
+
+
+def _run_blocks(blocks: list[str], port: int, tmp_path: Path) -> list[str]:
+    """Run the blocks in order in one bash (variables carry over); the output of each, in order."""
+    script = ["set -euo pipefail"]
+    for block in blocks:
+        script += [f"echo '{MARK}'", block.replace("127.0.0.1:8080", f"127.0.0.1:{port}"), "echo"]
+    path = tmp_path / "examples.sh"
+    path.write_text("\n".join(script) + "\n")
+    done = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return [chunk.strip() for chunk in done.stdout.split(MARK)[1:]]
+
+
+@pytest.fixture
+def serve_with_proposals(spawn: Callable[..., Proc], base_env: dict[str, str]) -> int:
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    led = open_ledger(base_env["MEMLEDGER_DATABASE_URL"])
+    try:  # a model's proposals waiting for the user (consolidation in propose mode makes these)
+        for n in (1, 2):
+            led.propose(f"you prefer option {n}")
+    finally:
+        led.close()
+    port = free_port()
+    spawn("serve", ["memledger", "serve", "--port", str(port)], {**base_env, "MEMLEDGER_SWEEP_INTERVAL_S": "0"})
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, timeout_s=30)
+    return port
+
+
+@pytest.mark.parametrize("document", [REFERENCE, README], ids=["protocol.md", "README.md"])
+def test_every_curl_example_works_against_a_running_serve(
+    document: Path, serve_with_proposals: int, tmp_path: Path
+) -> None:
+    # Blocks that start a server of their own (the token-protected serve walk-through) are set-up
+    # for another layout, not examples against the default serve.
+    blocks = [
+        block
+        for block in _shell_blocks(document)
+        if "curl " in block and "/rpc" in block and "memledger serve" not in block and "make " not in block
+    ]
+    assert blocks, f"no curl examples in {document.name}"
+    outputs = _run_blocks(blocks, serve_with_proposals, tmp_path)
+    answered = 0
+    for block, output in zip(blocks, outputs, strict=True):
+        if not output:
+            assert "=$(" in block, f"a curl example printed nothing:\n{block}"
+            continue
+        for line in output.splitlines():
+            response = json.loads(line)
+            assert response.get("jsonrpc") == "2.0" and "result" in response, (block, response)
+            answered += 1
+    assert answered >= (len(DOCS) if document == REFERENCE else 4)
