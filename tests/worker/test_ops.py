@@ -57,6 +57,9 @@ def value(text: str, name: str, **labels: str) -> float | None:
     return samples(text).get((name, tuple(sorted(labels.items()))))
 
 
+_value = value
+
+
 def rpc(client: TestClient, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     request: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
     if params is not None:
@@ -148,6 +151,12 @@ def test_scope_labels_are_bounded(make_runtime: Callable[..., Runtime]) -> None:
 
 
 def test_rpc_metrics_count_time_and_give_error_reasons(local: TestClient) -> None:
+    # The series are process-wide: count from what earlier tests of this process left in them.
+    before = local.get("/metrics").text
+
+    def value(text: str, name: str, **labels: str) -> float:
+        return (_value(text, name, **labels) or 0.0) - (_value(before, name, **labels) or 0.0)
+
     assert "result" in rpc(local, "memory/save_memory_record", {"body": "I prefer tea"})
     assert rpc(local, "memory/get_memory_record", {"id": "mem_nope"})["error"]["data"]["reason"] == "not_found"
     assert rpc(local, "memory/made_up_method_x")["error"]["data"]["reason"] == "method_not_found"
