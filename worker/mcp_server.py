@@ -37,7 +37,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ledger import Ledger
-from worker.mcp_tools import NONCHARACTER, TOOLS, call_tool
+from worker.mcp_tools import NONCHARACTER, TOOLS, ToolFailure, call_tool, error_result
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,12 @@ def build_server(ledger_for: LedgerFor) -> Server[Any]:
 
     async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
         def run() -> CallToolResult:
-            return call_tool(ledger_for(ctx), params.name, params.arguments)
+            try:
+                led = ledger_for(ctx)
+            except Exception:
+                log.exception("internal error choosing the ledger for MCP tool %s", params.name[:80])
+                return error_result(ToolFailure("internal_error", "internal error: the server logged it; try again"))
+            return call_tool(led, params.name, params.arguments)
 
         return await anyio.to_thread.run_sync(run)
 

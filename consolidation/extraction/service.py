@@ -31,7 +31,8 @@ from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResu
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
 from consolidation.harnesses.base import HarnessError
 from consolidation.harnesses.extract_base import Extractor, get_extractor
-from consolidation.models import ConsolidationRun, Outcome
+from consolidation.models import ConsolidationRun, Outcome, run_from_row
+from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger.audit import check_session_id
 from ledger.db import execute, query
 from ledger.errors import BudgetExceeded, InvalidArgument
@@ -58,6 +59,14 @@ _PENDING = (
 _DIGESTS_WITH_TEXT = "SELECT scope_key, session_id, messages FROM extraction_digests WHERE messages IS NOT NULL"
 
 JOB = "extract"
+_RUN_COLUMNS = tuple(c.name for c in RUNS.columns)
+_RUN_BY_ID = f"SELECT {', '.join(_RUN_COLUMNS)} FROM consolidation_runs WHERE id = :id"
+# The scope's spend this month, across both jobs, and its one monthly budget (consolidation's setting).
+_SPEND = (
+    "SELECT (SELECT COALESCE(SUM(spend_micro_usd), 0) FROM consolidation_runs "
+    "WHERE scope_key = :s AND started_at >= :a AND started_at < :b), "
+    "(SELECT spend_budget_micro_usd FROM consolidation_settings WHERE scope_key = :s)"
+)
 
 # The turn path runs on every chat turn: its statements go through ledger.db's direct path.
 _DIGEST_READ = "SELECT messages, next_seq, digest_id FROM extraction_digests WHERE scope_key = :s AND session_id = :sid"
@@ -180,9 +189,7 @@ class ExtractionJobs:
                 "session_id) VALUES (:id, :s, 'pending', 1, :n, :d, '{}', 'extract', :sid)",
                 {"id": run_id, "s": settings.scope_key, "n": now_us, "d": now_us + debounce_us, "sid": session_id},
             )
-        fresh = R.get(tx, run_id)
-        assert fresh is not None
-        return fresh
+        return _run(tx.conn, run_id)  # the direct path: this runs on every chat turn
 
     # ------------------------------------------------------------------ execution
     def execute(self, run: ConsolidationRun, now: datetime | None) -> ConsolidationRun | None:
@@ -196,7 +203,7 @@ class ExtractionJobs:
         if claimed is None:
             return None
         self.svc._fault("after_claim")
-        settings, spent, budget, digest, pinned = claimed
+        settings, spent, budget, digest, pinned, quoted = claimed
         if spent >= budget:
             error = f"monthly spend {spent} micro-USD reached the budget of {budget}"
             return _mine(self.svc._settle(scope, run.id, Outcome.SKIPPED_BUDGET, now, error=error))
@@ -221,13 +228,13 @@ class ExtractionJobs:
             error = f"harness error: {type(exc).__name__}"
             return _mine(self.svc._settle(scope, run.id, Outcome.FAILED, now, error=error))
         # The prompt holds the pinned bodies and the digest, which may quote others: all are registered.
-        self.svc._store(scope, run.id, result, [rid for rid, _ in pinned], now)
+        self.svc._store(scope, run.id, result, [*(rid for rid, _ in pinned), *quoted], now)
         self.svc._fault("after_answer_stored")
         return _mine(self.apply_stored(run.id, scope, now))
 
     def _claim(
         self, tx: Transaction, run: ConsolidationRun
-    ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]]] | None:
+    ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]], list[str]] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(tx, run.scope_key)
         done = execute(
@@ -250,13 +257,16 @@ class ExtractionJobs:
         stored = found[0][0] if found else None
         execute(tx.conn, "DELETE FROM extraction_digests WHERE scope_key = :s AND session_id = :sid", key)
         start, end = _month_bounds(tx.now_us)
-        spent = R.month_spend(tx, run.scope_key, start, end)
-        budget = self.svc._settings_in(tx, run.scope_key).spend_budget_micro_usd
+        ((spent, budget),) = query(tx.conn, _SPEND, {"s": run.scope_key, "a": start, "b": end})
+        spent = int(spent or 0)
+        budget = DEFAULT_SPEND_BUDGET_MICRO_USD if budget is None else int(budget)
         tx.prepare()
         pinned = [
             (r[0], r[1]) for r in query(tx.conn, _PINNED, {"s": run.scope_key, "n": tx.now_us, "lim": MAX_PINNED})
         ]
-        return settings, spent, budget, D.loads(stored) if stored else [], pinned
+        digest = D.loads(stored) if stored else []
+        quoted = _quoted(query(tx.conn, _BODIES, {"s": run.scope_key}), digest) if digest else []
+        return settings, spent, budget, digest, pinned, quoted
 
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         """Gate the stored answer, store what passes as proposals, settle — one transaction."""
@@ -268,11 +278,12 @@ class ExtractionJobs:
             log.exception("applying the stored extraction answer of run %s failed", run_id)
             return self.svc._settle(scope_key, run_id, Outcome.FAILED, now, error=f"apply error: {type(exc).__name__}")
         self.svc._fault("after_apply")
-        return self.svc.get_run(run_id), won
+        with self.led.reading() as db:
+            return _run(db.conn, run_id), won
 
     def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
-        run = R.get(tx, run_id)
-        if run is None or run.state != "running":
+        run = _run(tx.conn, run_id)
+        if run.state != "running":
             return False
         if run.answer is None and run.answer_raw is None:
             error = "the stored answer was erased: a record it was built from was forgotten"
@@ -378,19 +389,26 @@ def _mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
     return run if won else None
 
 
+def _run(conn: Connection, run_id: str) -> ConsolidationRun:
+    """The run as stored, read on ledger.db's direct path (the run exists: its caller holds its id)."""
+    ((*values,),) = query(conn, _RUN_BY_ID, {"id": run_id})
+    return run_from_row(dict(zip(_RUN_COLUMNS, values, strict=True)))
+
+
 def _digest_id() -> str:
     return "dig_" + secrets.token_hex(12)
 
 
 def _quoted(records: Sequence[Sequence[Any]], messages: Sequence[D.DigestMessage]) -> list[str]:
     """Ids of the ``(id, body)`` records whose body (case- and whitespace-insensitively) a message quotes."""
-    texts = [" ".join(m.text.casefold().split()) for m in messages]
-    if not texts:
+    if not messages:
         return []
+    # One haystack, messages apart: one substring search (in C) per record, whatever the digest's length.
+    haystack = "\n".join(" ".join(m.text.casefold().split()) for m in messages)
     found = []
     for record_id, body in records:
         needle = " ".join(str(body).casefold().split())
-        if needle and any(needle in t for t in texts):
+        if needle and needle in haystack:
             found.append(record_id)
     return found
 

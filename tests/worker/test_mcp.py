@@ -20,11 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import ClientSession
+from mcp.client._memory import InMemoryTransport
 
 from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
 from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, ok, refused, stdio_session
+from worker.mcp_server import build_server
 from worker.mcp_tools import PIN_ALWAYS, TOOLS, call_tool
 
 Scenario = Callable[[ClientSession], Awaitable[None]]
@@ -485,3 +487,17 @@ def test_with_injection_off_the_packet_is_empty_and_no_audit_is_written(led: Led
     assert result["text"] == "" and result["records"] == [] and result["injection"] is False
     assert led.packet_audit("chat-off") is None
     assert "empty" in call_tool(led, "get_packet", {}).content[0].text  # type: ignore[union-attr]
+
+
+def test_a_failure_choosing_the_ledger_is_an_internal_error_tool_result(caplog: pytest.LogCaptureFixture) -> None:
+    def no_ledger(_ctx: Any) -> Ledger:
+        raise RuntimeError("token store unreachable at 10.0.0.7")
+
+    async def main() -> Any:
+        async with InMemoryTransport(build_server(no_ledger)) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool("list_pins", {})
+
+    result = anyio.run(main)
+    data = refused(result, "internal_error")
+    assert "10.0.0.7" not in str(data) and "10.0.0.7" in caplog.text
