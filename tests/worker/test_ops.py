@@ -57,9 +57,6 @@ def value(text: str, name: str, **labels: str) -> float | None:
     return samples(text).get((name, tuple(sorted(labels.items()))))
 
 
-_value = value
-
-
 def rpc(client: TestClient, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     request: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
     if params is not None:
@@ -151,26 +148,30 @@ def test_scope_labels_are_bounded(make_runtime: Callable[..., Runtime]) -> None:
 
 
 def test_rpc_metrics_count_time_and_give_error_reasons(local: TestClient) -> None:
-    # The series are process-wide: count from what earlier tests of this process left in them.
-    before = local.get("/metrics").text
+    # The series are process-wide (other tests of this process count too): compare before and after.
+    save, get = "memory/save_memory_record", "memory/get_memory_record"
+    wanted = [
+        ("memledger_rpc_requests_total", {"method": save, "outcome": "ok"}),
+        ("memledger_rpc_request_duration_seconds_count", {"method": save}),
+        ("memledger_rpc_errors_total", {"method": get, "reason": "not_found"}),
+        ("memledger_rpc_errors_total", {"method": "unknown", "reason": "method_not_found"}),
+        ("memledger_rpc_errors_total", {"method": "unparsed", "reason": "parse_error"}),
+    ]
 
-    def value(text: str, name: str, **labels: str) -> float:
-        return (_value(text, name, **labels) or 0.0) - (_value(before, name, **labels) or 0.0)
+    def counts() -> list[float]:
+        text = local.get("/metrics").text
+        return [value(text, name, **labels) or 0.0 for name, labels in wanted]
 
-    assert "result" in rpc(local, "memory/save_memory_record", {"body": "I prefer tea"})
-    assert rpc(local, "memory/get_memory_record", {"id": "mem_nope"})["error"]["data"]["reason"] == "not_found"
+    before = counts()
+    assert "result" in rpc(local, save, {"body": "I prefer tea"})
+    assert rpc(local, get, {"id": "mem_nope"})["error"]["data"]["reason"] == "not_found"
     assert rpc(local, "memory/made_up_method_x")["error"]["data"]["reason"] == "method_not_found"
     local.post("/rpc", content=b"{not json", headers={"content-type": "application/json"})
+    after = counts()
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1, 1, 1]
     text = local.get("/metrics").text
-    save = "memory/save_memory_record"
-    assert value(text, "memledger_rpc_requests_total", method=save, outcome="ok") == 1
-    assert value(text, "memledger_rpc_request_duration_seconds_count", method=save) == 1
-    get = "memory/get_memory_record"
-    assert value(text, "memledger_rpc_errors_total", method=get, reason="not_found") == 1
     # A made-up method name never becomes a label of its own
-    assert value(text, "memledger_rpc_errors_total", method="unknown", reason="method_not_found") == 1
     assert "made_up_method_x" not in text
-    assert value(text, "memledger_rpc_errors_total", method="unparsed", reason="parse_error") == 1
     # A notification to a name the server does not serve is not answered, and not labelled either
     local.post("/rpc", json={"jsonrpc": "2.0", "method": "memory/made_up_notification"})
     assert "made_up_notification" not in local.get("/metrics").text
