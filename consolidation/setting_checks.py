@@ -25,6 +25,13 @@ def seconds(name: str, value: object, *, low: float, high: float) -> float:
     return float(value)
 
 
+def integer(name: str, value: object, *, low: int, high: int) -> int:
+    """``value`` as an integer from ``low`` to ``high``. Raises InvalidSettings (not an integer, out of range)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidSettings(f"{name} must be an integer from {low} to {high}")
+    return value
+
+
 def check_priced_and_timed(values: dict[str, Any], prices: PriceTable, *, pays: bool) -> None:
     """Refuse a model with no price (when the harness ``pays``), and a ``max_wait_s`` shorter than ``debounce_s``.
 

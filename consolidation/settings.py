@@ -15,7 +15,7 @@ from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from consolidation.setting_checks import check_priced_and_timed, default_model, seconds
+from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
 
@@ -58,12 +58,6 @@ def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> Cons
     )
 
 
-def _integer(name: str, value: object, *, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidSettings(f"{name} must be an integer from {low} to {high}")
-    return value
-
-
 def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
     if name == "mode":
         try:
@@ -82,15 +76,15 @@ def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
     if name == "wall_clock_cap_s":
         return seconds(name, value, low=0.1, high=900)
     if name == "max_output_tokens":
-        return _integer(name, value, low=16, high=64_000)
+        return integer(name, value, low=16, high=64_000)
     if name == "spend_budget_micro_usd":
-        return _integer(name, value, low=0, high=10**12)
+        return integer(name, value, low=0, high=10**12)
     if name == "allow_removal":
         if not isinstance(value, bool):
             raise InvalidSettings("allow_removal must be true or false")
         return value
     if name == "max_prompt_chars":
-        return _integer(name, value, low=MIN_MAX_PROMPT_CHARS, high=MAX_MAX_PROMPT_CHARS)
+        return integer(name, value, low=MIN_MAX_PROMPT_CHARS, high=MAX_MAX_PROMPT_CHARS)
     if name == "harness":
         if value not in HARNESS_NAMES:
             raise InvalidSettings(f"harness must be one of {', '.join(HARNESS_NAMES)}; got {value!r}")

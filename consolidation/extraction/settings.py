@@ -20,7 +20,7 @@ from consolidation.errors import InvalidSettings
 from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from consolidation.setting_checks import check_priced_and_timed, default_model, seconds
+from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
 from ledger.db import query
 from ledger.models import EXTRACTION_SETTINGS as TABLE
 from ledger.tx import Reader
@@ -90,9 +90,7 @@ def _validate(name: str, value: Any) -> Any:
     if name == "wall_clock_cap_s":
         return seconds(name, value, low=0.1, high=900)
     if name == "max_output_tokens":
-        if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= 64_000:
-            raise InvalidSettings("max_output_tokens must be an integer from 16 to 64000")
-        return value
+        return integer(name, value, low=16, high=64_000)
     raise InvalidSettings(f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}")
 
 
