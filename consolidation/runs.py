@@ -47,17 +47,37 @@ def select_runs(
     return [run_from_row(row) for row in rows]
 
 
+def _pending(db: Executor, scope_key: str) -> ConsolidationRun | None:
+    """The scope's pending consolidation run, if any (there is at most one)."""
+    found = select_runs(
+        db, and_(C.scope_key == scope_key, C.state == "pending", C.job == "consolidate"), order=(C.id,), limit=1
+    )
+    return found[0] if found else None
+
+
+def _insert_pending(db: Executor, scope_key: str, *, turns: int, now_us: int, due_us: int) -> str:
+    """Insert a pending consolidation run and return its id."""
+    run_id = new_run_id()
+    db.execute(
+        insert(RUNS).values(
+            id=run_id,
+            scope_key=scope_key,
+            state="pending",
+            turns=turns,
+            created_at=now_us,
+            due_at=due_us,
+            refusals="{}",
+            job="consolidate",
+        )
+    )
+    return run_id
+
+
 def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
     """Create the scope's pending run, or push it to ``now + debounce_s`` (capped by ``max_wait_s``)."""
     debounce_us = round(settings.debounce_s * 1_000_000)
-    pending = select_runs(
-        db,
-        and_(C.scope_key == settings.scope_key, C.state == "pending", C.job == "consolidate"),
-        order=(C.id,),
-        limit=1,
-    )
-    if pending:
-        run = pending[0]
+    run = _pending(db, settings.scope_key)
+    if run is not None:
         due = now_us + debounce_us
         if settings.max_wait_s is not None:
             due = min(due, to_micros(run.created_at) + round(settings.max_wait_s * 1_000_000))
@@ -65,18 +85,7 @@ def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> Cons
         db.execute(update(RUNS).where(C.id == run.id, C.state == "pending").values(turns=C.turns + 1, due_at=due))
         run_id = run.id
     else:
-        run_id = new_run_id()
-        db.execute(
-            insert(RUNS).values(
-                id=run_id,
-                scope_key=settings.scope_key,
-                state="pending",
-                turns=1,
-                created_at=now_us,
-                due_at=now_us + debounce_us,
-                refusals="{}",
-            )
-        )
+        run_id = _insert_pending(db, settings.scope_key, turns=1, now_us=now_us, due_us=now_us + debounce_us)
     fresh = get(db, run_id)
     assert fresh is not None
     return fresh
@@ -213,27 +222,11 @@ def ensure_pending(db: Executor, settings: ConsolidationSettings, now_us: int) -
 
     Used when a full scope needs room: it schedules a run without pushing back one already due.
     """
-    pending = select_runs(
-        db,
-        and_(C.scope_key == settings.scope_key, C.state == "pending", C.job == "consolidate"),
-        order=(C.id,),
-        limit=1,
-    )
-    if pending:
-        return pending[0]
-    run_id = new_run_id()
-    db.execute(
-        insert(RUNS).values(
-            id=run_id,
-            scope_key=settings.scope_key,
-            state="pending",
-            turns=0,
-            created_at=now_us,
-            due_at=now_us + round(settings.debounce_s * 1_000_000),
-            refusals="{}",
-            job="consolidate",
-        )
-    )
+    pending = _pending(db, settings.scope_key)
+    if pending is not None:
+        return pending
+    due_us = now_us + round(settings.debounce_s * 1_000_000)
+    run_id = _insert_pending(db, settings.scope_key, turns=0, now_us=now_us, due_us=due_us)
     fresh = get(db, run_id)
     assert fresh is not None
     return fresh

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,8 +12,10 @@ from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS, MAX_MAX_PROMPT_CH
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses import HARNESS_NAMES
 from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
-from consolidation.pricing import PriceTable, UnknownModelPrice
+from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
+from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
+from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
 
@@ -23,7 +24,6 @@ DEFAULT_MAX_WAIT_S = 600.0
 DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_SPEND_BUDGET_MICRO_USD = 5_000_000  # 5 USD per scope per calendar month
-OFFLINE_MODEL = "offline"
 FIELDS = (
     "mode",
     "allowed_ops",
@@ -49,27 +49,13 @@ def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> Cons
         debounce_s=DEFAULT_DEBOUNCE_S,
         max_wait_s=DEFAULT_MAX_WAIT_S,
         harness=harness,
-        model=prices.cheapest() if harness == "anthropic" else OFFLINE_MODEL,
+        model=default_model(harness, prices),
         wall_clock_cap_s=DEFAULT_CAP_S,
         max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
         spend_budget_micro_usd=DEFAULT_SPEND_BUDGET_MICRO_USD,
         allow_removal=False,
         max_prompt_chars=DEFAULT_MAX_PROMPT_CHARS,
     )
-
-
-def _number(name: str, value: object, *, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidSettings(f"{name} must be a number of seconds from {low:g} to {high:g}")
-    if not low <= float(value) <= high:
-        raise InvalidSettings(f"{name} must be from {low:g} to {high:g} seconds, got {value}")
-    return float(value)
-
-
-def _integer(name: str, value: object, *, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidSettings(f"{name} must be an integer from {low} to {high}")
-    return value
 
 
 def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
@@ -84,21 +70,21 @@ def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
             raise InvalidSettings(f"allowed_ops must be a non-empty list drawn from {', '.join(ALL_OPS)}")
         return sorted(set(ops), key=ALL_OPS.index)
     if name == "debounce_s":
-        return _number(name, value, low=0, high=86_400)
+        return seconds(name, value, low=0, high=86_400)
     if name == "max_wait_s":
-        return None if value is None else _number(name, value, low=0, high=7 * 86_400)
+        return None if value is None else seconds(name, value, low=0, high=7 * 86_400)
     if name == "wall_clock_cap_s":
-        return _number(name, value, low=0.1, high=900)
+        return seconds(name, value, low=0.1, high=900)
     if name == "max_output_tokens":
-        return _integer(name, value, low=16, high=64_000)
+        return integer(name, value, low=16, high=64_000)
     if name == "spend_budget_micro_usd":
-        return _integer(name, value, low=0, high=10**12)
+        return integer(name, value, low=0, high=10**12)
     if name == "allow_removal":
         if not isinstance(value, bool):
             raise InvalidSettings("allow_removal must be true or false")
         return value
     if name == "max_prompt_chars":
-        return _integer(name, value, low=MIN_MAX_PROMPT_CHARS, high=MAX_MAX_PROMPT_CHARS)
+        return integer(name, value, low=MIN_MAX_PROMPT_CHARS, high=MAX_MAX_PROMPT_CHARS)
     if name == "harness":
         if value not in HARNESS_NAMES:
             raise InvalidSettings(f"harness must be one of {', '.join(HARNESS_NAMES)}; got {value!r}")
@@ -116,20 +102,15 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
     for name, value in changes.items():
         values[name] = _validate_field(name, value, prices)
     if "harness" in changes and "model" not in changes:
-        values["model"] = prices.cheapest() if values["harness"] == "anthropic" else OFFLINE_MODEL
+        values["model"] = default_model(values["harness"], prices)
     if values["harness"] == "offline" and values["model"] != OFFLINE_MODEL:
         # The offline harness calls no model: a model given with it would be recorded on runs that never used it.
         raise InvalidSettings(
             f"the offline harness calls no model, so it takes none (got {str(values['model'])[:80]!r}); "
             "omit --model, or choose --harness anthropic with a priced model"
         )
-    if values["harness"] != "offline":  # every harness that pays needs a price for its model
-        try:
-            prices.price_for(values["model"])
-        except UnknownModelPrice as exc:
-            raise InvalidSettings(str(exc)) from None
-    if values["max_wait_s"] is not None and values["max_wait_s"] < values["debounce_s"]:
-        raise InvalidSettings("max_wait_s must be at least debounce_s (or unset)")
+    # every harness that pays needs a price for its model
+    check_priced_and_timed(values, prices, pays=values["harness"] != "offline")
     values["mode"] = Mode(values["mode"])
     return ConsolidationSettings(**values)
 

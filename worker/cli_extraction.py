@@ -8,13 +8,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from worker.cli_conventions import ScopeOption, pick_scope
 from worker.cli_ledger import DbUrl
-from worker.cli_worker import Json, ScopeArg, bound_scope, cli_runtime, runs_table
+from worker.cli_worker import Json, ScopeArg, bound_scope, cli_runtime, given_options, runs_table, settings_table
 from worker.output import emit_json, print_message, print_table
 
 extraction_app = typer.Typer(
@@ -29,12 +27,8 @@ def _show(settings: ExtractionSettings, *, as_json: bool, recent: list[Any] | No
             data["runs"] = [run.to_json() for run in recent]
         emit_json(data)
         return
-    table = Table(title=f"Extraction for {settings.scope_key}", show_header=False)
-    table.add_column("Setting", style="bold")
-    table.add_column("Value")
-    for key, value in settings.to_json().items():
-        table.add_row(key, Text(str(value)))
-    print_table(table)
+    rows = [(key, str(value)) for key, value in settings.to_json().items()]
+    print_table(settings_table(f"Extraction for {settings.scope_key}", rows))
     if recent:
         print_table(runs_table(recent, title="Recent extraction runs"))
     elif recent is not None:
@@ -59,19 +53,15 @@ def extraction_set(
     database_url: DbUrl = None,
 ) -> None:
     """Change the scope's extraction settings (mode off also cancels its pending extraction runs and digests)."""
-    changes: dict[str, Any] = {
-        key: value
-        for key, value in (
-            ("mode", mode),
-            ("harness", harness),
-            ("model", model),
-            ("debounce_s", debounce_s),
-            ("max_wait_s", max_wait_s),
-            ("wall_clock_cap_s", cap_s),
-            ("max_output_tokens", max_output_tokens),
-        )
-        if value is not None
-    }
+    changes = given_options(
+        ("mode", mode),
+        ("harness", harness),
+        ("model", model),
+        ("debounce_s", debounce_s),
+        ("max_wait_s", max_wait_s),
+        ("wall_clock_cap_s", cap_s),
+        ("max_output_tokens", max_output_tokens),
+    )
     with cli_runtime(database_url=database_url) as runtime:
         key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
         settings = runtime.service.update_extraction_settings(key, **changes)

@@ -9,7 +9,7 @@ Exit status: 0 done; 1 refused or failed (a red message on stderr); 2 usage or c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
@@ -251,6 +251,21 @@ def _budget_micro(budget_usd: str) -> int:
     return int(micro)
 
 
+def given_options(*options: tuple[str, Any]) -> dict[str, Any]:
+    """The ``(name, value)`` options the operator gave (not ``None``), as keyword arguments of a settings update."""
+    return {key: value for key, value in options if value is not None}
+
+
+def settings_table(title: str, rows: Iterable[tuple[str, str]]) -> Table:
+    """A two-column table of a scope's settings, one ``(name, shown value)`` row each."""
+    table = Table(title=title, show_header=False)
+    table.add_column("Setting", style="bold")
+    table.add_column("Value")
+    for key, value in rows:
+        table.add_row(key, Text(value))
+    return table
+
+
 def _show_settings(
     settings: ConsolidationSettings,
     *,
@@ -265,14 +280,12 @@ def _show_settings(
             data["runs"] = [run.to_json() for run in recent]
         emit_json(data)
         return
-    table = Table(title=f"Consolidation for {settings.scope_key}", show_header=False)
-    table.add_column("Setting", style="bold")
-    table.add_column("Value")
+    rows: list[tuple[str, str]] = []
     for key, value in settings.to_json().items():
         if key == "spend_budget_micro_usd":
             key, value = "spend_budget (per month)", _usd(int(value))
-        table.add_row(key, Text(", ".join(value) if isinstance(value, list) else str(value)))
-    print_table(table)
+        rows.append((key, ", ".join(value) if isinstance(value, list) else str(value)))
+    print_table(settings_table(f"Consolidation for {settings.scope_key}", rows))
     if recent is not None:
         if pending is not None:
             print_message(f"pending run {pending.id}: {pending.turns} turns, due {instant_text(pending.due_at)}")
@@ -312,21 +325,17 @@ def consolidation_set(
     database_url: DbUrl = None,
 ) -> None:
     """Change the scope's consolidation settings (mode off also cancels its pending run)."""
-    changes: dict[str, Any] = {
-        key: value
-        for key, value in (
-            ("mode", mode),
-            ("harness", harness),
-            ("model", model),
-            ("debounce_s", debounce_s),
-            ("max_wait_s", max_wait_s),
-            ("wall_clock_cap_s", cap_s),
-            ("max_output_tokens", max_output_tokens),
-            ("allow_removal", allow_removal),
-            ("max_prompt_chars", max_prompt_chars),
-        )
-        if value is not None
-    }
+    changes = given_options(
+        ("mode", mode),
+        ("harness", harness),
+        ("model", model),
+        ("debounce_s", debounce_s),
+        ("max_wait_s", max_wait_s),
+        ("wall_clock_cap_s", cap_s),
+        ("max_output_tokens", max_output_tokens),
+        ("allow_removal", allow_removal),
+        ("max_prompt_chars", max_prompt_chars),
+    )
     if budget_usd is not None:
         changes["spend_budget_micro_usd"] = _budget_micro(budget_usd)
     if allowed_ops is not None:

@@ -9,7 +9,6 @@ one budget, shared with consolidation (``consolidation_settings``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
@@ -19,7 +18,9 @@ from sqlalchemy import delete, insert, select
 
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
-from consolidation.pricing import PriceTable, UnknownModelPrice
+from consolidation.pricing import PriceTable
+from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
+from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
 from ledger.db import query
 from ledger.models import EXTRACTION_SETTINGS as TABLE
 from ledger.tx import Reader
@@ -28,7 +29,6 @@ DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 300.0
 DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
-OFFLINE_MODEL = "offline"
 FIELDS = ("mode", "harness", "model", "debounce_s", "max_wait_s", "wall_clock_cap_s", "max_output_tokens")
 _LOAD = f"SELECT {', '.join(FIELDS)} FROM extraction_settings WHERE scope_key = :s"
 
@@ -61,20 +61,12 @@ def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> Extr
         scope_key=scope_key,
         mode=ExtractionMode.OFF,
         harness=harness,
-        model=prices.cheapest() if harness == "anthropic" else OFFLINE_MODEL,
+        model=default_model(harness, prices),
         debounce_s=DEFAULT_DEBOUNCE_S,
         max_wait_s=DEFAULT_MAX_WAIT_S,
         wall_clock_cap_s=DEFAULT_CAP_S,
         max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
     )
-
-
-def _seconds(name: str, value: object, *, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidSettings(f"{name} must be a number of seconds from {low:g} to {high:g}")
-    if not low <= float(value) <= high:
-        raise InvalidSettings(f"{name} must be from {low:g} to {high:g} seconds, got {value}")
-    return float(value)
 
 
 def _validate(name: str, value: Any) -> Any:
@@ -92,15 +84,13 @@ def _validate(name: str, value: Any) -> Any:
             raise InvalidSettings("model must be a model name such as claude-haiku-4-5")
         return value.strip()
     if name == "debounce_s":
-        return _seconds(name, value, low=0, high=86_400)
+        return seconds(name, value, low=0, high=86_400)
     if name == "max_wait_s":
-        return None if value is None else _seconds(name, value, low=0, high=7 * 86_400)
+        return None if value is None else seconds(name, value, low=0, high=7 * 86_400)
     if name == "wall_clock_cap_s":
-        return _seconds(name, value, low=0.1, high=900)
+        return seconds(name, value, low=0.1, high=900)
     if name == "max_output_tokens":
-        if isinstance(value, bool) or not isinstance(value, int) or not 16 <= value <= 64_000:
-            raise InvalidSettings("max_output_tokens must be an integer from 16 to 64000")
-        return value
+        return integer(name, value, low=16, high=64_000)
     raise InvalidSettings(f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}")
 
 
@@ -110,14 +100,8 @@ def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: Price
     for name, value in changes.items():
         values[name] = _validate(name, value)
     if "harness" in changes and "model" not in changes:
-        values["model"] = prices.cheapest() if values["harness"] == "anthropic" else OFFLINE_MODEL
-    if values["harness"] == "anthropic":
-        try:
-            prices.price_for(values["model"])
-        except UnknownModelPrice as exc:
-            raise InvalidSettings(str(exc)) from None
-    if values["max_wait_s"] is not None and values["max_wait_s"] < values["debounce_s"]:
-        raise InvalidSettings("max_wait_s must be at least debounce_s (or unset)")
+        values["model"] = default_model(values["harness"], prices)
+    check_priced_and_timed(values, prices, pays=values["harness"] == "anthropic")
     values["mode"] = ExtractionMode(values["mode"])
     return ExtractionSettings(**values)
 

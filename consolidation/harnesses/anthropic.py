@@ -184,18 +184,42 @@ class AnthropicHarness(Harness):
 
     def request_params(self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int) -> dict[str, Any]:
         """The keyword arguments of the one ``messages.create`` call (no ``tools``, one user message)."""
+        return self.one_turn_params(
+            system=SYSTEM_PROMPT,
+            user_message=build_user_message(records),
+            schema=ANSWER_SCHEMA,
+            model=model,
+            max_output_tokens=max_output_tokens,
+        )
+
+    def one_turn_params(
+        self, *, system: str, user_message: str, schema: dict[str, Any], model: str, max_output_tokens: int
+    ) -> dict[str, Any]:
+        """The ``messages.create`` arguments of one tool-less turn, asking for ``schema`` where the model accepts it."""
         params: dict[str, Any] = {
             "model": model,
             "max_tokens": max_output_tokens,
-            "system": SYSTEM_PROMPT,
-            "messages": [{"role": "user", "content": build_user_message(records)}],
+            "system": system,
+            "messages": [{"role": "user", "content": user_message}],
         }
         structured = self._structured_output
         if structured is None:
             structured = supports_structured_output(model)
         if structured:
-            params["output_config"] = {"format": {"type": "json_schema", "schema": ANSWER_SCHEMA}}
+            params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
         return params
+
+    def price_for(self, model: str) -> ModelPrice:
+        """The price of ``model``.
+
+        Raises:
+            HarnessError: no price for ``model``.
+        """
+        try:
+            return self._prices.price_for(model)
+        except UnknownModelPrice as exc:
+            # Refuse before paying: a call whose spend cannot be accounted is never made.
+            raise HarnessError(str(exc)) from exc
 
     def call(
         self,
@@ -220,11 +244,7 @@ class AnthropicHarness(Harness):
             raise ValueError(f"max_output_tokens must be at least 1, got {max_output_tokens}")
         if not (wall_clock_cap_s > 0 and math.isfinite(wall_clock_cap_s)):
             raise ValueError(f"wall_clock_cap_s must be a positive number of seconds, got {wall_clock_cap_s}")
-        try:
-            price = self._prices.price_for(model)
-        except UnknownModelPrice as exc:
-            # Refuse before paying: a call whose spend cannot be accounted is never made.
-            raise HarnessError(str(exc)) from exc
+        price = self.price_for(model)
         params = self.request_params(records, model=model, max_output_tokens=max_output_tokens)
         prompt: str = params["messages"][0]["content"]
         message = self._create(params, cap_s=wall_clock_cap_s)

@@ -23,10 +23,10 @@ from consolidation.extraction.prompt import (
     build_user_message,
     parse_answer,
 )
-from consolidation.harnesses.anthropic import AnthropicHarness, _usage, supports_structured_output
-from consolidation.harnesses.base import HarnessError, HarnessResult
+from consolidation.harnesses.anthropic import AnthropicHarness, _usage
+from consolidation.harnesses.base import HarnessResult
 from consolidation.harnesses.extract_base import Extractor
-from consolidation.pricing import PriceTable, UnknownModelPrice
+from consolidation.pricing import PriceTable
 
 log = logging.getLogger(__name__)
 
@@ -54,25 +54,18 @@ class AnthropicExtractor(Extractor):
             backoff_initial_s=backoff_initial_s,
             backoff_max_s=backoff_max_s,
         )
-        self._prices = prices
-        self._structured_output = structured_output
 
     def request_params(
         self, digest: Sequence[DigestMessage], pinned: Sequence[str], *, model: str, max_output_tokens: int
     ) -> dict[str, Any]:
         """The keyword arguments of the one ``messages.create`` call (no ``tools``, one user message)."""
-        params: dict[str, Any] = {
-            "model": model,
-            "max_tokens": max_output_tokens,
-            "system": SYSTEM_PROMPT,
-            "messages": [{"role": "user", "content": build_user_message(digest, pinned)}],
-        }
-        structured = self._structured_output
-        if structured is None:
-            structured = supports_structured_output(model)
-        if structured:
-            params["output_config"] = {"format": {"type": "json_schema", "schema": ANSWER_SCHEMA}}
-        return params
+        return self._transport.one_turn_params(
+            system=SYSTEM_PROMPT,
+            user_message=build_user_message(digest, pinned),
+            schema=ANSWER_SCHEMA,
+            model=model,
+            max_output_tokens=max_output_tokens,
+        )
 
     def extract(
         self,
@@ -91,10 +84,7 @@ class AnthropicExtractor(Extractor):
         """
         if max_output_tokens < 1 or not wall_clock_cap_s > 0:
             raise ValueError("max_output_tokens must be >= 1 and wall_clock_cap_s > 0")
-        try:
-            price = self._prices.price_for(model)
-        except UnknownModelPrice as exc:
-            raise HarnessError(str(exc)) from exc
+        price = self._transport.price_for(model)
         params = self.request_params(digest, pinned, model=model, max_output_tokens=max_output_tokens)
         prompt: str = params["messages"][0]["content"]
         message = self._transport._create(params, cap_s=wall_clock_cap_s)

@@ -1,15 +1,23 @@
-"""Consolidation fixtures: a service on the parametrized backend with the offline harness."""
+"""Consolidation fixtures: a service on the parametrized backend (offline harness), the loopback fake Messages API."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 
 import pytest
 
 from consolidation import ConsolidationService
+from consolidation.fake_anthropic import FakeAnthropic
 from ledger import Ledger
+from tests.conftest import T0
 
 SCOPE = "account:local"
+
+
+def at(seconds: float) -> datetime:
+    """The instant ``seconds`` after the tests' clock start ``T0``."""
+    return T0 + timedelta(seconds=seconds)
 
 
 @pytest.fixture
@@ -25,3 +33,10 @@ def make_service(make_ledger: Callable[..., Ledger]) -> Callable[..., Consolidat
 @pytest.fixture
 def svc(make_service: Callable[..., ConsolidationService]) -> ConsolidationService:
     return make_service()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAnthropic]:
+    """The loopback fake Anthropic Messages API, stopped after the test."""
+    with FakeAnthropic() as server:
+        yield server

@@ -11,12 +11,11 @@ the body finds nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import text
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome
@@ -25,7 +24,7 @@ from consolidation.prompt import decode_user_message
 from ledger import Ledger, open_ledger
 from ledger.models import Provenance
 from tests.conftest import T0, Clock
-from tests.consolidation.conftest import SCOPE
+from tests.consolidation.conftest import SCOPE, at
 
 MODEL = "claude-haiku-4-5"
 WORD = "Zyzzogeton"
@@ -33,16 +32,6 @@ WORD = "Zyzzogeton"
 SECRET = f'I call my bike "{WORD}" — it is très fast <3 and lives in the <garage>'
 SECRET_TWIN = f'i call my bike "{WORD}" — it is très fast <3 and lives in the <garage>'
 KEPT = "My deploy region is eu-west-1"
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 def by_body(*operations: dict[str, Any]) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:

@@ -7,8 +7,7 @@ pin's body in no digest, audit or run afterwards."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from consolidation.fake_anthropic import FakeAnthropic, Reply
 from ledger import InvalidArgument, Ledger
 from ledger.models import Provenance, Status
 from tests.conftest import T0
-from tests.consolidation.conftest import SCOPE
+from tests.consolidation.conftest import SCOPE, at
 
 MODEL = "claude-haiku-4-5"
 CAP_S = 5.0
@@ -32,22 +31,12 @@ class Crash(Exception):
     """Stands in for a worker killed at a fault point."""
 
 
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
 def user(text_: str, mid: str | None = None) -> dict[str, Any]:
     return {"role": "user", "text": text_} if mid is None else {"id": mid, "role": "user", "text": text_}
 
 
 def assistant(text_: str) -> dict[str, Any]:
     return {"role": "assistant", "text": text_}
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture

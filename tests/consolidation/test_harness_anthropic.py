@@ -6,7 +6,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -33,12 +32,6 @@ def make_harness(base_url: str | None, **options: object) -> AnthropicHarness:
         backoff_max_s=0.2,
         **options,  # type: ignore[arg-type]
     )
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from consolidation.prompt import CLOSE_TAG, IN_GROUP, OPEN_TAG, SYSTEM_PROMPT, d
 from ledger import Ledger
 from ledger.models import Kind, Provenance, Status
 from tests.conftest import T0
-from tests.consolidation.conftest import SCOPE
+from tests.consolidation.conftest import SCOPE, at
 
 MODEL = "claude-haiku-4-5"
 CAP_S = 5.0
@@ -37,19 +37,9 @@ class Crash(Exception):
     """Stands in for a worker killed at a fault point."""
 
 
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
 def after_cap(seconds: float = 1.0) -> datetime:
     """An instant past started + cap + grace for a run started at ``at(seconds)``."""
     return at(seconds + CAP_S + GRACE_S + 1)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ SQLite and PostgreSQL, scripting the model's answer by body (``target_bodies``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,20 +18,10 @@ from consolidation.fake_anthropic import FakeAnthropic, request_records
 from ledger import BudgetExceeded, Ledger
 from ledger.models import Provenance, Status
 from tests.conftest import T0
-from tests.consolidation.conftest import SCOPE
+from tests.consolidation.conftest import SCOPE, at
 
 MODEL = "claude-haiku-4-5"
 PARIS, LYON, ROME = "I live in Paris", "I live in Lyon", "I live in Rome"
-
-
-def at(seconds: float) -> datetime:
-    return T0 + timedelta(seconds=seconds)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
-    with FakeAnthropic() as server:
-        yield server
 
 
 @pytest.fixture
