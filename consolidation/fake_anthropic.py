@@ -129,6 +129,9 @@ def _request_text(body: Mapping[str, Any]) -> str:
 class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     daemon_threads = False  # joined on close; delays end early when the fake stops
+    # socketserver's default backlog is 5: a burst of concurrent clients on a loaded machine
+    # would otherwise wait out SYN retries and time out before they are accepted.
+    request_queue_size = 128
     fake: FakeAnthropic
 
     def handle_error(self, request: Any, client_address: Any) -> None:
