@@ -65,7 +65,7 @@ _BODIES = select(M.id, M.body).where(M.status != "deleted", M.body.is_not(None))
 
 
 def _bodies(db: R.Executor, scope_key: str) -> list[Any]:
-    return list(db.execute(_BODIES.where(M.scope_key == scope_key)))
+    return list(db.execute(_BODIES.where(M.scope_key == scope_key)).all())  # fetchall: many rows
 
 
 def _pinned(db: R.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]]:
@@ -81,7 +81,7 @@ def _pinned(db: R.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]
         .order_by(M.valid_from.desc(), M.id)
         .limit(MAX_PINNED)
     )
-    return [(r[0], r[1]) for r in db.execute(stmt)]
+    return [(r[0], r[1]) for r in db.execute(stmt).all()]
 
 
 def _spend(db: R.Executor, scope_key: str, start: int, end: int) -> tuple[Any, Any]:
