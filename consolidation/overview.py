@@ -15,10 +15,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from sqlalchemy import func, select
+
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger
-from ledger.db import query
 from ledger.instants import format_rfc3339, from_micros, to_micros
+from ledger.models import CONSOLIDATION_SETTINGS as CS
+from ledger.models import RECORDS, RUNS, SCOPES
 
 OUTCOMES: tuple[str, ...] = ("applied", "proposed", "cancelled", "skipped_budget", "failed", "abandoned")
 
@@ -111,53 +114,52 @@ def scope_overview(
     """
     start, end = month_bounds(now)
     a, b = to_micros(start), to_micros(end)
-    with led.engine.connect() as conn:
-        budgets = {s: int(m) for s, m in query(conn, "SELECT scope_key, max_records FROM scope_settings", {})}
+    with led.reading() as db:
+        budgets = {s: int(m) for s, m in db.execute(select(SCOPES.c.scope_key, SCOPES.c.max_records))}
         usage: dict[str, Counter[str]] = {}
-        for scope, status, count in query(
-            conn,
-            "SELECT scope_key, status, COUNT(*) FROM memory_records "
-            "WHERE status IN ('active', 'proposed') GROUP BY scope_key, status",
-            {},
+        for scope, status, count in db.execute(
+            select(RECORDS.c.scope_key, RECORDS.c.status, func.count())
+            .where(RECORDS.c.status.in_(("active", "proposed")))
+            .group_by(RECORDS.c.scope_key, RECORDS.c.status)
         ):
             usage.setdefault(scope, Counter())[status] = int(count)
         modes = {
-            row[0]: row
-            for row in query(
-                conn, "SELECT scope_key, mode, harness, model, spend_budget_micro_usd FROM consolidation_settings", {}
+            row[0]: tuple(row)
+            for row in db.execute(
+                select(CS.c.scope_key, CS.c.mode, CS.c.harness, CS.c.model, CS.c.spend_budget_micro_usd)
             )
         }
         spend = {
             scope: (int(sp or 0), int(tin or 0), int(tout or 0))
-            for scope, sp, tin, tout in query(
-                conn,
-                "SELECT scope_key, SUM(spend_micro_usd), SUM(input_tokens), SUM(output_tokens) "
-                "FROM consolidation_runs WHERE started_at >= :a AND started_at < :b GROUP BY scope_key",
-                {"a": a, "b": b},
+            for scope, sp, tin, tout in db.execute(
+                select(
+                    RUNS.c.scope_key,
+                    func.sum(RUNS.c.spend_micro_usd),
+                    func.sum(RUNS.c.input_tokens),
+                    func.sum(RUNS.c.output_tokens),
+                )
+                .where(RUNS.c.started_at >= a, RUNS.c.started_at < b)
+                .group_by(RUNS.c.scope_key)
             )
         }
+        settled_in_month = (RUNS.c.settled_at >= a, RUNS.c.settled_at < b)
         outcomes: dict[str, dict[str, int]] = {}
-        for scope, outcome, count in query(
-            conn,
-            "SELECT scope_key, outcome, COUNT(*) FROM consolidation_runs "
-            "WHERE settled_at >= :a AND settled_at < :b GROUP BY scope_key, outcome",
-            {"a": a, "b": b},
+        for scope, outcome, count in db.execute(
+            select(RUNS.c.scope_key, RUNS.c.outcome, func.count())
+            .where(*settled_in_month)
+            .group_by(RUNS.c.scope_key, RUNS.c.outcome)
         ):
             outcomes.setdefault(scope, {})[str(outcome)] = int(count)
         refusals: dict[str, Counter[str]] = {}
-        for scope, text in query(
-            conn,
-            "SELECT scope_key, refusals FROM consolidation_runs "
-            "WHERE settled_at >= :a AND settled_at < :b AND refusals <> '{}'",
-            {"a": a, "b": b},
+        for scope, text in db.execute(
+            select(RUNS.c.scope_key, RUNS.c.refusals).where(*settled_in_month, RUNS.c.refusals != "{}")
         ):
             refusals.setdefault(scope, Counter()).update({str(k): int(v) for k, v in json.loads(text or "{}").items()})
         backlog: dict[str, dict[str, tuple[int, int]]] = {}
-        for scope, state, count, oldest in query(
-            conn,
-            "SELECT scope_key, state, COUNT(*), MIN(due_at) FROM consolidation_runs "
-            "WHERE state IN ('pending', 'running') GROUP BY scope_key, state",
-            {},
+        for scope, state, count, oldest in db.execute(
+            select(RUNS.c.scope_key, RUNS.c.state, func.count(), func.min(RUNS.c.due_at))
+            .where(RUNS.c.state.in_(("pending", "running")))
+            .group_by(RUNS.c.scope_key, RUNS.c.state)
         ):
             backlog.setdefault(scope, {})[str(state)] = (int(count), int(oldest))
     keys = set(budgets) | set(usage) | set(modes) | set(spend) | set(outcomes) | set(backlog)

@@ -25,7 +25,7 @@ C = RUNS.c
 
 
 class Executor(Protocol):
-    def execute(self, statement: Executable, params: Any = None) -> CursorResult[Any]: ...
+    def execute(self, statement: Executable, params: Any = None) -> CursorResult[*tuple[Any, ...]]: ...
 
 
 def new_run_id() -> str:

@@ -71,7 +71,7 @@ class Reader:
 
     def execute(
         self, statement: Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
-    ) -> CursorResult[Any]:
+    ) -> CursorResult[*tuple[Any, ...]]:
         """Run one SQLAlchemy Core statement (built from the SQLModel tables in :mod:`ledger.models`)."""
         return self.conn.execute(statement, params)
 

@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, delete, update
+from sqlalchemy import Connection, delete, exists, func, insert, or_, select, update
+from sqlalchemy.orm import aliased
 
 from consolidation import runs as R
 from consolidation.extraction import digest as D
@@ -34,10 +35,9 @@ from consolidation.harnesses.extract_base import Extractor, get_extractor
 from consolidation.models import ConsolidationRun, Outcome, run_from_row
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger.audit import check_session_id
-from ledger.db import execute, query
 from ledger.errors import BudgetExceeded, InvalidArgument
 from ledger.instants import from_micros, to_micros
-from ledger.models import DIGESTS, RUNS, EventKind, Provenance
+from ledger.models import CONSOLIDATION_SETTINGS, DIGESTS, RECORDS, RUNS, EventKind, Provenance
 from ledger.reads import check_scope
 from ledger.screening import screen_body
 from ledger.tx import Reader, Transaction
@@ -48,43 +48,53 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ERASED = "[erased]"
-_NO_OTHER_RUNNING = (
-    "NOT EXISTS (SELECT 1 FROM consolidation_runs o WHERE o.scope_key = consolidation_runs.scope_key "
-    "AND o.state = 'running')"
-)
-_PENDING = (
-    "SELECT id, created_at, due_at FROM consolidation_runs "
-    "WHERE scope_key = :s AND state = 'pending' AND job = 'extract' AND session_id = :sid"
-)
-_DIGESTS_WITH_TEXT = "SELECT scope_key, session_id, messages FROM extraction_digests WHERE messages IS NOT NULL"
-
 JOB = "extract"
-_RUN_COLUMNS = tuple(c.name for c in RUNS.columns)
-_RUN_BY_ID = f"SELECT {', '.join(_RUN_COLUMNS)} FROM consolidation_runs WHERE id = :id"
-# The scope's spend this month, across both jobs, and its one monthly budget (consolidation's setting).
-_SPEND = (
-    "SELECT (SELECT COALESCE(SUM(spend_micro_usd), 0) FROM consolidation_runs "
-    "WHERE scope_key = :s AND started_at >= :a AND started_at < :b), "
-    "(SELECT spend_budget_micro_usd FROM consolidation_settings WHERE scope_key = :s)"
-)
+C = RUNS.c
+G = DIGESTS.c
+M = RECORDS.c
 
-# The turn path runs on every chat turn: its statements go through ledger.db's direct path.
-_DIGEST_READ = "SELECT messages, next_seq, digest_id FROM extraction_digests WHERE scope_key = :s AND session_id = :sid"
-_DIGEST_WRITE = (
-    "INSERT INTO extraction_digests (scope_key, session_id, digest_id, messages, chars, next_seq, updated_at) "
-    "VALUES (:s, :sid, :id, :m, :c, :seq, :n) ON CONFLICT (scope_key, session_id) DO UPDATE SET "
-    "messages = excluded.messages, chars = excluded.chars, next_seq = excluded.next_seq, "
-    "updated_at = excluded.updated_at"
-)
-_DIGEST_ID = "SELECT digest_id FROM extraction_digests WHERE scope_key = :s AND session_id = :sid"
 
+def _digest_key(scope_key: str, session_id: str) -> tuple[Any, ...]:
+    return (G.scope_key == scope_key, G.session_id == session_id)
+
+
+# The session's digest as stored (read on every chat turn, and at claim).
+_DIGEST_READ = select(G.messages, G.next_seq, G.digest_id)
 # Every non-forgotten body of a scope: what a proposal must not duplicate.
-_BODIES = "SELECT id, body FROM memory_records WHERE scope_key = :s AND status <> 'deleted' AND body IS NOT NULL"
-# Up to 20 active bodies, newest first: "already pinned, do not re-propose".
-_PINNED = (
-    "SELECT id, body FROM memory_records WHERE scope_key = :s AND status = 'active' AND body IS NOT NULL "
-    "AND (expires_at IS NULL OR expires_at > :n) ORDER BY valid_from DESC, id LIMIT :lim"
-)
+_BODIES = select(M.id, M.body).where(M.status != "deleted", M.body.is_not(None))
+
+
+def _bodies(db: R.Executor, scope_key: str) -> list[Any]:
+    return list(db.execute(_BODIES.where(M.scope_key == scope_key)).all())  # fetchall: many rows
+
+
+def _pinned(db: R.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]]:
+    """Up to MAX_PINNED active bodies, newest first: "already pinned, do not re-propose"."""
+    stmt = (
+        select(M.id, M.body)
+        .where(
+            M.scope_key == scope_key,
+            M.status == "active",
+            M.body.is_not(None),
+            or_(M.expires_at.is_(None), M.expires_at > now_us),
+        )
+        .order_by(M.valid_from.desc(), M.id)
+        .limit(MAX_PINNED)
+    )
+    return [(r[0], r[1]) for r in db.execute(stmt).all()]
+
+
+def _spend(db: R.Executor, scope_key: str, start: int, end: int) -> tuple[Any, Any]:
+    """The scope's spend this month, across both jobs, and its one monthly budget (consolidation's setting)."""
+    spent = (
+        select(func.coalesce(func.sum(C.spend_micro_usd), 0))
+        .where(C.scope_key == scope_key, C.started_at >= start, C.started_at < end)
+        .scalar_subquery()
+    )
+    S = CONSOLIDATION_SETTINGS.c
+    budget = select(S.spend_budget_micro_usd).where(S.scope_key == scope_key).scalar_subquery()
+    ((found_spent, found_budget),) = db.execute(select(spent, budget))
+    return found_spent, found_budget
 
 
 def _month_bounds(now_us: int) -> tuple[int, int]:
@@ -154,15 +164,21 @@ class ExtractionJobs:
         settings = self.settings_in(tx, scope_key)
         if settings.mode == XS.ExtractionMode.OFF or not messages:
             return None
-        key = {"s": scope_key, "sid": session_id}
-        found = query(tx.conn, _DIGEST_READ, key)
-        current = D.loads(found[0][0]) if found and found[0][0] else []
-        digest, next_seq = D.extend(current, messages, next_seq=found[0][1] if found else 0)
-        values = {"m": D.dumps(digest), "c": D.chars(digest), "seq": next_seq, "n": tx.now_us}
-        execute(tx.conn, _DIGEST_WRITE, {**key, **values, "id": found[0][2] if found else _digest_id()})
-        quoted = _quoted(query(tx.conn, _BODIES, {"s": scope_key}), digest[len(digest) - len(messages) :])
+        key = _digest_key(scope_key, session_id)
+        found = tx.execute(_DIGEST_READ.where(*key)).first()
+        current = D.loads(found[0]) if found and found[0] else []
+        digest, next_seq = D.extend(current, messages, next_seq=found[1] if found else 0)
+        values = {"messages": D.dumps(digest), "chars": D.chars(digest), "next_seq": next_seq, "updated_at": tx.now_us}
+        # Insert or update (the scope's write lock is held: no other writer adds this session's digest meanwhile).
+        if tx.execute(update(DIGESTS).where(*key).values(**values)).rowcount == 0:
+            tx.execute(
+                insert(DIGESTS).values(
+                    scope_key=scope_key, session_id=session_id, digest_id=found[2] if found else _digest_id(), **values
+                )
+            )
+        quoted = _quoted(_bodies(tx, scope_key), digest[len(digest) - len(messages) :])
         if quoted:
-            digest_id = found[0][2] if found else query(tx.conn, _DIGEST_ID, key)[0][0]
+            digest_id = found[2] if found else tx.execute(select(G.digest_id).where(*key)).scalar_one()
             tx.register_derived(DIGESTS, digest_id, record_ids=quoted, columns=("messages",), key_column="digest_id")
         return self._debounce(tx, settings, session_id)
 
@@ -170,26 +186,37 @@ class ExtractionJobs:
         """Create the session's pending run, or push it to ``now + debounce_s`` (capped by ``max_wait_s``)."""
         now_us = tx.now_us
         debounce_us = round(settings.debounce_s * 1_000_000)
-        pending = query(tx.conn, _PENDING, {"s": settings.scope_key, "sid": session_id})
+        pending = tx.execute(
+            select(C.id, C.created_at, C.due_at).where(
+                C.scope_key == settings.scope_key, C.state == "pending", C.job == JOB, C.session_id == session_id
+            )
+        ).first()
         if pending:
-            run_id, created_us, due_us = pending[0]
+            run_id, created_us, due_us = pending
             due = now_us + debounce_us
             if settings.max_wait_s is not None:
                 due = min(due, created_us + round(settings.max_wait_s * 1_000_000))
-            execute(
-                tx.conn,
-                "UPDATE consolidation_runs SET turns = turns + 1, due_at = :d WHERE id = :id AND state = 'pending'",
-                {"d": max(due, due_us), "id": run_id},
+            tx.execute(
+                update(RUNS)
+                .where(C.id == run_id, C.state == "pending")
+                .values(turns=C.turns + 1, due_at=max(due, due_us))
             )
         else:
             run_id = R.new_run_id()
-            execute(
-                tx.conn,
-                "INSERT INTO consolidation_runs (id, scope_key, state, turns, created_at, due_at, refusals, job, "
-                "session_id) VALUES (:id, :s, 'pending', 1, :n, :d, '{}', 'extract', :sid)",
-                {"id": run_id, "s": settings.scope_key, "n": now_us, "d": now_us + debounce_us, "sid": session_id},
+            tx.execute(
+                insert(RUNS).values(
+                    id=run_id,
+                    scope_key=settings.scope_key,
+                    state="pending",
+                    turns=1,
+                    created_at=now_us,
+                    due_at=now_us + debounce_us,
+                    refusals="{}",
+                    job=JOB,
+                    session_id=session_id,
+                )
             )
-        return _run(tx.conn, run_id)  # the direct path: this runs on every chat turn
+        return _run(tx, run_id)
 
     # ------------------------------------------------------------------ execution
     def execute(self, run: ConsolidationRun, now: datetime | None) -> ConsolidationRun | None:
@@ -237,35 +264,37 @@ class ExtractionJobs:
     ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]], list[str]] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(tx, run.scope_key)
-        done = execute(
-            tx.conn,
-            "UPDATE consolidation_runs SET state = 'running', started_at = :n, harness = :h, model = :m, "
-            "mode = 'propose', wall_clock_cap_s = :cap "
-            f"WHERE id = :id AND state = 'pending' AND due_at <= :n AND {_NO_OTHER_RUNNING}",
-            {
-                "n": tx.now_us,
-                "id": run.id,
-                "h": settings.harness,
-                "m": settings.model,
-                "cap": settings.wall_clock_cap_s,
-            },
+        other = aliased(RUNS)
+        done = tx.execute(
+            update(RUNS)
+            .where(
+                C.id == run.id,
+                C.state == "pending",
+                C.due_at <= tx.now_us,
+                ~exists().where(other.c.scope_key == C.scope_key, other.c.state == "running"),
+            )
+            .values(
+                state="running",
+                started_at=tx.now_us,
+                harness=settings.harness,
+                model=settings.model,
+                mode="propose",
+                wall_clock_cap_s=settings.wall_clock_cap_s,
+            )
         )
-        if done != 1:
+        if done.rowcount != 1:
             return None
-        key = {"s": run.scope_key, "sid": run.session_id or ""}
-        found = query(tx.conn, _DIGEST_READ, key)
-        stored = found[0][0] if found else None
-        execute(tx.conn, "DELETE FROM extraction_digests WHERE scope_key = :s AND session_id = :sid", key)
+        key = _digest_key(run.scope_key, run.session_id or "")
+        stored = tx.execute(select(G.messages).where(*key)).scalar()
+        tx.execute(delete(DIGESTS).where(*key))
         start, end = _month_bounds(tx.now_us)
-        ((spent, budget),) = query(tx.conn, _SPEND, {"s": run.scope_key, "a": start, "b": end})
-        spent = int(spent or 0)
-        budget = DEFAULT_SPEND_BUDGET_MICRO_USD if budget is None else int(budget)
+        found_spent, found_budget = _spend(tx, run.scope_key, start, end)
+        spent = int(found_spent or 0)
+        budget = DEFAULT_SPEND_BUDGET_MICRO_USD if found_budget is None else int(found_budget)
         tx.prepare()
-        pinned = [
-            (r[0], r[1]) for r in query(tx.conn, _PINNED, {"s": run.scope_key, "n": tx.now_us, "lim": MAX_PINNED})
-        ]
+        pinned = _pinned(tx, run.scope_key, tx.now_us)
         digest = D.loads(stored) if stored else []
-        quoted = _quoted(query(tx.conn, _BODIES, {"s": run.scope_key}), digest) if digest else []
+        quoted = _quoted(_bodies(tx, run.scope_key), digest) if digest else []
         return settings, spent, budget, digest, pinned, quoted
 
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
@@ -279,10 +308,10 @@ class ExtractionJobs:
             return self.svc._settle(scope_key, run_id, Outcome.FAILED, now, error=f"apply error: {type(exc).__name__}")
         self.svc._fault("after_apply")
         with self.led.reading() as db:
-            return _run(db.conn, run_id), won
+            return _run(db, run_id), won
 
     def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
-        run = _run(tx.conn, run_id)
+        run = _run(tx, run_id)
         if run.state != "running":
             return False
         if run.answer is None and run.answer_raw is None:
@@ -294,7 +323,7 @@ class ExtractionJobs:
                 refusals={UNPARSEABLE: 1},
             )  # fmt: skip
         tx.prepare()
-        existing = query(tx.conn, _BODIES, {"s": run.scope_key})
+        existing = _bodies(tx, run.scope_key)
         gate = check_proposals(
             run.answer,
             existing_bodies=[body for _, body in existing],
@@ -355,15 +384,16 @@ class ExtractionJobs:
         if not needles:
             return
         pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
-        for scope_key, session_id, stored in query(conn, _DIGESTS_WITH_TEXT, {}):
+        digests = conn.execute(select(G.scope_key, G.session_id, G.messages).where(G.messages.is_not(None))).all()
+        for scope_key, session_id, stored in digests:
             digest = D.loads(stored)
             if not any(pattern.search(m.text) for m in digest):
                 continue
             cleaned = [D.DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
-            execute(
-                conn,
-                "UPDATE extraction_digests SET messages = :m, chars = :c WHERE scope_key = :s AND session_id = :sid",
-                {"m": D.dumps(cleaned), "c": D.chars(cleaned), "s": scope_key, "sid": session_id},
+            conn.execute(
+                update(DIGESTS)
+                .where(*_digest_key(scope_key, session_id))
+                .values(messages=D.dumps(cleaned), chars=D.chars(cleaned))
             )
 
     def _extractor(self, name: str) -> Extractor:
@@ -389,10 +419,9 @@ def _mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
     return run if won else None
 
 
-def _run(conn: Connection, run_id: str) -> ConsolidationRun:
-    """The run as stored, read on ledger.db's direct path (the run exists: its caller holds its id)."""
-    ((*values,),) = query(conn, _RUN_BY_ID, {"id": run_id})
-    return run_from_row(dict(zip(_RUN_COLUMNS, values, strict=True)))
+def _run(db: R.Executor, run_id: str) -> ConsolidationRun:
+    """The run as stored (it exists: its caller holds its id)."""
+    return run_from_row(db.execute(select(RUNS).where(C.id == run_id)).mappings().one())
 
 
 def _digest_id() -> str:

@@ -21,7 +21,6 @@ from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
-from ledger.db import query
 from ledger.models import EXTRACTION_SETTINGS as TABLE
 from ledger.tx import Reader
 
@@ -30,7 +29,7 @@ DEFAULT_MAX_WAIT_S = 300.0
 DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 FIELDS = ("mode", "harness", "model", "debounce_s", "max_wait_s", "wall_clock_cap_s", "max_output_tokens")
-_LOAD = f"SELECT {', '.join(FIELDS)} FROM extraction_settings WHERE scope_key = :s"
+_LOAD = select(*(TABLE.c[name] for name in FIELDS))
 
 
 class ExtractionMode(StrEnum):
@@ -107,11 +106,11 @@ def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: Price
 
 
 def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
-    """The scope's stored settings, or None (read on every turn: ledger.db's direct path)."""
-    rows = query(db.conn, _LOAD, {"s": scope_key})
-    if not rows:
+    """The scope's stored settings, or None (read on every turn)."""
+    row = db.execute(_LOAD.where(TABLE.c.scope_key == scope_key)).first()
+    if row is None:
         return None
-    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = rows[0]
+    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = row
     return ExtractionSettings(
         scope_key=scope_key,
         mode=ExtractionMode(mode),

@@ -16,6 +16,7 @@ from sqlalchemy import create_engine
 from starlette.testclient import TestClient
 
 from ledger import open_ledger
+from ledger.store import store_for
 from tests.worker.conftest import free_port
 from tests.worker.ops_seed import (
     EDIT_BODY,
@@ -73,6 +74,7 @@ def test_livez_answers_while_the_database_is_down_and_healthz_does_not(runtime: 
     # Given the database becomes unreachable (its engine now points at a closed port)
     runtime.ledger.engine.dispose()
     runtime.ledger.engine = create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none")
+    runtime.ledger.store = store_for(runtime.ledger.engine)  # reads go through the store: it must point there too
     # Then readiness fails and liveness does not: an outage must not restart the process
     assert local.get("/healthz").status_code == 503
     live = local.get("/livez")
