@@ -70,10 +70,11 @@ def open_ledger(
     """
     from ledger.db import current_revision, head_revision
     from ledger.reads import check_scope
+    from ledger.store import store_for
 
     check_scope(f"account:{account}")  # before any connection is opened
     engine = make_engine(url)
-    do_migrate = migrate if migrate is not None else engine.dialect.name == "sqlite"
+    do_migrate = migrate if migrate is not None else store_for(engine).migrate_on_open
     if do_migrate:
         upgrade(engine)
     elif current_revision(engine) != head_revision():

@@ -10,21 +10,16 @@ freed pages to the file system.
 each, then ``CHECKPOINT``; SQLite ``VACUUM`` then ``wal_checkpoint(TRUNCATE)``). It takes
 an exclusive lock per table while it runs: run it in a quiet hour. What it cannot reach
 (WAL segments not yet recycled, WAL archives, replicas' lag, backups) is described in
-docs/operations.md. Dialect SQL lives here until ``ledger/store/`` takes it.
+docs/operations.md. The dialect mechanics are the stores' (``Store.compact``).
 """
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass, field
 
-from sqlalchemy import Engine, inspect, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Engine, inspect
 
-from ledger.db import is_sqlite
-
-log = logging.getLogger(__name__)
+from ledger.store import store_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,48 +48,14 @@ def _ledger_tables(engine: Engine) -> list[str]:
     return sorted(name for name in inspect(engine).get_table_names() if name != "alembic_version")
 
 
-def _sqlite_bytes(engine: Engine) -> int:
-    path = engine.url.database or ""
-    return sum(os.path.getsize(p) for p in (path, path + "-wal") if path and os.path.exists(p))
-
-
-def _pg_bytes(engine: Engine, tables: list[str]) -> int:
-    with engine.connect() as conn:
-        return sum(int(conn.execute(text("SELECT pg_total_relation_size(:t)"), {"t": t}).scalar_one()) for t in tables)
-
-
 def compact(engine: Engine) -> CompactReport:
     """Rewrite the ledger's tables so no erased body survives in their files, then checkpoint.
 
     Raises:
         sqlalchemy.exc.DBAPIError: the database refused (the CLI reports it).
     """
+    store = store_for(engine)
     tables = _ledger_tables(engine)
-    notes: list[str] = []
-    if is_sqlite(engine):
-        before = _sqlite_bytes(engine)
-        # On the DB-API connection itself: the engine begins a transaction for every SQLAlchemy
-        # connection (ledger.db), and VACUUM cannot run inside one.
-        raw = engine.raw_connection()
-        try:
-            raw.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
-            raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # type: ignore[union-attr]
-        finally:
-            raw.close()
-        return CompactReport("sqlite", tables, True, before, _sqlite_bytes(engine), notes)
-    before = _pg_bytes(engine, tables)
-    quote = engine.dialect.identifier_preparer.quote
-    checkpoint = True
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        for table in tables:
-            log.info("VACUUM FULL %s", table)
-            conn.exec_driver_sql(f"VACUUM FULL {quote(table)}")
-        try:
-            conn.exec_driver_sql("CHECKPOINT")
-        except DBAPIError:
-            checkpoint = False
-            notes.append(
-                "CHECKPOINT needs a superuser or the pg_checkpoint role; the next scheduled checkpoint "
-                "(checkpoint_timeout) does the same"
-            )
-    return CompactReport("postgresql", tables, checkpoint, before, _pg_bytes(engine, tables), notes)
+    before = store.size_bytes(tables)
+    checkpoint, notes = store.compact(tables)
+    return CompactReport(store.dialect, tables, checkpoint, before, store.size_bytes(tables), notes)

@@ -31,6 +31,7 @@ from ledger.screening import MAX_BODY_CHARS, screen_body
 from ledger.store import store_for
 from ledger.sweep import SWEEP_BATCH, expire_due, last_sweep, record_sweep
 from ledger.tx import ScopeUsage, Transaction
+from ledger.txparts import _USAGE
 from ledger.validate import new_record_id, storable_body
 
 log = logging.getLogger(__name__)
@@ -372,10 +373,7 @@ class Ledger(LedgerReads):
     def budget(self, scope_key: str) -> ScopeUsage:
         scope = check_scope(scope_key)
         with self._reading() as conn:
-            from ledger.store import query
-            from ledger.txparts import _USAGE
-
-            ((budget, active, proposed),) = query(conn, _USAGE, {"s": scope})
+            ((budget, active, proposed),) = self.store.rows(conn, _USAGE, {"s": scope})
         return ScopeUsage(
             scope_key=scope,
             max_records=self.default_max_records if budget is None else int(budget),

@@ -7,15 +7,16 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Executable, bindparam, case, or_, update
 from sqlalchemy.exc import OperationalError
 
 from ledger.errors import LedgerError
-from ledger.store import execute as _store_execute
-from ledger.store import query as _store_query
+from ledger.models import SCOPES
+from ledger.store import Prepared, Store, param, store_for
 
 log = logging.getLogger(__name__)
 
@@ -29,21 +30,35 @@ def make_engine(url: str) -> Engine:
     return _make(url)
 
 
-# Create the scope's settings row if missing (PostgreSQL: and lock it) and move its latest
-# instant forward in the same statement: past ``:t`` when the clock is ahead of it, else one
-# microsecond past the previous latest (an explicit instant never moves it backwards).
-_STAMP = (
-    "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at, latest_at) "
-    "VALUES (:s, :m, :t, :t, :t) ON CONFLICT (scope_key) DO UPDATE SET latest_at = CASE "
-    "WHEN scope_settings.latest_at IS NULL OR scope_settings.latest_at < excluded.latest_at "
-    "THEN excluded.latest_at WHEN :x = 1 THEN scope_settings.latest_at ELSE scope_settings.latest_at + 1 END "
-    "RETURNING latest_at"
-)
+_T = param("t")
+_LATEST = SCOPES.c.latest_at
 
 
-_STAMP_EXISTING = (
-    "UPDATE scope_settings SET latest_at = CASE WHEN latest_at IS NULL OR latest_at < :t THEN :t "
-    "WHEN :x = 1 THEN latest_at ELSE latest_at + 1 END WHERE scope_key = :s RETURNING latest_at"
+def _next_latest(clock: Any) -> Any:
+    """Past ``clock`` when the clock is ahead of the latest instant, else one microsecond past the latest
+    (an explicit instant, ``x = 1``, never moves it backwards)."""
+    return case(
+        (or_(_LATEST.is_(None), clock > _LATEST), clock),
+        (bindparam("x") == 1, _LATEST),
+        else_=_LATEST + 1,
+    )
+
+
+def _stamp(store: Store) -> Executable:
+    """Create the scope's settings row if missing (PostgreSQL: and lock it) and move its latest instant
+    forward, in one statement."""
+    new = store.upsert(SCOPES).values(
+        scope_key=bindparam("s"), max_records=bindparam("m"), created_at=_T, updated_at=_T, latest_at=_T
+    )
+    stmt = new.on_conflict_do_update(
+        index_elements=[SCOPES.c.scope_key], set_={"latest_at": _next_latest(new.excluded.latest_at)}
+    )
+    return stmt.returning(_LATEST)  # type: ignore[no-any-return]
+
+
+# A scope without a settings row keeps none (a refusal's event).
+_STAMP_EXISTING = Prepared(
+    update(SCOPES).where(SCOPES.c.scope_key == bindparam("s")).values(latest_at=_next_latest(_T)).returning(_LATEST)
 )
 
 
@@ -57,8 +72,9 @@ def stamp(
     An explicit instant is returned as given (and recorded when it is the latest).
     ``create=False`` leaves a scope without a settings row without one (a refusal's event).
     """
+    store = store_for(conn.engine)
     params = {"s": scope_key, "m": default_max, "t": clock_us, "x": int(explicit)}
-    found = _store_query(conn, _STAMP if create else _STAMP_EXISTING, params)
+    found = store.rows(conn, store.built(_stamp) if create else _STAMP_EXISTING, params)
     return clock_us if explicit or not found else int(found[0][0])
 
 
@@ -111,13 +127,3 @@ def head_revision() -> str:
 
 def env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def is_sqlite(engine: Engine) -> bool:
-    """Whether ``engine`` is SQLite (kept for callers outside the store; dialect code belongs in ledger.store)."""
-    return engine.dialect.name == "sqlite"
-
-
-# Kept for callers written against the old module (ledger.store is where these live now).
-execute = _store_execute
-query = _store_query

@@ -6,18 +6,22 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, text
+from sqlalchemy import Connection, or_, update
 
 from ledger import rows
 from ledger.audit import scrub_audits
 from ledger.derived import erase_derived
-from ledger.store import store_for
+from ledger.models import RECORDS, Status
+from ledger.store import Prepared, lit, param, store_for
 
 log = logging.getLogger(__name__)
-
-_ERASE = text(
-    "UPDATE memory_records SET body = NULL, rationale = NULL, erased_at = :n, updated_at = :n WHERE id IN :ids"
-).bindparams(bindparam("ids", expanding=True))
+M = RECORDS.c
+_N = param("n")
+_IDS = param("ids", expanding=True)
+_ERASE = Prepared(update(RECORDS).where(M.id.in_(_IDS)).values(body=None, rationale=None, erased_at=_N, updated_at=_N))
+_FORGET_PROPOSALS = Prepared(update(RECORDS).where(M.id.in_(_IDS)).values(status=Status.DELETED.value, updated_at=_N))
+# A proposal's interval is empty; these are the ones never accepted.
+_UNACCEPTED = (Status.PROPOSED.value, Status.REJECTED.value, Status.EXPIRED.value)
 
 
 def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple[list[str], list[str]]:
@@ -32,10 +36,11 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     ids = [row["id"] for row in chain]
     bodies = [row["body"] for row in chain if row["body"]]
     bodies += [row["rationale"] for row in chain if row["rationale"]]
-    conn.execute(_ERASE, {"n": now_us, "ids": ids})
+    store = store_for(conn.engine)
+    store.run(conn, _ERASE, {"n": now_us, "ids": ids})
     erase_derived(conn, ids)
     scrub_audits(conn, ids)  # the ledger's own audit format: only the forgotten entries lose their body
-    store_for(conn.engine).erase_in_transaction(conn)
+    store.erase_in_transaction(conn)
     return ids, bodies
 
 
@@ -43,18 +48,13 @@ def _dependent_proposals(conn: Connection, scope: str, ids: list[str], now_us: i
     """Proposals (open, rejected, or expired unaccepted) that would supersede an erased record: built from its
     body (a consolidation merge restates it), so they are forgotten with it. They could never be
     accepted anyway, since their target is no longer active."""
-    clauses = " OR ".join(f"supersedes LIKE :p{n}" for n in range(len(ids)))
-    params: dict[str, Any] = {f"p{n}": f'%"{rid}"%' for n, rid in enumerate(ids)}
-    found = rows.fetch_where(
-        conn,
-        f"scope_key = :s AND valid_to = valid_from AND status IN ('proposed', 'rejected', 'expired') AND ({clauses})",
-        {**params, "s": scope},
-    )
+    stmt = rows.SELECT_RECORDS.where(
+        M.scope_key == scope,
+        M.valid_to == M.valid_from,
+        M.status.in_(lit(_UNACCEPTED)),
+        or_(*(M.supersedes.like(f'%"{rid}"%') for rid in ids)),
+    ).order_by(M.valid_from, M.seq)
+    found: list[Mapping[Any, Any]] = list(rows.fetch_rows(conn, stmt, {}))
     if found:
-        conn.execute(
-            text("UPDATE memory_records SET status = 'deleted', updated_at = :n WHERE id IN :ids").bindparams(
-                bindparam("ids", expanding=True)
-            ),
-            {"n": now_us, "ids": [r["id"] for r in found]},
-        )
+        store_for(conn.engine).run(conn, _FORGET_PROPOSALS, {"n": now_us, "ids": [r["id"] for r in found]})
     return found

@@ -150,6 +150,9 @@ class ScopeSettingsRow(SQLModel, table=True):
     updated_at: int = Field(sa_column=_big())
     # The scope's latest write instant: the next write's instant is strictly after it (SPEC 3.1).
     latest_at: int | None = Field(default=None, sa_column=_big(nullable=True))
+    # How many of its records are active and proposed: kept by triggers on memory_records (0009).
+    active_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
+    proposed_count: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
 
 
 class LedgerEventRow(SQLModel, table=True):
@@ -439,6 +442,7 @@ PACKET_AUDITS = _table(PacketAuditRow)
 INJECTION = _table(MemoryInjectionRow)
 EXTRACTION_SETTINGS = _table(ExtractionSettingsRow)
 DIGESTS = _table(ExtractionDigestRow)
+SWEEPS = _table(SweepStatusRow)
 
 
 # ---------------------------------------------------------------------- API tokens (issue 9, SPEC 5.1)

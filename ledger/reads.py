@@ -16,18 +16,18 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, bindparam, or_, select
 
 from ledger import audit
 from ledger import rows as rowsmod
 from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
-from ledger.models import LedgerEvent, MemoryRecord, Status
+from ledger.models import EVENTS, RECORDS, SCOPES, LedgerEvent, MemoryRecord, Status
 from ledger.packet import Packet, build_packet, empty_packet
 from ledger.search import search_active
-from ledger.store import Store, query
+from ledger.store import Prepared, Store, lit, param
 from ledger.tx import Transaction
-from ledger.txparts import Reader
+from ledger.txparts import ACTIVE_NOW, Reader
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 
@@ -39,8 +39,34 @@ def _may_expire(record: MemoryRecord) -> bool:
     return record.status == Status.ACTIVE and record.expires_at is not None
 
 
+M = RECORDS.c
+_S = param("s")
+_T = param("t")
+_IN_ORDER = (M.valid_from, M.seq)
+_LATEST = Prepared(select(SCOPES.c.latest_at).where(SCOPES.c.scope_key == _S))
+# Exactly the records whose half-open interval [valid_from, min(valid_to, expires_at)) holds t.
+_AS_OF = Prepared(
+    rowsmod.SELECT_RECORDS.where(
+        M.scope_key == _S,
+        M.valid_from <= _T,
+        or_(M.valid_to.is_(None), M.valid_to > _T),
+        or_(M.expires_at.is_(None), M.expires_at > _T),
+    ).order_by(*_IN_ORDER)
+)
+_ALL = Prepared(rowsmod.SELECT_RECORDS.where(M.scope_key == _S).order_by(M.created_at, M.seq))
+_PROPOSALS = Prepared(
+    rowsmod.SELECT_RECORDS.where(
+        M.scope_key == _S,
+        M.status == lit(Status.PROPOSED.value),
+        or_(M.expires_at.is_(None), M.expires_at > bindparam("n")),
+    ).order_by(*_IN_ORDER)
+)
 # Every record the packet decides about: all but the forgotten (their bodies are gone).
-_PACKET_WHERE = "scope_key = :s AND status <> 'deleted' AND erased_at IS NULL"
+_PACKET = Prepared(
+    rowsmod.SELECT_RECORDS.where(
+        M.scope_key == _S, M.status != lit(Status.DELETED.value), M.erased_at.is_(None)
+    ).order_by(*_IN_ORDER)
+)
 
 
 def _as_of(record: MemoryRecord, at: datetime) -> MemoryRecord:
@@ -95,7 +121,7 @@ class LedgerReads:
         if now is not None:
             return to_micros(now, name="now")
         clock_us = to_micros(self.now(), name="clock")
-        latest = query(conn, "SELECT latest_at FROM scope_settings WHERE scope_key = :s", {"s": scope_key})
+        latest = self.store.rows(conn, _LATEST, {"s": scope_key})
         return max(clock_us, latest[0][0] or clock_us) if latest else clock_us
 
     def get(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord:
@@ -130,11 +156,7 @@ class LedgerReads:
             require_aware(now, name="now")
         with self._reading() as conn:
             now_us = self._read_us(conn, scope, now)
-            return rowsmod.fetch_records(
-                conn,
-                "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)",
-                {"s": scope, "n": now_us},
-            )
+            return rowsmod.fetch_records(conn, ACTIVE_NOW, {"s": scope, "n": now_us})
 
     def list_as_of(self, scope_key: str, as_of: datetime) -> RecordList:
         """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.
@@ -145,18 +167,14 @@ class LedgerReads:
         """
         scope = check_scope(scope_key)
         t = to_micros(as_of, name="as_of")
-        where = (
-            "scope_key = :s AND valid_from <= :t AND (valid_to IS NULL OR valid_to > :t) "
-            "AND (expires_at IS NULL OR expires_at > :t)"
-        )
         with self._reading() as conn:
-            return rowsmod.fetch_records(conn, where, {"s": scope, "t": t})
+            return rowsmod.fetch_records(conn, _AS_OF, {"s": scope, "t": t})
 
     def records(self, scope_key: str) -> RecordList:
         """Every record of a scope in any status, oldest first (erased bodies read as ``None``)."""
         scope = check_scope(scope_key)
         with self._reading() as conn:
-            return rowsmod.fetch_records(conn, "scope_key = :s", {"s": scope}, order="created_at, seq")
+            return rowsmod.fetch_records(conn, _ALL, {"s": scope})
 
     def proposals(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
         """Proposals waiting for a decision (not past their expiry), oldest first."""
@@ -165,11 +183,7 @@ class LedgerReads:
             require_aware(now, name="now")
         with self._reading() as conn:
             now_us = self._read_us(conn, scope, now)
-            return rowsmod.fetch_records(
-                conn,
-                "scope_key = :s AND status = 'proposed' AND (expires_at IS NULL OR expires_at > :n)",
-                {"s": scope, "n": now_us},
-            )
+            return rowsmod.fetch_records(conn, _PROPOSALS, {"s": scope, "n": now_us})
 
     def search(self, scope_key: str, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
         """Full-text search over active bodies, best match first. Any text is a valid query."""
@@ -214,14 +228,14 @@ class LedgerReads:
                 at = from_micros(self._read_us(conn, scope, now))
                 if not audit.injection_enabled(conn, scope):
                     return empty_packet(now=at, max_chars=max_chars)
-                rows = rowsmod.fetch_where(conn, _PACKET_WHERE, {"s": scope})
-            return build_packet([rowsmod.to_record(r) for r in rows], now=at, max_chars=max_chars)
+                records = rowsmod.fetch_records(conn, _PACKET, {"s": scope})
+            return build_packet(records, now=at, max_chars=max_chars)
 
         def fn(tx: Transaction) -> Packet:
             if not audit.injection_enabled(tx.conn, scope):
                 return empty_packet(now=tx.now, max_chars=max_chars, session_id=session)
-            rows = rowsmod.fetch_where(tx.conn, _PACKET_WHERE, {"s": scope})
-            packet = build_packet([rowsmod.to_record(r) for r in rows], now=tx.now, max_chars=max_chars)
+            records = rowsmod.fetch_records(tx.conn, _PACKET, {"s": scope})
+            packet = build_packet(records, now=tx.now, max_chars=max_chars)
             audit.write_audit(tx.conn, scope, session, packet)
             return replace(packet, session_id=session)
 
@@ -243,16 +257,13 @@ class LedgerReads:
 
     def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> EventList:
         """The event log, oldest first, filtered by scope and/or record."""
-        clauses, params = [], {}
+        stmt = select(EVENTS).order_by(EVENTS.c.seq)
         if scope_key is not None:
-            clauses.append("scope_key = :s")
-            params["s"] = scope_key
+            stmt = stmt.where(EVENTS.c.scope_key == scope_key)
         if record_id is not None:
-            clauses.append("record_id = :r")
-            params["r"] = record_id
-        where = " AND ".join(clauses) or "1 = 1"
+            stmt = stmt.where(EVENTS.c.record_id == record_id)
         with self._reading() as conn:
-            rows = conn.execute(text(f"SELECT * FROM ledger_events WHERE {where} ORDER BY seq"), params).mappings()
+            rows = conn.execute(stmt).mappings()
             return [
                 LedgerEvent(
                     seq=r["seq"],

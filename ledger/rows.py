@@ -8,17 +8,22 @@ from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, bindparam, select
 
 from ledger.instants import EPOCH
 from ledger.models import RECORDS, Kind, MemoryRecord, Provenance, Status
-from ledger.store import query
+from ledger.store import Prepared, rows
+from ledger.store.base import Statement
 
 # Columns the write paths keep for themselves; a MemoryRecord does not carry them.
 INTERNAL = frozenset({"proposed_action"})
 # The columns a MemoryRecord is built from, in table order, from the SQLModel table (the one schema).
 NAMES = tuple(column.name for column in RECORDS.c if column.name not in INTERNAL)
-COLUMNS = ", ".join(NAMES)
+M = RECORDS.c
+# Every read of records selects these columns (in NAMES order): SELECT_RECORDS.where(...).
+SELECT_RECORDS = select(*(M[name] for name in NAMES))
+BY_ID = Prepared(SELECT_RECORDS.where(M.id == bindparam("id")))
+BY_IDS = Prepared(SELECT_RECORDS.where(M.id.in_(bindparam("ids", expanding=True))))
 
 
 _KINDS = {k.value: k for k in Kind}
@@ -74,35 +79,25 @@ def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
     return record_from_tuple([row[name] for name in NAMES])
 
 
-def fetch_records(
-    conn: Connection, where: str, params: Mapping[str, Any], *, order: str = "valid_from, seq"
-) -> list[MemoryRecord]:
-    """The records matching ``where``, converted straight from the driver's tuples."""
-    found = query(conn, f"SELECT {COLUMNS} FROM memory_records WHERE {where} ORDER BY {order}", dict(params))
-    return [record_from_tuple(row) for row in found]
+def fetch_records(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -> list[MemoryRecord]:
+    """The records ``stmt`` (a :data:`SELECT_RECORDS` query) finds, converted straight from the driver's tuples."""
+    return [record_from_tuple(row) for row in rows(conn, stmt, params)]
 
 
-def _rows(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [dict(zip(NAMES, row, strict=True)) for row in query(conn, sql, params)]
+def fetch_rows(conn: Connection, stmt: Statement, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Like :func:`fetch_records`, as rows by column name (what the write paths decide on)."""
+    return [dict(zip(NAMES, row, strict=True)) for row in rows(conn, stmt, params)]
 
 
 def fetch_one(conn: Connection, record_id: str) -> Mapping[Any, Any] | None:
-    found = _rows(conn, f"SELECT {COLUMNS} FROM memory_records WHERE id = :id", {"id": record_id})
+    found = fetch_rows(conn, BY_ID, {"id": record_id})
     return found[0] if found else None
 
 
 def fetch_many(conn: Connection, record_ids: Sequence[str]) -> list[Mapping[Any, Any]]:
     if not record_ids:
         return []
-    params = {f"i{n}": rid for n, rid in enumerate(record_ids)}
-    marks = ", ".join(f":{k}" for k in params)
-    return list(_rows(conn, f"SELECT {COLUMNS} FROM memory_records WHERE id IN ({marks})", params))
-
-
-def fetch_where(
-    conn: Connection, where: str, params: Mapping[Any, Any], *, order: str = "valid_from, seq"
-) -> list[Any]:
-    return _rows(conn, f"SELECT {COLUMNS} FROM memory_records WHERE {where} ORDER BY {order}", dict(params))
+    return list(fetch_rows(conn, BY_IDS, {"ids": list(record_ids)}))
 
 
 def ancestors(conn: Connection, head: Mapping[Any, Any]) -> list[Mapping[Any, Any]]:

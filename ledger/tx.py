@@ -33,14 +33,23 @@ from ledger.errors import (
 from ledger.instants import from_micros, to_micros
 from ledger.models import EventKind, Kind, MemoryRecord, Provenance, Status
 from ledger.screening import screen_body
-from ledger.store import execute, query
+from ledger.store import rows as store_rows
+from ledger.store import run
 from ledger.sweep import SWEEP_BATCH, expire_due
 from ledger.txparts import (
-    _ACTIVE_NOW,
+    _ACCEPT,
     _CLOSE,
+    _DELETE,
+    _GROUP_MEMBER,
     _INSERT_EVENT,
     _INSERT_RECORD,
+    _PROPOSED_ACTION,
+    _REJECT,
+    _SET_ACTION,
+    _SET_BUDGET,
+    _SET_EXPIRY,
     _USAGE,
+    ACTIVE_NOW,
     Reader,
     Row,
     ScopeUsage,
@@ -132,14 +141,14 @@ class Transaction(Reader):
         """Append one row to ``ledger_events`` at ``tx.now`` (never a body)."""
         params = {
             "at": self.now_us,
-            "s": self.scope_key,
-            "e": str(event),
-            "r": record_id,
-            "why": reason,
-            "run": run_id,
-            "d": _sorted_json(dict(detail or {})),
+            "scope_key": self.scope_key,
+            "event": str(event),
+            "record_id": record_id,
+            "reason": reason,
+            "run_id": run_id,
+            "detail": _sorted_json(dict(detail or {})),
         }
-        execute(self.conn, _INSERT_EVENT, params)
+        run(self.conn, _INSERT_EVENT, params)
 
     def prepare(self) -> None:
         """Expire what is due in the scope at ``tx.now``, so no write acts on an expired record."""
@@ -147,7 +156,7 @@ class Transaction(Reader):
             pass
 
     def usage(self) -> ScopeUsage:
-        ((budget, active, proposed),) = query(self.conn, _USAGE, {"s": self.scope_key})
+        ((budget, active, proposed),) = store_rows(self.conn, _USAGE, {"s": self.scope_key})
         return ScopeUsage(
             scope_key=self.scope_key,
             max_records=self.ledger.default_max_records if budget is None else int(budget),
@@ -179,7 +188,7 @@ class Transaction(Reader):
 
     def active(self) -> list[MemoryRecord]:
         """The scope's active set at ``tx.now``."""
-        return rows.fetch_records(self.conn, _ACTIVE_NOW, {"s": self.scope_key, "n": self.now_us})
+        return rows.fetch_records(self.conn, ACTIVE_NOW, {"s": self.scope_key, "n": self.now_us})
 
     def _row(self, record_id: object) -> Row:
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
@@ -394,12 +403,7 @@ class Transaction(Reader):
             replaced.append(member)
         for target in replaced:
             self._close(target, record_id)
-        execute(
-            self.conn,
-            "UPDATE memory_records SET status = 'active', valid_from = :n, valid_to = NULL, "
-            "supersedes = :sup, updated_at = :n WHERE id = :id AND status = 'proposed'",
-            {"n": self.now_us, "id": record_id, "sup": json.dumps([t["id"] for t in replaced])},
-        )
+        run(self.conn, _ACCEPT, {"n": self.now_us, "rid": record_id, "sup": json.dumps([t["id"] for t in replaced])})
         self.event(EventKind.ACCEPTED, record_id=record_id, run_id=run_id)
         return self._fresh(record_id)
 
@@ -408,11 +412,7 @@ class Transaction(Reader):
         self.prepare()
         row = self._row(record_id)
         _check_transition(row, Status.REJECTED, "reject")
-        execute(
-            self.conn,
-            "UPDATE memory_records SET status = 'rejected', updated_at = :n WHERE id = :id",
-            {"n": self.now_us, "id": record_id},
-        )
+        run(self.conn, _REJECT, {"n": self.now_us, "rid": record_id})
         self.event(EventKind.REJECTED, record_id=record_id)
         return self._fresh(record_id)
 
@@ -438,11 +438,7 @@ class Transaction(Reader):
             if row["valid_from"] > self.now_us:
                 raise InvalidInstant("cannot forget a record at an instant before it took effect")
             end_us = self.now_us
-        execute(
-            self.conn,
-            "UPDATE memory_records SET status = 'deleted', valid_to = :end, updated_at = :n WHERE id = :id",
-            {"end": end_us, "n": self.now_us, "id": record_id},
-        )
+        run(self.conn, _DELETE, {"end": end_us, "n": self.now_us, "rid": record_id})
         self.event(EventKind.DELETED, record_id=record_id)
         erased_ids, bodies = erase_chain(self.conn, row, self.now_us)
         for erased in erased_ids:
@@ -468,11 +464,7 @@ class Transaction(Reader):
         if row is None or row["scope_key"] != self.scope_key or row["status"] != Status.ACTIVE:
             raise InvalidTransition(f"record {record_id} is no longer active in {self.scope_key}")
         if row["expires_at"] is None or row["expires_at"] > exp_us:
-            execute(
-                self.conn,
-                "UPDATE memory_records SET expires_at = :e, updated_at = :n WHERE id = :id AND status = 'active'",
-                {"e": exp_us, "n": self.now_us, "id": record_id},
-            )
+            run(self.conn, _SET_EXPIRY, {"e": exp_us, "n": self.now_us, "rid": record_id})
         return self._fresh(record_id)
 
     def propose_forget(
@@ -509,9 +501,7 @@ class Transaction(Reader):
         )
         self.check_growth()
         record = self._write_record(new, supersedes=[target_id])
-        execute(
-            self.conn, "UPDATE memory_records SET proposed_action = :a WHERE id = :id", {"a": FORGET, "id": record.id}
-        )
+        run(self.conn, _SET_ACTION, {"a": FORGET, "rid": record.id})
         return record
 
     def _accept_forget(self, row: Row, run_id: str | None) -> MemoryRecord:
@@ -531,11 +521,7 @@ class Transaction(Reader):
         """Set the scope's ``max_records``. Never evicts. Raises InvalidArgument (not 0 to 1,000,000)."""
         if isinstance(max_records, bool) or not isinstance(max_records, int) or not 0 <= max_records <= 1_000_000:
             raise InvalidArgument("max_records must be an integer from 0 to 1000000")
-        execute(
-            self.conn,
-            "UPDATE scope_settings SET max_records = :m, updated_at = :n WHERE scope_key = :s",
-            {"m": max_records, "n": self.now_us, "s": self.scope_key},
-        )
+        run(self.conn, _SET_BUDGET, {"m": max_records, "n": self.now_us, "s": self.scope_key})
         self.event(EventKind.BUDGET_SET, detail={"max_records": max_records})
         return self.usage()
 
@@ -548,11 +534,7 @@ class Transaction(Reader):
     def _active_in_group(self, group: str | None) -> Row | None:
         if group is None:
             return None
-        found = rows.fetch_where(
-            self.conn,
-            "scope_key = :s AND conflict_group = :g AND status = 'active'",
-            {"s": self.scope_key, "g": group},
-        )
+        found = rows.fetch_rows(self.conn, _GROUP_MEMBER, {"s": self.scope_key, "g": group})
         return found[0] if found else None
 
     def _close(self, row: Row, successor: str) -> None:
@@ -562,7 +544,7 @@ class Transaction(Reader):
                 f"cannot supersede {row['id']} at an instant before it took effect "
                 f"({from_micros(row['valid_from']).isoformat()})"
             )
-        done = execute(self.conn, _CLOSE, {"n": self.now_us, "succ": successor, "id": row["id"]})
+        done = run(self.conn, _CLOSE, {"n": self.now_us, "succ": successor, "rid": row["id"]})
         if done != 1:
             raise InvalidTransition(f"record {row['id']} is no longer active")
         self.event(EventKind.SUPERSEDED, record_id=row["id"], detail={"superseded_by": successor})
@@ -579,7 +561,7 @@ class Transaction(Reader):
             self._close(row, new_id)
         names = [r["id"] for r in replaced] if supersedes is None else list(supersedes)
         values = _values(new_id, self.scope_key, new, self.now_us, names)
-        execute(self.conn, _INSERT_RECORD, values)
+        run(self.conn, _INSERT_RECORD, values)
         event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
         detail = {"supersedes": names, "provenance": new.provenance.value}
         self.event(event, record_id=new_id, run_id=new.run_id, detail=detail)
@@ -587,7 +569,7 @@ class Transaction(Reader):
 
 
 def _proposed_action(conn: Connection, record_id: str) -> str | None:
-    found = query(conn, "SELECT proposed_action FROM memory_records WHERE id = :id", {"id": record_id})
+    found = store_rows(conn, _PROPOSED_ACTION, {"rid": record_id})
     return None if not found else found[0][0]
 
 

@@ -7,32 +7,51 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, Executable
+from sqlalchemy import Connection, CursorResult, Executable, bindparam, func, insert, or_, select, update
 
 from ledger import rows
 from ledger.errors import InvalidTransition
-from ledger.models import TRANSITIONS, Kind, MemoryRecord, Provenance, Status
+from ledger.models import EVENTS, RECORDS, SCOPES, TRANSITIONS, Kind, MemoryRecord, Provenance, Status
+from ledger.store import Prepared, lit, param
 
 Row = Mapping[str, Any]
+M = RECORDS.c
+_S = param("s")
+_N = param("n")
 
-_INSERT_EVENT = (
-    "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
-    "VALUES (:at, :s, :e, :r, :why, :run, :d)"
+EVENT_COLUMNS = ("at", "scope_key", "event", "record_id", "reason", "run_id", "detail")
+_INSERT_EVENT = Prepared(insert(EVENTS), column_keys=EVENT_COLUMNS)
+
+
+def _held(status: Status) -> Any:
+    """The scope's count of ``status`` records: the triggers' count, or (no settings row yet) a count."""
+    kept = SCOPES.c.active_count if status == Status.ACTIVE else SCOPES.c.proposed_count
+    counted = select(func.count()).where(M.scope_key == _S, M.status == lit(status.value)).scalar_subquery()
+    return func.coalesce(select(kept).where(SCOPES.c.scope_key == _S).scalar_subquery(), counted)
+
+
+# The budget and both counts in one round trip, read from the scope's settings row.
+_USAGE = Prepared(
+    select(
+        select(SCOPES.c.max_records).where(SCOPES.c.scope_key == _S).scalar_subquery(),
+        _held(Status.ACTIVE),
+        _held(Status.PROPOSED),
+    )
 )
-# The budget and both counts in one round trip; each count is a covering-index lookup.
-_USAGE = (
-    "SELECT (SELECT max_records FROM scope_settings WHERE scope_key = :s), "
-    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'active'), "
-    "(SELECT COUNT(*) FROM memory_records WHERE scope_key = :s AND status = 'proposed')"
+_CLOSE = Prepared(
+    update(RECORDS)
+    .where(M.id == bindparam("rid"), M.status == lit(Status.ACTIVE.value))
+    .values(status=Status.SUPERSEDED.value, valid_to=_N, superseded_by=bindparam("succ"), updated_at=_N)
 )
-_CLOSE = (
-    "UPDATE memory_records SET status = 'superseded', valid_to = :n, superseded_by = :succ, "
-    "updated_at = :n WHERE id = :id AND status = 'active'"
+_INSERT_RECORD = Prepared(insert(RECORDS), column_keys=rows.NAMES[1:])
+# The active set at ``n`` (SPEC 3.3): open, in effect, not past its expiry.
+ACTIVE_AT = (
+    M.scope_key == _S,
+    M.valid_to.is_(None),
+    M.valid_from <= _N,
+    or_(M.expires_at.is_(None), M.expires_at > _N),
 )
-_INSERT_RECORD = (
-    f"INSERT INTO memory_records ({', '.join(rows.NAMES[1:])}) VALUES ({', '.join(f':{c}' for c in rows.NAMES[1:])})"
-)
-_ACTIVE_NOW = "scope_key = :s AND valid_to IS NULL AND valid_from <= :n AND (expires_at IS NULL OR expires_at > :n)"
+ACTIVE_NOW = Prepared(rows.SELECT_RECORDS.where(*ACTIVE_AT).order_by(M.valid_from, M.seq))
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +134,28 @@ def _check_transition(row: Row, to: Status, verb: str) -> None:
     current = Status(row["status"])
     if to not in TRANSITIONS[current]:
         raise InvalidTransition(f"cannot {verb} {row['id']}: it is {current.value}")
+
+
+def _set_record(*where: Any, **values: Any) -> Prepared:
+    return Prepared(update(RECORDS).where(M.id == bindparam("rid"), *where).values(**values))
+
+
+_ACCEPT = _set_record(
+    M.status == lit(Status.PROPOSED.value),
+    status=Status.ACTIVE.value,
+    valid_from=_N,
+    valid_to=None,
+    supersedes=bindparam("sup"),
+    updated_at=_N,
+)
+_REJECT = _set_record(status=Status.REJECTED.value, updated_at=_N)
+_DELETE = _set_record(status=Status.DELETED.value, valid_to=bindparam("end"), updated_at=_N)
+_SET_EXPIRY = _set_record(M.status == lit(Status.ACTIVE.value), expires_at=bindparam("e"), updated_at=_N)
+_SET_ACTION = _set_record(proposed_action=bindparam("a"))
+_PROPOSED_ACTION = Prepared(select(M.proposed_action).where(M.id == bindparam("rid")))
+_GROUP_MEMBER = Prepared(
+    rows.SELECT_RECORDS.where(
+        M.scope_key == _S, M.conflict_group == bindparam("g"), M.status == lit(Status.ACTIVE.value)
+    ).order_by(M.valid_from, M.seq)
+)
+_SET_BUDGET = Prepared(update(SCOPES).where(SCOPES.c.scope_key == _S).values(max_records=bindparam("m"), updated_at=_N))

@@ -10,11 +10,24 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import make_url
 
 from ledger.errors import LedgerError
-from ledger.store.base import Store, include_object
+from ledger.store.base import Params, Statement, Store, include_object
 from ledger.store.postgres import PostgresStore
+from ledger.store.prepared import Prepared, lit, param
 from ledger.store.sqlite import SQLiteStore
 
-__all__ = ["PostgresStore", "SQLiteStore", "Store", "execute", "include_object", "make_engine", "query", "store_for"]
+__all__ = [
+    "PostgresStore",
+    "Prepared",
+    "SQLiteStore",
+    "Store",
+    "include_object",
+    "lit",
+    "make_engine",
+    "param",
+    "rows",
+    "run",
+    "store_for",
+]
 
 _KINDS: dict[str, type[Store]] = {"sqlite": SQLiteStore, "postgresql": PostgresStore}
 _STORES: weakref.WeakKeyDictionary[Engine, Store] = weakref.WeakKeyDictionary()
@@ -48,11 +61,11 @@ def _store_of(conn: Connection) -> Store:
     return store_for(conn.engine)
 
 
-def execute(conn: Connection, sql: str, params: Mapping[str, Any]) -> int:
-    """Run one statement in ``conn``'s transaction through its store's fastest path; its row count."""
-    return _store_of(conn).execute(conn, sql, params)
+def run(conn: Connection, stmt: Statement, params: Params | None = None) -> int:
+    """Run one Core statement in ``conn``'s transaction through its store's fastest path; its row count."""
+    return _store_of(conn).run(conn, stmt, params)
 
 
-def query(conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """Like :func:`execute`, returning the rows as tuples."""
-    return _store_of(conn).query(conn, sql, params)
+def rows(conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    """Like :func:`run`, returning the rows as tuples."""
+    return _store_of(conn).rows(conn, stmt, params)

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, RowMapping, text
+from sqlalchemy import ColumnElement, Connection, Engine, Executable, RowMapping, Table, bindparam
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from ledger.errors import InvalidArgument, LedgerBusy, LedgerError
+from ledger.store.prepared import Prepared
+
+Statement = Prepared | Executable
+Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 # Tables the migrations write by hand for one dialect; the autogenerate comparison skips them.
 DIALECT_OBJECTS = ("memory_fts", "ix_memory_records_fts")
@@ -31,6 +35,10 @@ def prefixed_columns(alias: str) -> str:
     return ", ".join(f"{alias}.{name}" for name in NAMES)
 
 
+def _statement(stmt: Statement) -> Executable:
+    return stmt.statement if isinstance(stmt, Prepared) else stmt
+
+
 def include_object(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
     """Alembic's filter: the FTS5 shadow tables and the PostgreSQL GIN index are dialect features."""
     return not (name is not None and name.startswith(DIALECT_OBJECTS))
@@ -40,10 +48,13 @@ class Store(ABC):
     """One database: :class:`~ledger.store.sqlite.SQLiteStore` or :class:`~ledger.store.postgres.PostgresStore`."""
 
     dialect: ClassVar[str]
+    # Whether open_ledger() migrates by default: an embedded file yes; a shared server is the operator's.
+    migrate_on_open: ClassVar[bool]
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._lock: AbstractContextManager[Any] = nullcontext()
+        self._built: dict[Callable[[Store], Executable], Prepared] = {}
 
     @classmethod
     @abstractmethod
@@ -75,20 +86,34 @@ class Store(ABC):
         return self._lock
 
     # ------------------------------------------------------------------ statements
-    def execute(self, conn: Connection, sql: str, params: Mapping[str, Any]) -> int:
-        """Run one statement (``:name`` parameters); its row count."""
-        return int(conn.execute(text(sql), params).rowcount)
+    def run(self, conn: Connection, stmt: Statement, params: Params | None = None) -> int:
+        """Run one Core statement in ``conn``'s transaction; its row count."""
+        return int(conn.execute(_statement(stmt), params).rowcount)
 
-    def query(self, conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in conn.execute(text(sql), params)]
+    def rows(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one Core statement that returns rows; the rows as tuples, in the statement's column order."""
+        return [tuple(row) for row in conn.execute(_statement(stmt), params)]
+
+    @abstractmethod
+    def upsert(self, table: Table) -> Any:
+        """The dialect's ``insert()`` for ``table`` (the one that has ``on_conflict_do_update``)."""
+
+    def built(self, build: Callable[[Store], Executable]) -> Prepared:
+        """``build(self)`` prepared once per store: for statements spelled with :meth:`upsert`."""
+        found = self._built.get(build)
+        if found is None:
+            found = self._built[build] = Prepared(build(self))
+        return found
 
     @abstractmethod
     def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
         """Active bodies of ``scope`` matching ``query``'s words, best first."""
 
-    def scope_hint(self) -> str:
-        """The sweep's scope predicate (SQLite needs a planner hint)."""
-        return "scope_key = :s"
+    def scope_hint(self) -> ColumnElement[bool]:
+        """The sweep's scope predicate, bound as ``s`` (SQLite needs a planner hint)."""
+        from ledger.models import RECORDS
+
+        return RECORDS.c.scope_key == bindparam("s")
 
     # ------------------------------------------------------------------ erasure
     def erase_in_transaction(self, conn: Connection) -> None:  # noqa: B027 - nothing to do by default
@@ -97,6 +122,17 @@ class Store(ABC):
     def scrub_files(self) -> bool:
         """After the forget commits: best effort, never waits, never raises. Whether it completed."""
         return True
+
+    @abstractmethod
+    def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
+        """Rewrite ``tables`` so no erased text survives in the files, then checkpoint (``memledger db compact``).
+
+        Returns whether the checkpoint ran, and notes for the operator.
+        """
+
+    @abstractmethod
+    def size_bytes(self, tables: Sequence[str]) -> int:
+        """The bytes the ledger's ``tables`` take on disk (what compacting shrinks)."""
 
     # ------------------------------------------------------------------ errors
     @abstractmethod

@@ -3,15 +3,19 @@ REPEATABLE READ reads, ``tsvector`` search over a GIN index, SQLSTATE-based retr
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, RowMapping, create_engine, text
+from sqlalchemy import Connection, Engine, RowMapping, Table, create_engine, text
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.exc import DBAPIError
 
 from ledger.store.base import Store, prefixed_columns
 
+log = logging.getLogger(__name__)
 MAX_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 # serialization failure, deadlock, lock not available
@@ -20,6 +24,7 @@ _RETRY_SQLSTATES = ("40001", "40P01", "55P03")
 
 class PostgresStore(Store):
     dialect: ClassVar[str] = "postgresql"
+    migrate_on_open: ClassVar[bool] = False
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -47,12 +52,36 @@ class PostgresStore(Store):
             with conn.begin():
                 yield conn
 
+    def upsert(self, table: Table) -> Any:
+        return postgresql_insert(table)
+
     def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
         words = _WORD.findall(query)[:MAX_TERMS]
         if not words:
             return []
         params = {"q": " or ".join(words), "s": scope, "n": now_us, "lim": limit}
         return list(conn.execute(text(self._search_sql), params).mappings())
+
+    def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
+        quote = self.engine.dialect.identifier_preparer.quote
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            for table in tables:
+                log.info("VACUUM FULL %s", table)
+                conn.exec_driver_sql(f"VACUUM FULL {quote(table)}")
+            try:
+                conn.exec_driver_sql("CHECKPOINT")
+            except DBAPIError:
+                note = (
+                    "CHECKPOINT needs a superuser or the pg_checkpoint role; the next scheduled checkpoint "
+                    "(checkpoint_timeout) does the same"
+                )
+                return False, [note]
+        return True, []
+
+    def size_bytes(self, tables: Sequence[str]) -> int:
+        size = text("SELECT pg_total_relation_size(:t)")
+        with self.engine.connect() as conn:
+            return sum(int(conn.execute(size, {"t": t}).scalar_one()) for t in tables)
 
     def is_busy(self, exc: BaseException) -> bool:
         return getattr(getattr(exc, "orig", None), "sqlstate", None) in _RETRY_SQLSTATES

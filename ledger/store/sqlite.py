@@ -11,21 +11,24 @@ has one connection (``StaticPool``) for every thread, so each use of it is seria
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, RowMapping, create_engine, event, text
+from sqlalchemy import ColumnElement, Connection, Dialect, Engine, RowMapping, Table, create_engine, event, text
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from ledger.errors import LedgerError
-from ledger.store.base import Store, prefixed_columns
+from ledger.store.base import Params, Statement, Store, prefixed_columns
+from ledger.store.prepared import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +48,7 @@ def fts5_query(query: str) -> str:
 
 class SQLiteStore(Store):
     dialect: ClassVar[str] = "sqlite"
+    migrate_on_open: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -106,13 +110,39 @@ class SQLiteStore(Store):
             yield conn
 
     # ------------------------------------------------------------------ statements
-    def execute(self, conn: Connection, sql: str, params: Mapping[str, Any]) -> int:
-        """Straight to the DBAPI cursor: a few microseconds instead of SQLAlchemy's tens, and a save runs several."""
-        return int(_exec_sqlite(conn, sql, params).rowcount)
+    def run(self, conn: Connection, stmt: Statement, params: Params | None = None) -> int:
+        """A prepared statement goes straight to the DB-API cursor: a few microseconds instead of SQLAlchemy's
+        tens, and a save runs six. Anything else (a statement built per call) goes through SQLAlchemy."""
+        plan = self._plan(stmt)
+        if plan is None:
+            return super().run(conn, stmt, params)
+        dbapi_conn = conn.connection.dbapi_connection
+        if isinstance(params, Sequence):
+            sql = plan.sql
+            rows = [plan.values(p) for p in params]
+            return int(_exec_dbapi(dbapi_conn, sql, rows, many=True).rowcount)
+        sql, values = plan.bind(params or {})
+        return int(_exec_dbapi(dbapi_conn, sql, values).rowcount)
 
-    def query(self, conn: Connection, sql: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = _exec_sqlite(conn, sql, params).fetchall()
-        return rows
+    def rows(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        plan = self._plan(stmt)
+        if plan is None:
+            return super().rows(conn, stmt, params)
+        sql, values = plan.bind(params or {})
+        found: list[tuple[Any, ...]] = _exec_dbapi(conn.connection.dbapi_connection, sql, values).fetchall()
+        return found
+
+    def _plan(self, stmt: Statement) -> _Plan | None:
+        if not isinstance(stmt, Prepared):
+            return None
+        try:
+            return stmt.plans["sqlite"]  # type: ignore[no-any-return]
+        except KeyError:
+            plan = stmt.plans["sqlite"] = _Plan.build(stmt, self.engine.dialect)
+            return plan
+
+    def upsert(self, table: Table) -> Any:
+        return sqlite_insert(table)
 
     def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
         match = fts5_query(query)
@@ -121,15 +151,15 @@ class SQLiteStore(Store):
         params = {"q": match, "s": scope, "n": now_us, "lim": limit}
         return list(conn.execute(text(self._search_sql), params).mappings())
 
-    def scope_hint(self) -> str:
+    def scope_hint(self) -> ColumnElement[bool]:
         # ``+scope_key`` keeps the planner on ix_memory_records_due (only what is due) instead of
         # ix_memory_records_scope_status (every active record of the scope, each read from the table).
-        return "+scope_key = :s"
+        return text("+memory_records.scope_key = :s")  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ erasure
     def erase_in_transaction(self, conn: Connection) -> None:
         # Rewrite the FTS segments without the deleted entries, inside the forget's own transaction.
-        self.execute(conn, "INSERT INTO memory_fts(memory_fts) VALUES ('optimize')", {})
+        _exec_dbapi(conn.connection.dbapi_connection, "INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
 
     def scrub_files(self) -> bool:
         """Checkpoint the WAL so old page images of erased text leave the files.
@@ -157,6 +187,20 @@ class SQLiteStore(Store):
             return False
         log.info("erasure checkpoint could not truncate: a reader held the WAL; the next checkpoint finishes it")
         return False
+
+    def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
+        # On the DB-API connection itself, outside any transaction: VACUUM cannot run inside one.
+        raw = self.engine.raw_connection()
+        try:
+            raw.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
+            raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # type: ignore[union-attr]
+        finally:
+            raw.close()
+        return True, []
+
+    def size_bytes(self, tables: Sequence[str]) -> int:
+        path = self.engine.url.database or ""
+        return sum(os.path.getsize(p) for p in (path, path + "-wal") if path and os.path.exists(p))
 
     # ------------------------------------------------------------------ errors
     def is_busy(self, exc: BaseException) -> bool:
@@ -186,24 +230,91 @@ def _on_begin(conn: Connection) -> None:
         dbapi_conn.execute("BEGIN")  # type: ignore[union-attr]
 
 
-def _exec_dbapi(dbapi_conn: Any, sql: str, params: Mapping[str, Any] | Sequence[Any] = ()) -> Any:
+def _exec_dbapi(dbapi_conn: Any, sql: str, params: Any = (), *, many: bool = False) -> Any:
     """Execute on a sqlite3 connection; errors come out wrapped as ``conn.execute`` would raise them."""
     try:
-        return dbapi_conn.execute(sql, params)
+        return dbapi_conn.executemany(sql, params) if many else dbapi_conn.execute(sql, params)
     except sqlite3.Error as exc:
         raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
 
 
-# The rule text() uses to find ``:name`` parameters (so both read a statement alike).
-_BIND_PARAM = re.compile(r"(?<![:\w\x5c]):(\w+)(?![:\w])", re.UNICODE)
+# A placeholder in SQLAlchemy's qmark SQL: ``?``, or a value rendered at execution (``IN`` lists, literals).
+_PLACEHOLDER = re.compile(r"\?|__\[POSTCOMPILE_(\w+)\]")
+_MISSING = object()
 
 
-@lru_cache(maxsize=512)
-def _qmark(sql: str) -> tuple[str, tuple[str, ...]]:
-    """``sql`` with ``?`` for each ``:name``, and the names in order (sqlite3 binds a sequence far faster)."""
-    return _BIND_PARAM.sub("?", sql), tuple(_BIND_PARAM.findall(sql))
+class _Plan:
+    """A prepared statement compiled for SQLite: the SQL with its constants rendered in, and how to bind the rest.
 
+    ``slots`` has one entry per ``?`` of ``sql``: ``(name, None)`` takes ``params[name]``,
+    ``(None, value)`` is a constant. An expanding parameter (``IN :ids``) makes ``sql``
+    depend on how many values it gets; those statements are rebuilt per call.
+    """
 
-def _exec_sqlite(conn: Connection, sql: str, params: Mapping[str, Any]) -> Any:
-    qmark_sql, names = _qmark(sql)
-    return _exec_dbapi(conn.connection.dbapi_connection, qmark_sql, [params[name] for name in names])
+    __slots__ = ("expanding", "names", "parts", "slots", "sql")
+
+    def __init__(self, parts: list[str], slots: list[tuple[str | None, Any, bool]]) -> None:
+        self.parts = parts
+        self.slots = slots
+        self.expanding = any(expand for _name, _value, expand in slots)
+        self.sql = "?".join(parts)
+        # The common case, every slot a plain parameter: one list comprehension binds it.
+        plain = all(name is not None and not expand for name, _value, expand in slots)
+        self.names = tuple(name for name, _v, _e in slots if name is not None) if plain else None
+
+    @classmethod
+    def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
+        """The plan, or None when the statement needs what only SQLAlchemy's path does (type processing)."""
+        statement: Any = prepared.statement
+        compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
+        assert isinstance(compiled, SQLCompiler)
+        if getattr(compiled, "_bind_processors", None) or any(
+            column[3]._cached_result_processor(dialect, None) for column in compiled._result_columns
+        ):
+            return None
+        names = list(compiled.positiontup or ())
+        parts: list[str] = []
+        slots: list[tuple[str | None, Any, bool]] = []
+        pending, last = "", 0
+        matches = list(_PLACEHOLDER.finditer(compiled.string))
+        if len(matches) != len(names):
+            return None  # a "?" inside a literal: let SQLAlchemy run it
+        for match, name in zip(matches, names, strict=True):
+            pending += compiled.string[last : match.start()]
+            last = match.end()
+            bind = compiled.binds[name]
+            constant = not bind.required and bind.callable is None
+            if match.group(1) is not None and constant:  # a literal: rendered into the text
+                values = list(bind.value or ()) if bind.expanding else [bind.value]
+                pending += ", ".join(compiled.render_literal_value(v, bind.type) for v in values)
+                continue
+            parts.append(pending)
+            pending = ""
+            slots.append((None if constant else name, bind.value if constant else _MISSING, bool(bind.expanding)))
+        parts.append(pending + compiled.string[last:])
+        return cls(parts, slots)
+
+    def values(self, params: Mapping[str, Any]) -> list[Any]:
+        if self.names is not None:
+            return [params[name] for name in self.names]
+        return [params[name] if name is not None else value for name, value, _expand in self.slots]
+
+    def bind(self, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        """The SQL and the values for one execution."""
+        if not self.expanding:
+            return self.sql, self.values(params)
+        sql, values = [self.parts[0]], []
+        for (name, value, expand), part in zip(self.slots, self.parts[1:], strict=True):
+            given = params[name] if name is not None else value
+            if expand:
+                given = list(given)
+                if not given:  # IN () is not SQL: an empty list matches nothing
+                    sql.append("SELECT NULL WHERE 1 = 0")
+                else:
+                    sql.append(", ".join("?" * len(given)))
+                values.extend(given)
+            else:
+                sql.append("?")
+                values.append(given)
+            sql.append(part)
+        return "".join(sql), values

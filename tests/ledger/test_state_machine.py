@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, func, select, text
 
 from ledger import (
     BudgetExceeded,
@@ -33,6 +33,7 @@ from ledger import (
     RecordNotFound,
     open_ledger,
 )
+from ledger.models import RECORDS, SCOPES
 from tests.conftest import PG_URL, pg_schema_url, service_missing
 
 SCOPE = "account:local"
@@ -572,6 +573,21 @@ class LedgerMachine(RuleBasedStateMachine):
             seen.append(repr(self.led.history(r.id)))
             seen.append(repr(self.led.get(r.id)))
         self._assert_no_erased_token("\n".join(seen))
+
+    @invariant()
+    def the_kept_counts_are_the_rows_counts(self) -> None:
+        """The triggers' active and proposed counts (what the budget reads) equal a count of the rows."""
+        with self.led.engine.connect() as conn:
+            kept = conn.execute(
+                select(SCOPES.c.active_count, SCOPES.c.proposed_count).where(SCOPES.c.scope_key == SCOPE)
+            ).one_or_none()
+            counted = conn.execute(
+                select(
+                    func.count().filter(RECORDS.c.status == "active"),
+                    func.count().filter(RECORDS.c.status == "proposed"),
+                ).where(RECORDS.c.scope_key == SCOPE)
+            ).one()
+        assert (kept is None and counted == (0, 0)) or tuple(kept or ()) == tuple(counted)
 
     @invariant()
     def fts_holds_exactly_the_active_bodies(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import insert, select, update
+from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlmodel import SQLModel
 
 from ledger import InvalidArgument, Ledger, LedgerError, open_ledger
@@ -182,3 +184,70 @@ def test_consolidation_reaches_the_database_only_through_the_ledgers_public_surf
             if isinstance(node, ast.Attribute) and node.attr == "engine":
                 offenders.append(f"{path.name}:{node.lineno} .engine")
     assert offenders == []
+
+
+_SQL_WORD = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|WITH|PRAGMA|CREATE|DROP|ALTER|VACUUM|BEGIN|COMMIT)\b")
+_DIALECT_ONLY = ("exec_driver_sql", "driver_connection", "dbapi_connection")
+
+
+def _sql_offences(root: Path, skip: tuple[str, ...]) -> list[str]:
+    import ast
+
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(skip):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL_WORD.match(node.value):
+                offenders.append(f"{rel}:{node.lineno} SQL text {node.value[:40]!r}")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "text":
+                offenders.append(f"{rel}:{node.lineno} text()")
+            if isinstance(node, ast.Attribute) and node.attr in _DIALECT_ONLY:
+                offenders.append(f"{rel}:{node.lineno} .{node.attr}")
+            if isinstance(node, ast.Attribute) and node.attr == "name" and getattr(node.value, "attr", "") == "dialect":
+                offenders.append(f"{rel}:{node.lineno} dialect.name")
+    return offenders
+
+
+def test_sql_text_and_dialect_branches_live_only_in_the_store_modules() -> None:
+    """ledger/ builds every statement from the SQLModel tables; raw SQL and dialect checks are the stores'
+    (and the migrations', which write triggers and FTS by hand)."""
+    root = Path(__file__).resolve().parents[2]
+    found = _sql_offences(root / "ledger", ("store/", "migrations/"))
+    # The schema's own DDL predicates (partial-index WHERE clauses) are written once, in the SQLModel tables.
+    assert [f for f in found if not (f.startswith("models.py:") and f.endswith(" text()"))] == []
+    assert _sql_offences(root / "consolidation", ()) == []
+
+
+def test_the_sql_check_sees_raw_sql(tmp_path: Path) -> None:
+    """The check above can fail: each kind of offence it looks for is reported."""
+    (tmp_path / "bad.py").write_text(
+        "from sqlalchemy import text\n"
+        "Q = 'SELECT id FROM memory_records'\n"
+        "F = f'UPDATE memory_records SET body = {1}'\n"
+        "T = text('x')\n"
+        "def f(conn, engine):\n"
+        "    conn.exec_driver_sql('x')\n"
+        "    return engine.dialect.name\n",
+        encoding="utf-8",
+    )
+    found = sorted(_sql_offences(tmp_path, ()))
+    assert [f.split(" ", 1)[0] for f in found] == ["bad.py:2", "bad.py:3", "bad.py:4", "bad.py:6", "bad.py:7"], found
+
+
+def test_every_prepared_ledger_statement_takes_sqlites_direct_path() -> None:
+    """Each module-level statement compiles to a plan the SQLite store runs on the cursor (none falls back)."""
+    import importlib
+
+    from ledger.store import Prepared
+    from ledger.store.sqlite import _Plan
+
+    dialect = sqlite_dialect()
+    seen = 0
+    for name in ("ledger.rows", "ledger.txparts", "ledger.reads", "ledger.sweep", "ledger.erasure", "ledger.db"):
+        for attr, value in vars(importlib.import_module(name)).items():
+            if isinstance(value, Prepared):
+                seen += 1
+                assert _Plan.build(value, dialect) is not None, f"{name}.{attr}"
+    assert seen >= 25
