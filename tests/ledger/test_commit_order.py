@@ -1,11 +1,13 @@
 """Processes x threads on one scope with a small budget, on the real clock: commit order is time order.
 
 Every process opens its own ``Ledger`` on the same database; every thread of a process shares
-that one. Each thread runs a random mix of save, edit, group save, delete, propose and accept.
-Afterwards the raw rows are checked (SPEC 3.1, 3.2): no spurious refusal (no ``InvalidInstant``,
+that one. Each thread runs a random mix of save, edit, group save, delete, propose, accept and
+saves that expire within moments, while one thread per process sweeps every scope. Afterwards
+the raw rows are checked (SPEC 3.1, 3.2): no spurious refusal (no ``InvalidInstant``,
 no ``LedgerBusy``), no raw driver error, every acknowledged write stored and no refused one,
 instants in commit order, never two live members of one group at one instant, the budget never
-exceeded at any instant, no gap or overlap in any chain. The short run is in ``make test``; the
+exceeded at any instant, no gap or overlap in any chain, the scope's kept counts equal to its
+rows (the sweep and the writers move them concurrently). The short run is in ``make test``; the
 long one is behind ``-m soak``.
 """
 
@@ -15,17 +17,18 @@ import multiprocessing
 import random
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from ledger import BudgetExceeded, InvalidTransition, LedgerError, open_ledger
+from ledger import BudgetExceeded, InvalidInstant, InvalidTransition, LedgerError, open_ledger
 
 SCOPE = "account:local"
 BUDGET = 6
 GROUPS = ("g1", "g2")
-OPS = ("save", "edit", "group", "delete", "propose", "accept")
+OPS = ("save", "edit", "group", "delete", "propose", "accept", "expiring")
 Outcome = tuple[str, str, str, Any]  # (op, result, token or error type, record id / instant)
 
 
@@ -34,7 +37,8 @@ def _one(led: Any, rng: random.Random, token: str) -> tuple[str, str, Any]:
     op = rng.choice(OPS)
     body = f"note about {token}"
     if op in ("edit", "delete"):
-        live = led.list(SCOPE)
+        # Saves that expire are left to expire (and to the sweep) while others remain to edit.
+        live = [r for r in led.list(SCOPE) if r.expires_at is None] or led.list(SCOPE)
         if not live:
             op = "save"
         else:
@@ -50,6 +54,10 @@ def _one(led: Any, rng: random.Random, token: str) -> tuple[str, str, Any]:
             return op, "ok", (rec.id, rec.valid_from)
     if op == "propose":
         rec = led.propose(body, kind="fact", confidence_bps=5000, rationale="r", conflict_group=rng.choice(GROUPS))
+        return op, "ok", (rec.id, rec.valid_from)
+    if op == "expiring":
+        # Refused (not spurious) when the scope's lock came after the expiry: that instant had passed.
+        rec = led.save(body, expires_at=datetime.now(UTC) + timedelta(milliseconds=rng.randint(30, 300)))
         return op, "ok", (rec.id, rec.valid_from)
     group = rng.choice(GROUPS) if op == "group" else None
     rec = led.save(body, conflict_group=group)
@@ -67,10 +75,25 @@ def _thread(led: Any, seed: int, deadline: float, max_ops: int, out: list[Outcom
             out.append((op, result, token, value))
         except (BudgetExceeded, InvalidTransition) as exc:  # a user can cause these; a race too
             out.append(("?", "refused", token, type(exc).__name__))
+        except InvalidInstant as exc:
+            passed = "expires_at must be after now" in str(exc)
+            out.append(("?", "refused" if passed else "spurious", token, f"InvalidInstant: {exc}"))
         except LedgerError as exc:
             out.append(("?", "spurious", token, f"{type(exc).__name__}: {exc}"))
         except Exception as exc:
             out.append(("?", "raw", token, f"{type(exc).__module__}.{type(exc).__name__}: {exc}"))
+
+
+def _sweeper(led: Any, deadline: float, out: list[Outcome]) -> None:
+    """The cron's sweep of every scope, again and again, while the writers run."""
+    while time.monotonic() < deadline:
+        try:
+            led.sweep_expired(datetime.now(UTC))
+        except LedgerError as exc:
+            out.append(("sweep", "spurious", "", f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:
+            out.append(("sweep", "raw", "", f"{type(exc).__module__}.{type(exc).__name__}: {exc}"))
+        time.sleep(0.02)
 
 
 def worker(url: str, proc: int, threads: int, seconds: float, max_ops: int, queue: Any) -> None:
@@ -80,6 +103,7 @@ def worker(url: str, proc: int, threads: int, seconds: float, max_ops: int, queu
     pool = [
         threading.Thread(target=_thread, args=(led, proc * 100 + t, deadline, max_ops, out)) for t in range(threads)
     ]
+    pool.append(threading.Thread(target=_sweeper, args=(led, deadline, out)))
     for t in pool:
         t.start()
     for t in pool:
@@ -106,17 +130,18 @@ def _run(url: str, processes: int, threads: int, seconds: float, max_ops: int) -
     return outcomes
 
 
-def _rows(url: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _rows(url: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     engine = create_engine(url)
     with engine.connect() as conn:
         records = [dict(r) for r in conn.execute(text("SELECT * FROM memory_records ORDER BY seq")).mappings()]
         events = [dict(r) for r in conn.execute(text("SELECT * FROM ledger_events ORDER BY seq")).mappings()]
+        scope = conn.execute(text("SELECT * FROM scope_settings WHERE scope_key = :s"), {"s": SCOPE}).mappings().one()
     engine.dispose()
-    return records, events
+    return records, events, dict(scope)
 
 
 def check(url: str, outcomes: list[Outcome]) -> None:
-    records, events = _rows(url)
+    records, events, scope = _rows(url)
     # No spurious refusal, no raw driver error.
     bad = [o for o in outcomes if o[1] in ("spurious", "raw")]
     assert bad == [], bad[:5]
@@ -124,7 +149,7 @@ def check(url: str, outcomes: list[Outcome]) -> None:
     assert ok, "nothing was written"
     by_id = {r["id"]: r for r in records}
     # Nothing acknowledged and missing; nothing refused and stored.
-    created = [o for o in ok if o[0] in ("save", "edit", "group", "propose")]
+    created = [o for o in ok if o[0] in ("save", "edit", "group", "propose", "expiring")]
     assert all(o[3][0] in by_id for o in created)
     assert len(records) == len(created)
     refused_tokens = {o[2] for o in outcomes if o[1] == "refused"}
@@ -134,7 +159,8 @@ def check(url: str, outcomes: list[Outcome]) -> None:
     instants = [o[3][1] for o in ok]
     assert len(set(instants)) == len(instants)
     # Instants in commit order: the event log (appended under the scope's lock) never goes back.
-    scope_events = [e["at"] for e in events if e["scope_key"] == SCOPE]
+    # (An ``expired`` event is at the instant the sweep was given, not a write's instant.)
+    scope_events = [e["at"] for e in events if e["scope_key"] == SCOPE and e["event"] != "expired"]
     assert scope_events == sorted(scope_events)
     # Chains: exact supersession, no gap, no overlap.
     for r in records:
@@ -142,6 +168,10 @@ def check(url: str, outcomes: list[Outcome]) -> None:
             nxt = by_id[r["superseded_by"]]
             assert r["status"] == "superseded" and r["valid_to"] == nxt["valid_from"], r["id"]
     _check_groups_and_budget(records)
+    # The counts the budget reads are the rows' counts.
+    statuses = [r["status"] for r in records if r["scope_key"] == SCOPE]
+    assert (scope["active_count"], scope["proposed_count"]) == (statuses.count("active"), statuses.count("proposed"))
+    assert any(o[0] == "expiring" for o in ok) and any(r["status"] == "expired" for r in records)
 
 
 def _end(r: dict[str, Any]) -> int | None:
@@ -161,6 +191,8 @@ def _pending_at(r: dict[str, Any], t: int) -> bool:
     if r["status"] == "proposed":
         return r["created_at"] <= t
     decided = r["valid_from"] if r["valid_from"] != r["created_at"] else r["updated_at"]
+    if r["status"] == "expired" and r["expires_at"] is not None:
+        decided = min(decided, r["expires_at"])
     return r["created_at"] <= t < decided
 
 
