@@ -30,7 +30,8 @@ __all__ = [
 ]
 
 _KINDS: dict[str, type[Store]] = {"sqlite": SQLiteStore, "postgresql": PostgresStore}
-_STORES: weakref.WeakKeyDictionary[Engine, Store] = weakref.WeakKeyDictionary()
+# By the engine's id (a plain dict lookup: every statement asks); an entry leaves with its engine.
+_STORES: dict[int, Store] = {}
 
 
 def make_engine(url: str) -> Engine:
@@ -42,18 +43,25 @@ def make_engine(url: str) -> Engine:
             f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: use sqlite or postgresql"
         )
     engine = kind.create_engine(url)
-    _STORES[engine] = kind(engine)
+    _remember(engine, kind(engine))
     return engine
+
+
+def _remember(engine: Engine, store: Store) -> Store:
+    key = id(engine)
+    _STORES[key] = store
+    weakref.finalize(engine, _STORES.pop, key, None)
+    return store
 
 
 def store_for(engine: Engine) -> Store:
     """The engine's store (one per engine)."""
-    found = _STORES.get(engine)
-    if found is None:
+    found = _STORES.get(id(engine))
+    if found is None or found.engine is not engine:
         kind = _KINDS.get(engine.dialect.name)
         if kind is None:
             raise LedgerError(f"unsupported database {engine.dialect.name!r}: use sqlite or postgresql")
-        found = _STORES[engine] = kind(engine)
+        found = _remember(engine, kind(engine))
     return found
 
 

@@ -73,13 +73,25 @@ class Store(ABC):
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction; commits when the block ends, rolls back when it raises."""
-        with self.translated(), self._lock, self._begin_write() as conn:
-            yield conn
+        try:
+            with self._lock, self._begin_write() as conn:
+                yield conn
+        except Exception as exc:
+            translated = self.translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self.translated(), self._lock, self._begin_read() as conn:
-            yield conn
+        try:
+            with self._lock, self._begin_read() as conn:
+                yield conn
+        except Exception as exc:
+            translated = self.translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
 
     def serialized(self) -> AbstractContextManager[Any]:
         """Held around every use of a connection when the store has only one (in-memory SQLite)."""
@@ -139,23 +151,22 @@ class Store(ABC):
     def is_busy(self, exc: BaseException) -> bool:
         """A driver error that means "try again": locked, busy, a serialization failure, a deadlock."""
 
-    @contextmanager
-    def translated(self) -> Iterator[None]:
-        """The store boundary: no SQLAlchemy, sqlite3 or psycopg error reaches a caller."""
-        try:
-            yield
-        except LedgerError:
-            raise
-        except UnicodeError as exc:
-            raise InvalidArgument(
+    def translate(self, exc: Exception) -> Exception:
+        """The store boundary: no SQLAlchemy, sqlite3 or psycopg error reaches a caller.
+
+        A :class:`LedgerError`, or any error that is not the database's, is returned as it is.
+        """
+        if isinstance(exc, UnicodeError):
+            return InvalidArgument(
                 "the text contains a character the database cannot store (a lone UTF-16 surrogate); send valid Unicode"
-            ) from exc
-        except DBAPIError as exc:
+            )
+        if isinstance(exc, DBAPIError):
             if self.is_busy(exc):
-                raise LedgerBusy("the ledger database stayed busy; try again in a moment") from exc
-            raise LedgerError(f"the ledger database refused the operation: {_first_line(exc)}") from exc
-        except StatementError as exc:
-            raise InvalidArgument(f"a value cannot be stored: {_first_line(exc)}") from exc
+                return LedgerBusy("the ledger database stayed busy; try again in a moment")
+            return LedgerError(f"the ledger database refused the operation: {_first_line(exc)}")
+        if isinstance(exc, StatementError):
+            return InvalidArgument(f"a value cannot be stored: {_first_line(exc)}")
+        return exc
 
     @staticmethod
     def new_lock() -> threading.RLock:

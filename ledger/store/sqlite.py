@@ -15,7 +15,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -81,28 +81,37 @@ class SQLiteStore(Store):
 
     # ------------------------------------------------------------------ transactions
     @contextmanager
-    def _begin_write(self) -> Iterator[Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT`` on the DBAPI connection.
+    def write(self) -> Iterator[Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` on the DBAPI connection, errors translated; one frame (every save).
 
         A statement run through SQLAlchemy inside autobegins SQLAlchemy's own transaction
         (``_on_begin`` sees ours open and emits nothing); that one is then committed or
         rolled back through SQLAlchemy, which ends ours.
         """
-        with self.engine.connect() as conn:
-            dbapi_conn = conn.connection.dbapi_connection
-            _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
+        try:
+            with self._lock, self.engine.connect() as conn:
+                dbapi_conn = conn.connection.dbapi_connection
+                _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction():
+                        conn.rollback()
+                    elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
+                        _exec_dbapi(dbapi_conn, "ROLLBACK")
+                    raise
                 if conn.in_transaction():
-                    conn.rollback()
-                elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
-                    _exec_dbapi(dbapi_conn, "ROLLBACK")
+                    conn.commit()
+                else:
+                    _exec_dbapi(dbapi_conn, "COMMIT")
+        except Exception as exc:
+            translated = self.translate(exc)
+            if translated is exc:
                 raise
-            if conn.in_transaction():
-                conn.commit()
-            else:
-                _exec_dbapi(dbapi_conn, "COMMIT")
+            raise translated from exc
+
+    def _begin_write(self) -> AbstractContextManager[Connection]:
+        return self.write()  # this store's write() is the whole of it, in one frame
 
     @contextmanager
     def _begin_read(self) -> Iterator[Connection]:
