@@ -4,7 +4,8 @@ A run moves ``pending → running → settled`` (or ``pending → settled`` when
 cancelled or skipped). Every move is an UPDATE guarded by the state it expects, so
 exactly one caller wins each move however many workers race for it. Statements are
 SQLAlchemy Core over :data:`ledger.models.RUNS`, run through a ledger read or write
-transaction (``tx.execute``).
+transaction: the moves of every run (read, claim, store, settle) are :class:`ledger.Prepared`
+(``tx.rows`` / ``tx.run``, the store's direct path), the rest ``tx.execute``.
 """
 
 from __future__ import annotations
@@ -18,23 +19,34 @@ from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exis
 from sqlalchemy.orm import aliased
 
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Outcome, run_from_row
+from ledger import Prepared, param
 from ledger.instants import to_micros
 from ledger.models import RUNS
 
 C = RUNS.c
+_NAMES = tuple(column.name for column in RUNS.c)
+_ID = param("v_id")
+_NOW = param("now")
 
 
 class Executor(Protocol):
     def execute(self, statement: Executable, params: Any = None) -> CursorResult[*tuple[Any, ...]]: ...
+
+    def rows(self, statement: Prepared | Executable, params: Any = None) -> list[tuple[Any, ...]]: ...
+
+    def run(self, statement: Prepared | Executable, params: Any = None) -> int: ...
 
 
 def new_run_id() -> str:
     return "run_" + secrets.token_hex(12)
 
 
+_GET = Prepared(select(RUNS).where(C.id == _ID))
+
+
 def get(db: Executor, run_id: str) -> ConsolidationRun | None:
-    found = select_runs(db, C.id == run_id, order=(C.id,), limit=1)
-    return found[0] if found else None
+    found = db.rows(_GET, {"v_id": run_id})
+    return run_from_row(dict(zip(_NAMES, found[0], strict=True))) if found else None
 
 
 def select_runs(
@@ -100,56 +112,105 @@ def cancel_pending(db: Executor, scope_key: str, now_us: int) -> int:
     return int(done.rowcount)
 
 
+_OTHER = aliased(RUNS)
+_CLAIM = Prepared(
+    update(RUNS)
+    .where(
+        C.id == _ID,
+        C.state == "pending",
+        C.due_at <= _NOW,
+        ~exists().where(_OTHER.c.scope_key == C.scope_key, _OTHER.c.state == "running"),
+    )
+    .values(
+        state="running",
+        started_at=_NOW,
+        harness=param("v_harness"),
+        model=param("v_model"),
+        mode=param("v_mode"),
+        wall_clock_cap_s=param("cap"),
+    )
+)
+
+
 def claim(db: Executor, run_id: str, settings: ConsolidationSettings, now_us: int) -> bool:
     """pending → running, only when due and no other run of the scope is running."""
-    other = aliased(RUNS)
-    done = db.execute(
-        update(RUNS)
-        .where(
-            C.id == run_id,
-            C.state == "pending",
-            C.due_at <= now_us,
-            ~exists().where(other.c.scope_key == C.scope_key, other.c.state == "running"),
-        )
-        .values(
-            state="running",
-            started_at=now_us,
-            harness=settings.harness,
-            model=settings.model,
-            mode=settings.mode.value,
-            wall_clock_cap_s=settings.wall_clock_cap_s,
-        )
-    )
-    return bool(done.rowcount == 1)
-
-
-def _usage_values(usage: Any, spend_micro_usd: int) -> dict[str, Any]:
-    return {
-        "input_tokens": C.input_tokens + getattr(usage, "input_tokens", 0),
-        "output_tokens": C.output_tokens + getattr(usage, "output_tokens", 0),
-        "cache_creation_input_tokens": C.cache_creation_input_tokens + getattr(usage, "cache_creation_input_tokens", 0),
-        "cache_read_input_tokens": C.cache_read_input_tokens + getattr(usage, "cache_read_input_tokens", 0),
-        "spend_micro_usd": C.spend_micro_usd + spend_micro_usd,
+    params = {
+        "v_id": run_id,
+        "now": now_us,
+        "v_harness": settings.harness,
+        "v_model": settings.model,
+        "v_mode": settings.mode.value,
+        "cap": float(settings.wall_clock_cap_s),
     }
+    return db.run(_CLAIM, params) == 1
+
+
+_USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+# Each of a call's counts is added to the run's: bound as ``add_<column>``.
+_ADD_USAGE = {name: C[name] + param(f"add_{name}") for name in (*_USAGE_COLUMNS, "spend_micro_usd")}
+
+
+def _usage_params(usage: Any, spend_micro_usd: int) -> dict[str, int]:
+    params = {f"add_{name}": int(getattr(usage, name, 0) or 0) for name in _USAGE_COLUMNS}
+    params["add_spend_micro_usd"] = int(spend_micro_usd)
+    return params
+
+
+_STORE_ANSWER = Prepared(
+    update(RUNS)
+    .where(C.id == _ID, C.answer_stored_at.is_(None))
+    .values(
+        prompt=param("v_prompt"),
+        answer=param("v_answer"),
+        answer_raw=param("raw"),
+        answer_stored_at=_NOW,
+        model_calls=C.model_calls + 1,
+        **_ADD_USAGE,
+    )
+)
 
 
 def store_answer(
     db: Executor, run_id: str, *, prompt: str, answer: Any, raw: str, usage: Any, spend_micro_usd: int, now_us: int
 ) -> bool:
     """Write the answer and its usage before anything is applied. Usage is kept even on a settled run."""
-    done = db.execute(
+    params = {
+        "v_id": run_id,
+        "now": now_us,
+        "v_prompt": prompt,
+        "v_answer": None if answer is None else json.dumps(answer),
+        "raw": raw,
+        **_usage_params(usage, spend_micro_usd),
+    }
+    return db.run(_STORE_ANSWER, params) == 1
+
+
+def _settle_statement(*, unanswered: bool) -> Prepared:
+    where = [C.id == _ID, C.state == param("expect")]
+    if unanswered:
+        where.append(C.answer_stored_at.is_(None))
+    return Prepared(
         update(RUNS)
-        .where(C.id == run_id, C.answer_stored_at.is_(None))
+        .where(*where)
         .values(
-            prompt=prompt,
-            answer=None if answer is None else json.dumps(answer),
-            answer_raw=raw,
-            answer_stored_at=now_us,
-            model_calls=C.model_calls + 1,
-            **_usage_values(usage, spend_micro_usd),
+            state="settled",
+            outcome=param("v_outcome"),
+            settled_at=_NOW,
+            error=param("v_error"),
+            ops_proposed=param("v_ops_proposed"),
+            ops_applied=param("v_ops_applied"),
+            ops_refused=param("v_ops_refused"),
+            refusals=param("v_refusals"),
+            started_at=func.coalesce(C.started_at, _NOW),
+            model_calls=C.model_calls + param("calls"),
+            # An extraction run's prompt is the chat transcript: it does not outlive the run (SPEC 4.5).
+            prompt=case((C.job == "extract", None), else_=C.prompt),
+            **_ADD_USAGE,
         )
     )
-    return bool(done.rowcount == 1)
+
+
+_SETTLE = {False: _settle_statement(unanswered=False), True: _settle_statement(unanswered=True)}
 
 
 def settle(
@@ -174,46 +235,39 @@ def settle(
     ``unanswered`` also requires that no answer is stored (the janitor's abandon must not
     discard an answer a worker stored a moment ago: that one is applied instead).
     """
-    where = [C.id == run_id, C.state == expect]
-    if unanswered:
-        where.append(C.answer_stored_at.is_(None))
-    done = db.execute(
-        update(RUNS)
-        .where(*where)
-        .values(
-            state="settled",
-            outcome=outcome.value,
-            settled_at=now_us,
-            error=None if error is None else error[:500],
-            ops_proposed=ops_proposed,
-            ops_applied=ops_applied,
-            ops_refused=ops_refused,
-            refusals=json.dumps(dict(refusals or {}), sort_keys=True),
-            started_at=func.coalesce(C.started_at, now_us),
-            model_calls=C.model_calls + calls,
-            # An extraction run's prompt is the chat transcript: it does not outlive the run (SPEC 4.5).
-            prompt=case((C.job == "extract", None), else_=C.prompt),
-            **_usage_values(usage, spend_micro_usd),
-        )
-    )
-    return bool(done.rowcount == 1)
+    params = {
+        "v_id": run_id,
+        "expect": expect,
+        "now": now_us,
+        "v_outcome": outcome.value,
+        "v_error": None if error is None else error[:500],
+        "v_ops_proposed": ops_proposed,
+        "v_ops_applied": ops_applied,
+        "v_ops_refused": ops_refused,
+        "v_refusals": json.dumps(dict(refusals or {}), sort_keys=True),
+        "calls": calls,
+        **_usage_params(usage, spend_micro_usd),
+    }
+    return db.run(_SETTLE[unanswered], params) == 1
+
+
+_ADD_CALL = Prepared(update(RUNS).where(C.id == _ID).values(model_calls=C.model_calls + param("calls"), **_ADD_USAGE))
 
 
 def add_usage(db: Executor, run_id: str, usage: Any, spend_micro_usd: int, *, calls: int = 0) -> None:
     """Add a call's tokens and spend to a run whatever its state (the call was paid for)."""
-    db.execute(
-        update(RUNS)
-        .where(C.id == run_id)
-        .values(model_calls=C.model_calls + calls, **_usage_values(usage, spend_micro_usd))
+    db.run(_ADD_CALL, {"v_id": run_id, "calls": calls, **_usage_params(usage, spend_micro_usd)})
+
+
+_MONTH_SPEND = Prepared(
+    select(func.coalesce(func.sum(C.spend_micro_usd), 0)).where(
+        C.scope_key == param("scope"), C.started_at >= param("start"), C.started_at < param("end")
     )
+)
 
 
 def month_spend(db: Executor, scope_key: str, start_us: int, end_us: int) -> int:
-    total = db.execute(
-        select(func.coalesce(func.sum(C.spend_micro_usd), 0)).where(
-            C.scope_key == scope_key, C.started_at >= start_us, C.started_at < end_us
-        )
-    ).scalar()
+    ((total,),) = db.rows(_MONTH_SPEND, {"scope": scope_key, "start": start_us, "end": end_us})
     return int(total or 0)
 
 

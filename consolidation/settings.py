@@ -16,6 +16,7 @@ from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
+from ledger import Prepared, param
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
 
@@ -115,9 +116,14 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
     return ConsolidationSettings(**values)
 
 
+_NAMES = tuple(column.name for column in TABLE.c)
+# Read on every run: from_row converts the driver's values (SQLite's 0/1 for allow_removal).
+_LOAD = Prepared(select(TABLE).where(TABLE.c.scope_key == param("scope")), driver_values=True)
+
+
 def load(db: Executor, scope_key: str) -> Mapping[str, Any] | None:
-    row = db.execute(select(TABLE).where(TABLE.c.scope_key == scope_key)).mappings().first()
-    return None if row is None else dict(row)
+    found = db.rows(_LOAD, {"scope": scope_key})
+    return dict(zip(_NAMES, found[0], strict=True)) if found else None
 
 
 def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:

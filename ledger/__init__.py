@@ -23,6 +23,7 @@ from ledger.instants import Clock, system_clock
 from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, SweepStatus
 from ledger.packet import Packet
 from ledger.slash import SlashResult
+from ledger.store import Prepared, lit, param
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -39,6 +40,7 @@ __all__ = [
     "LedgerEvent",
     "MemoryRecord",
     "Packet",
+    "Prepared",
     "Provenance",
     "RecordNotFound",
     "ScopeError",
@@ -46,7 +48,9 @@ __all__ = [
     "SlashResult",
     "Status",
     "SweepStatus",
+    "lit",
     "open_ledger",
+    "param",
 ]
 
 

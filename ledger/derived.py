@@ -18,8 +18,13 @@ from sqlalchemy import Connection, Table, column, insert, select, table, update
 
 from ledger.errors import InvalidArgument
 from ledger.models import DERIVED, RECORDS
+from ledger.store import Prepared, param, run
+from ledger.store import rows as store_rows
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_INSERT = Prepared(insert(DERIVED), column_keys=("owner", "key", "record_id", "columns", "created_at"))
+_IDS = param("ids", expanding=True)
+_ANY_ERASED = Prepared(select(RECORDS.c.id).where(RECORDS.c.id.in_(_IDS), RECORDS.c.erased_at.is_not(None)).limit(1))
 
 
 def _spec(owner: Table | str, key_column: str, columns: Sequence[str]) -> tuple[str, str]:
@@ -52,9 +57,8 @@ def register(
     if not ids:
         return
     rows = [{"owner": name, "key": key, "record_id": rid, "columns": spec, "created_at": now_us} for rid in ids]
-    conn.execute(insert(DERIVED), rows)
-    gone = conn.execute(select(RECORDS.c.id).where(RECORDS.c.id.in_(ids), RECORDS.c.erased_at.is_not(None))).first()
-    if gone is not None:
+    run(conn, _INSERT, rows)
+    if store_rows(conn, _ANY_ERASED, {"ids": ids}):
         _erase(conn, name, spec, key)
 
 

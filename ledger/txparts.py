@@ -13,6 +13,8 @@ from ledger import rows
 from ledger.errors import InvalidTransition
 from ledger.models import EVENTS, RECORDS, SCOPES, TRANSITIONS, Kind, MemoryRecord, Provenance, Status
 from ledger.store import Prepared, lit, param
+from ledger.store import rows as store_rows
+from ledger.store import run as store_run
 
 Row = Mapping[str, Any]
 M = RECORDS.c
@@ -83,7 +85,12 @@ class _NewRecord:
 
 
 class Reader:
-    """A read transaction (one snapshot). ``execute`` runs SQLAlchemy Core statements."""
+    """A read transaction (one snapshot) for SQLAlchemy Core statements built from :mod:`ledger.models`.
+
+    ``execute`` returns SQLAlchemy's result. ``rows`` and ``run`` take a :class:`ledger.Prepared`
+    statement (built once, bound by name) through the store's fastest path: on SQLite, straight to
+    the cursor, which is what a hot path (a consolidation run's claim and settle) wants.
+    """
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
@@ -93,6 +100,16 @@ class Reader:
     ) -> CursorResult[*tuple[Any, ...]]:
         """Run one SQLAlchemy Core statement (built from the SQLModel tables in :mod:`ledger.models`)."""
         return self.conn.execute(statement, params)
+
+    def rows(self, statement: Prepared | Executable, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement that returns rows: the rows as tuples, in the statement's column order."""
+        return store_rows(self.conn, statement, params)
+
+    def run(
+        self, statement: Prepared | Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
+    ) -> int:
+        """Run one statement (a list of parameter sets: once per set); how many rows it changed."""
+        return store_run(self.conn, statement, params)
 
     def records(self, record_ids: Iterable[str]) -> dict[str, MemoryRecord]:
         """The named records as this transaction sees them, by id (missing ids left out)."""

@@ -21,6 +21,7 @@ from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
+from ledger import Prepared, param
 from ledger.models import EXTRACTION_SETTINGS as TABLE
 from ledger.tx import Reader
 
@@ -29,7 +30,7 @@ DEFAULT_MAX_WAIT_S = 300.0
 DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 FIELDS = ("mode", "harness", "model", "debounce_s", "max_wait_s", "wall_clock_cap_s", "max_output_tokens")
-_LOAD = select(*(TABLE.c[name] for name in FIELDS))
+_LOAD = Prepared(select(*(TABLE.c[name] for name in FIELDS)).where(TABLE.c.scope_key == param("scope")))
 
 
 class ExtractionMode(StrEnum):
@@ -107,10 +108,10 @@ def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: Price
 
 def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
     """The scope's stored settings, or None (read on every turn)."""
-    row = db.execute(_LOAD.where(TABLE.c.scope_key == scope_key)).first()
-    if row is None:
+    found = db.rows(_LOAD, {"scope": scope_key})
+    if not found:
         return None
-    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = row
+    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = found[0]
     return ExtractionSettings(
         scope_key=scope_key,
         mode=ExtractionMode(mode),

@@ -24,14 +24,19 @@ class Prepared:
     """One Core statement and, per dialect, what its store compiled it to (see the module docstring).
 
     ``column_keys`` names the columns an ``insert()``/``update()`` without ``values()``
-    sets; each is bound under its column's name.
+    sets; each is bound under its column's name. ``driver_values`` says the caller takes
+    each column as the driver returns it (SQLite: a boolean as 0 or 1) and converts it itself,
+    so a statement over such columns may still take the direct path.
     """
 
-    __slots__ = ("column_keys", "plans", "statement")
+    __slots__ = ("column_keys", "driver_values", "plans", "statement")
 
-    def __init__(self, statement: Executable, *, column_keys: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, statement: Executable, *, column_keys: Sequence[str] | None = None, driver_values: bool = False
+    ) -> None:
         self.statement = statement
         self.column_keys = None if column_keys is None else list(column_keys)
+        self.driver_values = driver_values
         self.plans: dict[str, Any] = {}
 
     def __repr__(self) -> str:

@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -260,15 +260,18 @@ class _Plan:
     depend on how many values it gets; those statements are rebuilt per call.
     """
 
-    __slots__ = ("expanding", "names", "parts", "slots", "sql")
+    __slots__ = ("expanding", "names", "parts", "processors", "slots", "sql")
 
-    def __init__(self, parts: list[str], slots: list[tuple[str | None, Any, bool]]) -> None:
+    def __init__(
+        self, parts: list[str], slots: list[tuple[str | None, Any, bool]], processors: list[Callable[[Any], Any] | None]
+    ) -> None:
         self.parts = parts
         self.slots = slots
+        self.processors = processors  # the type's bind processor (Float: to_float), per slot
         self.expanding = any(expand for _name, _value, expand in slots)
         self.sql = "?".join(parts)
         # The common case, every slot a plain parameter: one list comprehension binds it.
-        plain = all(name is not None and not expand for name, _value, expand in slots)
+        plain = all(name is not None and not expand for name, _value, expand in slots) and not any(processors)
         self.names = tuple(name for name, _v, _e in slots if name is not None) if plain else None
 
     @classmethod
@@ -277,13 +280,15 @@ class _Plan:
         statement: Any = prepared.statement
         compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
         assert isinstance(compiled, SQLCompiler)
-        if getattr(compiled, "_bind_processors", None) or any(
+        bind_processors: Mapping[str, Any] = getattr(compiled, "_bind_processors", {})
+        if not prepared.driver_values and any(
             column[3]._cached_result_processor(dialect, None) for column in compiled._result_columns
         ):
             return None
         names = list(compiled.positiontup or ())
         parts: list[str] = []
         slots: list[tuple[str | None, Any, bool]] = []
+        processors: list[Callable[[Any], Any] | None] = []
         pending, last = "", 0
         matches = list(_PLACEHOLDER.finditer(compiled.string))
         if len(matches) != len(names):
@@ -300,23 +305,27 @@ class _Plan:
             parts.append(pending)
             pending = ""
             slots.append((None if constant else name, bind.value if constant else _MISSING, bool(bind.expanding)))
+            processors.append(bind_processors.get(name))
         parts.append(pending + compiled.string[last:])
-        return cls(parts, slots)
+        return cls(parts, slots, processors)
 
     def values(self, params: Mapping[str, Any]) -> list[Any]:
         if self.names is not None:
             return [params[name] for name in self.names]
-        return [params[name] if name is not None else value for name, value, _expand in self.slots]
+        return [
+            _processed(proc, params[name] if name is not None else value)
+            for (name, value, _expand), proc in zip(self.slots, self.processors, strict=True)
+        ]
 
     def bind(self, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
         """The SQL and the values for one execution."""
         if not self.expanding:
             return self.sql, self.values(params)
         sql, values = [self.parts[0]], []
-        for (name, value, expand), part in zip(self.slots, self.parts[1:], strict=True):
+        for (name, value, expand), proc, part in zip(self.slots, self.processors, self.parts[1:], strict=True):
             given = params[name] if name is not None else value
             if expand:
-                given = list(given)
+                given = [_processed(proc, v) for v in given]
                 if not given:  # IN () is not SQL: an empty list matches nothing
                     sql.append("SELECT NULL WHERE 1 = 0")
                 else:
@@ -324,6 +333,10 @@ class _Plan:
                 values.extend(given)
             else:
                 sql.append("?")
-                values.append(given)
+                values.append(_processed(proc, given))
             sql.append(part)
         return "".join(sql), values
+
+
+def _processed(processor: Callable[[Any], Any] | None, value: Any) -> Any:
+    return value if processor is None or value is None else processor(value)
