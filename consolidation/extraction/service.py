@@ -32,8 +32,9 @@ from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResu
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
 from consolidation.harnesses.base import HarnessError
 from consolidation.harnesses.extract_base import Extractor, get_extractor
-from consolidation.models import ConsolidationRun, Outcome, run_from_row
+from consolidation.models import ConsolidationRun, Outcome
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
+from ledger import Prepared, param
 from ledger.audit import check_session_id
 from ledger.errors import BudgetExceeded, InvalidArgument
 from ledger.instants import from_micros, to_micros
@@ -60,40 +61,65 @@ def _digest_key(scope_key: str, session_id: str) -> tuple[Any, ...]:
 
 # The session's digest as stored (read on every chat turn, and at claim).
 _DIGEST_READ = select(G.messages, G.next_seq, G.digest_id)
+_SCOPE = param("scope")
+_KEY = (G.scope_key == _SCOPE, G.session_id == param("session"))
+_DIGEST_TAKE = Prepared(select(G.messages).where(*_KEY))
+_DIGEST_DROP = Prepared(delete(DIGESTS).where(*_KEY))
 # Every non-forgotten body of a scope: what a proposal must not duplicate.
-_BODIES = select(M.id, M.body).where(M.status != "deleted", M.body.is_not(None))
+_BODIES = Prepared(select(M.id, M.body).where(M.scope_key == _SCOPE, M.status != "deleted", M.body.is_not(None)))
+# Up to MAX_PINNED active bodies, newest first: "already pinned, do not re-propose".
+_PINNED = Prepared(
+    select(M.id, M.body)
+    .where(
+        M.scope_key == _SCOPE,
+        M.status == "active",
+        M.body.is_not(None),
+        or_(M.expires_at.is_(None), M.expires_at > param("now")),
+    )
+    .order_by(M.valid_from.desc(), M.id)
+    .limit(MAX_PINNED)
+)
+# The scope's spend this month, across both jobs, and its one monthly budget (consolidation's setting).
+_SPEND = Prepared(
+    select(
+        select(func.coalesce(func.sum(C.spend_micro_usd), 0))
+        .where(C.scope_key == _SCOPE, C.started_at >= param("start"), C.started_at < param("end"))
+        .scalar_subquery(),
+        select(CONSOLIDATION_SETTINGS.c.spend_budget_micro_usd)
+        .where(CONSOLIDATION_SETTINGS.c.scope_key == _SCOPE)
+        .scalar_subquery(),
+    )
+)
+_OTHER = aliased(RUNS)
+_CLAIM = Prepared(
+    update(RUNS)
+    .where(
+        C.id == param("run"),
+        C.state == "pending",
+        C.due_at <= param("now"),
+        ~exists().where(_OTHER.c.scope_key == C.scope_key, _OTHER.c.state == "running"),
+    )
+    .values(
+        state="running",
+        started_at=param("now"),
+        harness=param("v_harness"),
+        model=param("v_model"),
+        mode="propose",
+        wall_clock_cap_s=param("cap"),
+    )
+)
 
 
 def _bodies(db: R.Executor, scope_key: str) -> list[Any]:
-    return list(db.execute(_BODIES.where(M.scope_key == scope_key)).all())  # fetchall: many rows
+    return db.rows(_BODIES, {"scope": scope_key})
 
 
 def _pinned(db: R.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]]:
-    """Up to MAX_PINNED active bodies, newest first: "already pinned, do not re-propose"."""
-    stmt = (
-        select(M.id, M.body)
-        .where(
-            M.scope_key == scope_key,
-            M.status == "active",
-            M.body.is_not(None),
-            or_(M.expires_at.is_(None), M.expires_at > now_us),
-        )
-        .order_by(M.valid_from.desc(), M.id)
-        .limit(MAX_PINNED)
-    )
-    return [(r[0], r[1]) for r in db.execute(stmt).all()]
+    return [(r[0], r[1]) for r in db.rows(_PINNED, {"scope": scope_key, "now": now_us})]
 
 
 def _spend(db: R.Executor, scope_key: str, start: int, end: int) -> tuple[Any, Any]:
-    """The scope's spend this month, across both jobs, and its one monthly budget (consolidation's setting)."""
-    spent = (
-        select(func.coalesce(func.sum(C.spend_micro_usd), 0))
-        .where(C.scope_key == scope_key, C.started_at >= start, C.started_at < end)
-        .scalar_subquery()
-    )
-    S = CONSOLIDATION_SETTINGS.c
-    budget = select(S.spend_budget_micro_usd).where(S.scope_key == scope_key).scalar_subquery()
-    ((found_spent, found_budget),) = db.execute(select(spent, budget))
+    ((found_spent, found_budget),) = db.rows(_SPEND, {"scope": scope_key, "start": start, "end": end})
     return found_spent, found_budget
 
 
@@ -264,29 +290,19 @@ class ExtractionJobs:
     ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]], list[str]] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(tx, run.scope_key)
-        other = aliased(RUNS)
-        done = tx.execute(
-            update(RUNS)
-            .where(
-                C.id == run.id,
-                C.state == "pending",
-                C.due_at <= tx.now_us,
-                ~exists().where(other.c.scope_key == C.scope_key, other.c.state == "running"),
-            )
-            .values(
-                state="running",
-                started_at=tx.now_us,
-                harness=settings.harness,
-                model=settings.model,
-                mode="propose",
-                wall_clock_cap_s=settings.wall_clock_cap_s,
-            )
-        )
-        if done.rowcount != 1:
+        claim = {
+            "run": run.id,
+            "now": tx.now_us,
+            "v_harness": settings.harness,
+            "v_model": settings.model,
+            "cap": float(settings.wall_clock_cap_s),
+        }
+        if tx.run(_CLAIM, claim) != 1:
             return None
-        key = _digest_key(run.scope_key, run.session_id or "")
-        stored = tx.execute(select(G.messages).where(*key)).scalar()
-        tx.execute(delete(DIGESTS).where(*key))
+        key = {"scope": run.scope_key, "session": run.session_id or ""}
+        found = tx.rows(_DIGEST_TAKE, key)
+        stored = found[0][0] if found else None
+        tx.run(_DIGEST_DROP, key)
         start, end = _month_bounds(tx.now_us)
         found_spent, found_budget = _spend(tx, run.scope_key, start, end)
         spent = int(found_spent or 0)
@@ -421,7 +437,9 @@ def _mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
 
 def _run(db: R.Executor, run_id: str) -> ConsolidationRun:
     """The run as stored (it exists: its caller holds its id)."""
-    return run_from_row(db.execute(select(RUNS).where(C.id == run_id)).mappings().one())
+    found = R.get(db, run_id)
+    assert found is not None
+    return found
 
 
 def _digest_id() -> str:
