@@ -156,7 +156,7 @@ class LedgerReads:
             require_aware(now, name="now")
         with self._reading() as conn:
             now_us = self._read_us(conn, scope, now)
-            return rowsmod.fetch_records(conn, ACTIVE_NOW, {"s": scope, "n": now_us})
+            return rowsmod.fetch_active(conn, ACTIVE_NOW, scope, {"s": scope, "n": now_us})
 
     def list_as_of(self, scope_key: str, as_of: datetime) -> RecordList:
         """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.

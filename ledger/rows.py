@@ -81,6 +81,47 @@ def record_from_tuple(row: Sequence[Any]) -> MemoryRecord:
     return rec
 
 
+# The active set's rows leave out what the schema fixes for an active record (the CHECKs:
+# status 'active', valid_to and superseded_by NULL, never erased) and the scope the query names:
+# a list of 1,500 records reads and converts a quarter fewer values.
+_FIXED_WHEN_ACTIVE = ("seq", "scope_key", "status", "superseded_by", "valid_to", "erased_at")
+ACTIVE_NAMES = tuple(n for n in NAMES if n not in _FIXED_WHEN_ACTIVE)
+SELECT_ACTIVE = select(*(M[name] for name in ACTIVE_NAMES))
+_ACTIVE = Status.ACTIVE
+
+
+def active_record_from_tuple(scope: str, row: Sequence[Any]) -> MemoryRecord:
+    """A record from a row in :data:`ACTIVE_NAMES` order, of a query for ``scope``'s active records."""
+    (rid, kind, body, prov, session, sup, conf, why, vf, exp, group, ca, ua) = row
+    rec: MemoryRecord = _NEW(MemoryRecord)
+    _id(rec, rid)
+    _scope(rec, scope)
+    _kind(rec, _KINDS[kind])
+    _body(rec, body)
+    _prov(rec, _PROVENANCES[prov])
+    _status(rec, _ACTIVE)
+    _session(rec, session)
+    _sup(rec, [] if sup == "[]" else list(json.loads(sup)))
+    _succ(rec, None)
+    _conf(rec, conf)
+    _why(rec, why)
+    valid_from = _instant(vf)
+    created_at = valid_from if ca == vf else _instant(ca)
+    _vf(rec, valid_from)
+    _vt(rec, None)
+    _exp(rec, None if exp is None else _instant(exp))
+    _group(rec, group)
+    _ca(rec, created_at)
+    _ua(rec, created_at if ua == ca else _instant(ua))
+    _erased(rec, False)
+    return rec
+
+
+def fetch_active(conn: Connection, stmt: Statement, scope: str, params: Mapping[str, Any]) -> list[MemoryRecord]:
+    """The active records ``stmt`` (a :data:`SELECT_ACTIVE` query of ``scope``) finds."""
+    return [active_record_from_tuple(scope, row) for row in rows(conn, stmt, params)]
+
+
 def to_record(row: Mapping[Any, Any]) -> MemoryRecord:
     return record_from_tuple([row[name] for name in NAMES])
 

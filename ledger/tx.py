@@ -188,7 +188,7 @@ class Transaction(Reader):
 
     def active(self) -> list[MemoryRecord]:
         """The scope's active set at ``tx.now``."""
-        return rows.fetch_records(self.conn, ACTIVE_NOW, {"s": self.scope_key, "n": self.now_us})
+        return rows.fetch_active(self.conn, ACTIVE_NOW, self.scope_key, {"s": self.scope_key, "n": self.now_us})
 
     def _row(self, record_id: object) -> Row:
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:

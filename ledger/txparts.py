@@ -53,7 +53,7 @@ ACTIVE_AT = (
     M.valid_from <= _N,
     or_(M.expires_at.is_(None), M.expires_at > _N),
 )
-ACTIVE_NOW = Prepared(rows.SELECT_RECORDS.where(*ACTIVE_AT).order_by(M.valid_from, M.seq))
+ACTIVE_NOW = Prepared(rows.SELECT_ACTIVE.where(*ACTIVE_AT).order_by(M.valid_from, M.seq))
 
 
 @dataclass(frozen=True, slots=True)
