@@ -128,10 +128,12 @@ class LedgerReads:
         """One record in any status, as of ``now`` (default: the clock). Raises RecordNotFound."""
         if now is not None:
             require_aware(now, name="now")
-        with self._reading() as conn:
+        with self.store.single() as conn:  # one statement: its own snapshot
             record = rowsmod.to_record(self._require_row(conn, record_id))
-            if not _may_expire(record):
-                return record  # the instant cannot change how it reads: no need to read it
+        if not _may_expire(record):
+            return record  # the instant cannot change how it reads: no need to read it
+        with self._reading() as conn:  # the record and the instant it is read at, in one snapshot
+            record = rowsmod.to_record(self._require_row(conn, record_id))
             return _as_of(record, from_micros(self._read_us(conn, record.scope_key, now)))
 
     def history(self, record_id: str, *, now: datetime | None = None) -> RecordList:

@@ -565,7 +565,7 @@ class Transaction(Reader):
         event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
         detail = {"supersedes": names, "provenance": new.provenance.value}
         self.event(event, record_id=new_id, run_id=new.run_id, detail=detail)
-        return rows.to_record({**values, "seq": None})
+        return rows.record_from_tuple((None, *values.values()))  # _values() is in NAMES order, after seq
 
 
 def _proposed_action(conn: Connection, record_id: str) -> str | None:

@@ -68,9 +68,9 @@ class ScopeUsage:
         return self.active + self.proposed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ pays object.__setattr__ per field, on every save
 class _NewRecord:
-    """What a write path hands to :meth:`Transaction._write_record` (screened and validated)."""
+    """What a write path hands to :meth:`Transaction._write_record` (screened and validated); never changed."""
 
     body: str
     kind: Kind
@@ -117,6 +117,7 @@ class Reader:
 
 
 def _values(record_id: str, scope: str, new: _NewRecord, now_us: int, supersedes: Sequence[str]) -> dict[str, Any]:
+    """The new row's columns, in :data:`ledger.rows.NAMES` order after ``seq`` (the record is built from them)."""
     return {
         "id": record_id,
         "scope_key": scope,

@@ -93,6 +93,18 @@ class Store(ABC):
                 raise
             raise translated from exc
 
+    @contextmanager
+    def single(self) -> Iterator[Connection]:
+        """A connection for one read statement, in that statement's own snapshot (no ``BEGIN`` … ``COMMIT``)."""
+        try:
+            with self._lock, self.engine.connect() as conn:
+                yield conn
+        except Exception as exc:
+            translated = self.translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
+
     def serialized(self) -> AbstractContextManager[Any]:
         """Held around every use of a connection when the store has only one (in-memory SQLite)."""
         return self._lock

@@ -3,7 +3,7 @@
 * save throughput — ``Ledger.save`` against raw ``sqlite3`` doing the same writes on
   the same schema and pragmas: one ``BEGIN IMMEDIATE`` transaction with the budget
   count, the record insert (whose trigger writes the FTS row), the event insert
-  (target: <= 2x);
+  (target: <= 1.5x);
 * as-of latency on a full scope (200 active records) as its history grows 3x, at a
   recent and at a mid instant (target: <= 1.2x in CPU time), with the query plan checked;
 * sweep time for the same number of due records among 20x more held records
@@ -83,10 +83,8 @@ class RawSqlite:
     FTS triggers), so the record insert fires the same FTS insert as the ledger's.
     """
 
-    BUDGET = (
-        "SELECT (SELECT max_records FROM scope_settings WHERE scope_key = ?), "
-        "(SELECT COUNT(*) FROM memory_records WHERE scope_key = ? AND status IN ('active', 'proposed'))"
-    )
+    # The schema keeps each scope's counts (triggers, migration 0009): a hand-written save reads them.
+    BUDGET = "SELECT max_records, active_count + proposed_count FROM scope_settings WHERE scope_key = ?"
     INSERT = (
         "INSERT INTO memory_records (id, scope_key, kind, body, provenance, status, source_session_id, supersedes, "
         "superseded_by, confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at, "
@@ -115,7 +113,7 @@ class RawSqlite:
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            budget, held = conn.execute(self.BUDGET, (scope, scope)).fetchone()
+            budget, held = conn.execute(self.BUDGET, (scope,)).fetchone()
             if held + 1 > budget:
                 raise RuntimeError(f"{scope} is full")
             conn.execute(self.INSERT, (record_id, scope, body, now_us, now_us, now_us))
@@ -149,8 +147,10 @@ class LedgerStatements(RawSqlite):
     )
     USAGE = (
         "SELECT (SELECT max_records FROM scope_settings WHERE scope_key = ?), "
-        "(SELECT COUNT(*) FROM memory_records WHERE scope_key = ? AND status = 'active'), "
-        "(SELECT COUNT(*) FROM memory_records WHERE scope_key = ? AND status = 'proposed')"
+        "coalesce((SELECT active_count FROM scope_settings WHERE scope_key = ?), "
+        "(SELECT count(*) FROM memory_records WHERE scope_key = ? AND status = 'active')), "
+        "coalesce((SELECT proposed_count FROM scope_settings WHERE scope_key = ?), "
+        "(SELECT count(*) FROM memory_records WHERE scope_key = ? AND status = 'proposed'))"
     )
 
     def save(self, scope: str, body: str, now_us: int) -> str:
@@ -159,7 +159,7 @@ class LedgerStatements(RawSqlite):
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(self.STAMP, (scope, now_us, now_us, now_us)).fetchone()
         conn.execute(self.DUE, (now_us, scope)).fetchall()
-        conn.execute(self.USAGE, (scope, scope, scope)).fetchone()
+        conn.execute(self.USAGE, (scope,) * 5).fetchone()
         conn.execute(self.INSERT, (record_id, scope, body, now_us, now_us, now_us))
         conn.execute(self.EVENT, (now_us, scope, record_id))
         conn.execute("COMMIT")
@@ -204,12 +204,12 @@ def test_save_throughput_against_raw_sqlite3(tmp_path: Path) -> None:
         {"ours": ours, "raw": baseline, "ledger-sql": ledger_sql, "screening": screening}, rounds=SAVE_ROUNDS
     )
 
-    # Then the ledger stays within 2x of the raw writes
+    # Then the ledger stays within 1.5x of the raw writes
     figure = report(
         "save, per record",
         samples["ours"],
         samples["raw"],
-        target=2.0,
+        target=1.5,
         baseline_label="raw sqlite3, same 4 writes",
     )
     wall = {name: median([s.wall_s for s in runs]) for name, runs in samples.items()}

@@ -251,3 +251,13 @@ def test_every_prepared_ledger_statement_takes_sqlites_direct_path() -> None:
                 seen += 1
                 assert _Plan.build(value, dialect) is not None, f"{name}.{attr}"
     assert seen >= 25
+
+
+def test_a_new_rows_values_are_in_the_order_records_are_read() -> None:
+    """The record a write returns is built from the values it inserted, in the read's column order."""
+    from ledger.models import Kind, Provenance, Status
+    from ledger.rows import NAMES
+    from ledger.txparts import _NewRecord, _values
+
+    new = _NewRecord("b", Kind.FACT, Provenance.USER_EXPLICIT, Status.ACTIVE)
+    assert tuple(_values("mem_x", SCOPE, new, 1, [])) == NAMES[1:]
