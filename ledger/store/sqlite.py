@@ -127,9 +127,10 @@ class SQLiteStore(Store):
             return super().run(conn, stmt, params)
         dbapi_conn = conn.connection.dbapi_connection
         if isinstance(params, Sequence):
-            sql = plan.sql
+            if plan.expanding:  # executemany needs one SQL text
+                return super().run(conn, stmt, params)
             rows = [plan.values(p) for p in params]
-            return int(_exec_dbapi(dbapi_conn, sql, rows, many=True).rowcount)
+            return int(_exec_dbapi(dbapi_conn, plan.sql, rows, many=True).rowcount)
         sql, values = plan.bind(params or {})
         return int(_exec_dbapi(dbapi_conn, sql, values).rowcount)
 
