@@ -80,7 +80,7 @@ class Ledger(LedgerReads):
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
-        self.engine.dispose()
+        self.store.dispose()
 
     def for_account(self, account: str) -> Ledger:
         """This ledger bound to ``account:<account>`` instead: same engine, clock, limits and erase hooks.

@@ -105,6 +105,10 @@ class Store(ABC):
                 raise
             raise translated from exc
 
+    def dispose(self) -> None:
+        """Close every connection this store holds (the engine's pool included)."""
+        self.engine.dispose()
+
     def serialized(self) -> AbstractContextManager[Any]:
         """Held around every use of a connection when the store has only one (in-memory SQLite)."""
         return self._lock

@@ -14,6 +14,8 @@ import logging
 import os
 import re
 import sqlite3
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -55,6 +57,9 @@ class SQLiteStore(Store):
         self.memory = (engine.url.database or "") in ("", ":memory:")
         if self.memory:
             self._lock = self.new_lock()
+        self._writers = threading.local()
+        self._writers_lock = threading.Lock()
+        self._kept: set[Connection] = set()
         self._search_sql = (
             f"SELECT {prefixed_columns('m')} FROM memory_fts f JOIN memory_records m ON m.seq = f.rowid "
             "WHERE memory_fts MATCH :q AND m.scope_key = :s AND m.status = 'active' "
@@ -74,6 +79,10 @@ class SQLiteStore(Store):
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}
         if memory:
             kwargs["poolclass"] = StaticPool
+        else:
+            # Each writing thread keeps one connection (SQLiteStore._writer): no fixed cap, so a
+            # server's worker threads never wait for each other's idle connections.
+            kwargs["max_overflow"] = -1
         engine = create_engine(url, **kwargs)
         event.listen(engine, "connect", _on_connect(memory))
         event.listen(engine, "begin", _on_begin)
@@ -86,10 +95,11 @@ class SQLiteStore(Store):
 
         A statement run through SQLAlchemy inside autobegins SQLAlchemy's own transaction
         (``_on_begin`` sees ours open and emits nothing); that one is then committed or
-        rolled back through SQLAlchemy, which ends ours.
+        rolled back through SQLAlchemy, which ends ours. On a file, each thread keeps its write
+        connection between transactions (see :meth:`_writer`).
         """
         try:
-            with self._lock, self.engine.connect() as conn:
+            with self._lock, self._writer() as conn:
                 dbapi_conn = conn.connection.dbapi_connection
                 _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
                 try:
@@ -109,6 +119,55 @@ class SQLiteStore(Store):
             if translated is exc:
                 raise
             raise translated from exc
+
+    @contextmanager
+    def _writer(self) -> Iterator[Connection]:
+        """This thread's write connection, kept checked out between its write transactions.
+
+        A pool checkout and return cost a save about 20 µs (a tenth of it). An idle kept
+        connection holds no transaction and no snapshot, so it keeps no WAL page and no lock.
+        It is replaced after a fork or when invalidated, closed when its thread's object is
+        collected or the store is disposed. A write nested in another write of the same thread,
+        and in-memory SQLite (one shared connection), take a pooled connection as before.
+        """
+        local = self._writers
+        conn: Connection | None = getattr(local, "conn", None)
+        if self.memory or getattr(local, "busy", False):
+            with self.engine.connect() as conn:
+                yield conn
+            return
+        if conn is None or local.pid != os.getpid() or conn.closed or conn.invalidated:
+            conn = local.conn = self.engine.connect()
+            local.pid = os.getpid()
+            with self._writers_lock:
+                self._kept.add(conn)
+            weakref.finalize(threading.current_thread(), self._drop_writer, conn, local.pid)
+        local.busy = True
+        try:
+            yield conn
+        except BaseException:
+            if conn.invalidated:
+                local.conn = None
+                self._drop_writer(conn, local.pid)
+            raise
+        finally:
+            local.busy = False
+
+    def _drop_writer(self, conn: Connection, pid: int) -> None:
+        with self._writers_lock:
+            self._kept.discard(conn)
+        if pid == os.getpid():  # never close a parent's connection in a forked child (its locks are the parent's)
+            try:
+                conn.close()
+            except Exception:
+                log.debug("closing a kept write connection failed", exc_info=True)
+
+    def dispose(self) -> None:
+        with self._writers_lock:
+            kept = list(self._kept)
+        for conn in kept:
+            self._drop_writer(conn, os.getpid())
+        super().dispose()
 
     def _begin_write(self) -> AbstractContextManager[Connection]:
         return self.write()  # this store's write() is the whole of it, in one frame

@@ -261,3 +261,68 @@ def test_a_new_rows_values_are_in_the_order_records_are_read() -> None:
 
     new = _NewRecord("b", Kind.FACT, Provenance.USER_EXPLICIT, Status.ACTIVE)
     assert tuple(_values("mem_x", SCOPE, new, 1, [])) == NAMES[1:]
+
+
+def test_each_thread_keeps_its_write_connection_and_an_idle_one_holds_nothing(tmp_path: Path) -> None:
+    """A thread's writes reuse one connection; an idle kept connection blocks no truncating checkpoint;
+    it is closed when its thread is gone and when the ledger closes."""
+    import gc
+
+    from ledger.store import SQLiteStore, store_for
+
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    store = store_for(led.engine)
+    assert isinstance(store, SQLiteStore)
+
+    def dbapi_of_a_write() -> int:
+        with led.transaction(SCOPE) as tx:
+            return id(tx.conn.connection.dbapi_connection)
+
+    assert dbapi_of_a_write() == dbapi_of_a_write()
+    parked, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def writer() -> None:
+        seen.append(dbapi_of_a_write())
+        led.save("from the other thread")
+        parked.set()
+        release.wait(30)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert parked.wait(30)
+    assert seen[0] != dbapi_of_a_write() and len(store._kept) == 2
+    # The other thread's kept connection is idle: a forget's checkpoint still truncates the WAL.
+    led.delete(led.save("forget me").id)
+    assert store.scrub_files() is True
+    assert (tmp_path / "ledger.db-wal").stat().st_size == 0
+    release.set()
+    thread.join(30)
+    del thread
+    gc.collect()
+    assert len(store._kept) == 1  # the finished thread's connection was closed
+    led.close()
+    assert store._kept == set()
+
+
+def _save_in_child(led: Ledger) -> None:
+    led.save("saved by the forked child")
+
+
+def test_a_forked_child_writes_on_a_connection_of_its_own(tmp_path: Path) -> None:
+    """The kept write connection is the parent's: a forked child opens its own, and the parent's still works."""
+    import multiprocessing
+
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    led.save("saved by the parent before the fork")
+    child = multiprocessing.get_context("fork").Process(target=_save_in_child, args=(led,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    led.save("saved by the parent after the fork")
+    assert sorted(r.body or "" for r in led.list(SCOPE)) == [
+        "saved by the forked child",
+        "saved by the parent after the fork",
+        "saved by the parent before the fork",
+    ]
+    led.close()

@@ -56,7 +56,7 @@ def chat_session(base: str, env: dict[str, str]) -> None:
         time.sleep(0.2)
     assert len(runs) == 1
     assert len(active(base)) == 2  # still inside the debounce window
-    wait_until(lambda: len(active(base)) == 1, timeout_s=15)
+    wait_until(lambda: len(active(base)) == 1, timeout_s=30)
     (merged,) = active(base)
     assert merged["provenance"] == "model_consolidation" and merged["body"] == TWO_DUPLICATES[0]
     (run,) = json.loads(cli(env, "runs", "--json"))
@@ -77,7 +77,7 @@ def test_embedded_serve_is_a_complete_single_machine_service(
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     serve = spawn("serve", ["memledger", "serve", "--port", str(port)], base_env)
-    wait_until(lambda: healthy(base), timeout_s=20)
+    wait_until(lambda: healthy(base), timeout_s=60)
     chat_session(base, base_env)
     assert 'memledger_runs_settled_total{outcome="applied"} 1.0' in httpx.get(f"{base}/metrics").text
     assert serve.terminate(timeout_s=20) == 0
@@ -97,7 +97,7 @@ def test_api_node_and_worker_processes_on_redis(
     api = spawn("api", ["memledger", "serve", "--port", str(port), "--no-worker"], env)
     worker_env = {**env, "MEMLEDGER_METRICS_PORT": str(metrics_port)}
     workers = spawn("worker", ["memledger", "worker", "--processes", "2", "--threads", "2"], worker_env)
-    wait_until(lambda: healthy(base), timeout_s=20)
+    wait_until(lambda: healthy(base), timeout_s=60)
     assert httpx.get(f"{base}/healthz").json()["worker"] is False
     chat_session(base, env)
 
