@@ -55,6 +55,7 @@ class Store(ABC):
         self.engine = engine
         self._lock: AbstractContextManager[Any] = nullcontext()
         self._built: dict[Callable[[Store], Executable], Prepared] = {}
+        self.boundary = _Boundary(self)
 
     @classmethod
     @abstractmethod
@@ -73,37 +74,19 @@ class Store(ABC):
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction; commits when the block ends, rolls back when it raises."""
-        try:
-            with self._lock, self._begin_write() as conn:
-                yield conn
-        except Exception as exc:
-            translated = self.translate(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
+        with self.boundary, self._lock, self._begin_write() as conn:
+            yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        try:
-            with self._lock, self._begin_read() as conn:
-                yield conn
-        except Exception as exc:
-            translated = self.translate(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
+        with self.boundary, self._lock, self._begin_read() as conn:
+            yield conn
 
     @contextmanager
     def single(self) -> Iterator[Connection]:
         """A connection for one read statement, in that statement's own snapshot (no ``BEGIN`` … ``COMMIT``)."""
-        try:
-            with self._lock, self.engine.connect() as conn:
-                yield conn
-        except Exception as exc:
-            translated = self.translate(exc)
-            if translated is exc:
-                raise
-            raise translated from exc
+        with self.boundary, self._lock, self.engine.connect() as conn:
+            yield conn
 
     def dispose(self) -> None:
         """Close every connection this store holds (the engine's pool included)."""
@@ -187,6 +170,27 @@ class Store(ABC):
     @staticmethod
     def new_lock() -> threading.RLock:
         return threading.RLock()
+
+
+class _Boundary:
+    """``with store.boundary:`` — the database's errors leave as :meth:`Store.translate` makes them.
+
+    A class, not a generator: every write passes through it.
+    """
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, Exception):
+            translated = self.store.translate(exc)
+            if translated is not exc:
+                raise translated from exc
 
 
 def _first_line(exc: BaseException) -> str:

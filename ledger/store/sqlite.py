@@ -98,27 +98,21 @@ class SQLiteStore(Store):
         rolled back through SQLAlchemy, which ends ours. On a file, each thread keeps its write
         connection between transactions (see :meth:`_writer`).
         """
-        try:
-            with self._lock, self._writer() as conn:
-                dbapi_conn = conn.connection.dbapi_connection
-                _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.in_transaction():
-                        conn.rollback()
-                    elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
-                        _exec_dbapi(dbapi_conn, "ROLLBACK")
-                    raise
+        with self.boundary, self._lock, self._writer() as conn:
+            dbapi_conn = conn.connection.dbapi_connection
+            _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
                 if conn.in_transaction():
-                    conn.commit()
-                else:
-                    _exec_dbapi(dbapi_conn, "COMMIT")
-        except Exception as exc:
-            translated = self.translate(exc)
-            if translated is exc:
+                    conn.rollback()
+                elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
+                    _exec_dbapi(dbapi_conn, "ROLLBACK")
                 raise
-            raise translated from exc
+            if conn.in_transaction():
+                conn.commit()
+            else:
+                _exec_dbapi(dbapi_conn, "COMMIT")
 
     @contextmanager
     def _writer(self) -> Iterator[Connection]:
