@@ -140,7 +140,7 @@ class SQLiteStore(Store):
         try:
             yield conn
         except BaseException:
-            if conn.invalidated:
+            if conn.invalidated or _left_open(conn):  # never hand a thread a connection mid-transaction
                 local.conn = None
                 self._drop_writer(conn, local.pid)
             raise
@@ -284,6 +284,14 @@ def _on_connect(memory: bool) -> Any:
         cur.close()
 
     return on_connect
+
+
+def _left_open(conn: Connection) -> bool:
+    """Whether a transaction is still open on ``conn`` (its rollback failed); unknown counts as open."""
+    try:
+        return bool(conn.in_transaction() or conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
+    except Exception:
+        return True
 
 
 def _on_begin(conn: Connection) -> None:

@@ -280,6 +280,11 @@ def test_each_thread_keeps_its_write_connection_and_an_idle_one_holds_nothing(tm
             return id(tx.conn.connection.dbapi_connection)
 
     assert dbapi_of_a_write() == dbapi_of_a_write()
+    kept = dbapi_of_a_write()
+    with pytest.raises(RuntimeError), led.transaction(SCOPE) as tx:
+        tx.save("rolled back")
+        raise RuntimeError("the caller's own error")
+    assert dbapi_of_a_write() == kept and led.list(SCOPE) == []  # rolled back, the connection still kept
     parked, release = threading.Event(), threading.Event()
     seen: list[int] = []
 
