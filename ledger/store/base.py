@@ -105,6 +105,12 @@ class Store(ABC):
         """Run one Core statement that returns rows; the rows as tuples, in the statement's column order."""
         return [tuple(row) for row in conn.execute(_statement(stmt), params)]
 
+    def lock_scope(self, conn: Connection, scope_key: str, *, default_max: int, create: bool) -> None:  # noqa: B027
+        """Hold ``scope_key``'s write lock before the transaction reads its clock (SPEC 3.1).
+
+        Nothing to do where the write transaction itself is the lock (SQLite's ``BEGIN IMMEDIATE``).
+        """
+
     @abstractmethod
     def upsert(self, table: Table) -> Any:
         """The dialect's ``insert()`` for ``table`` (the one that has ``on_conflict_do_update``)."""

@@ -9,17 +9,22 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, RowMapping, Table, create_engine, text
+from sqlalchemy import Connection, Engine, RowMapping, Table, create_engine, select, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.exc import DBAPIError
 
+from ledger.models import SCOPES
 from ledger.store.base import Store, prefixed_columns
+from ledger.store.prepared import Prepared, param
 
 log = logging.getLogger(__name__)
 MAX_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 # serialization failure, deadlock, lock not available
 _RETRY_SQLSTATES = ("40001", "40P01", "55P03")
+
+
+_LOCK = Prepared(select(SCOPES.c.scope_key).where(SCOPES.c.scope_key == param("s")).with_for_update())
 
 
 class PostgresStore(Store):
@@ -54,6 +59,17 @@ class PostgresStore(Store):
 
     def upsert(self, table: Table) -> Any:
         return postgresql_insert(table)
+
+    def lock_scope(self, conn: Connection, scope_key: str, *, default_max: int, create: bool) -> None:
+        """The scope's ``scope_settings`` row lock, taken before the clock is read.
+
+        Otherwise a writer whose clock was read while it waited for the lock could take an instant
+        before that of a transaction that committed meanwhile without stamping (the sweep of every
+        scope, which expires records at their expiry): it would then act, at an earlier instant, on
+        what that transaction changed. A scope without a settings row has no records to race for;
+        its row is created, and locked, by the stamp.
+        """
+        self.rows(conn, _LOCK, {"s": scope_key})
 
     def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
         words = _WORD.findall(query)[:MAX_TERMS]

@@ -223,6 +223,7 @@ def test_processes_and_threads_on_one_scope_keep_commit_order(shared_url: str) -
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(900)  # a minute of writes, then the quadratic checks over every instant
 def test_soak_processes_and_threads_on_one_scope_keep_commit_order(shared_url: str) -> None:
     outcomes = _run(shared_url, processes=4, threads=4, seconds=60, max_ops=100_000)
     check(shared_url, outcomes)
