@@ -155,7 +155,7 @@ class Ledger(LedgerReads):
         scope = check_scope(scope_key or self.scope_key)
         explicit = None if now is None else to_micros(now, name="now")
         with self.store.write() as conn:
-            self.store.lock_scope(conn, scope, default_max=self.default_max_records, create=_create)
+            self.store.lock_scope(conn, scope)
             clock_us = explicit if explicit is not None else to_micros(self.now(), name="clock")
             now_us = stamp(
                 conn,

@@ -105,7 +105,7 @@ class Store(ABC):
         """Run one Core statement that returns rows; the rows as tuples, in the statement's column order."""
         return [tuple(row) for row in conn.execute(_statement(stmt), params)]
 
-    def lock_scope(self, conn: Connection, scope_key: str, *, default_max: int, create: bool) -> None:  # noqa: B027
+    def lock_scope(self, conn: Connection, scope_key: str) -> None:  # noqa: B027
         """Hold ``scope_key``'s write lock before the transaction reads its clock (SPEC 3.1).
 
         Nothing to do where the write transaction itself is the lock (SQLite's ``BEGIN IMMEDIATE``).

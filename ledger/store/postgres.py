@@ -60,7 +60,7 @@ class PostgresStore(Store):
     def upsert(self, table: Table) -> Any:
         return postgresql_insert(table)
 
-    def lock_scope(self, conn: Connection, scope_key: str, *, default_max: int, create: bool) -> None:
+    def lock_scope(self, conn: Connection, scope_key: str) -> None:
         """The scope's ``scope_settings`` row lock, taken before the clock is read.
 
         Otherwise a writer whose clock was read while it waited for the lock could take an instant
