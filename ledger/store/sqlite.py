@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -57,6 +57,10 @@ class SQLiteStore(Store):
         self.memory = (engine.url.database or "") in ("", ":memory:")
         if self.memory:
             self._lock = self.new_lock()
+        # This process's writers queue here rather than in SQLite's busy handler, which polls
+        # with sleeps of up to 100 ms: under a steady stream of saves from other threads a
+        # write could lose every poll for seconds. Other processes still meet the busy handler.
+        self._write_lock: AbstractContextManager[Any] = nullcontext() if self.memory else self.new_lock()
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
@@ -98,7 +102,7 @@ class SQLiteStore(Store):
         rolled back through SQLAlchemy, which ends ours. On a file, each thread keeps its write
         connection between transactions (see :meth:`_writer`).
         """
-        with self.boundary, self._lock, self._writer() as conn:
+        with self.boundary, self._lock, self._write_lock, self._writer() as conn:
             dbapi_conn = conn.connection.dbapi_connection
             _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
             try:
