@@ -79,9 +79,10 @@ def open_ledger(
     check_scope(f"account:{account}")  # before any connection is opened
     engine = make_engine(url)
     do_migrate = migrate if migrate is not None else store_for(engine).migrate_on_open
-    if do_migrate:
+    at_head = current_revision(engine) == head_revision()  # a read: no write lock when nothing is due
+    if do_migrate and not at_head:
         upgrade(engine)
-    elif current_revision(engine) != head_revision():
+    elif not at_head:
         engine.dispose()
         raise LedgerError("the database schema is not up to date: run `memledger db upgrade` first")
     kwargs = {} if max_body_chars is None else {"max_body_chars": max_body_chars}

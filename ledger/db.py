@@ -92,8 +92,10 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     Raises:
         LedgerError: the database cannot be reached or opened.
     """
+    from ledger.store import store_for
+
     cfg = alembic_config()
-    with _reachable(engine), engine.begin() as conn:
+    with _reachable(engine), store_for(engine).migrating() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 

@@ -28,6 +28,7 @@ from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import text
 
 from consolidation import ConsolidationRun, ConsolidationService
+from consolidation.harnesses import preload as preload_harnesses
 from ledger import Ledger, open_ledger
 from worker.actors import Actors, declare_actors
 from worker.broker import QueueSentinel, build_broker, ping
@@ -115,6 +116,7 @@ class Runtime:
     def start_worker(self, *, threads: int | None = None) -> None:
         """Start dramatiq worker threads on this process's broker (stopped by :meth:`close`)."""
         if self.worker is None:
+            preload_harnesses()  # the SDK's import is paid here, not inside the first run's cap
             self.worker = dramatiq.Worker(
                 self.broker,
                 worker_threads=threads or self.config.worker_threads,

@@ -88,6 +88,16 @@ class Store(ABC):
         with self.boundary, self._lock, self.engine.connect() as conn:
             yield conn
 
+    @contextmanager
+    def migrating(self) -> Iterator[Connection]:
+        """The transaction Alembic migrates in, exclusive of every other migrator of this database.
+
+        Two processes opening one fresh database at once (an API node and its workers) would
+        otherwise both try to create the schema, and one of them fail.
+        """
+        with self.engine.begin() as conn:
+            yield conn
+
     def dispose(self) -> None:
         """Close every connection this store holds (the engine's pool included)."""
         self.engine.dispose()

@@ -27,6 +27,10 @@ _RETRY_SQLSTATES = ("40001", "40P01", "55P03")
 _LOCK = Prepared(select(SCOPES.c.scope_key).where(SCOPES.c.scope_key == param("s")).with_for_update())
 
 
+# pg_advisory_xact_lock's key for migrations: any constant no other user of the database takes.
+MIGRATION_LOCK_KEY = 0x6D656D6C  # "meml"
+
+
 class PostgresStore(Store):
     dialect: ClassVar[str] = "postgresql"
     migrate_on_open: ClassVar[bool] = False
@@ -48,6 +52,13 @@ class PostgresStore(Store):
     def _begin_write(self) -> Iterator[Connection]:
         # The scope's lock is the row lock the stamp statement takes (INSERT .. ON CONFLICT DO UPDATE).
         with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    @contextmanager
+    def migrating(self) -> Iterator[Connection]:
+        # A transaction-scoped advisory lock: concurrent `memledger db upgrade`s run one after another.
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
             yield conn
 
     @contextmanager

@@ -119,6 +119,15 @@ class SQLiteStore(Store):
                 _exec_dbapi(dbapi_conn, "COMMIT")
 
     @contextmanager
+    def migrating(self) -> Iterator[Connection]:
+        # BEGIN IMMEDIATE first: a second migrator waits in the busy handler, then finds the head.
+        # SQLAlchemy's transaction opened over it emits nothing (_on_begin) and ends it.
+        with self.engine.connect() as conn:
+            _exec_dbapi(conn.connection.dbapi_connection, "BEGIN IMMEDIATE")
+            with conn.begin():
+                yield conn
+
+    @contextmanager
     def _writer(self) -> Iterator[Connection]:
         """This thread's write connection, kept checked out between its write transactions.
 

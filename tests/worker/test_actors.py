@@ -167,3 +167,23 @@ def test_redis_broker_delivers_the_delayed_message_on_time(
     done = runtime.service.get_run(run.id)
     assert done.outcome == Outcome.APPLIED and done.started_at is not None
     assert timedelta(0) <= done.started_at - run.due_at < timedelta(seconds=1)
+
+
+def test_a_worker_imports_the_model_sdk_before_it_consumes(base_env: dict[str, str]) -> None:
+    # On first use the SDK's import (1-3 s here) fell inside the first run's wall-clock cap.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from worker.config import load_config\n"
+        "from worker.runtime import build_runtime\n"
+        "runtime = build_runtime(load_config())\n"
+        "before = 'anthropic' in sys.modules\n"
+        "runtime.start_worker(threads=1)\n"
+        "print(before, 'anthropic' in sys.modules)\n"
+        "runtime.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=base_env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
