@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ledger.errors import LedgerError
+from ledger.errors import LedgerBusy, LedgerError
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 
@@ -60,7 +60,7 @@ class SQLiteStore(Store):
         # This process's writers queue here rather than in SQLite's busy handler, which polls
         # with sleeps of up to 100 ms: under a steady stream of saves from other threads a
         # write could lose every poll for seconds. Other processes still meet the busy handler.
-        self._write_lock: AbstractContextManager[Any] = nullcontext() if self.memory else self.new_lock()
+        self._write_lock: AbstractContextManager[Any] = nullcontext() if self.memory else _WriteQueue()
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
@@ -305,6 +305,25 @@ def _left_open(conn: Connection) -> bool:
         return bool(conn.in_transaction() or conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
     except Exception:
         return True
+
+
+class _WriteQueue:
+    """Where this process's writers wait for each other: as long as the busy handler would, then busy.
+
+    Re-entrant, so a write nested in a write of the same thread proceeds as before.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def __enter__(self) -> None:
+        if not self._lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
+            raise LedgerBusy("the ledger database stayed busy; try again in a moment")
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _on_begin(conn: Connection) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 from sqlmodel import SQLModel
 
-from ledger import InvalidArgument, Ledger, LedgerError, open_ledger
+from ledger import InvalidArgument, Ledger, LedgerBusy, LedgerError, open_ledger
 from ledger.models import RUNS, SCOPES
 from ledger.store import include_object
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
@@ -336,3 +336,38 @@ def test_a_forked_child_writes_on_a_connection_of_its_own(tmp_path: Path) -> Non
         "saved by the parent before the fork",
     ]
     led.close()
+
+
+def test_a_writer_waits_for_this_process_s_other_writers_as_long_as_for_other_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Writers of one process queue on a lock before BEGIN IMMEDIATE; the wait is bounded like the
+    # busy handler's, then LedgerBusy (which Ledger.run retries inside its budget).
+    import ledger.store.sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 300)
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        holding, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with led.transaction(SCOPE) as tx:
+                tx.save("held open by another thread")
+                holding.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(10)
+        started = time.monotonic()
+        with pytest.raises(LedgerBusy), led.transaction(SCOPE) as tx:
+            tx.save("never stored")
+        assert time.monotonic() - started >= 0.25
+        release.set()
+        holder.join(10)
+        assert [r.body for r in led.list(SCOPE)] == ["held open by another thread"]
+        with led.transaction(SCOPE) as tx:  # the queue is free again
+            tx.save("stored once the holder committed")
+        assert len(led.list(SCOPE)) == 2
+    finally:
+        led.close()
