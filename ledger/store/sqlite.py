@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.compiler import SQLCompiler
+from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
 
 from ledger.errors import LedgerBusy, LedgerError
 from ledger.store.base import Params, Statement, Store, prefixed_columns
@@ -289,7 +290,7 @@ def _on_connect(memory: bool) -> Any:
         dbapi_conn.isolation_level = None  # the BEGINs are ours
         cur = dbapi_conn.cursor()
         if not memory:
-            cur.execute("PRAGMA journal_mode=WAL")
+            _use_wal(cur)
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA secure_delete=ON")
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -297,6 +298,29 @@ def _on_connect(memory: bool) -> Any:
         cur.close()
 
     return on_connect
+
+
+def _wal_locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower()
+
+
+def _use_wal(cur: sqlite3.Cursor) -> None:
+    """Put the file in WAL mode (a property of the file, kept once set).
+
+    Switching a new file needs its exclusive lock, and SQLite refuses at once, without the busy
+    handler, when another connection switching it at the same moment holds a shared lock:
+    processes opening one new file together failed "database is locked" here, about one open
+    in 40. So: nothing to do when the file is in WAL already, and short retries otherwise.
+    """
+    for attempt in Retrying(
+        stop=stop_before_delay(BUSY_TIMEOUT_MS / 1000),
+        wait=wait_random(0.001, 0.02),
+        retry=retry_if_exception(_wal_locked),
+        reraise=True,
+    ):
+        with attempt:
+            if cur.execute("PRAGMA journal_mode").fetchall() != [("wal",)]:
+                cur.execute("PRAGMA journal_mode=WAL").fetchall()
 
 
 def _left_open(conn: Connection) -> bool:
@@ -313,12 +337,17 @@ class _WriteQueue:
     Re-entrant, so a write nested in a write of the same thread proceeds as before.
     """
 
-    __slots__ = ("_lock",)
+    __slots__ = ("_lock", "_pid")
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._pid = os.getpid()
 
     def __enter__(self) -> None:
+        if self._pid != os.getpid():
+            # A forked child: the lock may have been held by a parent thread at the fork, and
+            # would stay held for ever here. The child's writers are the child's own.
+            self._lock, self._pid = threading.RLock(), os.getpid()
         if not self._lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
             raise LedgerBusy("the ledger database stayed busy; try again in a moment")
 

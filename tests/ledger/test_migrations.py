@@ -252,3 +252,33 @@ def test_processes_opening_one_fresh_database_at_once_all_succeed(db_url: str) -
             led.close()
         if not db_url.startswith("sqlite"):
             break  # one schema per test on PostgreSQL
+
+
+def _connect_at_once(url: str, go: Any, results: Any) -> None:
+    go.wait(10)
+    try:
+        engine = make_engine(url)
+        with engine.connect() as conn:
+            results.put(conn.execute(text("PRAGMA journal_mode")).scalar())
+        engine.dispose()
+    except Exception as exc:  # reported to the parent, which shows it
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_processes_connecting_to_one_new_file_at_once_all_put_it_in_wal(tmp_path: Path) -> None:
+    # Switching a new file to WAL is refused at once, without the busy handler, while another
+    # connection switching it holds a shared lock: about one such open in 30 failed "database is locked".
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(50):  # a race: without the retries, about half the runs of this test failed
+        url = f"sqlite:///{tmp_path / f'new-{attempt}.db'}"
+        go, results = ctx.Event(), ctx.Queue()
+        children = [ctx.Process(target=_connect_at_once, args=(url, go, results)) for _ in range(8)]
+        for child in children:
+            child.start()
+        go.set()
+        outcomes = [results.get(timeout=60) for _ in children]
+        for child in children:
+            child.join(30)
+        assert outcomes == ["wal"] * len(children), (attempt, outcomes)

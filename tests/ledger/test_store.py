@@ -319,6 +319,44 @@ def _save_in_child(led: Ledger) -> None:
     led.save("saved by the forked child")
 
 
+def test_a_child_forked_while_a_parent_thread_waits_to_write_has_a_write_queue_of_its_own(tmp_path: Path) -> None:
+    # A parent thread waiting to write holds the queue's lock; forked then, the child would find it
+    # held for ever and its writes would wait out the queue's timeout and the whole retry budget.
+    # (Another *process* holds SQLite's lock: a fork while a thread of this one held it would copy
+    # SQLite's own lock state into the child, which no queue can mend.)
+    import multiprocessing
+    import subprocess
+    import sys
+
+    path = tmp_path / "ledger.db"
+    led = open_ledger(f"sqlite:///{path}")
+    hold = (
+        "import sqlite3, sys, time\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(1.5); c.execute('COMMIT')\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        waiter = threading.Thread(target=led.save, args=("saved by a parent thread that waited",))
+        waiter.start()
+        time.sleep(0.3)  # the waiter holds the queue and waits in SQLite's busy handler
+        child = multiprocessing.get_context("fork").Process(target=_save_in_child, args=(led,))
+        child.start()
+        child.join(20)
+        waiter.join(10)
+        assert child.exitcode == 0
+        assert sorted(r.body or "" for r in led.list(SCOPE)) == [
+            "saved by a parent thread that waited",
+            "saved by the forked child",
+        ]
+    finally:
+        holder.wait(10)
+        assert holder.stdout is not None
+        holder.stdout.close()
+        led.close()
+
+
 def test_a_forked_child_writes_on_a_connection_of_its_own(tmp_path: Path) -> None:
     """The kept write connection is the parent's: a forked child opens its own, and the parent's still works."""
     import multiprocessing
@@ -360,9 +398,10 @@ def test_a_writer_waits_for_this_process_s_other_writers_as_long_as_for_other_pr
         holder.start()
         assert holding.wait(10)
         started = time.monotonic()
-        with pytest.raises(LedgerBusy), led.transaction(SCOPE) as tx:
+        with pytest.raises(LedgerBusy) as busy, led.transaction(SCOPE) as tx:
             tx.save("never stored")
         assert time.monotonic() - started >= 0.25
+        assert busy.value.__cause__ is None, "refused by the queue, not by SQLite's busy handler"
         release.set()
         holder.join(10)
         assert [r.body for r in led.list(SCOPE)] == ["held open by another thread"]
