@@ -5,7 +5,7 @@ that break the invariants it can enforce."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -214,71 +214,67 @@ def test_fts_follows_updates_of_an_active_row(sqlite_url: str) -> None:
         led.close()
 
 
-def _open_at_once(url: str, go: Any, results: Any) -> None:
-    go.wait(10)
-    try:
-        led = open_ledger(url, migrate=True)
-        led.save("opened with the others")
-        led.close()
-        results.put("ok")
-    except Exception as exc:  # reported to the parent, which shows it
-        results.put(f"{type(exc).__name__}: {exc}")
+def _at_once(target: Callable[[str], str], url: str, processes: int) -> list[str]:
+    """``target(url)`` in ``processes`` forked processes released together; what each returned or raised."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    go, results = ctx.Event(), ctx.Queue()
+
+    def child() -> None:
+        go.wait(10)
+        try:
+            results.put(target(url))
+        except Exception as exc:  # reported to the parent, which shows it
+            results.put(f"{type(exc).__name__}: {exc}")
+
+    children = [ctx.Process(target=child) for _ in range(processes)]
+    for process in children:
+        process.start()
+    go.set()
+    outcomes = [results.get(timeout=60) for _ in children]
+    for process in children:
+        process.join(30)
+    return outcomes
+
+
+def _open_and_save(url: str) -> str:
+    led = open_ledger(url, migrate=True)
+    led.save("opened with the others")
+    led.close()
+    return "ok"
 
 
 def test_processes_opening_one_fresh_database_at_once_all_succeed(db_url: str) -> None:
     # An API node and its workers start together on a new database: each migrates on open.
     # Without one migrator at a time, one of them found the schema half made ("database is locked").
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
     for attempt in range(3):  # the race was lost about one time in eight with four processes
         url = db_url
         if db_url.startswith("sqlite"):
             url = db_url.replace("ledger.db", f"fresh-{attempt}.db")
-        go, results = ctx.Event(), ctx.Queue()
-        children = [ctx.Process(target=_open_at_once, args=(url, go, results)) for _ in range(5)]
-        for child in children:
-            child.start()
-        go.set()
-        outcomes = [results.get(timeout=60) for _ in children]
-        for child in children:
-            child.join(30)
-        assert outcomes == ["ok"] * len(children)
+        assert _at_once(_open_and_save, url, 5) == ["ok"] * 5
         led = open_ledger(url)
         try:
             assert current_revision(led.engine) == head_revision()
-            assert len(led.list(SCOPE)) == len(children)
+            assert len(led.list(SCOPE)) == 5
         finally:
             led.close()
         if not db_url.startswith("sqlite"):
             break  # one schema per test on PostgreSQL
 
 
-def _connect_at_once(url: str, go: Any, results: Any) -> None:
-    go.wait(10)
+def _journal_mode(url: str) -> str:
+    engine = make_engine(url)
     try:
-        engine = make_engine(url)
         with engine.connect() as conn:
-            results.put(conn.execute(text("PRAGMA journal_mode")).scalar())
+            return str(conn.execute(text("PRAGMA journal_mode")).scalar())
+    finally:
         engine.dispose()
-    except Exception as exc:  # reported to the parent, which shows it
-        results.put(f"{type(exc).__name__}: {exc}")
 
 
 def test_processes_connecting_to_one_new_file_at_once_all_put_it_in_wal(tmp_path: Path) -> None:
     # Switching a new file to WAL is refused at once, without the busy handler, while another
     # connection switching it holds a shared lock: about one such open in 30 failed "database is locked".
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-    for attempt in range(50):  # a race: without the retries, about half the runs of this test failed
-        url = f"sqlite:///{tmp_path / f'new-{attempt}.db'}"
-        go, results = ctx.Event(), ctx.Queue()
-        children = [ctx.Process(target=_connect_at_once, args=(url, go, results)) for _ in range(8)]
-        for child in children:
-            child.start()
-        go.set()
-        outcomes = [results.get(timeout=60) for _ in children]
-        for child in children:
-            child.join(30)
-        assert outcomes == ["wal"] * len(children), (attempt, outcomes)
+    for attempt in range(50):  # a race: without the retries, about one run of this test in three failed
+        outcomes = _at_once(_journal_mode, f"sqlite:///{tmp_path / f'new-{attempt}.db'}", 8)
+        assert outcomes == ["wal"] * 8, (attempt, outcomes)
