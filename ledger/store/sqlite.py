@@ -281,8 +281,7 @@ class SQLiteStore(Store):
 
     # ------------------------------------------------------------------ errors
     def is_busy(self, exc: BaseException) -> bool:
-        orig = getattr(exc, "orig", exc)
-        return isinstance(orig, sqlite3.OperationalError) and any(b in str(orig).lower() for b in _BUSY)
+        return _busy(exc)
 
 
 def _on_connect(memory: bool) -> Any:
@@ -300,8 +299,10 @@ def _on_connect(memory: bool) -> Any:
     return on_connect
 
 
-def _wal_locked(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower()
+def _busy(exc: BaseException) -> bool:
+    """A busy or locked database, raised by sqlite3 or wrapped by SQLAlchemy."""
+    orig = getattr(exc, "orig", exc)
+    return isinstance(orig, sqlite3.OperationalError) and any(b in str(orig).lower() for b in _BUSY)
 
 
 def _use_wal(cur: sqlite3.Cursor) -> None:
@@ -310,12 +311,12 @@ def _use_wal(cur: sqlite3.Cursor) -> None:
     Switching a new file needs its exclusive lock, and SQLite refuses at once, without the busy
     handler, when another connection switching it at the same moment holds a shared lock:
     processes opening one new file together failed "database is locked" here, about one open
-    in 40. So: nothing to do when the file is in WAL already, and short retries otherwise.
+    in 30. So: nothing to do when the file is in WAL already, and short retries otherwise.
     """
     for attempt in Retrying(
         stop=stop_before_delay(BUSY_TIMEOUT_MS / 1000),
         wait=wait_random(0.001, 0.02),
-        retry=retry_if_exception(_wal_locked),
+        retry=retry_if_exception(_busy),
         reraise=True,
     ):
         with attempt:
