@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
@@ -62,15 +63,33 @@ def replay(
     """Score consolidation on generated episodes through the real pipeline, beside keep_all and latest_wins."""
     from consolidation.replay import replay as run_replay
     from ledger import LedgerError
+    from worker.config import ConfigError, load_config
 
     try:
-        report = run_replay(harness, model=model, episodes=episodes, seed=seed, database_url=database_url)
+        prices = load_config().price_table()  # MEMLEDGER_MODEL_PRICES prices a model the table does not know
+    except ConfigError as exc:
+        fail(str(exc), reason="config_error")
+    try:
+        report = run_replay(
+            harness,
+            model=model,
+            episodes=episodes,
+            seed=seed,
+            database_url=database_url,
+            prices=prices,
+            progress=_progress if sys.stderr.isatty() else None,
+        )
     except LedgerError as exc:
         fail(exc.message, reason=exc.reason)
     if fmt == Format.JSON:
         typer.echo(json.dumps(report.to_json(), indent=2))
         return
     _print_report(report)
+
+
+def _progress(arm: str, done: int, total: int) -> None:
+    sys.stderr.write(f"\r{arm}: {done}/{total} episodes" + ("\n" if done == total else ""))
+    sys.stderr.flush()
 
 
 def _classes_table(report: ReplayReport) -> Table:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from consolidation.pricing import PriceTable
 from consolidation.replay.corpus import CLASSES, DEFAULT_EPISODES, generate
 from consolidation.replay.runner import BASELINES, Progress, play_arm
 from consolidation.replay.score import Tally
@@ -45,12 +46,14 @@ def replay(
     episodes: int = DEFAULT_EPISODES,
     seed: int = 0,
     database_url: str | None = None,
+    prices: PriceTable | None = None,
     progress: Progress | None = None,
 ) -> ReplayReport:
     """Generate ``episodes`` episodes from ``seed`` and score ``harness`` and both baselines on them.
 
     ``database_url`` None plays each arm in a temporary SQLite file, deleted afterwards;
-    otherwise every arm plays in fresh scopes of that database (migrated first).
+    otherwise every arm plays in fresh scopes of that database (migrated first). ``prices``
+    is the price table runs are charged by (default: the built-in one).
 
     Raises:
         InvalidSettings: the harness or model cannot be used (nothing is played);
@@ -61,5 +64,5 @@ def replay(
     with tempfile.TemporaryDirectory(prefix="memledger-replay-") as scratch:
         for arm in (harness, *BASELINES):
             url = database_url or f"sqlite:///{Path(scratch) / arm}.db"
-            tallies[arm] = play_arm(corpus, arm=arm, database_url=url, model=model, progress=progress)
+            tallies[arm] = play_arm(corpus, arm=arm, database_url=url, model=model, prices=prices, progress=progress)
     return ReplayReport(harness, model, seed, tallies)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from consolidation.models import Mode, Outcome, RunState
+from consolidation.pricing import PriceTable
 from consolidation.replay.baseline import latest_wins
 from consolidation.replay.corpus import AsOf, Checkpoint, Episode, Step
 from consolidation.replay.leaks import scan_files, scan_tables
@@ -67,14 +68,22 @@ def _snapshot(records: list[MemoryRecord]) -> Snapshot:
 class Arm:
     """Plays episodes for one arm on one ledger. ``arm`` is a harness name or a baseline name."""
 
-    def __init__(self, database_url: str, *, arm: str, model: str | None = None, scope_prefix: str) -> None:
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        arm: str,
+        model: str | None = None,
+        scope_prefix: str,
+        prices: PriceTable | None = None,
+    ) -> None:
         self.arm = arm
         self.model = model
         self.url = database_url
         self.prefix = scope_prefix
         self.clock = ReplayClock()
         self.led = open_ledger(database_url, account=f"{scope_prefix}0", clock=self.clock, migrate=True)
-        self.svc = ConsolidationService(self.led, fault_hook=self._hook)
+        self.svc = ConsolidationService(self.led, prices=prices, fault_hook=self._hook)
         self.tally = Tally()
         self.secrets: list[str] = []
         self._current: _Play | None = None
@@ -232,9 +241,17 @@ Progress = Callable[[str, int, int], None]
 
 
 def play_arm(
-    episodes: list[Episode], *, arm: str, database_url: str, model: str | None = None, progress: Progress | None = None
+    episodes: list[Episode],
+    *,
+    arm: str,
+    database_url: str,
+    model: str | None = None,
+    prices: PriceTable | None = None,
+    progress: Progress | None = None,
 ) -> Tally:
     """Play ``episodes`` in ``arm`` (a harness name or a baseline) on the ledger at ``database_url``; score them.
+
+    ``prices`` is the price table runs are charged by (default: the built-in one).
 
     Every episode gets a fresh scope (``account:replay-<random>-<n>``), so a database that
     already holds data is not disturbed.
@@ -243,7 +260,7 @@ def play_arm(
         InvalidSettings: the harness or model cannot be used; LedgerError.
     """
     prefix = f"replay-{uuid.uuid4().hex[:8]}-"
-    runner = Arm(database_url, arm=arm, model=model, scope_prefix=prefix)
+    runner = Arm(database_url, arm=arm, model=model, scope_prefix=prefix, prices=prices)
     try:
         runner.settings(f"account:{prefix}0")  # refuses a bad harness or model before anything is played
         for index, episode in enumerate(episodes):

@@ -64,3 +64,20 @@ def test_database_url_plays_in_postgres(pg_schema: str) -> None:
     assert report["episodes"] == 3 and report["erased_leaks"] == 0 and report["as_of_exact"] == 1.0
     assert set(report["classes"]) == {"duplicate", "lookalike", "update"}
     assert report["baselines"]["keep_all"]["episodes"] == 3
+
+
+def test_a_model_priced_in_the_configuration_is_scored_with_its_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    from consolidation.fake_anthropic import FakeAnthropic
+
+    # Given a model the price table does not know, priced at 0 in the configuration (a local model)
+    with FakeAnthropic(operations=[]) as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("MEMLEDGER_MODEL_PRICES", '{"my-local-model": {"input": 0, "output": 0}}')
+        # When it is scored
+        args = ("--harness", "anthropic", "--model", "my-local-model", "--episodes", "2", "--format", "json")
+        report = json.loads(bench(*args).stdout)
+    # Then its runs called it, counted its tokens and charged nothing
+    assert fake.calls >= 2 and report["runs"] >= 2
+    assert report["tokens"] > 0 and report["spend_micro_usd"] == 0
+    assert all(r.json["model"] == "my-local-model" for r in fake.requests)
