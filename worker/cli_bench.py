@@ -160,7 +160,9 @@ def _print_report(report: ReplayReport) -> None:
             print_message(f"{arm}: a forgotten body was found in {place}", style="red")
     if ours.failed_runs:
         print_message(
-            f"{ours.failed_runs} of {ours.runs} runs failed, e.g.: {'; '.join(ours.run_errors)}", style="yellow"
+            f"{ours.failed_runs} of {ours.runs} runs failed: {'; '.join(ours.run_errors)}. (A run whose records "
+            "are forgotten while it waits for its model fails by design: docs/consolidation-quality.md.)",
+            style="yellow",
         )
 
 

@@ -226,8 +226,9 @@ class Arm:
                 self.tally.spend_micro_usd += run.spend_micro_usd
             if run.outcome == Outcome.FAILED:
                 self.tally.failed_runs += 1
-                if len(self.tally.run_errors) < 3:
-                    self.tally.run_errors.append(run.error or "failed")
+                error = run.error or "failed"
+                if len(self.tally.run_errors) < 3 and error not in self.tally.run_errors:
+                    self.tally.run_errors.append(error)
 
     def scan_leaks(self) -> None:
         """Count erased leaks over every episode this arm played (call once, at the end)."""
