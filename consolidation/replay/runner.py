@@ -196,8 +196,7 @@ class Arm:
 
     # ------------------------------------------------------------------ scoring
     def _checkpoint(self, play: _Play, checkpoint: Checkpoint) -> None:
-        at = _at(checkpoint.at_s)
-        self.led.sweep_expired(at)
+        at = _at(checkpoint.at_s)  # no sweep: it is global, and a read never returns a record past its expiry
         records = play.led.records(play.scope)
         seen = observe(records, play.ids, at)
         tally = self.tally.classes[play.episode.klass]
