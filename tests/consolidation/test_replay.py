@@ -218,3 +218,16 @@ def test_the_leak_scan_finds_a_body_until_it_is_forgotten(sqlite_url: str, clock
         assert scan_files(sqlite_url, ["Velkaro42"]) != []
     finally:
         led.close()
+
+
+def test_a_forget_while_the_model_thinks_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+    # Given deletion episodes whose user forgets the fact between the stored answer and its apply
+    corpus = [e for e in generate(10 * len(CLASSES), seed=0) if e.variant == "forgotten while a run thinks"]
+    assert corpus
+    # When the offline harness plays them
+    tally = play_arm(corpus, arm="offline", database_url=f"sqlite:///{tmp_path / 'f.db'}")
+    # Then every such run settled failed (its answer erased), the fact stayed forgotten, and no word of it is left
+    assert tally.failed_runs == len(corpus)
+    assert tally.run_errors == ["the stored answer was erased: a record it was built from was forgotten"]
+    assert tally.classes["deletion"].recall() == 1.0 and tally.classes["deletion"].precision() == 1.0
+    assert tally.erased_leaks == 0 and tally.as_of_exact() == 1.0
