@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Benchmarks of the product itself.", no_args_is_help=True)
 MAX_EPISODES = 10_000
+# Static: listing the registry here would import consolidation for every --help.
+HARNESS_HELP = (
+    "The consolidation harness to score, e.g. offline or anthropic; an unknown name is answered with the list."
+)
 
 
 class Format(StrEnum):
@@ -41,9 +45,7 @@ def _check_harness(name: str) -> str:
 
 @app.command("replay")
 def replay(
-    harness: Annotated[
-        str, typer.Option("--harness", help="The consolidation harness to score.", callback=_check_harness)
-    ] = "offline",
+    harness: Annotated[str, typer.Option("--harness", help=HARNESS_HELP, callback=_check_harness)] = "offline",
     model: Annotated[
         str | None,
         typer.Option("--model", help="The model (default: the harness's default).", show_default=False),
