@@ -248,7 +248,8 @@ def _expiry(rng: random.Random) -> _Builder:
     b.save(10.0, "x", other.body)
     b.turn(20.0)
     b.held(40.0, "t", "x")
-    b.check(DAY, t=active("t", marker=city), x=active("x", marker=other.value))
+    # An hour past the first day: a model that expires it after one day has expired it too early.
+    b.check(DAY + HOUR, t=active("t", marker=city), x=active("x", marker=other.value))
     b.check((days + 2) * DAY, t=Gold(EXPIRED), x=active("x", marker=other.value))
     return b
 
