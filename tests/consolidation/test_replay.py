@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
@@ -102,6 +103,40 @@ def test_a_model_that_merges_everything_is_scored_from_the_ledger(merging_model:
     assert report["classes"]["lookalike"]["precision"] < 1.0
     assert report["classes"]["duplicate"]["precision"] < 1.0  # the unrelated record was merged in too
     assert report["erased_leaks"] == 0  # a forget while the model thinks still erases the stored answer
+
+
+def _group_and_expire(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A model that knows what the offline harness does not: competing values are one subject, and a fact
+    true "for the next N days" expires after N days."""
+    ops: list[dict[str, Any]] = []
+    by_subject: dict[str, list[str]] = {}
+    for r in request_records(body):
+        if found := re.search(r"for the next (\d+) days", r.body, re.IGNORECASE):
+            ops.append({"op": "expire", "targets": [r.id], "after_days": int(found.group(1))})
+        else:
+            by_subject.setdefault(subject(r.body), []).append(r.id)
+    ops += [{"op": "group", "targets": ids, "subject": s[:80]} for s, ids in by_subject.items() if len(ids) > 1]
+    return ops
+
+
+def test_the_gold_is_reachable_through_the_gate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Given a model that groups competing values and expires temporary facts
+    corpus = [e for e in generate(3 * len(CLASSES), seed=5) if e.klass in ("update", "conflict")]
+    corpus += [e for e in generate(10 * len(CLASSES), seed=5) if e.variant == "true for a few days"][:2]
+    with FakeAnthropic(operations=_group_and_expire) as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        url = f"sqlite:///{tmp_path / 'g.db'}"
+        # When it plays updates, conflicts and temporary facts through the real gate and apply
+        report = play_arm(corpus, arm="anthropic", model="claude-haiku-4-5", database_url=url).to_json()
+    # Then it reaches every gold item, with nothing wrong done: the gold asks for nothing the vocabulary cannot do
+    for name in ("update", "conflict", "expiry"):
+        assert report["classes"][name] == {
+            "episodes": report["classes"][name]["episodes"],
+            "precision": 1.0,
+            "recall": 1.0,
+        }
+    assert report["as_of_exact"] == 1.0 and report["false_merges"] == 0
 
 
 # ------------------------------------------------------------------ the corpus
