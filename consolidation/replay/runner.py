@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from consolidation.errors import ConsolidationError
 from consolidation.models import Mode, Outcome, RunState
 from consolidation.pricing import PriceTable
 from consolidation.replay.baseline import latest_wins
@@ -145,7 +146,8 @@ class Arm:
             for run in self.svc.runs(play.scope, limit=5):
                 if run.state == RunState.PENDING and run.due_at <= due:
                     started = time.perf_counter()
-                    self.svc.execute(run.id)
+                    if self.svc.execute(run.id) is None:  # never in one thread: do not spin on it
+                        raise ConsolidationError(f"run {run.id} was due but could not be executed")
                     self.tally.run_wall_s.append(time.perf_counter() - started)
             self._fire_armed(play)  # a run that called no model (an empty scope) still ends the wait
 
@@ -189,7 +191,10 @@ class Arm:
 
     def _forget(self, play: _Play, step: Step) -> None:
         """Forget every active record that carries one of the step's handles (what the user sees in /pins)."""
-        heads = {self._head(play, h).id: self._head(play, h) for h in step.forget}
+        heads: dict[str, MemoryRecord] = {}
+        for handle in step.forget:
+            head = self._head(play, handle)
+            heads[head.id] = head
         for head in heads.values():
             if head.status == Status.ACTIVE:
                 play.led.delete(head.id)
