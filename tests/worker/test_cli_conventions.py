@@ -80,6 +80,8 @@ COMMANDS: dict[str, Cmd] = {
     "files audit": Cmd(read=True, db=False, json=False, format=True),
     "files export": Cmd(json=False, format=True, scope=True),
     "files import": Cmd(json=False, format=True),
+    # a report with fixed snake_case fields (docs/consolidation-quality.md), chosen with --format as files' are
+    "bench replay": Cmd(read=True, json=False, format=True),
 }
 
 

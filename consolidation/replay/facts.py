@@ -1,0 +1,223 @@
+"""The words of the replay corpus: fact templates, look-alike pairs and rewordings.
+
+Every value a template takes is a number or a capitalised name, so the value is one
+token a scorer can look for (the *marker*) and the words before it name the subject.
+Nothing here is random by itself: every function takes the episode's ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+CITIES = ("Berlin", "Munich", "Lisbon", "Porto", "Vienna", "Madrid", "Oslo", "Dublin", "Prague", "Warsaw", "Zurich")
+NAMES = ("Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana", "Ivan", "Julia", "Kofi", "Lena", "Omar")
+DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
+EDITORS = ("Vim", "Emacs", "Helix", "Zed", "Neovim", "Kate")
+
+
+def _clock(rng: random.Random, low: int = 7, high: int = 11) -> str:
+    return f"{rng.randint(low, high)}:{rng.choice(('00', '15', '30', '45'))}"
+
+
+VALUES: dict[str, Callable[[random.Random], str]] = {
+    "room": lambda r: str(r.randint(100, 899)),
+    "clock": _clock,
+    "evening": lambda r: _clock(r, 19, 23),
+    "name": lambda r: r.choice(NAMES),
+    "city": lambda r: r.choice(CITIES),
+    "pg": lambda r: str(r.randint(12, 17)),
+    "port": lambda r: str(r.randint(3000, 9999)),
+    "day": lambda r: r.choice(DAYS),
+    "editor": lambda r: r.choice(EDITORS),
+    "rent": lambda r: str(r.randrange(700, 2400, 50)),
+    "km": lambda r: str(r.randint(3, 21)),
+}
+
+# (template, value kind): one fact about one subject each.
+TEMPLATES: tuple[tuple[str, str], ...] = (
+    ("My office is in room {v}", "room"),
+    ("The weekly standup starts at {v}", "clock"),
+    ("My manager is {v}", "name"),
+    ("I live in {v}", "city"),
+    ("Our production database runs PostgreSQL {v}", "pg"),
+    ("The staging server listens on port {v}", "port"),
+    ("Deploys go out every {v}", "day"),
+    ("My preferred editor is {v}", "editor"),
+    ("The rent is {v} euros a month", "rent"),
+    ("My gym closes at {v}", "evening"),
+    ("The project sync is on {v}", "day"),
+    ("My train to work leaves at {v}", "clock"),
+    ("The team offsite is in {v}", "city"),
+    ("I run {v} kilometres every Sunday", "km"),
+    ("I do not drink coffee after {v}", "clock"),
+    ("I am on call every {v}", "day"),
+    ("It is fine to call me before {v}", "clock"),
+    ("I work from home on {v}, and I go to the office on Fridays", "day"),
+    ("Our on-call rotation is led by {v}, and the escalation contact is the platform team", "name"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    template: str
+    value: str
+
+    @property
+    def body(self) -> str:
+        return self.template.format(v=self.value)
+
+
+def fact(rng: random.Random, *, template: str | None = None, avoid: str | None = None) -> Fact:
+    """A fact from a random template (or ``template``) whose value is not ``avoid``."""
+    text, kind = next(t for t in TEMPLATES if t[0] == template) if template else rng.choice(TEMPLATES)
+    value = VALUES[kind](rng)
+    while value == avoid:
+        value = VALUES[kind](rng)
+    return Fact(text, value)
+
+
+# ------------------------------------------------------------------ rewordings of one fact
+
+_CONTRACTIONS = (("do not", "don't"), ("I am", "I'm"), ("It is", "It's"), ("is not", "isn't"), ("I would", "I'd"))
+
+
+def typo(body: str, marker: str, rng: random.Random) -> str | None:
+    """Two adjacent letters swapped inside one lowercase word of six letters or more (never the marker)."""
+    words = [m for m in re.finditer(r"\b[a-z]{6,}\b", body) if m.group(0) != marker.lower()]
+    if not words:
+        return None
+    word = rng.choice(words)
+    i = rng.randint(1, len(word.group(0)) - 3)
+    w = word.group(0)
+    swapped = w[:i] + w[i + 1] + w[i] + w[i + 2 :]
+    return None if swapped == w else body[: word.start()] + swapped + body[word.end() :]
+
+
+def contraction(body: str, marker: str, rng: random.Random) -> str | None:
+    for long, short in _CONTRACTIONS:
+        if long in body:
+            return body.replace(long, short, 1)
+        if short in body:
+            return body.replace(short, long, 1)
+    return None
+
+
+def politeness(body: str, marker: str, rng: random.Random) -> str | None:
+    lowered = body if body.startswith("I ") else body[0].lower() + body[1:]
+    return rng.choice((f"Please remember that {lowered}", f"{body}, thanks", f"Note that {lowered}"))
+
+
+def word_order(body: str, marker: str, rng: random.Random) -> str | None:
+    """The two clauses of ``A, and B`` the other way round."""
+    if ", and " not in body:
+        return None
+    first, second = body.split(", and ", 1)
+    second = second[0].upper() + second[1:]
+    first = first if first.startswith("I ") else first[0].lower() + first[1:]
+    return f"{second}, and {first}"
+
+
+def noise(body: str, marker: str, rng: random.Random) -> str | None:
+    """Case and whitespace noise: a lowercase opening and a doubled space."""
+    lowered = body if body.startswith("I ") else body[0].lower() + body[1:]
+    return lowered.replace(" ", "  ", 1) + " "
+
+
+REWORDINGS: dict[str, Callable[[str, str, random.Random], str | None]] = {
+    "typo": typo,
+    "contraction": contraction,
+    "politeness": politeness,
+    "word_order": word_order,
+    "noise": noise,
+}
+
+
+def reword(f: Fact, rng: random.Random, *, avoid: set[str]) -> tuple[str, str]:
+    """One rewording of ``f`` (kind, body) whose body is not in ``avoid``; word order and contractions first
+    where the body has them, so every kind is represented."""
+    kinds = list(REWORDINGS)
+    rng.shuffle(kinds)
+    kinds.sort(key=lambda k: k not in ("word_order", "contraction"))
+    for kind in kinds:
+        body = REWORDINGS[kind](f.body, f.value, rng)
+        if body is not None and body not in avoid and body != f.body:
+            return kind, body
+    return "politeness", f"Please note: {f.body}"
+
+
+# ------------------------------------------------------------------ look-alikes: one aspect differs
+
+
+@dataclass(frozen=True, slots=True)
+class Lookalike:
+    aspect: str
+    a: Fact
+    b: Fact
+
+
+def _other(rng: random.Random, pool: tuple[str, ...], value: str) -> str:
+    return rng.choice([v for v in pool if v != value])
+
+
+def lookalike(rng: random.Random, aspect: str) -> Lookalike:
+    """Two facts the user holds at once that differ only in ``aspect``; the marker of each is what differs."""
+    if aspect == "number":
+        n = rng.randint(1000, 9899)
+        m = int(str(n)[:2] + str(n)[3] + str(n)[2]) if str(n)[2] != str(n)[3] else n + 1
+        t = "Invoice {v} was paid on " + rng.choice(DAYS)
+        return Lookalike(aspect, Fact(t, str(n)), Fact(t, str(m)))
+    if aspect == "currency":
+        cur = ("EUR", "USD", "GBP", "CHF")
+        c = rng.choice(cur)
+        t = "I keep a cash reserve of " + str(rng.randrange(200, 3000, 100)) + " {v}"
+        return Lookalike(aspect, Fact(t, c), Fact(t, _other(rng, cur, c)))
+    if aspect == "sign":
+        t = "Alert me when my balance changes by {v} EUR"
+        n = rng.randrange(100, 2000, 50)
+        return Lookalike(aspect, Fact(t, f"+{n}"), Fact(t, f"-{n}"))
+    if aspect == "negation":
+        day = rng.choice(DAYS)
+        return Lookalike(
+            aspect, Fact("I want a summary email on {v}", day), Fact("I do not want a summary email on {v}", day)
+        )
+    if aspect == "name":
+        t = "{v}'s birthday is on May " + str(rng.randint(1, 28))
+        a = rng.choice(NAMES)
+        return Lookalike(aspect, Fact(t, a), Fact(t, _other(rng, NAMES, a)))
+    if aspect == "unit":
+        t = "Keep the nightly backups for " + str(rng.randint(2, 12)) + " {v}"
+        return Lookalike(aspect, Fact(t, "days"), Fact(t, "weeks"))
+    city = rng.choice(CITIES)
+    t = f"The {city} office is open until {_clock(rng, 17, 20)} on " + "{v}"
+    return Lookalike(aspect, Fact(t, "weekdays"), Fact(t, "weekends"))
+
+
+ASPECTS = ("number", "currency", "sign", "negation", "name", "unit", "qualifier")
+
+
+# ------------------------------------------------------------------ cascades: a fact that depends on another
+
+# (head template, dependent template, value kind): the dependent names the head's value.
+CASCADES: tuple[tuple[str, str, str], ...] = (
+    ("I live in {v}", "My commute from {v} to the office takes 25 minutes", "city"),
+    ("My manager is {v}", "I have a weekly one-to-one with {v} on Thursdays", "name"),
+    ("Our production database runs PostgreSQL {v}", "The backup scripts use the PostgreSQL {v} client", "pg"),
+    ("My office is in room {v}", "The printer next to room {v} is the one I use", "room"),
+    ("The team offsite is in {v}", "I booked a hotel in {v} for the team offsite", "city"),
+)
+
+TEMPORARY = (
+    "I am working from the {v} office for the next {n} days",
+    "I am visiting {v} for the next {n} days, so meetings should be remote",
+    "For the next {n} days I am in {v} and reachable only by email",
+)
+
+SYLLABLES = ("ka", "lo", "vi", "ren", "to", "mar", "zu", "bel", "qui", "dor", "sa", "nex", "ul", "fi")
+
+
+def codename(rng: random.Random) -> str:
+    """A made-up word no other body contains: what an erasure check looks for."""
+    return "".join(rng.choice(SYLLABLES) for _ in range(4)).capitalize() + str(rng.randint(10, 99))

@@ -1,0 +1,84 @@
+"""``memledger bench replay``: the command's output forms and its refusals (docs/consolidation-quality.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from worker.cli import app
+
+FIELDS = {"episodes", "classes", "false_merges", "as_of_exact", "erased_leaks", "runs", "tokens", "spend_micro_usd"}
+
+
+def bench(*args: str, code: int = 0) -> Result:
+    result = CliRunner().invoke(app, ["bench", "replay", *args])
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert "Traceback" not in result.stdout + result.stderr
+    return result
+
+
+def test_json_is_one_object_with_exactly_the_documented_fields() -> None:
+    report = json.loads(bench("--harness", "offline", "--episodes", "2", "--format", "json").stdout)
+    assert set(report) == FIELDS | {"baselines"}
+    assert set(report["baselines"]) == {"keep_all", "latest_wins"}
+    for figures in report["baselines"].values():
+        assert set(figures) == FIELDS
+    assert set(report["classes"]) == {"duplicate", "lookalike"}
+    assert report["episodes"] == 2 and report["false_merges"] == 0 and report["as_of_exact"] == 1.0
+    assert report["classes"]["duplicate"] == {
+        "episodes": 1,
+        "precision": 1.0,
+        "recall": report["classes"]["duplicate"]["recall"],
+    }
+
+
+def test_text_prints_a_table_per_class_with_the_baselines_beside_it() -> None:
+    out = bench("--episodes", "2", "--seed", "4").stdout
+    for word in ("duplicate", "lookalike"):
+        assert word in out
+    for arm in ("offline P", "keep_all R", "latest_wins P", "false merges", "as-of exact", "erased leaks"):
+        assert arm in out
+
+
+def test_an_unknown_harness_is_refused_with_the_known_names() -> None:
+    result = bench("--harness", "gpt-local", code=2)
+    assert "unknown harness 'gpt-local'" in result.stderr
+    assert "anthropic" in result.stderr and "offline" in result.stderr
+
+
+def test_a_model_for_the_offline_harness_is_refused_before_anything_is_played() -> None:
+    result = bench("--model", "claude-haiku-4-5", "--episodes", "7", code=1)
+    assert "the offline harness calls no model" in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("episodes", ["0", "-3", "many"])
+def test_a_bad_episode_count_is_a_usage_error(episodes: str) -> None:
+    bench("--episodes", episodes, code=2)
+
+
+@pytest.mark.postgres
+def test_database_url_plays_in_postgres(pg_schema: str) -> None:
+    report = json.loads(bench("--episodes", "2", "--format", "json", "--database-url", pg_schema).stdout)
+    assert report["episodes"] == 2 and report["erased_leaks"] == 0 and report["as_of_exact"] == 1.0
+    assert report["runs"] > 0 and report["classes"]["duplicate"]["recall"] > 0
+    assert report["baselines"]["keep_all"]["episodes"] == 2
+
+
+def test_a_model_priced_in_the_configuration_is_scored_with_its_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    from consolidation.fake_anthropic import FakeAnthropic
+
+    # Given a model the price table does not know, priced at 0 in the configuration (a local model)
+    with FakeAnthropic(operations=[]) as fake:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("MEMLEDGER_MODEL_PRICES", '{"my-local-model": {"input": 0, "output": 0}}')
+        # When it is scored
+        args = ("--harness", "anthropic", "--model", "my-local-model", "--episodes", "2", "--format", "json")
+        report = json.loads(bench(*args).stdout)
+    # Then its runs called it, counted its tokens and charged nothing
+    assert fake.calls >= 2 and report["runs"] >= 2
+    assert report["tokens"] > 0 and report["spend_micro_usd"] == 0
+    assert all(r.json["model"] == "my-local-model" for r in fake.requests)
