@@ -82,7 +82,7 @@ def read_entry(path: Path, *, name: str | None = None) -> Entry:
 def link_entry(path: Path, name: str) -> Entry:
     """The invalid entry a symbolic link is: its own problem, nothing of its target read."""
     message = "the entry is a symbolic link; memledger never follows links, so its target was not read"
-    hint = "put the entry file itself here (copy it), or audit the directory that holds it"
+    hint = "replace the link with the entry file itself, or check the file it points to by its own path"
     problem = Problem(name, "file", SYMBOLIC_LINK, INVALID, message, hint, 1)
     return Entry(name, path, "", False, problems=(problem,))
 
