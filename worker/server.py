@@ -14,6 +14,8 @@ Every request is counted per RPC method and access-logged (never a body): worker
 What ``POST /rpc`` refuses, in this order, before anything is read or run:
 
 ======  ==================================================================================
+503     ``max_requests_in_flight`` requests already being answered (``busy``, ``Retry-After: 1``;
+        :mod:`worker.serving_limits`), before any other check
 421     a ``Host`` that is not a loopback name or in ``MEMLEDGER_ALLOWED_HOSTS`` (DNS rebinding);
         with tokens on and no allowed hosts configured the Host is not checked (a browser
         never attaches the Bearer token, so rebinding gains nothing)
