@@ -19,17 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp import ClientSession
 from mcp_types import CallToolResult
+from starlette.testclient import TestClient
 
 from ledger import Ledger, open_ledger
 from tests.conftest import require_services
-from tests.worker.conftest import MEMLEDGER, Proc
+from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, ok, refused, stdio_session
-from tests.worker.test_mcp_http import ACCEPT, start_serve
+from tests.worker.test_mcp_http import ACCEPT
 from worker.mcp_tools import ERROR_META_KEY, TOOLS, call_tool
+from worker.runtime import Runtime
+from worker.server import create_app
 
 INSPECTOR_VERSION = "2.12.0"  # `npm view @modelcontextprotocol/inspector version` when this was written
 INSPECTOR = f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}"
@@ -132,18 +134,19 @@ def test_propose_pin_defaults_kind_to_fact_as_the_record_protocol_does(led: Ledg
     assert [r.kind for r in led.proposals(led.scope_key)] == ["fact"]
 
 
-def test_mcp_takes_content_type_in_any_case_as_rpc_does(spawn: Callable[..., Proc], base_env: dict[str, str]) -> None:
-    base = start_serve(spawn, base_env)
-    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    for media in ("Application/JSON", "APPLICATION/JSON; charset=UTF-8", "application/json"):
-        headers = {**ACCEPT, "Content-Type": media, "MCP-Protocol-Version": "2025-06-18"}
-        answer = httpx.post(f"{base}/mcp", content=json.dumps(listing), headers=headers, timeout=10)
-        assert answer.status_code == 200, (media, answer.status_code, answer.text)
-        assert {tool["name"] for tool in answer.json()["result"]["tools"]} == TOOL_NAMES
-        rpc = {"jsonrpc": "2.0", "id": 1, "method": "memory/get_memory_capabilities"}
-        assert httpx.post(f"{base}/rpc", content=json.dumps(rpc), headers=headers, timeout=10).status_code == 200
-    plain = {**ACCEPT, "Content-Type": "Text/Plain"}
-    assert httpx.post(f"{base}/mcp", content=json.dumps(listing), headers=plain, timeout=10).status_code == 415
+def test_mcp_takes_content_type_in_any_case_as_rpc_does(make_runtime: Callable[..., Runtime]) -> None:
+    listing = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    capabilities = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "memory/get_memory_capabilities"})
+    app = create_app(make_runtime(sweep_interval_s=0), run_worker=False)
+    with TestClient(app, base_url="http://127.0.0.1:8080") as client:
+        for media in ("Application/JSON", "APPLICATION/JSON; charset=UTF-8", "application/json"):
+            headers = {**ACCEPT, "Content-Type": media, "MCP-Protocol-Version": "2025-06-18"}
+            answer = client.post("/mcp", content=listing, headers=headers)
+            assert answer.status_code == 200, (media, answer.status_code, answer.text)
+            assert {tool["name"] for tool in answer.json()["result"]["tools"]} == TOOL_NAMES
+            assert client.post("/rpc", content=capabilities, headers=headers).status_code == 200
+        plain = {**ACCEPT, "Content-Type": "Text/Plain"}
+        assert client.post("/mcp", content=listing, headers=plain).status_code == 415
 
 
 # ---------------------------------------------------------------------- the MCP Inspector itself
