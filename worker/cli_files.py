@@ -203,7 +203,7 @@ def schema_cmd(output: OutputOpt = None) -> None:
 def _validate_paths(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if path.is_dir() and not path.is_symlink():  # a link is refused as an entry, never followed
             out.extend(entry_files(path))
         else:
             out.append(path)

@@ -231,6 +231,8 @@ class McpHttp:
             refusal = PlainTextResponse("/mcp takes POST only", status_code=405, headers={"Allow": "POST"})
             await refusal(scope, receive, send)
             return
+        if scope["type"] == "http":
+            scope = _media_type_lowercased(scope)
         if self.admit is not None and scope["type"] == "http":
             admitted = await self.admit(Request(scope, receive))
             if isinstance(admitted, Response):
@@ -239,6 +241,21 @@ class McpHttp:
             if admitted is not None:  # the host app read the body: hand the SDK the same bytes
                 receive = _replay(admitted, receive)
         await self.manager.handle_request(scope, receive, send)
+
+
+def _media_type_lowercased(scope: Scope) -> Scope:
+    """``scope`` with the media type of its ``Content-Type`` in lower case (parameters kept).
+
+    Media types are case-insensitive (RFC 9110), and ``/rpc`` takes ``Application/JSON``;
+    the SDK compares the header with ``application/json`` exactly, so it is normalized here.
+    """
+    headers = []
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-type":
+            media, sep, params = value.partition(b";")
+            value = media.lower() + sep + params
+        headers.append((name, value))
+    return {**scope, "headers": headers}
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -11,15 +11,17 @@ Tools (SPEC 5.2), all on the bound account's scope only::
     pins_as_of(instant)                     read   -> {scopeKey, asOf, count, pins}
     pin_history(id)                         read   -> {id, records}          (oldest first)
     get_packet(session_id=None)             writes only the packet audit -> {scopeKey, sessionId, text, records, ...}
-    propose_pin(body, kind, rationale=None) writes a *proposal*          -> {proposal, awaitingUser, message}
+    propose_pin(body, kind="fact", rationale=None) writes a *proposal*   -> {proposal, awaitingUser, message}
 
 No tool forgets, accepts, rejects, edits or changes settings: a model's write is a
 proposal the user decides on. Pins carry the record protocol's names and values
 (camelCase, RFC 3339), compacted for a model's context (:func:`pin_json`); the text
 block is a readable rendering, the JSON is ``structuredContent``.
 
-Errors are tool results with ``isError: true``; the text reads ``<reason>: <message>``
-and ``structuredContent`` is ``{"reason", "message", …safe context}`` with the
+Errors are tool results with ``isError: true`` and no ``structuredContent`` (strict
+clients, the TypeScript SDK among them, validate ``structuredContent`` against the tool's
+output schema on every result, errors included); the text reads ``<reason>: <message>``
+and ``_meta["memledger/error"]`` is ``{"reason", "message", …safe context}`` with the
 ledger's reasons (``body_rejected``, ``budget_exceeded``, ``not_found``,
 ``invalid_params``, ``invalid_transition``, ``busy``, ``ledger_error``) or
 ``internal_error`` (logged here, never described). No traceback, no body and at
@@ -179,10 +181,10 @@ class ProposeArguments(Arguments):
         Field(
             description=(
                 "preference (how the user likes things), fact (something true about them), "
-                "decision (something they decided), constraint (a rule they must keep)."
+                "decision (something they decided), constraint (a rule they must keep). Default: fact."
             )
         ),
-    ]
+    ] = "fact"
     rationale: Annotated[
         StrictStr | None,
         Field(
@@ -522,12 +524,21 @@ def _camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
+ERROR_META_KEY = "memledger/error"
+
+
 def error_result(failure: ToolFailure) -> CallToolResult:
-    """An ``isError`` result: ``<reason>: <message>`` for the model, the reason and context as structured data."""
+    """An ``isError`` result: ``<reason>: <message>`` for the model, the reason and context for programs.
+
+    The context goes in ``_meta`` under :data:`ERROR_META_KEY`, never in ``structuredContent``: a
+    client that validates ``structuredContent`` against the tool's output schema on every result
+    (the TypeScript SDK, hence the MCP Inspector and Claude's apps) would otherwise show a schema
+    mismatch instead of the refusal.
+    """
     data = {"reason": failure.reason, "message": failure.message, **failure.context}
     return CallToolResult(
         content=[TextContent(type="text", text=f"{failure.reason}: {failure.message}")],
-        structured_content=data,
+        meta={ERROR_META_KEY: data},
         is_error=True,
     )
 

@@ -14,6 +14,8 @@ Every request is counted per RPC method and access-logged (never a body): worker
 What ``POST /rpc`` refuses, in this order, before anything is read or run:
 
 ======  ==================================================================================
+503     ``max_requests_in_flight`` requests already being answered (``busy``, ``Retry-After: 1``;
+        :mod:`worker.serving_limits`), before any other check
 421     a ``Host`` that is not a loopback name or in ``MEMLEDGER_ALLOWED_HOSTS`` (DNS rebinding);
         with tokens on and no allowed hosts configured the Host is not checked (a browser
         never attaches the Bearer token, so rebinding gains nothing)
@@ -33,6 +35,9 @@ Slow clients: uvicorn bounds the header size (``h11_max_incomplete_event_size``)
 keep-alive connections (``timeout_keep_alive``); it has no header read timeout, so
 :func:`bounded_h11_protocol` adds one (a connection whose request headers are not complete
 within ``header_timeout_s`` is closed). The body timeout is enforced here, while reading.
+Floods of idle connections: only requests in flight are limited (503 past
+``max_requests_in_flight``, :mod:`worker.serving_limits`), never connections, and the
+open-file limit is raised at start.
 
 The protocol is synchronous (database I/O), so each request runs in Starlette's
 thread pool. The lifespan starts the background parts (see :mod:`worker.runtime`)
@@ -81,6 +86,7 @@ from worker.metrics import render_latest
 from worker.ops.http import ops_routes, with_observability
 from worker.ops.rpc import ACCOUNT_STATE_KEY
 from worker.runtime import Runtime
+from worker.serving_limits import InFlightLimit, raise_open_file_limit
 from worker.tokens import TokenStore
 
 log = logging.getLogger(__name__)
@@ -378,7 +384,8 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         Route(MCP_PATH, mcp_http),
         *ops_routes(runtime),
     ]
-    middleware = []
+    # Counted from a request's complete head to its response's end: idle connections never take a place.
+    middleware = [Middleware(InFlightLimit, limit=runtime.config.max_requests_in_flight)]
     origins = runtime.config.origin_list()
     if origins:  # no CORS headers at all unless origins are configured
         middleware.append(
@@ -448,7 +455,7 @@ def server_config(runtime: Runtime, *, host: str, port: int, run_worker: bool) -
         server_header=False,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         timeout_keep_alive=KEEP_ALIVE_S,
-        limit_concurrency=1000,
+        limit_concurrency=None,  # it counts connections, idle ones included: InFlightLimit counts requests
         timeout_graceful_shutdown=GRACEFUL_HTTP_SHUTDOWN_S,
     )
 
@@ -460,6 +467,8 @@ def run_server(runtime: Runtime, *, host: str, port: int, run_worker: bool) -> N
         BindRefused: ``host`` is not loopback and tokens are off.
     """
     check_bind(host, auth=runtime.config.auth)
+    open_files = raise_open_file_limit()
+    log.info("serving with up to %d open files", open_files)
     config = server_config(runtime, host=host, port=port, run_worker=run_worker)
     # uvicorn re-raises the signal it caught after a graceful shutdown, with the handler that was
     # installed before it started; a no-op one makes that a clean return instead of death by signal.

@@ -169,10 +169,13 @@ def parse_context(scope: str | None) -> str | None:
 
 
 def entry_files(directory: Path) -> list[Path]:
-    """Every ``*.md`` file under ``directory``, recursively, sorted by name at each level.
+    """Every ``*.md`` file and every symbolic link under ``directory``, recursively, sorted by name at each level.
 
-    Directories reached through a symbolic link are not entered (no loops). Raises
-    :class:`AuditUsageError` when ``directory`` is not a directory.
+    Nothing under ``directory`` is followed through a symbolic link: a link (to a file,
+    a directory, or nothing) is listed as it is, and :func:`~ledger.files.entry.read_entry`
+    makes it an invalid entry without opening its target. ``directory`` itself may be a
+    link (the caller named it). Raises :class:`AuditUsageError` when ``directory`` is not
+    a directory.
     """
     if not directory.is_dir():
         raise AuditUsageError(f"{directory} is not a directory")
@@ -188,9 +191,11 @@ def _collect(directory: Path, out: list[Path]) -> None:
         raise AuditUsageError(f"cannot read the directory {directory}: {exc.strerror or exc}") from exc
     for child in children:
         path = directory / child.name
-        if child.is_dir(follow_symlinks=False):
+        if child.is_symlink():
+            out.append(path)  # whatever it points to: reported, never followed
+        elif child.is_dir(follow_symlinks=False):
             _collect(path, out)
-        elif child.name.endswith(".md") and child.is_file():
+        elif child.name.endswith(".md") and child.is_file(follow_symlinks=False):
             out.append(path)
 
 

@@ -25,13 +25,16 @@ body (context and evidence notes; the auditor never reads it as the fact)::
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
+import os
+import stat
 from pathlib import Path
 
 from ledger.files.body import check_body
 from ledger.files.fields import Collector, read_fields
 from ledger.files.frontmatter import load_front_matter
-from ledger.files.model import Entry, Problem
+from ledger.files.model import INVALID, Entry, Problem
 
 _OPEN = "---"
 _CLOSE = ("---", "...")
@@ -46,17 +49,42 @@ class EntryUnreadable(Exception):
         self.reason = reason
 
 
-def read_entry(path: Path, *, name: str | None = None) -> Entry:
-    """Read and parse the entry at ``path``.
+SYMBOLIC_LINK = "symbolic-link"
 
-    Raises :class:`EntryUnreadable` when the file cannot be read; every problem
-    with its content is reported in :attr:`Entry.problems` instead.
+
+def read_entry(path: Path, *, name: str | None = None) -> Entry:
+    """Read and parse the entry at ``path``; a symbolic link is never followed.
+
+    A link (to a file, a directory or nothing) is an invalid entry with the
+    ``symbolic-link`` problem, and its target is never opened: the file is opened
+    with ``O_NOFOLLOW``, so a link swapped in after a directory listing is caught too.
+    Raises :class:`EntryUnreadable` when the file cannot be read (missing, a directory,
+    not a regular file, no permission); every problem with its content is reported in
+    :attr:`Entry.problems` instead.
     """
+    name = name or path.name
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            return link_entry(path, name)
         raise EntryUnreadable(path, exc.strerror or type(exc).__name__) from exc
-    return parse_entry(data, name=name or path.name, path=path)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise EntryUnreadable(path, "not a regular file")
+        try:
+            data = handle.read()
+        except OSError as exc:
+            raise EntryUnreadable(path, exc.strerror or type(exc).__name__) from exc
+    return parse_entry(data, name=name, path=path)
+
+
+def link_entry(path: Path, name: str) -> Entry:
+    """The invalid entry a symbolic link is: its own problem, nothing of its target read."""
+    message = "the entry is a symbolic link; memledger never follows links, so its target was not read"
+    hint = "replace the link with the entry file itself, or check the file it points to by its own path"
+    problem = Problem(name, "file", SYMBOLIC_LINK, INVALID, message, hint, 1)
+    return Entry(name, path, "", False, problems=(problem,))
 
 
 def parse_entry(data: bytes, *, name: str, path: Path | None = None) -> Entry:

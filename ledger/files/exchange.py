@@ -24,8 +24,10 @@ already active or proposed in the scope (export then import proposes no duplicat
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -133,8 +135,10 @@ def export_scope(
 ) -> ExportResult:
     """Write the records of ``scope_key`` that ever applied, with their history, as entries in ``directory``.
 
-    Existing files of the same name are overwritten; other files are left alone.
-    Raises :class:`~ledger.errors.LedgerError` (bad scope) and :class:`OSError` (cannot write).
+    Existing files of the same name are overwritten; other files are left alone. A symbolic
+    link where a file would go is never written through (nor replaced): that record is
+    skipped with the reason. Raises :class:`~ledger.errors.LedgerError` (bad scope) and
+    :class:`OSError` (cannot write).
     """
     result = ExportResult(directory, scope_key)
     texts: dict[str, str] = {}
@@ -152,11 +156,29 @@ def export_scope(
         if on_record is not None:
             on_record()
     directory.mkdir(parents=True, exist_ok=True)
+    in_the_way: list[Skipped] = []
     for record_id in sorted(texts):
-        (directory / f"{record_id}.md").write_text(texts[record_id], encoding="utf-8")
-        result.written.append(f"{record_id}.md")
+        if _write_no_follow(directory / f"{record_id}.md", texts[record_id]):
+            result.written.append(f"{record_id}.md")
+        else:
+            in_the_way.append(Skipped(record_id, f"{record_id}.md is a symbolic link: not written through"))
     result.skipped.reverse()
+    result.skipped.extend(in_the_way)
     return result
+
+
+def _write_no_follow(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` unless ``path`` is a symbolic link (False then; nothing written anywhere)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            return False
+        raise
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return True
 
 
 def _export_refusal(record: MemoryRecord, exported: dict[str, str]) -> str | None:

@@ -14,6 +14,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from tests.worker.conftest import MEMLEDGER
+from worker.mcp_tools import ERROR_META_KEY
 
 TOOL_NAMES = {"list_pins", "search_pins", "pins_as_of", "pin_history", "get_packet", "propose_pin"}
 INSTANT = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$"}
@@ -61,13 +62,36 @@ def ok(result: CallToolResult) -> dict[str, Any]:
 
 
 def refused(result: CallToolResult, reason: str) -> dict[str, Any]:
-    """An ``isError`` result with ``reason``, in the text and in the structured content; no traceback."""
+    """An ``isError`` result with ``reason`` in the text and in ``_meta``, no structured content, no traceback.
+
+    Returns the refusal's data (``_meta["memledger/error"]``: reason, message, context).
+    """
     assert result.is_error, result.structured_content
-    data = result.structured_content
+    assert result.structured_content is None, result.structured_content  # strict clients validate it
+    data = (result.meta or {}).get(ERROR_META_KEY)
     assert data is not None and data["reason"] == reason, data
     text = result.content[0].text  # type: ignore[union-attr]
     assert text.startswith(f"{reason}: ") and "Traceback" not in text and 'File "' not in text
-    return data
+    return dict(data)
+
+
+def check_as_strict_client(output_schema: dict[str, Any] | None, result: dict[str, Any]) -> None:
+    """Check a ``tools/call`` result (its wire form) as the TypeScript SDK's client does on every result.
+
+    That client (the MCP Inspector's, Claude Desktop's, Claude Code's) validates ``structuredContent``
+    against the tool's ``outputSchema`` whenever it is present, errors included, and refuses a
+    successful result without it; the Python SDK's client skips error results, so it cannot see this.
+    """
+    if output_schema is None:
+        return
+    structured = result.get("structuredContent")
+    if structured is None:
+        assert result.get("isError") is True, (
+            f"a tool with an output schema answered without structuredContent: {result}"
+        )
+        return
+    errors = sorted(Draft202012Validator(output_schema).iter_errors(structured), key=str)
+    assert not errors, f"structuredContent does not match the tool's output schema: {errors[0].message} in {result}"
 
 
 @asynccontextmanager

@@ -25,9 +25,9 @@ from mcp.client._memory import InMemoryTransport
 from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
 from tests.worker.conftest import MEMLEDGER
-from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, ok, refused, stdio_session
+from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, check_pins, ok, refused, stdio_session
 from worker.mcp_server import build_server
-from worker.mcp_tools import PIN_ALWAYS, TOOLS, call_tool
+from worker.mcp_tools import ERROR_META_KEY, PIN_ALWAYS, TOOLS, call_tool
 
 Scenario = Callable[[ClientSession], Awaitable[None]]
 
@@ -103,8 +103,9 @@ def test_tools_are_listed_with_schemas_a_model_can_follow(run_stdio: Callable[[S
     assert listed["pin_history"].input_schema["required"] == ["id"]
     assert "required" not in listed["get_packet"].input_schema  # the session id is optional
     propose = listed["propose_pin"]
-    assert sorted(propose.input_schema["required"]) == ["body", "kind"]
+    assert propose.input_schema["required"] == ["body"]  # kind defaults to fact, as on the record protocol
     assert propose.input_schema["properties"]["kind"]["enum"] == [k.value for k in Kind]
+    assert propose.input_schema["properties"]["kind"]["default"] == "fact"
     assert "rationale" in propose.input_schema["properties"]
     # A model reads that its write is only a proposal the user decides on.
     assert "does NOT pin it" in propose.description and "accept or reject" in propose.description
@@ -392,7 +393,8 @@ def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(db_url: 
         proc.stdin.close()
         assert proc.wait(30) == 0
     surrogate = answers[1]["result"]
-    assert surrogate["isError"] is True and surrogate["structuredContent"]["reason"] == "invalid_params"
+    assert surrogate["isError"] is True and surrogate["_meta"][ERROR_META_KEY]["reason"] == "invalid_params"
+    assert "structuredContent" not in surrogate
     assert "body: must be valid Unicode text" in surrogate["content"][0]["text"]
     assert answers[2]["result"]["structuredContent"]["count"] == 0
 
@@ -474,9 +476,11 @@ def test_any_arguments_get_an_answer_never_a_crash(led: Ledger, name: str, argum
     text = result.content[0].text  # type: ignore[union-attr]
     assert "Traceback" not in text
     if result.is_error:
-        assert result.structured_content is not None and result.structured_content["reason"] in REASONS, text
+        assert refused(result, (result.meta or {}).get(ERROR_META_KEY, {}).get("reason", "?"))["reason"] in REASONS
     else:
         assert result.structured_content is not None
+    spec = TOOLS.get(name)  # every answer, refusals included, reads in a client that validates them all
+    check_as_strict_client(spec and spec.result_schema, result.model_dump(mode="json", by_alias=True))
     assert all(r.status == "active" for r in led.list(led.scope_key))  # nothing but proposals is ever written
 
 

@@ -145,7 +145,8 @@ def test_mcp_http_answers_a_lone_surrogate_with_a_clean_error(
     if "error" in body:
         assert body["error"]["code"] == -32700
     else:
-        assert body["result"]["isError"] is True and body["result"]["structuredContent"]["reason"] == "invalid_params"
+        result = body["result"]
+        assert result["isError"] is True and result["_meta"]["memledger/error"]["reason"] == "invalid_params"
     assert "Traceback" not in answer.text
     # and the server goes on answering
     answer = httpx.post(f"{base}/mcp", content=line.replace("\\ud800", "metric"), headers=headers, timeout=10)
