@@ -289,6 +289,31 @@ def test_rpc_subprocess_answers_one_line_per_request(rpc_env: dict[str, str]) ->
     assert sorted(r["body"] for r in out[7]["result"]["records"]) == ["notified", "piped pin"]
 
 
+def test_rpc_lines_hold_no_character_splitlines_breaks_on(rpc_env: dict[str, str]) -> None:
+    # Given requests whose bodies and names hold the line breaks JSON leaves raw (U+2028, U+2029, U+0085)
+    body = "tea\u2028then\u2029coffee"
+    lines = [
+        rpc_line(1, "memory/save_memory_record", {"body": body}),
+        rpc_line(2, "memory/list_memory_records", {"scopeKey": SCOPE}),
+        rpc_line(3, "memory/nope\u2028\u0085"),
+        rpc_line(4, "memory/save_memory_record", {"body": "bad\u0085body\u2029"}),
+    ]
+    # When `memledger rpc` answers them
+    done = subprocess.run(
+        [str(MEMLEDGER), "rpc"], input="\n".join(lines).encode() + b"\n", env=rpc_env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    # Then a client that splits with splitlines() reads exactly one response per request, intact
+    text = done.stdout.decode()
+    assert text.count("\n") == 4
+    out = [json.loads(line) for line in text.splitlines()]
+    assert [r["id"] for r in out] == [1, 2, 3, 4]
+    assert [r["body"] for r in out[1]["result"]["records"]] == [body]
+    assert "error" in out[2] and "error" in out[3]
+    for breaker in ("\u2028", "\u2029", "\x85", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"):
+        assert breaker not in text
+
+
 def test_rpc_subprocess_flushes_each_response(rpc_env: dict[str, str]) -> None:
     with subprocess.Popen(
         [str(MEMLEDGER), "rpc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=rpc_env
