@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ledger import screening
+from ledger import screening_detectors
 from ledger.errors import BodyRejected, LedgerError
 from ledger.screening import MAX_BODY_CHARS, find_credential, screen_body
 from tests.ledger.screening_corpus import (
@@ -174,7 +174,7 @@ def test_ordinary_pins_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> No
     def unreachable() -> None:
         raise AssertionError("detect-secrets ran for an ordinary pin")
 
-    monkeypatch.setattr(screening, "_load_detectors", unreachable)
+    monkeypatch.setattr(screening_detectors, "_load_detectors", unreachable)
 
     # Then ordinary pins (no keyword, no long token) are kept without them
     for body in ["I prefer metric units", "my deploy region is eu-west-1", "standup is at 09:30", "port 8080"]:
@@ -210,10 +210,10 @@ def test_importing_the_module_does_not_import_detect_secrets() -> None:
 
 def test_concurrent_screening_gives_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given detectors not yet built, so the threads also race on the lazy set-up
-    monkeypatch.setattr(screening, "_detectors", None)
+    monkeypatch.setattr(screening_detectors, "_detectors", None)
     bodies = [s.body for s in CORPUS]
     expected = [find_credential(b) for b in bodies]
-    monkeypatch.setattr(screening, "_detectors", None)
+    monkeypatch.setattr(screening_detectors, "_detectors", None)
     start = threading.Barrier(8)
 
     def screen_all(_: int) -> list[str | None]:
