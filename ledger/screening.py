@@ -57,7 +57,10 @@ log = logging.getLogger(__name__)
 _TRIGGER: Final = re.compile(
     r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
     r"|cred|auth|be(?:arer|gin)|contrase|://"
-    r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord|пароль|密码|密碼|口令|パスワード|暗証"
+    r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord|парол|密码|密碼|口令|パスワード|暗証"
+    r"|sk[-_]|rk_|gh[pousr]_|github_pat|glpat|xox|xapp|akia|asia|aiza|ya29|gocspx|npm_|pypi-|hf_|ntn_|whsec|mlt_|eyj"
+    r"|pin码|pin碼|пин|has[łl]o|[şs]ifre|sandi|laluan|m[ậa]t kh|nenosiri|siri|비밀번호|암호|패스워드|번호"
+    r"|पासवर्ड|कूटशब्द|पिन|পাসওয়ার্ড|পিন|கடவுச்சொல்|పాస్|รหัส|كلمة|الرقم|رمز|گذرواژه|پسورد|پاس|پن"
 )
 # A body longer than _WHOLE_TEXT_CHARS is cut into lines and sentences before the keyword and
 # detect-secrets layers, so it only pays for the sentences that have a trigger. None of the

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ledger.screening_languages import CJK_NEXT, INTL_PROSE, INTL_SENTENCE
-from ledger.screening_values import DETAILS, KEY, PIN, PW, Finding, judge, prose_word
+from ledger.screening_languages import INTL_PROSE, INTL_SENTENCE, SCRIPT_NEXT
+from ledger.screening_values import DETAILS, KEY, PIN, PROSE_WORDS, PW, Finding, judge, prose_word
 
 _KW_PASSWORD = r"pass(?:word|wd|phrase)s?|pass[\s-]phrase|pwd|wi-?fi\s+(?:pass|key)|network\s+key"
 _KW_PIN = (
@@ -87,24 +87,75 @@ def keyword_rule(text: str) -> Finding | None:
         mode = "assign" if "=" in conn else "colon" if conn == ":" else "bare" if not conn else "verb"
         if judge(tail.group("val"), family, mode, text, tail.end()):
             return DETAILS[family, "sentence"]
+        if family == PW and mode in ("verb", "colon") and _is_passphrase(text, tail.start("val")):
+            return DETAILS[family, "sentence"]
+    return _env_name_rule(text)
+
+
+# An unquoted passphrase of plain words after "password is": 3 to 8 words running to the end of
+# the clause, none of them a function or time word, the first not a participle ("changed last
+# week"), and at most one a prose word ("correct" may start one). Prose after "password is" has a
+# function word or ends early: "stored in 1Password", "the same as before", "case sensitive",
+# "long and random", "four digits long".
+_PASSPHRASE: Final = re.compile(r"[A-Za-z]{2,15}(?:[ \t]+[A-Za-z]{2,15}){2,7}")
+_FUNCTION_WORDS_TEXT = """
+    a an the my your our their his her its this that these those it i you we they he she me us them is are was
+    were be been being am has have had do does did will would should can could may might must shall for to
+    from by with without in on at of about into onto over under after before than as like and or but nor if so
+    yet because since until while when where which who whom whose what how why not no never always still now
+    then also too very just only really quite please every each all any some here there same different one two
+    three four five six seven eight nine ten twelve twenty up down out off again ever already almost enough
+    rather maybe perhaps else instead otherwise last next ago soon later today yesterday tomorrow tonight week
+    weeks month months year years day days
+"""
+_FUNCTION_WORDS: Final = frozenset(_FUNCTION_WORDS_TEXT.split())
+_PARTICIPLE: Final = re.compile(r"(?:ed|ing|en)$")
+_CLAUSE_END: Final = re.compile(r"[ \t]*(?:$|[\n.;!?,)])")
+
+
+def _is_passphrase(text: str, start: int) -> bool:
+    m = _PASSPHRASE.match(text, start)
+    if m is None or _CLAUSE_END.match(text, m.end()) is None:
+        return False
+    words = [w.lower() for w in m.group().split()]
+    if any(w in _FUNCTION_WORDS for w in words) or _PARTICIPLE.search(words[0]):
+        return False
+    return sum(w in PROSE_WORDS or w.endswith("ed") for w in words) <= 1
+
+
+# An environment variable named for a secret, then a space and its value: `set -x DB_PASSWORD …`,
+# `setenv API_TOKEN …` (fish, csh). Only a strongly key-shaped value counts.
+_ENV_NAME: Final = re.compile(
+    r"\b[A-Z][A-Z0-9]*_(?P<name>PASSWORD|PASSWD|PASSPHRASE|TOKEN|SECRET|KEY|PIN)[ \t]+(?P<val>[^\s;&|]{1,200})"
+)
+
+
+def _env_name_rule(text: str) -> Finding | None:
+    for m in _ENV_NAME.finditer(text):
+        family = PW if m.group("name").startswith("PASS") else PIN if m.group("name") == "PIN" else KEY
+        if judge(m.group("val"), family, "bare", text, m.end()):
+            return DETAILS[family, "assignment"]
     return None
 
 
 def intl_password_rule(text: str) -> Finding | None:
-    """A password stated in a sentence in one of the other languages a user may write in."""
+    """A password or PIN stated in a sentence in one of the other languages a user may write in."""
     for m in INTL_SENTENCE.finditer(text):
         raw = m.group("val")
         if raw.strip("\"'«»「」.,;:!?").lower() in INTL_PROSE or prose_word(raw.rstrip(".,;:!?")):
             continue
+        family = PIN if m.group("pin") or m.group("pin_script") else PW
         conn = m.group("conn").strip()
         mode = "assign" if conn == "=" else "colon" if conn in (":", "：") else "bare" if not conn else "verb"
-        end = m.end()
-        if CJK_NEXT.match(text, end):  # the value ends where the sentence's script resumes
+        if m.group("close"):  # "मेरा पासवर्ड X है": the copula closes the statement
+            mode = "verb" if mode == "bare" else mode
+            text_after, end_at = raw + ".", len(raw)
+        elif SCRIPT_NEXT.match(text, m.end("val")):  # the value ends where the sentence's script resumes
             text_after, end_at = raw + ".", len(raw)
         else:
-            text_after, end_at = text, end
-        if judge(raw, PW, mode, text_after, end_at):
-            return DETAILS[PW, "sentence"]
+            text_after, end_at = text, m.end("val")
+        if judge(raw, family, mode, text_after, end_at):
+            return DETAILS[family, "sentence"]
     return None
 
 

@@ -78,6 +78,7 @@ _PLACEHOLDER: Final = re.compile(
     | redacted | hidden | omitted | elided | removed | masked | placeholder | example | dummy | sample
     | none | null | nil | undefined | true | false | yes | no | on | off | empty | blank | unset | n/?a | tbd | todo
     | password | passwd | pass | secret | token | key | apikey | api_key | pin | changeit
+    | (?:os\.(?:environ|getenv)|process\.env|System\.getenv|getenv|ENV|env)\b\S*   # read from the environment
     """
 )
 REFERENCE: Final = re.compile(
@@ -110,12 +111,13 @@ _PROSE_WORDS_TEXT = """
     managed rotated generated written kept synced memorised memorized unchanged
     something anything whatever another stronger longer better safer simpler harder easier
 """
-_PROSE_WORDS: Final = frozenset(_PROSE_WORDS_TEXT.split())
+PROSE_WORDS: Final = frozenset(_PROSE_WORDS_TEXT.split())
 _PROSE_SUFFIX: Final = re.compile(r"(?i)(?:ed|ing|ly|able|ible|ive|ous|ful|less|ent|ant|ary|ory|ness|ment|tion)$")
 _WORDISH: Final = re.compile(r"[A-Za-z][a-z]*(?:['\u2019][a-z]+)?|[A-Z]+|[a-z]+(?:[-_][a-z]+)+")
 SLUG: Final = re.compile(r"[a-z0-9]{1,12}(?:[-_.:/][a-z0-9]{1,12})+")
 _HEX_OR_UUID: Final = re.compile(r"(?i)[0-9a-f]{16,}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _DIGIT_GROUPS: Final = re.compile(r"\d{1,6}(?:[-\s]\d{1,6}){1,4}")
+_VERSION: Final = re.compile(r"v?\d+(?:\.\d+)+")
 _TRAILING_PUNCT: Final = re.compile(r"[.,;:!?)\]]+$")
 _CLAUSE_BREAK: Final = re.compile(
     r"\s*(?:$|\n|[.;!?,)(\u2013\u2014]|\s-\s|\b(?:and|but|so|or|then|because)\b)", re.IGNORECASE
@@ -144,7 +146,7 @@ def keyish(value: str, min_len: int) -> bool:
 
 def prose_word(value: str) -> bool:
     low = value.lower()
-    return low in _PROSE_WORDS or _PROSE_SUFFIX.search(low) is not None
+    return low in PROSE_WORDS or _PROSE_SUFFIX.search(low) is not None
 
 
 # --------------------------------------------------------------------------- judging a stated value
@@ -179,9 +181,11 @@ def judge(raw: str, family: str, mode: str, text: str = "", end: int = 0) -> boo
     value, quoted, clause_end = _split_value(raw, text, end)
     if not value or is_placeholder(value) or REFERENCE.fullmatch(value):
         return False
+    if family == PIN and _VERSION.fullmatch(value):  # "pin numpy to 1.26.4": a version, not a code
+        return False
     if mode == "bare" and not quoted:  # "wifi password Tr0ub4dor&3", "card PIN 4821."
-        if family == PIN and value.isdigit():
-            return clause_end and 4 <= len(value) <= 10
+        if family == PIN:  # "pin lodash@4.17.21", "pin react 18": the verb, not a code
+            return value.isdigit() and clause_end and 4 <= len(value) <= 10
         return keyish(value, 8) and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
     strict = quoted or mode == "assign"
     ended = strict or clause_end

@@ -149,8 +149,14 @@ _PASSPHRASES = [
 ]
 
 
+_PASSPHRASE_GAPS = {"laptop password is seven lazy frogs jumping"}  # starts with a number: read as a quantity
+
+
 def _passphrases() -> list[Sample]:
-    return [Sample(body, True, "unquoted word passphrase", " ".join(body.split()[-2:])) for body in _PASSPHRASES]
+    return [
+        Sample(body, True, "unquoted word passphrase", " ".join(body.split()[-2:]), known_gap=body in _PASSPHRASE_GAPS)
+        for body in _PASSPHRASES
+    ]
 
 
 SECRETS_WORLD: list[Sample] = _language_secrets() + _broken_keys() + _detector_secrets() + _passphrases()
