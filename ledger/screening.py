@@ -57,11 +57,31 @@ log = logging.getLogger(__name__)
 _TRIGGER: Final = re.compile(
     r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
     r"|cred|auth|be(?:arer|gin)|contrase|://"
-    r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord|парол|密码|密碼|口令|パスワード|暗証"
-    r"|sk[-_]|rk_|gh[pousr]_|github_pat|glpat|xox|xapp|akia|asia|aiza|ya29|gocspx|npm_|pypi-|hf_|ntn_|whsec|mlt_|eyj"
-    r"|pin码|pin碼|пин|has[łl]o|[şs]ifre|sandi|laluan|m[ậa]t kh|nenosiri|siri|비밀번호|암호|패스워드|번호"
+    r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord"
+)
+# The other languages' keywords: the ASCII ones are few (found with `in`, cheaper than more regex
+# branches on common letters); the others are only looked for in text that is not ASCII.
+_ASCII_LANGUAGE_WORDS: Final = ("sandi", "sifre", "siri", "haslo", "laluan", "mat kh")
+_SCRIPT_TRIGGER: Final = re.compile(
+    r"парол|пин|pin[码碼]|hasło|şifre|mật kh|密码|密碼|口令|パスワード|暗証|비밀번호|암호|패스워드|번호"
     r"|पासवर्ड|कूटशब्द|पिन|পাসওয়ার্ড|পিন|கடவுச்சொல்|పాస్|รหัส|كلمة|الرقم|رمز|گذرواژه|پسورد|پاس|پن"
 )
+# A key prefix (a key pasted in pieces has no long token): sk-, sk_live_, ghp_, github_pat_, glpat-,
+# xoxb-, hf_, npm_, ntn_, whsec_, mlt_, pypi- are found from their separator; AKIA, ASIA, AIza,
+# GOCSPX, eyJ and ya29 with `in`, which is cheaper than a pattern starting with a letter.
+_PREFIX_AT_SEPARATOR: Final = re.compile(
+    r"[-_](?:(?<=sk.)|(?<=rk_live.)|(?<=gh[pousr].)|(?<=_pat.)|(?<=glpat.)|(?<=xox[a-z].)|(?<=xapp.)|(?<=hf.)"
+    r"|(?<=npm.)|(?<=ntn.)|(?<=whsec.)|(?<=mlt.)|(?<=pypi.))"
+)
+_PREFIXES_WITHOUT_SEPARATOR: Final = ("AKIA", "ASIA", "AIza", "GOCSPX", "eyJ", "ya29")
+
+
+def _has_key_prefix(text: str) -> bool:
+    if ("-" in text or "_" in text) and _PREFIX_AT_SEPARATOR.search(text) is not None:
+        return True
+    return any(prefix in text for prefix in _PREFIXES_WITHOUT_SEPARATOR)
+
+
 # A body longer than _WHOLE_TEXT_CHARS is cut into lines and sentences before the keyword and
 # detect-secrets layers, so it only pays for the sentences that have a trigger. None of the
 # secrets we look for contains a line break or "<punctuation><space>"; key blocks, which span
@@ -72,7 +92,14 @@ _WHOLE_TEXT_CHARS: Final = 400
 
 def _is_candidate(text: str, low: str) -> bool:
     """The cheap gate: False means no later layer could flag ``text``."""
-    return _TRIGGER.search(low) is not None or has_long_token(text) or has_artifactory_hint(text)
+    return (
+        _TRIGGER.search(low) is not None
+        or has_long_token(text)
+        or has_artifactory_hint(text)
+        or _has_key_prefix(text)
+        or any(word in low for word in _ASCII_LANGUAGE_WORDS)
+        or (not text.isascii() and _SCRIPT_TRIGGER.search(low) is not None)
+    )
 
 
 # --------------------------------------------------------------------------- public API
