@@ -5,24 +5,24 @@ consolidation). It returns the body to store, stripped of leading and trailing
 whitespace, or raises :class:`~ledger.errors.BodyRejected` with a ``why`` of
 ``not_text``, ``empty``, ``too_long`` or ``credential``.
 
-Credential screening has three layers, cheapest first:
+Credential screening has three layers, cheapest first, each in its own module:
 
-1. A *prefilter*: one precompiled pattern over the lower-cased body plus a longest-token
-   check. A body with no trigger word (``key``, ``token``, ``password``, ``BEGIN``,
-   ``://`` ...) and no token of 16+ characters is accepted at once; that is the common
-   case and costs a couple of microseconds (docs/screening.md has the measurements).
-2. Our own patterns for current key formats (Anthropic, OpenAI, GitHub, Slack, AWS,
-   Google, GitLab, Stripe, npm, PyPI, JWTs, private key blocks, connection strings
-   with a password) and a keyword rule with an entropy test for values stated after
-   ``password`` / ``PIN`` / ``api key`` / ``token`` / ``secret`` in a sentence or an
-   assignment.
-3. detect-secrets' specific detectors (never its high-entropy plugins, which flag
-   ordinary words), each run only on the lines where it could match.
+1. A *prefilter* (here): one precompiled pattern over the lower-cased body, a longest-token
+   check, a key-prefix check and the other languages' keywords. A body with none of them
+   is accepted at once; that is the common case and costs a few microseconds
+   (docs/screening.md has the measurements).
+2. Our own patterns for current key formats, whole or pasted in pieces, and connection
+   strings with a password (:mod:`ledger.screening_formats`); the keyword rules for values
+   stated after ``password`` / ``PIN`` / ``api key`` / ``token`` / ``secret`` in an
+   assignment or a sentence, in English or another language, passphrases included
+   (:mod:`ledger.screening_rules`, :mod:`ledger.screening_languages`), judged by
+   :mod:`ledger.screening_values`.
+3. detect-secrets' specific detectors (:mod:`ledger.screening_detectors`; never its
+   high-entropy plugins, which flag ordinary words), each run only where it could match.
 
-Thread safety: the detectors are used through ``analyze_string``, which only runs
-compiled regular expressions; ``analyze_line`` is avoided because it reads
-detect-secrets' global settings singleton. The detectors are built once, lazily,
-under a lock, so importing this module stays cheap.
+Each layer runs on the body as sent, then on what a person would read in it (NFKC, format
+characters removed, look-alike letters folded; base64 and hex decoded:
+:mod:`ledger.screening_views`).
 
 Nothing here logs or returns the body or any part of it: ``BodyRejected.detail``
 names the kind of credential, never its value.
