@@ -541,3 +541,19 @@ def test_a_failure_choosing_the_ledger_is_an_internal_error_tool_result(caplog: 
     result = anyio.run(main)
     data = refused(result, "internal_error")
     assert "10.0.0.7" not in str(data) and "10.0.0.7" in caplog.text
+
+
+def test_while_serving_stdio_stray_output_misses_the_wire(capfd: pytest.CaptureFixture[str]) -> None:
+    # Given the wire memledger mcp claims from fd 1 (as the SDK would when given no stdout)
+    from worker.mcp_server import _claim_stdout
+
+    with _claim_stdout() as wire:
+        # When a library writes to fd 1 while the server writes to the wire
+        os.write(1, b"stray print\n")
+        wire.write(b'{"jsonrpc":"2.0"}\n')
+        wire.flush()
+    os.write(1, b"after\n")
+    # Then the stray output went to stderr, the wire got only the message, and fd 1 is restored
+    out, err = capfd.readouterr()
+    assert out == '{"jsonrpc":"2.0"}\nafter\n'
+    assert "stray print" in err
