@@ -456,7 +456,7 @@ _READ_BODIES = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(bodies=st.lists(_READ_BODIES, min_size=1, max_size=6))
 def test_the_packet_holds_the_header_once_and_one_citation_per_record(bodies: list[str]) -> None:
     # Given active records with any bodies built from the header's and citations' pieces
