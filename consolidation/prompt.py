@@ -15,8 +15,10 @@ kind's records, and each record is one line ``id<TAB>body`` or
     </memory_records>
 
 Every field is escaped the way a JSON string is (backslash, newline, tab and every
-other control character), and ``<`` / ``>`` are written ``\\u003c`` / ``\\u003e``, so no
-body can start a line of its own, add a field, close the tag or open a new one. A
+other control character, C1 ones such as U+0085 included, and the line and paragraph
+separators U+2028 / U+2029 that ``str.splitlines()`` also breaks on), and ``<`` / ``>``
+are written ``\\u003c`` / ``\\u003e``, so no body can start a line of its own, add a
+field, close the tag or open a new one. A
 body saying "ignore previous instructions" is just the text of one line, and the
 system text says so. Quotes are not escaped: the format is line-based, and a
 quote costs nothing that way (prompt size is paid on every run: target at most
@@ -99,7 +101,7 @@ class AnswerParseError(ValueError):
 
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "<": "\\u003c", ">": "\\u003e"}
-_ESCAPE = re.compile(r"[\\<>\x00-\x1f\x7f]")
+_ESCAPE = re.compile(r"[\\<>\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _encode(value: str) -> str:

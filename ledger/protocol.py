@@ -80,6 +80,7 @@ from pydantic.alias_generators import to_camel
 from ledger.core import Ledger, ScopeUsage
 from ledger.errors import LedgerError, RecordNotFound
 from ledger.instants import format_rfc3339, require_aware
+from ledger.lines import escape_line_breaks
 from ledger.models import Kind, MemoryRecord
 from ledger.packet import Packet
 from ledger.reads import SCOPE_RE
@@ -136,12 +137,12 @@ class RpcError(Exception):
 def quote(value: object, *, limit: int = MAX_QUOTE_CHARS) -> str:
     """``value`` as a JSON string of at most ``limit`` of its characters, safe to put in any message.
 
-    Control characters and lone surrogates come out escaped; a longer value is cut and says how
+    Control characters, U+2028 / U+2029 and lone surrogates come out escaped; a longer value is cut and says how
     long it was, so an error never grows with its input.
     """
     text = value if isinstance(value, str) else type(value).__name__
     shown = json.dumps(text[:limit], ensure_ascii=False)
-    shown = _BAD_ANYWHERE.sub(lambda m: f"\\u{ord(m.group()):04x}", shown)
+    shown = escape_line_breaks(_BAD_ANYWHERE.sub(lambda m: f"\\u{ord(m.group()):04x}", shown))
     return shown if len(text) <= limit else f'{shown[:-1]}…" ({len(text):,} characters)'
 
 
@@ -695,7 +696,11 @@ def internal_error_response(request_id: str | int | None = None) -> dict[str, An
 
 
 def dumps(response: Mapping[str, Any] | list[dict[str, Any]]) -> str:
-    """One response (or batch answer) as one line of compact JSON (newlines inside strings are escaped).
+    """One response (or batch answer) as one line of compact JSON.
+
+    Every character ``str.splitlines()`` breaks on is escaped inside strings (newlines by JSON
+    itself, U+0085, U+2028 and U+2029 by :func:`~ledger.lines.escape_line_breaks`), so a client
+    that splits its input with ``splitlines()`` reads one response per line.
 
     The line is always encodable as UTF-8: should a lone surrogate ever reach a response, the
     line falls back to ASCII escapes instead of failing.
@@ -703,7 +708,7 @@ def dumps(response: Mapping[str, Any] | list[dict[str, Any]]) -> str:
     text = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
     if _SURROGATE.search(text):
         text = json.dumps(response, ensure_ascii=True, separators=(",", ":"))
-    return text
+    return escape_line_breaks(text)
 
 
 def _handle_one(led: Ledger, request: Any, extra_methods: Mapping[str, ExtraMethod] | None) -> dict[str, Any] | None:

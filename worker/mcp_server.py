@@ -20,11 +20,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 import sys
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any, cast
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from typing import Any, BinaryIO, cast
 
 import anyio
 from mcp.server import Server, ServerRequestContext
@@ -37,6 +38,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ledger import Ledger
+from ledger.lines import escape_line_breaks
 from worker.mcp_tools import NONCHARACTER, TOOLS, ToolFailure, call_tool, error_result
 
 log = logging.getLogger(__name__)
@@ -151,12 +153,62 @@ class _StdinLines:
         return mark_lone_surrogates(line)
 
 
+class _StdoutLines:
+    """The wire ``stdio_server`` writes to: each message line with U+0085, U+2028 and U+2029 escaped.
+
+    The SDK writes pydantic's JSON, which leaves those three raw inside strings; a client that
+    splits its input with ``str.splitlines()`` would read a body holding one as two lines.
+    """
+
+    def __init__(self, wire: BinaryIO) -> None:
+        self._wire = anyio.wrap_file(wire)
+
+    async def write(self, text: str) -> int:
+        await self._wire.write(escape_line_breaks(text).encode("utf-8"))
+        return len(text)
+
+    async def flush(self) -> None:
+        await self._wire.flush()
+
+
+@contextmanager
+def _claim_stdout() -> Iterator[BinaryIO]:
+    """A private duplicate of fd 1 for the wire, with fd 1 pointed at stderr while serving.
+
+    The SDK does this itself unless given its stdout: stray output of a library then lands
+    on stderr, not inside the protocol. Where fd 1 cannot be duplicated, the wire is
+    ``sys.stdout``'s own buffer.
+    """
+    sys.stdout.flush()
+    try:
+        wire_fd = os.dup(1)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        yield sys.stdout.buffer
+        return
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        os.close(wire_fd)
+        yield sys.stdout.buffer
+        return
+    wire = os.fdopen(wire_fd, "wb", closefd=False)
+    try:
+        yield wire
+    finally:
+        with suppress(OSError, ValueError):
+            wire.flush()
+        os.dup2(wire_fd, 1)
+        os.close(wire_fd)
+
+
 async def serve_stdio(led: Ledger) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin."""
     server = build_server(lambda _ctx: led)
     stdin = cast("anyio.AsyncFile[str]", _StdinLines())  # stdio_server only iterates over its lines
-    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with _claim_stdout() as wire:
+        stdout = cast("anyio.AsyncFile[str]", _StdoutLines(wire))  # stdio_server only writes and flushes
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def run_stdio(led: Ledger) -> None:

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 from rich.text import Text
 
+from ledger.lines import escape_line_breaks
 from ledger.models import MemoryRecord
 from ledger.protocol import to_jsonable
 
@@ -97,7 +98,7 @@ def json_errors_on() -> bool:
 def emit_json_error(message: str, *, reason: str | None = None, code: int = 1) -> None:
     """``{"error": {"message", "reason", "exitCode"}}`` as one line on stderr."""
     error = {"message": message, "reason": reason or ("usage" if code == 2 else "failed"), "exitCode": code}
-    sys.stderr.write(json.dumps({"error": error}, ensure_ascii=False) + "\n")
+    sys.stderr.write(escape_line_breaks(json.dumps({"error": error}, ensure_ascii=False)) + "\n")
     sys.stderr.flush()
 
 

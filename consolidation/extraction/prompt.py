@@ -5,7 +5,8 @@ already pinned, and nothing else (no other session, no other scope, no instructi
 from the data). Like consolidation's prompt, the text is *encoded*, never pasted: each
 digest line is one JSON array ``[message_id, role, text]`` and each pinned body one
 JSON string, with ``<`` and ``>`` written as ``\\u003c`` / ``\\u003e`` so nothing said in
-a chat can close a tag or open one::
+a chat can close a tag or open one, and U+0085, U+2028 and U+2029 escaped too (JSON leaves
+them raw, and ``str.splitlines()`` breaks on them), so no text can start a line of its own::
 
     <conversation>
     ["m1","user","Remember that my deploy region is eu-west-1"]
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from consolidation.extraction.digest import DigestMessage
+from ledger.lines import escape_line_breaks
 
 OPEN_CONVERSATION, CLOSE_CONVERSATION = "<conversation>", "</conversation>"
 OPEN_PINNED, CLOSE_PINNED = "<already_pinned>", "</already_pinned>"
@@ -85,7 +87,8 @@ class ProposalsParseError(ValueError):
 
 
 def _encode(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+    encoded = json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
+    return escape_line_breaks(encoded)
 
 
 def build_user_message(digest: Sequence[DigestMessage], pinned: Sequence[str]) -> str:

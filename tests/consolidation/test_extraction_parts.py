@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from consolidation.errors import InvalidExtractionInput
 from consolidation.extraction import digest as D
@@ -158,3 +160,19 @@ def test_unknown_message_and_no_answer() -> None:
 
 def test_normalize() -> None:
     assert normalize("  I Prefer\tTea!! ") == normalize("i prefer tea") == "i prefer tea"
+
+
+@given(
+    texts=st.lists(
+        st.text(alphabet=st.sampled_from([*"\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", "a", "<"])), max_size=5
+    )
+)
+def test_no_chat_text_or_pinned_body_starts_a_line_of_its_own_for_splitlines(texts: list[str]) -> None:
+    # Given chat text and pinned bodies holding every character str.splitlines() breaks on
+    digest = [DigestMessage(f"m{n}", "user", text) for n, text in enumerate(texts)]
+    # When the message is built
+    message = build_user_message(digest, texts)
+    # Then splitlines() sees the four tags and one line per message and per pinned body
+    assert len(message.splitlines()) == 4 + 2 * len(texts)
+    assert message.splitlines() == message.split("\n")
+    assert decode_user_message(message) == (digest, texts)

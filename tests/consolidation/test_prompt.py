@@ -156,3 +156,20 @@ def test_record_chars_is_exact_for_any_text(records):
     for record in records[:3]:
         grown = build_user_message([*records, PromptRecord(record.id, record.kind, record.body, record.conflict_group)])
         assert len(grown) - len(base) == record_chars(record)
+
+
+_LINE_BREAKERS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+@given(
+    st.lists(st.text(alphabet=st.sampled_from([*_LINE_BREAKERS, "a", " ", "\t", "<", "\\"]), max_size=12), max_size=6)
+)
+def test_no_body_starts_a_line_of_its_own_for_splitlines(bodies):
+    # Given bodies holding every character str.splitlines() breaks on (U+2028, U+2029, U+0085 included)
+    records = [PromptRecord(f"r{n}", "fact", body, None) for n, body in enumerate(bodies)]
+    # When the message is built
+    message = build_user_message(records)
+    # Then splitlines() sees exactly the message's own lines: the tags, the kind, one per record
+    assert message.splitlines() == message.split("\n")
+    assert len(message.splitlines()) == 2 + (1 + len(records) if records else 0)
+    assert decode_user_message(message) == records

@@ -134,13 +134,12 @@ SECRETS: list[Sample] = [
         "token in a query string",
         "f4k3T0k3nV4lu3xyz9",
     ),
-    # Known gaps: the screener misses these (documented in docs/screening.md).
+    # A passphrase of plain words, and a known gap (documented in docs/screening.md).
     Sample(
         "my password is correct horse battery staple",
         True,
         "unquoted multi-word passphrase",
         "battery staple",
-        known_gap=True,
     ),
     Sample("Tr0ub4dor&3 is my email password", True, "value before the keyword", "Tr0ub4dor&3", known_gap=True),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import selectors
@@ -16,7 +17,7 @@ from typer.testing import CliRunner, Result
 
 from ledger import open_ledger
 from worker.cli import app
-from worker.cli_ledger import parse_instant
+from worker.cli_ledger import parse_instant, serve_stdio
 
 SCOPE = "account:local"
 MEMLEDGER = Path(sys.executable).with_name("memledger")
@@ -287,6 +288,33 @@ def test_rpc_subprocess_answers_one_line_per_request(rpc_env: dict[str, str]) ->
     codes = [r["error"]["code"] if "error" in r else 0 for r in out]
     assert codes == [0, -32700, -32600, -32700, -32601, -32602, -32003, 0, 0]
     assert sorted(r["body"] for r in out[7]["result"]["records"]) == ["notified", "piped pin"]
+
+
+def test_rpc_lines_hold_no_character_splitlines_breaks_on(db_file: Path) -> None:
+    # Given requests whose bodies and names hold the line breaks JSON leaves raw (U+2028, U+2029, U+0085)
+    body = "tea\u2028then\u2029coffee"
+    lines = [
+        rpc_line(1, "memory/save_memory_record", {"body": body}),
+        rpc_line(2, "memory/list_memory_records", {"scopeKey": SCOPE}),
+        rpc_line(3, "memory/nope\u2028\u0085"),
+        rpc_line(4, "memory/save_memory_record", {"body": "bad\u0085body\u2029"}),
+    ]
+    # When `memledger rpc`'s loop answers them
+    out_stream = io.BytesIO()
+    led = open_ledger(f"sqlite:///{db_file}", migrate=True)
+    try:
+        answered = serve_stdio(led, io.BytesIO("\n".join(lines).encode() + b"\n"), out_stream)
+    finally:
+        led.close()
+    # Then a client that splits with splitlines() reads exactly one response per request, intact
+    text = out_stream.getvalue().decode()
+    assert answered == 4 and text.count("\n") == 4
+    out = [json.loads(line) for line in text.splitlines()]
+    assert [r["id"] for r in out] == [1, 2, 3, 4]
+    assert [r["body"] for r in out[1]["result"]["records"]] == [body]
+    assert "error" in out[2] and "error" in out[3]
+    for breaker in ("\u2028", "\u2029", "\x85", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"):
+        assert breaker not in text
 
 
 def test_rpc_subprocess_flushes_each_response(rpc_env: dict[str, str]) -> None:

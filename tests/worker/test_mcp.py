@@ -399,6 +399,46 @@ def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(db_url: 
     assert answers[2]["result"]["structuredContent"]["count"] == 0
 
 
+def test_mcp_stdio_lines_hold_no_character_splitlines_breaks_on(db_url: str, led: Ledger) -> None:
+    # Given a pin whose body holds the line breaks JSON leaves raw (U+2028, U+2029)
+    body = "tea\u2028then\u2029coffee"
+    led.save(body)
+    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_pins"}}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_packet"}}),
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "tools/call",
+                "params": {"name": "pin_history", "arguments": {"id": "mem_\u2028\u0085"}},
+            }
+        ),
+    ]
+    env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
+    # When `memledger mcp` answers them
+    with subprocess.Popen(
+        [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(("\n".join(lines) + "\n").encode())
+        proc.stdin.flush()
+        raw = [proc.stdout.readline() for _ in range(4)]  # bytes: split on b"\n" only
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+    # Then a client that splits with splitlines() reads one intact message per answer
+    text = b"".join(raw).decode()
+    answers = [json.loads(line) for line in text.splitlines()]
+    assert sorted(a["id"] for a in answers) == [0, 1, 2, 3]
+    listed = next(a for a in answers if a["id"] == 1)["result"]["structuredContent"]
+    assert [p["body"] for p in listed["pins"]] == [body]
+    for breaker in ("\u2028", "\u2029", "\x85", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"):
+        assert breaker not in text
+
+
 # ---------------------------------------------------------------------- in-process (no transport)
 def test_an_unexpected_failure_is_an_internal_error_without_its_text(
     led: Ledger, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
@@ -505,3 +545,19 @@ def test_a_failure_choosing_the_ledger_is_an_internal_error_tool_result(caplog: 
     result = anyio.run(main)
     data = refused(result, "internal_error")
     assert "10.0.0.7" not in str(data) and "10.0.0.7" in caplog.text
+
+
+def test_while_serving_stdio_stray_output_misses_the_wire(capfd: pytest.CaptureFixture[str]) -> None:
+    # Given the wire memledger mcp claims from fd 1 (as the SDK would when given no stdout)
+    from worker.mcp_server import _claim_stdout
+
+    with _claim_stdout() as wire:
+        # When a library writes to fd 1 while the server writes to the wire
+        os.write(1, b"stray print\n")
+        wire.write(b'{"jsonrpc":"2.0"}\n')
+        wire.flush()
+    os.write(1, b"after\n")
+    # Then the stray output went to stderr, the wire got only the message, and fd 1 is restored
+    out, err = capfd.readouterr()
+    assert out == '{"jsonrpc":"2.0"}\nafter\n'
+    assert "stray print" in err
