@@ -16,10 +16,10 @@ import pytest
 
 from ledger import Ledger, LedgerBusy, LedgerError
 from ledger.protocol import (
-    MAX_ID_CHARS,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    MAX_ID_CHARS,
     METHOD_NOT_FOUND,
     METHODS,
     PARSE_ERROR,
