@@ -545,7 +545,11 @@ Every method acts on the bound account's scope (`account:<name>`) alone:
 * an id that belongs to another account is answered exactly as an unknown id: code `-32003`,
   `data: {"reason": "not_found", "recordId": …}`, message `no memory record "<id>" in this
   account` — same code, data and message (with the id swapped) for both, on every id method and
-  on `supersedes` and `/unpin`; ids longer than 100 characters are not looked up at all;
+  on `supersedes` and `/unpin`; the refusal names only the id sent (never, say, the record an
+  edited one replaced);
+* an id longer than 100 characters cannot be one (ids are `mem_` and 24 hex digits): it is refused
+  before any lookup, `invalid_params` naming the field, the limit and how long it was
+  (`id: a record id has at most 100 characters …; this one has 900,000`);
 * `save` takes no `scopeKey` (refused, naming the bound scope).
 
 On stdio and in-process the bound account is the ledger's (`MEMLEDGER_ACCOUNT`, default
