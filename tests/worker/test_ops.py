@@ -211,6 +211,8 @@ def test_ops_is_loopback_only_without_a_token(runtime: Runtime, local: TestClien
     assert local.get("/ops").status_code == 200
     # A DNS-rebinding page: loopback client, foreign Host
     assert local.get("/ops", headers={"host": "evil.example:8080"}).status_code == 403
+    # A page's script (it sends an Origin), even from an origin the API allows
+    assert local.get("/ops", headers={"origin": "http://127.0.0.1:8080"}).status_code == 403
     with TestClient(create_app(runtime, run_worker=False), base_url="http://10.0.0.5:8080") as remote:
         refused = remote.get("/ops")
         assert refused.status_code == 403 and "MEMLEDGER_OPERATOR_TOKEN" in refused.text
@@ -249,6 +251,9 @@ def test_metrics_on_a_tokens_on_server_are_loopback_only_without_an_operator_tok
         rebinding = local.get("/metrics", headers={"host": "evil.example"})
         assert rebinding.status_code == 403 and "MEMLEDGER_OPERATOR_TOKEN" in rebinding.text
         assert "alice" not in rebinding.text
+        # A script of a web page open in the operator's browser sends an Origin: it reads nothing either
+        scripted = local.get("/metrics", headers={"origin": "https://chat.example.com"})
+        assert scripted.status_code == 403 and "alice" not in scripted.text
         # ... while the operator on the machine itself reads every scope
         scraped = local.get("/metrics")
         assert scraped.status_code == 200 and 'scope="account:alice"' in scraped.text

@@ -2,8 +2,10 @@
 
 They list every account's scope with its spend and budget, so they are no public page. A request
 may read them when it bears the operator token (``Authorization: Bearer $MEMLEDGER_OPERATOR_TOKEN``),
-or when it comes from a loopback client *and* names a loopback ``Host`` (a DNS-rebinding page on
-another name is refused even though its requests arrive from 127.0.0.1). Everything else gets 401
+or when it comes from a loopback client, names a loopback ``Host`` (a DNS-rebinding page on
+another name is refused even though its requests arrive from 127.0.0.1) and carries no ``Origin``
+(a script of a web page the operator has open, even an origin allowed to call ``/rpc``, reads
+nothing here: typing the address or a scraper sends none). Everything else gets 401
 (a token is configured: send it) or 403 (none is: only loopback may read). The API token of an
 account opens none of them: it speaks for one account, these views speak for all.
 
@@ -41,14 +43,14 @@ def host_name(host_header: str) -> str:
 
 
 def refusal(
-    *, authorization: str, client: str, host: str, operator_token: str | None, what: str, path: str
+    *, authorization: str, client: str, host: str, operator_token: str | None, what: str, path: str, origin: str = ""
 ) -> Refusal | None:
     """None when the request may read ``what`` (served at ``path``); else the refusal, saying what would work."""
     if operator_token and authorization[:7].lower() == "bearer ":
         if hmac.compare_digest(authorization[7:].strip().encode(), operator_token.encode()):
             return None
         return Refusal(401, "the operator token is wrong", {"WWW-Authenticate": "Bearer"})
-    if client in LOOPBACK_CLIENTS and host_name(host) in LOOPBACK_HOSTS:
+    if client in LOOPBACK_CLIENTS and host_name(host) in LOOPBACK_HOSTS and not origin:
         return None
     if operator_token:
         return Refusal(
@@ -69,6 +71,7 @@ def asgi_refusal(request: Request, operator_token: str | None, *, what: str, pat
         authorization=request.headers.get("authorization", ""),
         client=request.client.host if request.client is not None else "",
         host=request.headers.get("host", ""),
+        origin=request.headers.get("origin", ""),
         operator_token=operator_token,
         what=what,
         path=path,
@@ -89,6 +92,7 @@ def guarded_wsgi(app: WsgiApp, operator_token: str | None, *, what: str, path: s
             authorization=environ.get("HTTP_AUTHORIZATION", ""),
             client=environ.get("REMOTE_ADDR", ""),
             host=environ.get("HTTP_HOST", ""),
+            origin=environ.get("HTTP_ORIGIN", ""),
             operator_token=operator_token,
             what=what,
             path=path,
