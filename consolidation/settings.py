@@ -20,8 +20,11 @@ from ledger import Prepared, param
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
 
-DEFAULT_DEBOUNCE_S = 30.0
-DEFAULT_MAX_WAIT_S = 600.0
+# Ten minutes of quiet after a turn before a run: it does not read a conversation still going on, and
+# a chatty user does not pay for a run every half minute. A run waits at most an hour after its first
+# turn (so a conversation that never pauses is still tidied), which keeps the debounce meaningful.
+DEFAULT_DEBOUNCE_S = 600.0
+DEFAULT_MAX_WAIT_S = 3600.0
 DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_SPEND_BUDGET_MICRO_USD = 5_000_000  # 5 USD per scope per calendar month

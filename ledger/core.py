@@ -23,7 +23,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop
 from ledger.audit import store_injection
 from ledger.capabilities import CapabilityProvider, base_capabilities, merge_capabilities
 from ledger.db import stamp
-from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError, RecordNotFound
+from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError
 from ledger.instants import Clock, require_aware, system_clock, to_micros
 from ledger.models import EventKind, Kind, MemoryRecord, Provenance, SweepStatus
 from ledger.reads import LedgerReads, check_scope
@@ -211,9 +211,7 @@ class Ledger(LedgerReads):
     def _scope_of(self, record_id: object) -> str:
         """The bound scope, when ``record_id`` is one of its records; another account's id is not found."""
         with self._reading() as conn:
-            row = self._require_row(conn, record_id)
-        if row["scope_key"] != self.scope_key:
-            raise RecordNotFound(f"no memory record {record_id!r}", record_id=str(record_id))
+            self._require_row(conn, record_id)
         return self.scope_key
 
     # ------------------------------------------------------------------ writes

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# An error message quotes at most this many characters of an id.
+MAX_SHOWN_ID_CHARS = 80
+
 
 class LedgerError(Exception):
     """Root of every error the ledger raises on purpose."""
@@ -68,11 +71,26 @@ class BudgetExceeded(LedgerError):
 
 
 class RecordNotFound(LedgerError):
+    """No record of the bound account has this id (an unknown id and another account's alike)."""
+
     reason = "not_found"
 
     def __init__(self, message: str, *, record_id: str) -> None:
         super().__init__(message, record_id=record_id)
         self.record_id = record_id
+
+    @classmethod
+    def for_id(cls, record_id: object) -> RecordNotFound:
+        """The one refusal for an id the bound account does not hold.
+
+        It names only the id the caller sent (at most :data:`MAX_SHOWN_ID_CHARS` of it), so an
+        unknown id and an id of another account get the same message and context.
+        """
+        text = record_id if isinstance(record_id, str) else str(record_id)
+        shown = repr(text[:MAX_SHOWN_ID_CHARS])
+        if len(text) > MAX_SHOWN_ID_CHARS:
+            shown += f"… ({len(text):,} characters)"
+        return cls(f"no memory record {shown} in this account", record_id=text)
 
 
 class InvalidTransition(LedgerError):

@@ -401,21 +401,24 @@ class InjectionParams(Params):
 # ---------------------------------------------------------------------- account confinement
 def not_found(record_id: str) -> RecordNotFound:
     """The one answer for an unknown id and for another account's id: nothing tells them apart."""
-    return RecordNotFound(f"no memory record {quote(record_id)} in this account", record_id=record_id[:MAX_ID_CHARS])
+    return RecordNotFound(f"no memory record {quote(record_id)} in this account", record_id=record_id)
 
 
-def _id(record_id: str) -> str:
-    """``record_id`` to look up; one too long to be a record id is not found without a lookup."""
+def _id(record_id: str, *, field: str = "id") -> str:
+    """``record_id`` to look up; one longer than any record id is refused without a lookup.
+
+    Raises:
+        RpcError: ``invalid_params`` naming ``field``, the limit and the length that was sent.
+    """
     if len(record_id) > MAX_ID_CHARS:
-        raise not_found(record_id)
+        raise RpcError(
+            INVALID_PARAMS,
+            f"invalid params: {field}: a record id has at most {MAX_ID_CHARS} characters (ids look like "
+            f'"mem_" and 24 hex digits); this one has {len(record_id):,}',
+            reason="invalid_params",
+            field=field,
+        )
     return record_id
-
-
-def _own(led: Ledger, record: MemoryRecord) -> MemoryRecord:
-    """``record`` when it belongs to the bound account; else :func:`not_found` (writes confine in the ledger)."""
-    if record.scope_key != led.scope_key:
-        raise not_found(record.id)
-    return record
 
 
 def _own_scope(led: Ledger, scope_key: str) -> str:
@@ -444,7 +447,7 @@ def _save(led: Ledger, p: SaveParams) -> Any:
     return led.save(
         p.body,
         kind=p.kind,
-        supersedes=None if p.supersedes is None else _id(p.supersedes),
+        supersedes=None if p.supersedes is None else _id(p.supersedes, field="supersedes"),
         expires_at=p.expires_at,
         conflict_group=p.conflict_group,
         source_session_id=p.source_session_id,
@@ -460,14 +463,11 @@ def _list_as_of(led: Ledger, p: AsOfParams) -> Any:
 
 
 def _get(led: Ledger, p: IdParams) -> Any:
-    return _own(led, led.get(_id(p.id)))
+    return led.get(_id(p.id))  # the ledger confines reads by id to its account
 
 
 def _history(led: Ledger, p: IdParams) -> Any:
-    records = led.history(_id(p.id))
-    for record in records:
-        _own(led, record)
-    return {"id": p.id, "records": records}
+    return {"id": p.id, "records": led.history(_id(p.id))}
 
 
 def _search(led: Ledger, p: SearchParams) -> Any:
@@ -642,8 +642,8 @@ def _ledger_error(exc: LedgerError) -> RpcError:
     if isinstance(held, int):
         context["held"] = held
     message = exc.message
-    if isinstance(exc, RecordNotFound):
-        message = not_found(str(exc.context.get("record_id", ""))).message
+    if isinstance(exc, RecordNotFound):  # the protocol's wording, naming only the id that was sent
+        message = not_found(exc.record_id).message
     elif len(message) > 400:  # a message that grew with its input: keep its head
         message = message[:400] + "…"
     if exc.reason == "invalid_params":  # the ledger names its Python arguments; the client knows the wire's

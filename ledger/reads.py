@@ -92,11 +92,12 @@ class LedgerReads:
         return require_aware(self.clock() if now is None else now, name=name)
 
     def _require_row(self, conn: Connection, record_id: object) -> Mapping[str, Any]:
+        """The bound account's record ``record_id``; another account's id is not found, as an unknown one."""
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
             raise InvalidArgument("a record id must be a non-empty string without NUL characters")
         row = rowsmod.fetch_one(conn, record_id)
-        if row is None:
-            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
+        if row is None or row["scope_key"] != self.scope_key:
+            raise RecordNotFound.for_id(record_id)
         return row
 
     @contextmanager
@@ -125,7 +126,11 @@ class LedgerReads:
         return max(clock_us, latest[0][0] or clock_us) if latest else clock_us
 
     def get(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord:
-        """One record in any status, as of ``now`` (default: the clock). Raises RecordNotFound."""
+        """One record of the bound account in any status, as of ``now`` (default: the clock).
+
+        Raises:
+            RecordNotFound: no such id in the bound account (another account's id reads as unknown).
+        """
         if now is not None:
             require_aware(now, name="now")
         with self.store.single() as conn:  # one statement: its own snapshot
@@ -137,13 +142,20 @@ class LedgerReads:
             return _as_of(record, from_micros(self._read_us(conn, record.scope_key, now)))
 
     def history(self, record_id: str, *, now: datetime | None = None) -> RecordList:
-        """The whole revision chain of ``record_id`` (every source of every merge), oldest first, as of ``now``."""
+        """The whole revision chain of ``record_id`` (every source of every merge), oldest first, as of ``now``.
+
+        Raises:
+            RecordNotFound: no such id in the bound account. The refusal names only ``record_id``,
+            never another record of the chain, so it says nothing of another account's edits.
+        """
         if now is not None:
             require_aware(now, name="now")
         with self._reading() as conn:
             row = self._require_row(conn, record_id)
             head = rowsmod.chain_head(conn, row)
             chain = [*rowsmod.ancestors(conn, head), head]
+            if any(r["scope_key"] != self.scope_key for r in chain):  # a chain never crosses scopes; if it did
+                raise RecordNotFound.for_id(record_id)
             chain.sort(key=lambda r: (r["valid_from"], r["created_at"], r["seq"]))
             records = [rowsmod.to_record(r) for r in chain]
             if not any(_may_expire(r) for r in records):

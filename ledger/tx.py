@@ -194,10 +194,8 @@ class Transaction(Reader):
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
             raise InvalidArgument("a record id must be a non-empty string without NUL characters")
         row = rows.fetch_one(self.conn, record_id)
-        if row is None:
-            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
-        if row["scope_key"] != self.scope_key:  # another account's id reads as an unknown one (SPEC 3.6)
-            raise RecordNotFound(f"no memory record {record_id!r}", record_id=record_id)
+        if row is None or row["scope_key"] != self.scope_key:  # another account's id reads as an unknown one
+            raise RecordNotFound.for_id(record_id)
         return row
 
     def _expiry(self, expires_at: datetime | None) -> int | None:

@@ -158,6 +158,7 @@ def worker(
             metrics_port=config.metrics_listen_port,
             shutdown_timeout_s=config.shutdown_timeout_s,
             extra_collectors=[ops],
+            operator_token=config.operator_token,
         )
     )
 

@@ -64,7 +64,7 @@ class WorkerConfig(BaseSettings):
         50, ge=0, le=1000, description="scopes with their own label in the per-scope gauges; the rest sum as _other"
     )
     operator_token: str | None = Field(
-        None, min_length=16, description="bearer token for /ops from other hosts; unset = loopback only"
+        None, min_length=16, description="bearer token for /ops and /metrics from other hosts; unset = loopback only"
     )
     janitor_interval_s: float = Field(10.0, gt=0, le=3600)
     janitor_resend_after_s: float = Field(5.0, ge=0, le=3600, description="re-send a due run this long past due_at")

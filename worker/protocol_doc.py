@@ -8,9 +8,13 @@ Params (names, JSON types, required or default) come from each method's params m
 other extra method) are found through :func:`worker.cli_worker.rpc_extra_methods`, the same table
 ``memledger rpc`` serves. What a table cannot say — a summary, what a param means, the result's
 fields, which errors a method gives and a working example — is written once in :data:`DOCS` below;
-:func:`check_coverage` fails when a served method has no entry (or an entry serves no method), and
-``tests/worker/test_protocol_doc.py`` runs every example to check its result has exactly the
-documented fields, and every ``curl`` in the reference and the README against a running serve.
+:func:`check_coverage` fails when a served method has no entry (or an entry serves no method).
+Every example's answer is produced by running it (:mod:`worker.protocol_examples`), never written
+by hand; the same run fills the ``<!-- answer: METHOD -->`` regions of the other pages under
+``docs/`` (``docs/packet.md`` shows the capabilities this way), and ``--check`` covers them too.
+``tests/worker/test_protocol_doc.py`` checks each result has exactly the documented fields, and runs
+every ``curl`` in the reference and the README against a running serve, comparing its answers with
+the documented ones (ids and instants aside).
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ from ledger.protocol import (
 )
 from worker.account_methods import UpdateConsolidationParams
 from worker.extraction_methods import NotifyTurnParams, UpdateExtractionParams
+from worker.protocol_examples import answer_block, example_answers, fill_answers, pages_with_answers
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
+DOCS_DIR = Path(__file__).resolve().parents[1] / "docs"
+DEFAULT_OUTPUT = DOCS_DIR / "protocol.md"
 RPC_URL = "http://127.0.0.1:8080/rpc"
 
 
@@ -196,12 +202,14 @@ DOCS: dict[str, MethodDoc] = {
         errors=("scope_error",),
     ),
     "memory/list_memory_records_as_of": MethodDoc(
-        "The records that applied at an instant (forgotten records are left out).",
+        "The records that applied at an instant; one forgotten since still answers, its body withheld.",
         "as_of",
         {"scopeKey": SCOPE, "asOf": "2026-01-01T00:00:00Z"},
         params={"scopeKey": "the scope to read", "asOf": "the instant, RFC 3339 with `Z` or an offset"},
         types={"asOf": "string (RFC 3339)"},
         errors=("scope_error",),
+        note="A record forgotten since still answers for the instants its interval held, with its body "
+        "withheld (`body: null`, `erased: true`): the scope did hold a pin then; the words are gone.",
     ),
     "memory/get_memory_record": MethodDoc(
         "One record in any status.",
@@ -519,7 +527,10 @@ A request without an `id` is a notification: it is carried out and answered with
 (HTTP 204).
 
 The examples assume `make run` (the embedded default on `127.0.0.1:8080`); they run in order in one
-shell, and the ones that need an id take it from these variables:
+shell, and the ones that need an id take it from these variables. Each example's **Answer** was
+produced by running it, in this order, against the same methods on a ledger holding two waiting
+proposals, at 2026-01-05T09:00:00Z; ids are random, so stable stand-ins replace them. A test runs
+every curl against a serve and compares its answers with these.
 """
 
 
@@ -534,7 +545,11 @@ Every method acts on the bound account's scope (`account:<name>`) alone:
 * an id that belongs to another account is answered exactly as an unknown id: code `-32003`,
   `data: {"reason": "not_found", "recordId": …}`, message `no memory record "<id>" in this
   account` — same code, data and message (with the id swapped) for both, on every id method and
-  on `supersedes` and `/unpin`; ids longer than 100 characters are not looked up at all;
+  on `supersedes` and `/unpin`; the refusal names only the id sent (never, say, the record an
+  edited one replaced);
+* an id longer than 100 characters cannot be one (ids are `mem_` and 24 hex digits): it is refused
+  before any lookup, `invalid_params` naming the field, the limit and how long it was
+  (`id: a record id has at most 100 characters …; this one has 900,000`);
 * `save` takes no `scopeKey` (refused, naming the bound scope).
 
 On stdio and in-process the bound account is the ledger's (`MEMLEDGER_ACCOUNT`, default
@@ -596,10 +611,21 @@ configured origins. How to issue and rotate tokens: [operations](operations.md#a
 """
 
 
-def render(methods: Mapping[str, Any] | None = None) -> str:
-    """The whole reference as Markdown (deterministic: the same table gives the same text)."""
+def example_requests() -> dict[str, dict[str, Any]]:
+    """Every documented method's example request, in the reference's order (ids still as ``$NAME``)."""
+    return {name: json.loads(request_json(name, doc)) for name, doc in DOCS.items()}
+
+
+def render(methods: Mapping[str, Any] | None = None, answers: Mapping[str, dict[str, Any]] | None = None) -> str:
+    """The whole reference as Markdown (deterministic: the same table gives the same text).
+
+    ``answers`` are the examples' answers (:func:`worker.protocol_examples.example_answers`); run
+    here when not given.
+    """
     served = served_methods() if methods is None else dict(methods)
     check_coverage(served)
+    if answers is None:
+        answers = example_answers(example_requests())
     order = list(DOCS)  # the order a newcomer meets them: pin, read, change, forget last
     lines = [INTRO, SETUP, "", "## Methods", ""]
     lines += [f"* [`{name}`](#{name.replace('/', '')}) — {DOCS[name].summary}" for name in order]
@@ -619,23 +645,36 @@ def render(methods: Mapping[str, Any] | None = None) -> str:
         lines += ["", "**Result**", "", *_result_table(doc)]
         lines += ["", "**Errors**", "", *_errors_table(doc)]
         lines += ["", "**Example**", "", "```sh", curl_example(name, doc), "```"]
+        lines += ["", "**Answer**", "", answer_block(answers[name])]
     return "\n".join(lines) + "\n"
+
+
+def generated_pages(output: Path, docs_dir: Path) -> dict[Path, str]:
+    """What each generated page should hold: the reference at ``output``, and every page of ``docs_dir``
+    that shows an example's answer, with its answers filled in (one run of the examples for all)."""
+    answers = example_answers(example_requests())
+    pages = {output: render(answers=answers)}
+    for page in pages_with_answers(docs_dir):
+        if page.resolve() != output.resolve():
+            pages[page] = fill_answers(page.read_text(encoding="utf-8"), answers)
+    return pages
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m worker.protocol_doc", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when the file is stale; write nothing")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a page is stale; write nothing")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="where the reference goes")
+    parser.add_argument("--docs-dir", type=Path, default=DOCS_DIR, help="pages whose example answers to fill in")
     args = parser.parse_args(argv)
-    text = render()
+    pages = generated_pages(args.output, args.docs_dir)
     if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is stale: run python -m worker.protocol_doc", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text, encoding="utf-8")
-    print(f"wrote {args.output}")
+        stale = [p for p, text in pages.items() if (p.read_text(encoding="utf-8") if p.exists() else "") != text]
+        for page in stale:
+            print(f"{page} is stale: run python -m worker.protocol_doc", file=sys.stderr)
+        return 1 if stale else 0
+    for page, text in pages.items():
+        page.write_text(text, encoding="utf-8")
+        print(f"wrote {page}")
     return 0
 
 

@@ -4,7 +4,7 @@ Routes::
 
     POST /rpc       one JSON-RPC 2.0 request or batch (ledger.protocol) plus the worker's extra methods
     GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
-    GET  /metrics   Prometheus exposition
+    GET  /metrics   Prometheus exposition (the operator's: loopback or operator token, as /ops)
     POST /mcp       the MCP tools over streamable HTTP (worker.mcp_server), behind the same checks
     GET  /livez     liveness: the process answers (no database check); see worker.ops.http
     GET  /ops       the read-only operator page (loopback or operator token); see worker.ops.http
@@ -83,6 +83,7 @@ from ledger.protocol import (
 from worker.account_methods import account_methods
 from worker.mcp_server import MCP_PATH, McpHttp
 from worker.metrics import render_latest
+from worker.ops.guard import asgi_refusal
 from worker.ops.http import ops_routes, with_observability
 from worker.ops.rpc import ACCOUNT_STATE_KEY
 from worker.runtime import Runtime
@@ -373,7 +374,11 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         report = await run_in_threadpool(runtime.health)
         return JSONResponse(report, status_code=503 if report["status"] == "down" else 200)
 
-    async def metrics(_request: Request) -> Response:
+    async def metrics(request: Request) -> Response:
+        # Every account's scope, spend and budget: the operator's, like /ops (worker.ops.guard).
+        refused = asgi_refusal(request, runtime.config.operator_token, what="metrics", path="/metrics")
+        if refused is not None:
+            return refused
         payload, content_type = await run_in_threadpool(render_latest)
         return Response(payload, media_type=content_type)
 

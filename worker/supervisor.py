@@ -68,7 +68,9 @@ def run_worker(*, threads: int | None = None, janitor: bool = True, serve_metric
         if serve_metrics and config.metrics_listen_port is not None:
             import prometheus_client
 
-            prometheus_client.start_http_server(config.metrics_listen_port)
+            from worker.ops.guard import serve_guarded_metrics
+
+            serve_guarded_metrics(config.metrics_listen_port, prometheus_client.REGISTRY, config.operator_token)
         runtime.start_worker(threads=threads)
         if janitor:
             runtime.start_janitor()
@@ -125,6 +127,7 @@ def supervise(
     metrics_port: int | None,
     shutdown_timeout_s: float,
     extra_collectors: Sequence[Any] = (),
+    operator_token: str | None = None,
 ) -> int:
     """Run ``processes`` worker children until SIGTERM/SIGINT; restart any that dies meanwhile."""
     metrics_dir = tempfile.mkdtemp(prefix="memledger-metrics-")
@@ -142,7 +145,7 @@ def supervise(
     log.info("supervising %d worker processes: %s", processes, [c.popen.pid for c in children])
     try:
         if metrics_port is not None:
-            _serve_aggregated_metrics(metrics_port, metrics_dir, extra_collectors)
+            _serve_aggregated_metrics(metrics_port, metrics_dir, extra_collectors, operator_token=operator_token)
         while not stop.wait(0.2):
             for child in children:
                 child.check(metrics_dir)
@@ -180,15 +183,19 @@ def _forget_child(child: subprocess.Popen[bytes], metrics_dir: str) -> None:
     multiprocess.mark_process_dead(child.pid, metrics_dir)  # type: ignore[no-untyped-call]
 
 
-def _serve_aggregated_metrics(port: int, metrics_dir: str, extra_collectors: Sequence[Any] = ()) -> None:
+def _serve_aggregated_metrics(
+    port: int, metrics_dir: str, extra_collectors: Sequence[Any] = (), *, operator_token: str | None = None
+) -> None:
     import prometheus_client
     from prometheus_client import multiprocess
+
+    from worker.ops.guard import serve_guarded_metrics
 
     registry = prometheus_client.CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]
     for collector in extra_collectors:  # e.g. the operator gauges read from the database
         registry.register(collector)
-    prometheus_client.start_http_server(port, registry=registry)
+    serve_guarded_metrics(port, registry, operator_token)  # every scope's spend: the operator's only
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -343,7 +343,8 @@ def test_every_gate_reason_is_counted_and_the_rest_of_the_batch_applies(
     editor = led.save("My editor is Emacs", now=T0)
     for n in range(6):
         led.save(f"Pin number {n}", now=T0)
-    foreign = make_ledger(account="other").save("Another account's pin", now=T0)
+    other = make_ledger(account="other")
+    foreign = other.save("Another account's pin", now=T0)
     pin = [f"Pin number {n}" for n in range(6)]
     operations = by_body(
         {"op": "correct", "targets": ["My editor is Emacs"], "body": "x"},  # 0 edited during the call
@@ -393,7 +394,7 @@ def test_every_gate_reason_is_counted_and_the_rest_of_the_batch_applies(
     assert done.outcome == Outcome.APPLIED and fake.calls == 1
     active = {r.body for r in led.list(SCOPE, now=at(3))}
     assert active == {"My deploy region is eu-west-1", "I prefer metric units.", "My editor is Helix", *pin}
-    assert led.get(foreign.id).status == Status.ACTIVE and led.get(foreign.id).body == "Another account's pin"
+    assert other.get(foreign.id).status == Status.ACTIVE and other.get(foreign.id).body == "Another account's pin"
     # ... and each decision is in the event log, without a body
     events = [ev for ev in led.events(SCOPE) if ev.run_id == done.id]
     refused = sorted(str(ev.reason) for ev in events if ev.event == "consolidation_op_refused")

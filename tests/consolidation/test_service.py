@@ -90,6 +90,23 @@ def test_turns_debounce_into_one_pending_run(svc: ConsolidationService) -> None:
     assert [r.state for r in svc.runs(SCOPE)] == [RunState.PENDING]
 
 
+def test_by_default_a_run_waits_for_ten_minutes_of_quiet_and_at_most_an_hour(svc: ConsolidationService) -> None:
+    # Given consolidation switched on without a debounce of its own
+    settings = svc.update_settings(SCOPE, mode="apply", now=at(0))
+    assert (settings.debounce_s, settings.max_wait_s) == (600, 3600)
+    # When a conversation goes on, a turn every five minutes
+    first = svc.notify_turn(SCOPE, now=at(0))
+    assert first is not None and first.due_at == at(600)
+    run = svc.notify_turn(SCOPE, now=at(300))
+    # Then the run waits for ten quiet minutes after the last turn ...
+    assert run is not None and run.id == first.id and run.due_at == at(900)
+    assert svc.run_due(now=at(600)) == []
+    # ... and a conversation that never pauses is still tidied within the hour
+    for t in range(600, 3600, 300):
+        run = svc.notify_turn(SCOPE, now=at(t))
+    assert run is not None and run.due_at == at(3600)
+
+
 def test_max_wait_caps_the_debounce(svc: ConsolidationService) -> None:
     svc.update_settings(SCOPE, mode="apply", debounce_s=10, max_wait_s=25, now=at(0))
     run = None

@@ -151,6 +151,31 @@ def test_edit_across_scopes_is_refused(make_ledger: Callable[..., Ledger]) -> No
     assert snapshot(alice) == before
 
 
+def test_reads_by_id_are_the_bound_accounts_only(make_ledger: Any, clock: Any) -> None:
+    # Given an edited record of alice's
+    alice, bob = make_ledger(account="alice"), make_ledger(account="bob")
+    first = alice.save("alice's first wording")
+    clock.advance(seconds=1)
+    second = alice.save("alice's second wording", supersedes=first.id)
+    unknown = "mem_" + "0" * 24
+    # Then bob's reads (and writes) by id refuse it exactly as an unknown id, naming only the id sent
+    for read in (bob.get, bob.history, bob.delete, bob.accept, bob.reject):
+        for foreign in (first.id, second.id):
+            with pytest.raises(RecordNotFound) as theirs:
+                read(foreign)
+            with pytest.raises(RecordNotFound) as nobodys:
+                read(unknown)
+            assert theirs.value.message.replace(foreign, unknown) == nobodys.value.message
+            assert theirs.value.context == {"record_id": foreign}
+    assert [r.id for r in alice.history(second.id)] == [first.id, second.id]
+
+
+def test_a_not_found_message_quotes_a_long_id_in_part_and_says_how_long_it_was(led: Ledger) -> None:
+    with pytest.raises(RecordNotFound) as refused:
+        led.get("mem_" + "a" * 99_996)
+    assert len(refused.value.message) < 200 and "(100,000 characters)" in refused.value.message
+
+
 def test_edit_before_the_target_took_effect_is_refused(led: Ledger, clock: Any) -> None:
     rec = led.save("fact")
     before = snapshot(led)

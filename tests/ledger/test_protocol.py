@@ -19,6 +19,7 @@ from ledger.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    MAX_ID_CHARS,
     METHOD_NOT_FOUND,
     METHODS,
     PARSE_ERROR,
@@ -710,6 +711,32 @@ def test_errors_quote_at_most_80_characters_of_the_input(led: Ledger) -> None:
     ):
         response = handle(led, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         assert len(json.dumps(response)) < 2_000, (method, len(json.dumps(response)))
+
+
+@pytest.mark.parametrize(
+    ("method", "field", "params"),
+    [
+        ("memory/get_memory_record", "id", lambda rid: {"id": rid}),
+        ("memory/get_memory_record_history", "id", lambda rid: {"recordId": rid}),
+        ("memory/delete_memory_record", "id", lambda rid: {"id": rid}),
+        ("memory/save_memory_record", "supersedes", lambda rid: {"body": "x", "supersedes": rid}),
+    ],
+)
+def test_an_id_too_long_to_be_one_is_refused_naming_the_limit_and_its_length(
+    led: Ledger, method: str, field: str, params: Any
+) -> None:
+    save(led, "existing record")
+    before = state(led)
+    error = err(led, method, params("mem_" + "a" * 899_996))
+    assert error["code"] == INVALID_PARAMS and error["data"] == {"reason": "invalid_params", "field": field}
+    message = error["message"]
+    assert message.startswith(f"invalid params: {field}: ") and len(message) < 200, message
+    assert f"at most {MAX_ID_CHARS} characters" in message and "this one has 900,000" in message
+    assert "(100 characters)" not in message
+    # One character over the limit is refused the same way; at the limit it is looked up (and not found).
+    assert "this one has 101" in err(led, method, params("m" * (MAX_ID_CHARS + 1)))["message"]
+    assert err(led, method, params("m" * MAX_ID_CHARS))["data"]["reason"] == "not_found"
+    assert state(led) == before
 
 
 def test_surrogates_and_controls_in_the_envelope(led: Ledger) -> None:

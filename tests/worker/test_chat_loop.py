@@ -26,7 +26,9 @@ SCOPE = "account:local"
 @pytest.fixture
 def served(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
     runtime = make_runtime(sweep_interval_s=0)
-    with TestClient(create_app(runtime, run_worker=True), base_url="http://127.0.0.1") as client:
+    with TestClient(
+        create_app(runtime, run_worker=True), base_url="http://127.0.0.1", client=("127.0.0.1", 50123)
+    ) as client:
         yield client, runtime
 
 

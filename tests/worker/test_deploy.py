@@ -280,11 +280,37 @@ def test_k8s_migration_job_and_hourly_sweep(manifests: dict[str, dict[str, Any]]
 def test_k8s_secret_holds_only_placeholders(manifests: dict[str, dict[str, Any]]) -> None:
     secret = manifests["Secret/memledger-secrets"]
     assert "data" not in secret
-    assert set(secret["stringData"]) == {"MEMLEDGER_DATABASE_URL", "MEMLEDGER_REDIS_URL", "ANTHROPIC_API_KEY"}
+    assert set(secret["stringData"]) == {
+        "MEMLEDGER_DATABASE_URL",
+        "MEMLEDGER_REDIS_URL",
+        "ANTHROPIC_API_KEY",
+        "MEMLEDGER_OPERATOR_TOKEN",
+    }
     for key, value in secret["stringData"].items():
         assert PLACEHOLDER in value, key
     for key in manifests["ConfigMap/memledger-config"]["data"]:
         assert not SECRET_KEY.search(key) and key != "MEMLEDGER_DATABASE_URL", key
+
+
+def test_every_scrape_of_metrics_sends_the_operator_token(manifests: dict[str, dict[str, Any]]) -> None:
+    # /metrics answers loopback or the operator token only: every pod Prometheus is told to scrape is
+    # scraped by a job that sends it, and every pod that scrapes gets the token from the Secret.
+    scrape = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    jobs = scrape["scrape_configs"]
+    assert jobs
+    for job in jobs:
+        assert job["authorization"]["type"] == "Bearer" and job["authorization"]["credentials_file"], job["job_name"]
+    annotated = [
+        m for m in manifests.values() if (_pod_template_annotations(m) or {}).get("prometheus.io/scrape") == "true"
+    ]
+    assert {m["metadata"]["name"] for m in annotated} == {"memledger-api", "memledger-worker"}
+    for manifest in annotated:
+        sources = [e["secretRef"]["name"] for e in _pod_spec(manifest)["containers"][0]["envFrom"] if "secretRef" in e]  # type: ignore[index]
+        assert sources == ["memledger-secrets"], manifest["metadata"]["name"]
+
+
+def _pod_template_annotations(manifest: dict[str, Any]) -> dict[str, str] | None:
+    return manifest.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations")
 
 
 # --- systemd ---------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
+from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 from starlette.testclient import TestClient
@@ -28,8 +30,10 @@ from tests.worker.ops_seed import (
 )
 from worker.logging import configure_logging
 from worker.ops.collector import OTHER_SCOPES
+from worker.ops.guard import guarded_wsgi, serve_guarded_metrics
 from worker.runtime import Runtime
 from worker.server import create_app
+from worker.tokens import TokenStore
 
 LOOPBACK = {"base_url": "http://127.0.0.1:8080", "client": ("127.0.0.1", 50123)}
 TOKEN = "op-" + "x" * 30
@@ -138,7 +142,7 @@ def test_scope_labels_are_bounded(make_runtime: Callable[..., Runtime]) -> None:
     runtime = make_runtime(sweep_interval_s=0, janitor_interval_s=60, ops_metrics_max_scopes=2)
     for n in range(5):
         runtime.service.update_settings(f"account:s{n}", mode="propose", harness="offline")
-    with TestClient(create_app(runtime, run_worker=False)) as client:
+    with TestClient(create_app(runtime, run_worker=False), **LOOPBACK) as client:  # type: ignore[arg-type]
         text = client.get("/metrics").text
     scopes = {dict(labels).get("scope") for (name, labels) in samples(text) if name == "memledger_scope_pending_runs"}
     assert len(scopes) == 3 and OTHER_SCOPES in scopes
@@ -207,6 +211,8 @@ def test_ops_is_loopback_only_without_a_token(runtime: Runtime, local: TestClien
     assert local.get("/ops").status_code == 200
     # A DNS-rebinding page: loopback client, foreign Host
     assert local.get("/ops", headers={"host": "evil.example:8080"}).status_code == 403
+    # A page's script (it sends an Origin), even from an origin the API allows
+    assert local.get("/ops", headers={"origin": "http://127.0.0.1:8080"}).status_code == 403
     with TestClient(create_app(runtime, run_worker=False), base_url="http://10.0.0.5:8080") as remote:
         refused = remote.get("/ops")
         assert refused.status_code == 403 and "MEMLEDGER_OPERATOR_TOKEN" in refused.text
@@ -227,6 +233,80 @@ def test_ops_takes_the_operator_token_from_anywhere(make_runtime: Callable[..., 
             page.headers["cache-control"] == "no-store"
             and "frame-ancestors 'none'" in page.headers["content-security-policy"]
         )
+
+
+# --- /metrics: the operator's, like /ops -------------------------------------------------------
+
+
+def test_metrics_on_a_tokens_on_server_are_loopback_only_without_an_operator_token(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    # Given a multi-account server (tokens on, no operator token) with a scope that has spend settings
+    runtime = make_runtime(sweep_interval_s=0, janitor_interval_s=60, auth="tokens")
+    runtime.service.update_settings("account:alice", mode="propose", harness="offline")
+    _, alice_token = TokenStore.for_ledger(runtime.ledger).create("alice")
+    # Then a DNS-rebinding page (loopback client, foreign Host) and any remote client are refused,
+    # with or without an account's API token, and nothing of any account is in the answer
+    with TestClient(create_app(runtime, run_worker=False), **LOOPBACK) as local:  # type: ignore[arg-type]
+        rebinding = local.get("/metrics", headers={"host": "evil.example"})
+        assert rebinding.status_code == 403 and "MEMLEDGER_OPERATOR_TOKEN" in rebinding.text
+        assert "alice" not in rebinding.text
+        # A script of a web page open in the operator's browser sends an Origin: it reads nothing either
+        scripted = local.get("/metrics", headers={"origin": "https://chat.example.com"})
+        assert scripted.status_code == 403 and "alice" not in scripted.text
+        # ... while the operator on the machine itself reads every scope
+        scraped = local.get("/metrics")
+        assert scraped.status_code == 200 and 'scope="account:alice"' in scraped.text
+    with TestClient(create_app(runtime, run_worker=False), base_url="http://evil.example") as remote:
+        for headers in ({}, {"authorization": f"Bearer {alice_token}"}):
+            refused = remote.get("/metrics", headers=headers)
+            assert refused.status_code == 403 and "alice" not in refused.text, headers
+
+
+def test_metrics_take_the_operator_token_from_anywhere(make_runtime: Callable[..., Runtime]) -> None:
+    runtime = make_runtime(sweep_interval_s=0, janitor_interval_s=60, auth="tokens", operator_token=TOKEN)
+    runtime.service.update_settings("account:alice", mode="propose", harness="offline")
+    _, alice_token = TokenStore.for_ledger(runtime.ledger).create("alice")
+    with TestClient(create_app(runtime, run_worker=False), base_url="http://evil.example") as remote:
+        for headers in (
+            {},
+            {"authorization": "Bearer wrong-token-wrong-token"},
+            {"authorization": f"Bearer {alice_token}"},
+        ):
+            refused = remote.get("/metrics", headers=headers)
+            assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer", headers
+            assert "alice" not in refused.text
+        scraped = remote.get("/metrics", headers={"authorization": f"Bearer {TOKEN}"})
+        assert scraped.status_code == 200 and 'scope="account:alice"' in scraped.text
+
+
+def test_a_workers_metrics_port_has_the_same_guard() -> None:
+    # Given the worker's metrics server on a real socket, with a gauge naming a scope
+    registry = CollectorRegistry()
+    Gauge("memledger_scope_pending_runs", "pending", ["scope"], registry=registry).labels(scope="account:alice").set(1)
+    port = free_port()
+    server = serve_guarded_metrics(port, registry, None, addr="127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        # Then loopback with a loopback Host reads it; a rebinding page's Host is refused
+        assert 'scope="account:alice"' in httpx.get(url, timeout=5).text
+        rebinding = httpx.get(url, headers={"host": "evil.example"}, timeout=5)
+        assert rebinding.status_code == 403 and "alice" not in rebinding.text
+    finally:
+        server.shutdown()
+        server.server_close()
+    # ... and a remote client needs the operator token (checked on the WSGI app itself)
+    app = guarded_wsgi(make_wsgi_app(registry), TOKEN, what="metrics", path="/metrics")
+    for auth, status in (("", "401"), ("Bearer wrong-token-wrong-token", "401"), (f"Bearer {TOKEN}", "200")):
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "", "REMOTE_ADDR": "10.0.0.5"}
+        started, body = _call_wsgi(app, environ | {"HTTP_HOST": "worker:9191", "HTTP_AUTHORIZATION": auth})
+        assert started.startswith(status) and (b"account:alice" in body) == (status == "200"), auth
+
+
+def _call_wsgi(app: Any, environ: dict[str, Any]) -> tuple[str, bytes]:
+    started: list[str] = []
+    body = b"".join(app(environ, lambda status_line, _headers, *_: started.append(status_line)))
+    return started[0], body
 
 
 def test_ops_refuses_a_bad_scope(local: TestClient) -> None:

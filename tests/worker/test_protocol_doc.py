@@ -19,23 +19,57 @@ from ledger.protocol import METHODS, handle
 from tests.worker.conftest import Proc, free_port, wait_until
 from worker.cli_worker import rpc_extra_methods
 from worker.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
+from worker.protocol_examples import fill_answers, pages_with_answers, stable_ids
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "protocol.md"
+PACKET = ROOT / "docs" / "packet.md"
+INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
 README = ROOT / "README.md"
 MARK = "@@memledger-example@@"
 
 
-def test_the_committed_reference_is_not_stale() -> None:
+def test_the_committed_reference_and_the_pages_showing_answers_are_not_stale() -> None:
     assert REFERENCE.read_text(encoding="utf-8") == render(), "run: python -m worker.protocol_doc"
+    assert PACKET in pages_with_answers(ROOT / "docs")
     assert main(["--check"]) == 0
 
 
 def test_check_reports_a_stale_file(tmp_path: Path) -> None:
     stale = tmp_path / "protocol.md"
     stale.write_text(render().replace("memory/build_packet", "memory/old_name"), encoding="utf-8")
-    assert main(["--check", "--output", str(stale)]) == 1
-    assert main(["--output", str(stale)]) == 0 and main(["--check", "--output", str(stale)]) == 0
+    args = ["--output", str(stale), "--docs-dir", str(tmp_path)]
+    assert main(["--check", *args]) == 1
+    assert main(args) == 0 and main(["--check", *args]) == 0
+
+
+def test_check_reports_a_page_whose_answer_drifted(tmp_path: Path) -> None:
+    # Given docs/packet.md with its capabilities answer edited by hand (three operations, as it once said)
+    page = tmp_path / "packet.md"
+    text = PACKET.read_text(encoding="utf-8")
+    page.write_text(text.replace('"expire", "group", "retire", ', ""), encoding="utf-8")
+    args = ["--output", str(tmp_path / "protocol.md"), "--docs-dir", str(tmp_path)]
+    main([*args[:2], "--docs-dir", str(tmp_path / "none")])  # a fresh reference: only the page can be stale
+    # Then --check fails, and a run rewrites the answer the server gives
+    assert main(["--check", *args]) == 1
+    assert main(args) == 0 and page.read_text(encoding="utf-8") == text
+
+
+def test_an_answer_region_naming_a_method_without_an_example_is_refused() -> None:
+    with pytest.raises(LookupError, match="memory/no_such_method"):
+        fill_answers("<!-- answer: memory/no_such_method -->\n<!-- /answer -->\n", {})
+
+
+def test_the_packet_page_shows_the_capabilities_a_server_answers(tmp_path: Path) -> None:
+    led = open_ledger(f"sqlite:///{tmp_path / 'caps.db'}")
+    try:
+        request = {"jsonrpc": "2.0", "id": 1, "method": "memory/get_memory_capabilities"}
+        served = handle(led, request, extra_methods=rpc_extra_methods(led))["result"]
+    finally:
+        led.close()
+    shown = json.loads(re.search(r"<!-- answer: memory/get_memory_capabilities -->\n```json\n(.*?)```",
+                                 PACKET.read_text(encoding="utf-8"), re.S).group(1))  # fmt: skip
+    assert shown == served and len(shown["consolidation"]["operations"]) == 6
 
 
 def test_every_served_method_is_documented_and_nothing_else() -> None:
@@ -138,6 +172,7 @@ def test_every_curl_example_works_against_a_running_serve(
     ]
     assert blocks, f"no curl examples in {document.name}"
     outputs = _run_blocks(blocks, serve_with_proposals, tmp_path)
+    documented = iter(_documented_answers(document))
     answered = 0
     for block, output in zip(blocks, outputs, strict=True):
         if not output:
@@ -146,5 +181,18 @@ def test_every_curl_example_works_against_a_running_serve(
         for line in output.splitlines():
             response = json.loads(line)
             assert response.get("jsonrpc") == "2.0" and "result" in response, (block, response)
+            if document == REFERENCE:  # the documented answer is the serve's, ids and instants aside
+                assert _comparable(response) == _comparable(next(documented)), block
             answered += 1
     assert answered >= (len(DOCS) if document == REFERENCE else 4)
+    assert next(documented, None) is None or document != REFERENCE
+
+
+def _documented_answers(document: Path) -> list[Any]:
+    blocks = re.findall(r"^\*\*Answer\*\*\n\n```json\n(.*?)^```", document.read_text(encoding="utf-8"), re.M | re.S)
+    return [json.loads(block) for block in blocks]
+
+
+def _comparable(response: Any) -> Any:
+    """``response`` with its ids numbered in order of appearance and its instants blanked."""
+    return json.loads(INSTANT.sub("<instant>", stable_ids(json.dumps(response), {})))

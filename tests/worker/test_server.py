@@ -20,7 +20,7 @@ JSON = {"content-type": "application/json"}
 @pytest.fixture
 def served(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
     runtime = make_runtime(sweep_interval_s=0)
-    with TestClient(create_app(runtime, run_worker=True), base_url=LOCAL) as client:
+    with TestClient(create_app(runtime, run_worker=True), base_url=LOCAL, client=("127.0.0.1", 50123)) as client:
         yield client, runtime
 
 

@@ -3,7 +3,8 @@
 * ``GET /livez`` — liveness: the event loop answers. It touches neither the database nor the queue,
   so an outage of either never restarts the process (``/healthz``, readiness, takes it out of
   rotation instead).
-* ``GET /ops`` — the read-only operator page (:mod:`worker.ops.page`).
+* ``GET /ops`` — the read-only operator page (:mod:`worker.ops.page`), for the operator only
+  (:mod:`worker.ops.guard`).
 * :func:`with_observability` — per-method RPC metrics and access logs (:mod:`worker.ops.rpc`).
 """
 
@@ -18,7 +19,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ledger.protocol import METHODS
-from worker.ops.page import ops_refusal, ops_response
+from worker.ops.guard import asgi_refusal
+from worker.ops.page import ops_response
 from worker.ops.rpc import Observe
 from worker.ops.snapshot import take_snapshot
 
@@ -35,7 +37,7 @@ def ops_routes(runtime: Runtime) -> list[Route]:
         return JSONResponse({"status": "alive"})
 
     async def ops(request: Request) -> Response:
-        refused = ops_refusal(request, runtime.config.operator_token)
+        refused = asgi_refusal(request, runtime.config.operator_token, what="the operator page", path="/ops")
         if refused is not None:
             return refused
 

@@ -1,10 +1,7 @@
 """``GET /ops``: the read-only operator page of ``memledger serve``, rendered on the server (Jinja2).
 
-Who may see it (:func:`ops_refusal`): a request bearing the operator token
-(``Authorization: Bearer $MEMLEDGER_OPERATOR_TOKEN``), or one from a loopback client whose
-``Host`` is a loopback name (a DNS-rebinding page on another name is refused even though its
-requests arrive from 127.0.0.1). Everything else gets 401 (a token is configured) or 403 (none
-is). The page only reads; every other HTTP method on ``/ops`` is 405.
+Who may see it: the operator (:mod:`worker.ops.guard`, the same guard as ``/metrics``). The page
+only reads; every other HTTP method on ``/ops`` is 405.
 
 What it shows: the sweep's last run, every scope (mode, budget use, this month's spend against its
 cap), the recent runs (outcome, tokens, spend, refusals by reason) and, for one scope
@@ -15,13 +12,11 @@ database and so can never reach the page.
 
 from __future__ import annotations
 
-import hmac
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import jinja2
-from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from ledger import Ledger
@@ -31,8 +26,6 @@ from ledger.reads import check_scope
 from worker.ops.snapshot import OpsSnapshot
 from worker.ops.timeline import COLOURS, FORGOTTEN, render_svg
 
-LOOPBACK_CLIENTS = frozenset({"127.0.0.1", "::1", "localhost"})
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 MAX_SCOPES_LISTED = 200
 MAX_TIMELINE_RECORDS = 10_000
 SWEEP_STALE_AFTER = timedelta(hours=2)
@@ -75,36 +68,6 @@ def _age(seconds: float) -> str:
     if hours:
         return f"{hours} h {minutes} min"
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
-
-
-def _host_name(host_header: str) -> str:
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def ops_refusal(request: Request, operator_token: str | None) -> Response | None:
-    """None when the request may see ``/ops``; else the 401/403 answer (which says what would work)."""
-    auth = request.headers.get("authorization", "")
-    if operator_token and auth[:7].lower() == "bearer ":
-        if hmac.compare_digest(auth[7:].strip().encode(), operator_token.encode()):
-            return None
-        return PlainTextResponse("the operator token is wrong", status_code=401, headers={"WWW-Authenticate": "Bearer"})
-    client = request.client.host if request.client is not None else ""
-    if client in LOOPBACK_CLIENTS and _host_name(request.headers.get("host", "")) in LOOPBACK_HOSTS:
-        return None
-    if operator_token:
-        return PlainTextResponse(
-            "the operator page needs Authorization: Bearer <MEMLEDGER_OPERATOR_TOKEN> from this address",
-            status_code=401,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    return PlainTextResponse(
-        "the operator page is served to loopback clients only (http://127.0.0.1:<port>/ops); "
-        "set MEMLEDGER_OPERATOR_TOKEN to reach it from elsewhere",
-        status_code=403,
-    )
 
 
 def render_ops(
