@@ -36,7 +36,7 @@ def default_model(harness: str, prices: PriceTable) -> str:
     spec = HARNESSES[harness]
     if not spec.pays:
         return OFFLINE_MODEL
-    if spec.model_prefix is None:
+    if not spec.names_default or spec.model_prefix is None:
         raise InvalidSettings(
             f"the {harness} harness needs a model: name the one your server serves "
             "(e.g. --model qwen2.5:7b-instruct for Ollama, or --model gpt-4.1-mini for OpenAI)"

@@ -63,8 +63,9 @@ class HarnessSpec:
     ``pays``: it calls a priced model (so its model needs a price); ``takes_base_url``: a
     scope may point it at a server of its own; ``key_env`` / ``base_url_env``: the
     environment variables the service reads at start for it; ``model_prefix``: the ids of
-    its models in the price table (the default model is the cheapest of them; ``None``: a
-    model must be named).
+    its vendor's models in the price table; ``names_default``: a scope that picks it without
+    a model gets the cheapest of them (false: the model must be named, since a server of the
+    scope's own may serve anything).
     """
 
     name: str
@@ -74,6 +75,7 @@ class HarnessSpec:
     key_env: str | None
     base_url_env: str | None
     model_prefix: str | None
+    names_default: bool
     consolidation: Callable[[Connection], Harness]
     extraction: Callable[[Connection], Extractor]
 
@@ -125,6 +127,7 @@ HARNESSES: dict[str, HarnessSpec] = {
             key_env="ANTHROPIC_API_KEY",
             base_url_env="ANTHROPIC_BASE_URL",
             model_prefix="claude-",
+            names_default=True,
             consolidation=_anthropic,
             extraction=_anthropic_extractor,
         ),
@@ -136,7 +139,8 @@ HARNESSES: dict[str, HarnessSpec] = {
             takes_base_url=True,
             key_env="OPENAI_API_KEY",
             base_url_env="OPENAI_BASE_URL",
-            model_prefix=None,
+            model_prefix="gpt-",
+            names_default=False,
             consolidation=_openai,
             extraction=_openai_extractor,
         ),
@@ -148,6 +152,7 @@ HARNESSES: dict[str, HarnessSpec] = {
             key_env=None,
             base_url_env=None,
             model_prefix=None,
+            names_default=False,
             consolidation=_offline,
             extraction=_offline_extractor,
         ),
