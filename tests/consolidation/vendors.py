@@ -137,3 +137,10 @@ def stack_fixtures() -> tuple[Any, Any, Any, Any]:
             yield server
 
     return stack, vendor, db_url, fake
+
+
+def backends_only() -> Any:
+    """For a test of such a module that calls no model: run it once per backend, not once more per vendor."""
+    import pytest
+
+    return pytest.mark.parametrize("stack", STACKS[:2], ids=lambda s: s[1], indirect=True)
