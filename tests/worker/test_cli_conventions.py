@@ -62,6 +62,7 @@ COMMANDS: dict[str, Cmd] = {
     "db upgrade": Cmd(json=False),
     "db compact": Cmd(),
     "mcp": Cmd(json=False),
+    "models": Cmd(read=True, db=False),  # the registry and the price table, no database
     "extraction set": Cmd(scope=True),
     "extraction status": Cmd(read=True, scope=True),
     "tokens create": Cmd(),
@@ -192,6 +193,7 @@ def _json_reads(record_id: str) -> dict[str, list[str]]:
         "extraction status": [],
         "extraction set": ["--mode", "off"],
         "tokens list": [],
+        "models": [],
     }
 
 
