@@ -4,9 +4,11 @@ the request's shape, the response_format fallback, refusals, cached tokens, and 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
+from consolidation import Outcome
 from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.prompt import SYSTEM_PROMPT as EXTRACTION_SYSTEM_PROMPT
 from consolidation.fake_anthropic import Reply
@@ -17,6 +19,8 @@ from consolidation.harnesses.extract_openai import OpenAIExtractor
 from consolidation.harnesses.openai import OpenAIHarness, forget_formats, remembered_format, strict_schema
 from consolidation.pricing import DEFAULT_PRICES, scope_price
 from consolidation.prompt import ANSWER_SCHEMA, SYSTEM_PROMPT
+from tests.conftest import T0
+from tests.consolidation.conftest import SCOPE
 
 MODEL = "qwen2.5:7b-instruct"
 PRICES = scope_price(DEFAULT_PRICES, MODEL, input_usd_per_mtok=1, output_usd_per_mtok=5)
@@ -197,3 +201,23 @@ def test_extraction_asks_with_its_own_schema_and_falls_back_too(fake: FakeOpenAI
     assert second.json["response_format"] == {"type": "json_object"}
     assert second.json["messages"][0] == {"role": "system", "content": EXTRACTION_SYSTEM_PROMPT}
     assert result.answer == {"proposals": [{"body": "I prefer metric units", "kind": "preference"}]}
+
+
+def test_a_refusal_settles_the_run_failed_once_with_its_reason_and_usage(make_service, fake: FakeOpenAI) -> None:  # type: ignore[no-untyped-def]
+    # Given a scope on a local server whose model declines
+    svc = make_service(openai_api_key="", openai_base_url=fake.base_url)
+    svc.update_settings(
+        SCOPE, mode="apply", harness="openai", model=MODEL, debounce_s=0,
+        price_in_usd_per_mtok=1, price_out_usd_per_mtok=5, now=T0,
+    )  # fmt: skip
+    svc.led.save("I prefer metric units", now=T0)
+    fake.push(Reply(refusal="I won't.", usage={"input_tokens": 200, "output_tokens": 4}))
+
+    # When the run executes
+    svc.notify_turn(SCOPE, now=T0 + timedelta(seconds=1))
+    [done] = svc.run_due(now=T0 + timedelta(seconds=1))
+
+    # Then it settled failed with the model's reason, the call counted and paid, and it is never run again
+    assert done.outcome == Outcome.FAILED and done.error == "the model refused: I won't."
+    assert (done.input_tokens, done.output_tokens, done.spend_micro_usd, done.model_calls) == (200, 4, 220, 1)
+    assert svc.run_due(now=T0 + timedelta(seconds=60)) == [] and fake.calls == 1

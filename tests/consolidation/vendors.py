@@ -13,9 +13,8 @@ from typing import Any
 
 from consolidation.fake_anthropic import FakeAnthropic, FakeModelServer, user_message
 from consolidation.fake_openai import FakeOpenAI
-from consolidation.harnesses import Usage, get_extractor, get_harness
+from consolidation.harnesses import Usage, get_harness
 from consolidation.harnesses.base import Harness
-from consolidation.harnesses.extract_base import Extractor
 from consolidation.pricing import DEFAULT_PRICES, PriceTable, scope_price
 
 LOCAL_MODEL = "qwen2.5:7b-instruct"
@@ -47,10 +46,6 @@ class Vendor:
 
     def harness(self, base_url: str | None, **options: Any) -> Harness:
         cls = type(get_harness(self.name, prices=self.prices))
-        return cls(api_key="test-key", base_url=base_url, prices=self.prices, **options)  # type: ignore[call-arg]
-
-    def extractor(self, base_url: str | None, **options: Any) -> Extractor:
-        cls = type(get_extractor(self.name, prices=self.prices))
         return cls(api_key="test-key", base_url=base_url, prices=self.prices, **options)  # type: ignore[call-arg]
 
     def service_kwargs(self, base_url: str) -> dict[str, Any]:
