@@ -1,9 +1,8 @@
 """Extraction runs end to end through each paying harness's real SDK against its loopback fake
-(anthropic on SQLite and PostgreSQL, openai as a local server on SQLite), and with the offline harness:
-debounce per session, the prompt holds
-the digest and pinned bodies and nothing else, every refusal class, the budget refusal recorded
-on the run, exactly once across a crash, the digest gone after settlement, and a forgotten
-pin's body in no digest, audit or run afterwards."""
+(anthropic on SQLite and PostgreSQL, openai as a local server on SQLite), and with the offline
+harness: debounce per session, the prompt holds the digest and pinned bodies and nothing else,
+every refusal class, the budget refusal recorded on the run, exactly once across a crash, the
+digest gone after settlement, and a forgotten pin's body in no digest, audit or run afterwards."""
 
 from __future__ import annotations
 
