@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
     from consolidation.harnesses.base import PromptRecord
@@ -93,6 +93,7 @@ class Reply:
     retry_after_s: float | None = None
     drop: bool = False
     proposals: OperationsScript | None = None  # the answer to an extraction request (see _is_extraction)
+    refusal: str | None = None  # Chat Completions only: the model declines (``message.refusal``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,7 @@ class _Server(ThreadingHTTPServer):
     # socketserver's default backlog is 5: a burst of concurrent clients on a loaded machine
     # would otherwise wait out SYN retries and time out before they are accepted.
     request_queue_size = 128
-    fake: FakeAnthropic
+    fake: FakeModelServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out and hung up is expected here, not an error worth a traceback.
@@ -163,17 +164,17 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up waiting
 
     def _send_error(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
-        error = {"type": _ERROR_TYPES.get(status, "api_error"), "message": message}
-        self._send_json(status, {"type": "error", "error": error}, headers)
+        self._send_json(status, self.server.fake._error_body(status, message), headers)
 
     def do_GET(self) -> None:
-        self._send_error(404, f"the fake serves only POST /v1/messages, not GET {self.path}")
+        self._send_error(404, f"the fake serves only POST {self.server.fake.PATH}, not GET {self.path}")
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        if self.path.split("?", 1)[0].rstrip("/") != "/v1/messages":
-            self._send_error(404, f"the fake serves only POST /v1/messages, not {self.path}")
+        path = self.server.fake.PATH
+        if self.path.split("?", 1)[0].rstrip("/") != path:
+            self._send_error(404, f"the fake serves only POST {path}, not {self.path}")
             return
         try:
             body = json.loads(raw or b"null")
@@ -184,12 +185,17 @@ class _Handler(BaseHTTPRequestHandler):
         fake._respond(self, body, reply)
 
 
-class FakeAnthropic:
-    """A real HTTP server on 127.0.0.1 that answers like the Messages API; see the module docstring.
+class FakeModelServer:
+    """A real HTTP server on 127.0.0.1 that answers like a model API; see the module docstring.
 
+    The lifecycle, the scripting and the observation are here; a subclass says what the wire
+    looks like (:attr:`PATH`, :meth:`_error_body`, :meth:`_invalid_request`, :meth:`_payload`).
     Use it as a context manager (or call :meth:`start` and :meth:`stop`); the port is
     free-picked unless given. Every method is thread-safe.
     """
+
+    PATH: ClassVar[str]
+    """The one path served (``POST``)."""
 
     def __init__(
         self,
@@ -224,7 +230,7 @@ class FakeAnthropic:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def start(self) -> FakeAnthropic:
+    def start(self) -> Self:
         """Bind and serve in a background thread; returns ``self``."""
         if self._server is not None:
             raise RuntimeError("the fake is already running")
@@ -233,7 +239,7 @@ class FakeAnthropic:
         self._server = server
         self._stopping.clear()
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-anthropic", daemon=True
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"fake-{type(self).__name__}", daemon=True
         )
         self._thread.start()
         self._write_counter(self.calls)
@@ -251,7 +257,7 @@ class FakeAnthropic:
             thread.join()
         self._server = self._thread = None
 
-    def __enter__(self) -> FakeAnthropic:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -363,6 +369,7 @@ class FakeAnthropic:
             retry_after_s=reply.retry_after_s,
             drop=reply.drop,
             proposals=reply.proposals if reply.proposals is not None else default.proposals,
+            refusal=reply.refusal,
         )
 
     def _write_counter(self, calls: int) -> None:
@@ -382,13 +389,38 @@ class FakeAnthropic:
         if reply.status != 200:
             handler._send_error(reply.status, f"scripted HTTP {reply.status} from the fake", headers)
             return
-        problem = _invalid_request(body)
+        problem = self._invalid_request(body)
         if problem is not None:
             handler._send_error(400, problem)
             return
-        handler._send_json(200, self._message(body, reply))
+        text = self._answer_text(body, reply)
+        usage = {name: 0 for name in _USAGE_FIELDS}
+        if reply.usage is None:
+            usage["input_tokens"] = _estimate_tokens(_request_text(body))
+            usage["output_tokens"] = _estimate_tokens(text)
+        else:
+            usage.update({name: int(value) for name, value in reply.usage.items()})
+        with self._lock:
+            number = next(self._message_ids)
+        handler._send_json(200, self._payload(body, reply, text=text, usage=usage, number=number))
 
-    def _message(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    # -- the wire (a subclass per API) ----------------------------------------------
+
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        """The JSON body of an error answer."""
+        raise NotImplementedError
+
+    def _invalid_request(self, body: Any) -> str | None:
+        """What the real API would refuse with HTTP 400, for the fields the harness sends."""
+        raise NotImplementedError
+
+    def _payload(
+        self, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
+    ) -> dict[str, Any]:
+        """The JSON body of a successful answer carrying ``text`` and ``usage`` (Anthropic's field names)."""
+        raise NotImplementedError
+
+    def _answer_text(self, body: dict[str, Any], reply: Reply) -> str:
         if reply.text is not None:
             text = reply.text
         elif _is_extraction(body):
@@ -399,14 +431,23 @@ class FakeAnthropic:
             script = reply.operations if reply.operations is not None else []
             operations = script(body) if callable(script) else script
             text = json.dumps({"operations": resolve_target_bodies(body, operations)})
-        usage = {name: 0 for name in _USAGE_FIELDS}
-        if reply.usage is None:
-            usage["input_tokens"] = _estimate_tokens(_request_text(body))
-            usage["output_tokens"] = _estimate_tokens(text)
-        else:
-            usage.update({name: int(value) for name, value in reply.usage.items()})
-        with self._lock:
-            number = next(self._message_ids)
+        return text
+
+
+class FakeAnthropic(FakeModelServer):
+    """The loopback fake of the Anthropic Messages API (``POST /v1/messages``); see the module docstring."""
+
+    PATH = "/v1/messages"
+
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": _ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+    def _invalid_request(self, body: Any) -> str | None:
+        return _invalid_request(body)
+
+    def _payload(
+        self, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
+    ) -> dict[str, Any]:
         return {
             "id": f"msg_fake_{number:06d}",
             "type": "message",
@@ -419,10 +460,18 @@ class FakeAnthropic:
         }
 
 
+def user_message(body: Mapping[str, Any]) -> str | None:
+    """The text of a request's (first) user message, in either API's shape; None when there is none."""
+    for message in body.get("messages") or []:
+        if isinstance(message, Mapping) and message.get("role", "user") == "user":
+            content = message.get("content")
+            return content if isinstance(content, str) else None
+    return None
+
+
 def _is_extraction(body: Mapping[str, Any]) -> bool:
-    """An extraction request: its user message opens with the conversation tag (SPEC 4.5)."""
-    messages = body.get("messages") or []
-    content = messages[0].get("content") if messages and isinstance(messages[0], Mapping) else None
+    """An extraction request: its user message opens with the conversation tag."""
+    content = user_message(body)
     return isinstance(content, str) and content.startswith("<conversation>")
 
 
@@ -430,8 +479,7 @@ def request_records(body: Mapping[str, Any]) -> list[PromptRecord]:
     """The records a consolidation request carries (decoded from its one user message); [] when it has none."""
     from consolidation.prompt import decode_user_message
 
-    messages = body.get("messages") or []
-    content = messages[0].get("content") if messages and isinstance(messages[0], Mapping) else None
+    content = user_message(body)
     if not isinstance(content, str):
         return []
     try:
@@ -495,9 +543,16 @@ def _load_script(path: Path) -> dict[str, Any]:
     return script
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the fake as a process until SIGTERM/SIGINT; the first stdout line is its base URL."""
-    parser = argparse.ArgumentParser(prog="python -m consolidation.fake_anthropic", description=__doc__.split("\n")[0])
+def main(argv: Sequence[str] | None = None, *, server: type[FakeModelServer] | None = None) -> int:
+    """Run the fake (``server``, default :class:`FakeAnthropic`) as a process until SIGTERM/SIGINT.
+
+    The first stdout line is its base URL.
+    """
+    server_class = server or FakeAnthropic
+    module = sys.modules[server_class.__module__]
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {module.__name__}", description=(module.__doc__ or "").split("\n")[0]
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", type=Path, help="JSON file: a list of operations, or an object (see docstring)")
@@ -523,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    with FakeAnthropic(counter_file=args.counter_file, host=args.host, port=args.port, **script) as fake:
+    with server_class(counter_file=args.counter_file, host=args.host, port=args.port, **script) as fake:
         print(fake.base_url, flush=True)
         while not stop.wait(0.2):
             pass

@@ -61,6 +61,9 @@ class ConsolidationSettings:
     spend_budget_micro_usd: int
     allow_removal: bool = False
     max_prompt_chars: int = 16_000
+    base_url: str | None = None
+    price_in_usd_per_mtok: float | None = None
+    price_out_usd_per_mtok: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,9 @@ class ConsolidationSettings:
             "spend_budget_micro_usd": self.spend_budget_micro_usd,
             "allow_removal": self.allow_removal,
             "max_prompt_chars": self.max_prompt_chars,
+            "base_url": self.base_url,
+            "price_in_usd_per_mtok": self.price_in_usd_per_mtok,
+            "price_out_usd_per_mtok": self.price_out_usd_per_mtok,
         }
 
 

@@ -28,8 +28,20 @@ price to override any of them (``PriceTable.with_overrides``; the worker reads
       4 (4-0)
     claude-haiku-5-5            0.10   0.50   0.125       0.01        assumed; x5 when the prompt > 100k tokens
     claude-haiku-4-5            1      5      1.25        0.10
+    gpt-4.1                     2      8      2           0.50        assumed (OpenAI; cache write n/a)
+    gpt-4.1-mini                0.40   1.60   0.40        0.10        assumed
+    gpt-4.1-nano                0.10   0.40   0.10        0.025       assumed
+    gpt-4o                      2.50  10      2.50        1.25        assumed
+    gpt-4o-mini                 0.15   0.60   0.15        0.075       assumed
 
-Dated snapshot ids (``claude-haiku-4-5-20251001``) resolve to their base model. A
+The OpenAI rates come from published rate cards (2026-06), not from OpenAI's own page:
+check them before trusting a budget to them. OpenAI bills no cache writes, so its cache
+write rate is the input rate (never used).
+
+A scope can price its own model (``price_in_usd_per_mtok`` / ``price_out_usd_per_mtok``,
+:func:`scope_price`): that is how a local model gets a price of 0.
+
+Dated snapshot ids (``claude-haiku-4-5-20251001``, ``gpt-4o-mini-2024-07-18``) resolve to their base model. A
 model that is not in the table has no price, and :meth:`PriceTable.price_for` raises
 :class:`UnknownModelPrice` naming the known models: configure a price before choosing
 it. Long-context surcharges that need an opt-in beta header (Sonnet 4/4.5 over 200k
@@ -51,7 +63,7 @@ _CACHE_READ_MULTIPLIER = Decimal("0.1")
 # A typical consolidation call, used only to rank models by cost in ``cheapest``.
 _REFERENCE_INPUT_TOKENS = 8_000
 _REFERENCE_OUTPUT_TOKENS = 1_000
-_DATE_SUFFIX = re.compile(r"-\d{8}$")
+_DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 
 _FIELD_ALIASES = {
     "input_usd_per_mtok": "input_usd_per_mtok",
@@ -305,17 +317,22 @@ class PriceTable:
         """
         return self.price_for(model).spend_micro_usd(usage)
 
-    def cheapest(self, *, include_assumed: bool = False) -> str:
+    def cheapest(self, *, include_assumed: bool = False, prefix: str = "") -> str:
         """The model with the lowest cost for a typical consolidation call (8k input, 1k output tokens).
 
         Models whose price is only assumed are skipped unless ``include_assumed`` (an
-        unverified rate should not decide a default); ties go to the smaller model id.
+        unverified rate should not decide a default); only ids starting with ``prefix`` count
+        (``"claude-"``: one vendor's models); ties go to the smaller model id.
 
         Raises:
             LookupError: the table holds no eligible model.
         """
         reference = _ReferenceUsage()
-        eligible = [(model, price) for model, price in self._prices.items() if include_assumed or not price.assumed]
+        eligible = [
+            (model, price)
+            for model, price in self._prices.items()
+            if (include_assumed or not price.assumed) and model.startswith(prefix)
+        ]
         if not eligible:
             raise LookupError("the price table holds no model with a known price; configure one")
         return min(eligible, key=lambda item: (item[1].spend_micro_usd(reference), item[0]))[0]
@@ -392,6 +409,11 @@ DEFAULT_PRICES = PriceTable(
             "0.10", "0.50", "0.125", "0.01", long_prompt_over_tokens=100_000, long_prompt_multiplier=5, assumed=True
         ),
         "claude-haiku-4-5": ModelPrice("1", "5", "1.25", "0.10"),
+        "gpt-4.1": ModelPrice("2", "8", "2", "0.50", assumed=True),
+        "gpt-4.1-mini": ModelPrice("0.40", "1.60", "0.40", "0.10", assumed=True),
+        "gpt-4.1-nano": ModelPrice("0.10", "0.40", "0.10", "0.025", assumed=True),
+        "gpt-4o": ModelPrice("2.50", "10", "2.50", "1.25", assumed=True),
+        "gpt-4o-mini": ModelPrice("0.15", "0.60", "0.15", "0.075", assumed=True),
     }
 )
 """The built-in table; see the module docstring for sources and which rates are assumed."""
@@ -400,3 +422,32 @@ DEFAULT_PRICES = PriceTable(
 def default_price_table() -> PriceTable:
     """The built-in :data:`DEFAULT_PRICES` (immutable; extend it with ``with_overrides``)."""
     return DEFAULT_PRICES
+
+
+def scope_price(prices: PriceTable, model: str, *, input_usd_per_mtok: Rate, output_usd_per_mtok: Rate) -> PriceTable:
+    """``prices`` with ``model`` priced as a scope's settings say (a local model: 0 and 0).
+
+    For a model the table knows, the cache rates keep their ratio to the input rate (the
+    vendor's cache discount); for one it does not, cache reads are charged at the input
+    rate, so a run never reports less than it cost.
+
+    Raises:
+        ValueError: a rate is negative or not a number.
+    """
+    rate_in = _rate(input_usd_per_mtok, field="price_in_usd_per_mtok")
+    rate_out = _rate(output_usd_per_mtok, field="price_out_usd_per_mtok")
+    if model in prices:
+        known = prices.price_for(model)
+        base = known.input_usd_per_mtok
+        ratio_write = known.cache_write_usd_per_mtok / base if base else Decimal(1)
+        ratio_read = known.cache_read_usd_per_mtok / base if base else Decimal(1)
+        price = known.replace(
+            input_usd_per_mtok=rate_in,
+            output_usd_per_mtok=rate_out,
+            cache_write_usd_per_mtok=rate_in * ratio_write,
+            cache_read_usd_per_mtok=rate_in * ratio_read,
+            assumed=False,
+        )
+    else:
+        price = ModelPrice(rate_in, rate_out, rate_in, rate_in)
+    return prices.with_overrides({model: price})

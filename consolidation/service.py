@@ -34,11 +34,12 @@ from consolidation.extraction.service import JOB as EXTRACT_JOB
 from consolidation.extraction.service import ExtractionJobs
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.gate import UNPARSEABLE, GateResult, check_batch
-from consolidation.harnesses import Harness, HarnessError, HarnessResult, PromptRecord, Usage, get_harness
+from consolidation.harnesses import Connection, Harness, HarnessError, HarnessResult, PromptRecord, Usage, spec
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.pricing import PriceTable, default_price_table
 from consolidation.prompt import IN_GROUP, record_chars
+from consolidation.setting_checks import scope_prices
 from ledger import Ledger, MemoryRecord
 from ledger.instants import to_micros
 from ledger.models import RUNS
@@ -62,8 +63,10 @@ def _month_bounds(now: datetime) -> tuple[int, int]:
 class ConsolidationService:
     """Consolidation for the scopes of one ledger. Thread-safe; share one per process.
 
-    ``api_key``/``base_url`` default to ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
-    read once here. ``fault_hook`` is called with a step name (``after_claim``,
+    ``api_key``/``base_url`` default to ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``, and
+    ``openai_api_key``/``openai_base_url`` to ``OPENAI_API_KEY``/``OPENAI_BASE_URL``, read once
+    here (a scope's own ``base_url`` wins over ``OPENAI_BASE_URL``); keys are never logged or stored.
+    ``fault_hook`` is called with a step name (``after_claim``,
     ``after_answer_stored``, ``mid_apply``, ``after_apply``) so fault tests can kill a
     process at an exact point.
     """
@@ -79,10 +82,18 @@ class ConsolidationService:
         harnesses: dict[str, Harness] | None = None,
         fault_hook: FaultHook | None = None,
         extractors: dict[str, Extractor] | None = None,
+        openai_api_key: str | None = None,
+        openai_base_url: str | None = None,
     ) -> None:
         self.led = led
         self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY") or None
         self.base_url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL") or None
+        self.openai_api_key = (
+            openai_api_key if openai_api_key is not None else os.environ.get("OPENAI_API_KEY") or None
+        ) or None
+        self.openai_base_url = (
+            openai_base_url if openai_base_url is not None else os.environ.get("OPENAI_BASE_URL") or None
+        ) or None
         self.prices = prices or default_price_table()
         self.janitor_grace_s = janitor_grace_s
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
@@ -313,7 +324,7 @@ class ConsolidationService:
             for alias, r in zip(aliases, records, strict=True)
         ]
         try:
-            result = self._harness(settings.harness).call(
+            result = self._harness(settings).call(
                 prompt_records,
                 model=settings.model,
                 max_output_tokens=settings.max_output_tokens,
@@ -528,10 +539,29 @@ class ConsolidationService:
         won = self.led.run(scope, fn, now=now)
         return self.get_run(run_id), won
 
-    def _harness(self, name: str) -> Harness:
-        if name not in self._harnesses:
-            self._harnesses[name] = get_harness(name, api_key=self.api_key, base_url=self.base_url, prices=self.prices)
-        return self._harnesses[name]
+    def _harness(self, settings: ConsolidationSettings) -> Harness:
+        """The scope's harness (an injected one by name, else the registry's for the scope's target)."""
+        injected = self._harnesses.get(settings.harness)
+        if injected is not None:
+            return injected
+        connection = self.connection(
+            settings.harness, settings.model, settings.base_url,
+            settings.price_in_usd_per_mtok, settings.price_out_usd_per_mtok,
+        )  # fmt: skip
+        return spec(settings.harness).consolidation(connection)
+
+    def connection(
+        self, harness: str, model: str, base_url: str | None, price_in: float | None, price_out: float | None
+    ) -> Connection:
+        """Where a scope's call goes: the harness's key and server (the scope's ``base_url`` first), and the
+        prices it is charged at (the scope's own price of ``model`` over the table). Harnesses keep no
+        connection, so one is built per run."""
+        if harness == "openai":
+            api_key, url = self.openai_api_key, base_url or self.openai_base_url
+        else:
+            api_key, url = self.api_key, self.base_url
+        prices = scope_prices(self.prices, model=model, price_in=price_in, price_out=price_out)
+        return Connection(api_key=api_key, base_url=url, prices=prices)
 
     # ------------------------------------------------------------------ recovery
     def recover_stuck(self, *, now: datetime | None = None) -> list[ConsolidationRun]:

@@ -1,19 +1,47 @@
-"""Checks shared by the per-scope settings (consolidation's and extraction's): one rule, stated once."""
+"""Checks shared by the per-scope settings (consolidation's and extraction's): one rule, stated once.
+
+The model target of a scope is ``harness`` + ``model``, with ``base_url`` (a harness that
+takes one: ``openai``) and ``price_in_usd_per_mtok`` / ``price_out_usd_per_mtok`` (the
+scope's own price of its model, in USD per million tokens). :func:`check_model_target`
+states how they go together.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from consolidation.errors import InvalidSettings
-from consolidation.pricing import PriceTable, UnknownModelPrice
+from consolidation.harnesses import HARNESS_NAMES, HARNESSES
+from consolidation.pricing import PriceTable, UnknownModelPrice, scope_price
 
 OFFLINE_MODEL = "offline"
+PRICE_FIELDS = ("price_in_usd_per_mtok", "price_out_usd_per_mtok")
+TARGET_FIELDS = ("harness", "model", "base_url", *PRICE_FIELDS)
+MAX_PRICE_USD_PER_MTOK = 10_000
+MAX_BASE_URL_CHARS = 2_000
+MAX_MODEL_CHARS = 200
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
 def default_model(harness: str, prices: PriceTable) -> str:
-    """The model a harness gets when none is named: the cheapest priced one, or none for the offline harness."""
-    return prices.cheapest() if harness == "anthropic" else OFFLINE_MODEL
+    """The model a harness gets when none is named: the cheapest of its priced ones, or none for the offline harness.
+
+    Raises:
+        InvalidSettings: the harness has no models of its own in the table (``openai``: name one).
+    """
+    spec = HARNESSES[harness]
+    if not spec.pays:
+        return OFFLINE_MODEL
+    if not spec.names_default or spec.model_prefix is None:
+        raise InvalidSettings(
+            f"the {harness} harness needs a model: name the one your server serves "
+            "(e.g. --model qwen2.5:7b-instruct for Ollama, or --model gpt-4.1-mini for OpenAI)"
+        )
+    return prices.cheapest(prefix=spec.model_prefix)
 
 
 def seconds(name: str, value: object, *, low: float, high: float) -> float:
@@ -32,16 +60,122 @@ def integer(name: str, value: object, *, low: int, high: int) -> int:
     return value
 
 
-def check_priced_and_timed(values: dict[str, Any], prices: PriceTable, *, pays: bool) -> None:
-    """Refuse a model with no price (when the harness ``pays``), and a ``max_wait_s`` shorter than ``debounce_s``.
+def harness_name(value: object) -> str:
+    """``value`` as a harness name. Raises InvalidSettings (not one of the registry's)."""
+    if not isinstance(value, str) or value not in HARNESSES:
+        raise InvalidSettings(f"harness must be one of {', '.join(HARNESS_NAMES)}; got {str(value)[:40]!r}")
+    return value
+
+
+def model_name(value: object) -> str:
+    """``value`` as a model name (any string the server accepts). Raises InvalidSettings."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_MODEL_CHARS or _CONTROL.search(value):
+        raise InvalidSettings(
+            f"model must be a model name of at most {MAX_MODEL_CHARS} characters without spaces, "
+            "such as claude-haiku-4-5 or qwen2.5:7b-instruct"
+        )
+    return value.strip()
+
+
+def base_url(value: object) -> str | None:
+    """``value`` as a server's base URL (http or https, a host, no credentials), or None to unset it.
 
     Raises:
-        InvalidSettings: either rule is broken.
+        InvalidSettings: anything else; the message quotes at most 80 characters of it.
     """
-    if pays:
-        try:
-            prices.price_for(values["model"])
-        except UnknownModelPrice as exc:
-            raise InvalidSettings(str(exc)) from None
+    if value is None:
+        return None
+    shown = repr(str(value)[:80])
+    if not isinstance(value, str) or not value or len(value) > MAX_BASE_URL_CHARS or _CONTROL.search(value):
+        raise InvalidSettings(f"base_url must be an http(s) URL such as http://127.0.0.1:11434/v1; got {shown}")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        raise InvalidSettings(f"base_url is not a valid URL: {shown}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidSettings(f"base_url must be an http(s) URL such as http://127.0.0.1:11434/v1; got {shown}")
+    if parts.username is not None or parts.password is not None:
+        # A key in the URL would be stored and shown with the settings: keys go in the environment.
+        raise InvalidSettings("base_url must not carry credentials; put the key in OPENAI_API_KEY")
+    if parts.fragment:
+        raise InvalidSettings(f"base_url must not have a #fragment; got {shown}")
+    return value.rstrip("/")
+
+
+def price(name: str, value: object) -> float | None:
+    """``value`` as a price in USD per million tokens (0 allowed: a free local model), or None to unset it.
+
+    Raises:
+        InvalidSettings: not a finite number from 0 to 10,000.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidSettings(f"{name} must be a number of USD per million tokens from 0 to {MAX_PRICE_USD_PER_MTOK}")
+    if not 0 <= value <= MAX_PRICE_USD_PER_MTOK:
+        raise InvalidSettings(f"{name} must be from 0 to {MAX_PRICE_USD_PER_MTOK} USD per million tokens, got {value}")
+    return float(value)
+
+
+def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], prices: PriceTable) -> None:
+    """Complete and check a scope's model target in ``values`` (already validated field by field).
+
+    A new harness without a model gets its default model and loses the old base URL; a new
+    model or harness without prices loses the old prices (a price is for the model it was
+    set with). Then: the offline harness takes no model, base URL or price; a base URL
+    only where the harness takes one; both prices or neither; and a paying harness needs a
+    price for its model, from the scope or from the table.
+
+    Raises:
+        InvalidSettings: a rule is broken; the message says what to set.
+    """
+    harness = values["harness"]
+    spec = HARNESSES[harness]
+    if "harness" in changes:
+        if "model" not in changes:
+            values["model"] = default_model(harness, prices)
+        if "base_url" not in changes:
+            values["base_url"] = None
+    if ("harness" in changes or "model" in changes) and not any(name in changes for name in PRICE_FIELDS):
+        values.update(dict.fromkeys(PRICE_FIELDS))
+    if not spec.pays:
+        given = [name for name in ("base_url", *PRICE_FIELDS) if values.get(name) is not None]
+        if values["model"] != OFFLINE_MODEL or given:
+            # The offline harness calls no model: a model given with it would be recorded on runs that never used it.
+            what = f"model {str(values['model'])[:80]!r}" if values["model"] != OFFLINE_MODEL else ", ".join(given)
+            raise InvalidSettings(
+                f"the offline harness calls no model, so it takes none (got {what}); "
+                "omit --model, or choose --harness anthropic or openai with a priced model"
+            )
+        return
+    if values.get("base_url") is not None and not spec.takes_base_url:
+        raise InvalidSettings(
+            f"the {harness} harness takes no base_url (it reads {spec.base_url_env}); base_url is for --harness openai"
+        )
+    price_in, price_out = (values.get(name) for name in PRICE_FIELDS)
+    if (price_in is None) != (price_out is None):
+        raise InvalidSettings("set both price_in_usd_per_mtok and price_out_usd_per_mtok, or neither")
+    if price_in is not None:
+        return
+    try:
+        prices.price_for(values["model"])
+    except UnknownModelPrice as exc:
+        raise InvalidSettings(
+            f"no price is known for model {str(values['model'])[:80]!r}, so its spend cannot be accounted: set "
+            "price_in_usd_per_mtok and price_out_usd_per_mtok (USD per million tokens; 0 and 0 for a free local "
+            f"model), e.g. --price-in-usd-per-mtok 0 --price-out-usd-per-mtok 0. Priced models: {', '.join(exc.known)}"
+        ) from None
+
+
+def check_timed(values: Mapping[str, Any]) -> None:
+    """Refuse a ``max_wait_s`` shorter than ``debounce_s``. Raises InvalidSettings."""
     if values["max_wait_s"] is not None and values["max_wait_s"] < values["debounce_s"]:
         raise InvalidSettings("max_wait_s must be at least debounce_s (or unset)")
+
+
+def scope_prices(prices: PriceTable, *, model: str, price_in: float | None, price_out: float | None) -> PriceTable:
+    """The table a scope's calls are priced by: ``prices`` with the scope's own price of ``model``, if it set one."""
+    if price_in is None or price_out is None:
+        return prices
+    return scope_price(prices, model, input_usd_per_mtok=price_in, output_usd_per_mtok=price_out)

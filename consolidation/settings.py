@@ -10,12 +10,21 @@ from sqlalchemy import insert, select, update
 
 from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS, MAX_MAX_PROMPT_CHARS, MIN_MAX_PROMPT_CHARS
 from consolidation.errors import InvalidSettings
-from consolidation.harnesses import HARNESS_NAMES
 from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
+from consolidation.setting_checks import (
+    base_url,
+    check_model_target,
+    check_timed,
+    default_model,
+    harness_name,
+    integer,
+    model_name,
+    price,
+    seconds,
+)
 from ledger import Prepared, param
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
@@ -40,6 +49,9 @@ FIELDS = (
     "spend_budget_micro_usd",
     "allow_removal",
     "max_prompt_chars",
+    "base_url",
+    "price_in_usd_per_mtok",
+    "price_out_usd_per_mtok",
 )
 
 
@@ -90,13 +102,13 @@ def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
     if name == "max_prompt_chars":
         return integer(name, value, low=MIN_MAX_PROMPT_CHARS, high=MAX_MAX_PROMPT_CHARS)
     if name == "harness":
-        if value not in HARNESS_NAMES:
-            raise InvalidSettings(f"harness must be one of {', '.join(HARNESS_NAMES)}; got {value!r}")
-        return value
+        return harness_name(value)
     if name == "model":
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidSettings("model must be a model name such as claude-haiku-4-5")
-        return value.strip()
+        return model_name(value)
+    if name == "base_url":
+        return base_url(value)
+    if name in ("price_in_usd_per_mtok", "price_out_usd_per_mtok"):
+        return price(name, value)
     raise InvalidSettings(f"unknown setting {name!r}; settings are: {', '.join(FIELDS)}")
 
 
@@ -105,16 +117,8 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
     values = current.to_json()
     for name, value in changes.items():
         values[name] = _validate_field(name, value, prices)
-    if "harness" in changes and "model" not in changes:
-        values["model"] = default_model(values["harness"], prices)
-    if values["harness"] == "offline" and values["model"] != OFFLINE_MODEL:
-        # The offline harness calls no model: a model given with it would be recorded on runs that never used it.
-        raise InvalidSettings(
-            f"the offline harness calls no model, so it takes none (got {str(values['model'])[:80]!r}); "
-            "omit --model, or choose --harness anthropic with a priced model"
-        )
-    # every harness that pays needs a price for its model
-    check_priced_and_timed(values, prices, pays=values["harness"] != "offline")
+    check_model_target(values, changes, prices)
+    check_timed(values)
     values["mode"] = Mode(values["mode"])
     return ConsolidationSettings(**values)
 
@@ -143,7 +147,14 @@ def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
         spend_budget_micro_usd=int(row["spend_budget_micro_usd"]),
         allow_removal=bool(row["allow_removal"]),
         max_prompt_chars=int(row["max_prompt_chars"]),
+        base_url=row["base_url"],
+        price_in_usd_per_mtok=_opt_float(row["price_in_usd_per_mtok"]),
+        price_out_usd_per_mtok=_opt_float(row["price_out_usd_per_mtok"]),
     )
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def store(tx: Transaction, settings: ConsolidationSettings) -> None:

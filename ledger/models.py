@@ -208,6 +208,10 @@ class ConsolidationSettingsRow(SQLModel, table=True):
     )  # retire passes the gate only when on
     max_prompt_chars: int = Field(default=16_000, sa_column=Column(Integer, nullable=False, server_default="16000"))
     rotation_cursor: str | None = Field(default=None, sa_column=Column(Text, nullable=True))  # candidate rotation
+    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
+    base_url: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    price_in_usd_per_mtok: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    price_out_usd_per_mtok: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
 
 
 class ConsolidationRunRow(SQLModel, table=True):
@@ -405,6 +409,9 @@ class ExtractionSettingsRow(SQLModel, table=True):
     max_output_tokens: int = Field(sa_column=Column(Integer, nullable=False))
     created_at: int = Field(sa_column=_big())
     updated_at: int = Field(sa_column=_big())
+    base_url: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    price_in_usd_per_mtok: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
+    price_out_usd_per_mtok: float | None = Field(default=None, sa_column=Column(Float, nullable=True))
 
 
 class ExtractionDigestRow(SQLModel, table=True):

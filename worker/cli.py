@@ -33,7 +33,17 @@ def _typer() -> typer.Typer:
 @cache
 def build_app() -> typer.Typer:
     """The full command line (every area)."""
-    from worker import cli_bench, cli_extraction, cli_files, cli_ledger, cli_mcp, cli_status, cli_tokens, cli_worker
+    from worker import (
+        cli_bench,
+        cli_extraction,
+        cli_files,
+        cli_ledger,
+        cli_mcp,
+        cli_models,
+        cli_status,
+        cli_tokens,
+        cli_worker,
+    )
 
     full = _typer()
     cli_ledger.register(full, rpc_extra_methods=cli_worker.rpc_extra_methods)
@@ -43,6 +53,7 @@ def build_app() -> typer.Typer:
     cli_tokens.register(full)
     cli_mcp.register(full)
     cli_bench.register(full)
+    cli_models.register(full)
     full.add_typer(cli_files.app, name="files", help=FILES_HELP)
     return full
 

@@ -12,7 +12,21 @@ import typer
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from worker.cli_conventions import ScopeOption, pick_scope
 from worker.cli_ledger import DbUrl
-from worker.cli_worker import Json, ScopeArg, bound_scope, cli_runtime, given_options, runs_table, settings_table
+from worker.cli_worker import (
+    BaseUrlOpt,
+    HarnessOpt,
+    Json,
+    ModelOpt,
+    PriceInOpt,
+    PriceOutOpt,
+    ScopeArg,
+    bound_scope,
+    cli_runtime,
+    given_options,
+    runs_table,
+    settings_table,
+    target_options,
+)
 from worker.output import emit_json, print_message, print_table
 
 extraction_app = typer.Typer(
@@ -38,8 +52,11 @@ def _show(settings: ExtractionSettings, *, as_json: bool, recent: list[Any] | No
 def extraction_set(
     positional_scope: ScopeArg = None,
     mode: Annotated[ExtractionMode | None, typer.Option("--mode", help="propose or off.")] = None,
-    harness: Annotated[str | None, typer.Option("--harness", help="anthropic or offline.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model id (must have a price).")] = None,
+    harness: HarnessOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    price_in: PriceInOpt = None,
+    price_out: PriceOutOpt = None,
     debounce_s: Annotated[
         float | None, typer.Option("--debounce-s", help="Seconds of quiet in a session before its run.")
     ] = None,
@@ -55,13 +72,12 @@ def extraction_set(
     """Change the scope's extraction settings (mode off also cancels its pending extraction runs and digests)."""
     changes = given_options(
         ("mode", mode),
-        ("harness", harness),
-        ("model", model),
         ("debounce_s", debounce_s),
         ("max_wait_s", max_wait_s),
         ("wall_clock_cap_s", cap_s),
         ("max_output_tokens", max_output_tokens),
     )
+    changes.update(target_options(harness, model, base_url, price_in, price_out))
     with cli_runtime(database_url=database_url) as runtime:
         key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
         settings = runtime.service.update_extraction_settings(key, **changes)

@@ -33,6 +33,38 @@ consolidation_app = typer.Typer(
 
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3339) instead of a table.")]
 ScopeArg = ScopePositional
+# The model target, the same for both jobs (see docs/consolidation.md, "Models").
+HarnessOpt = Annotated[
+    str | None, typer.Option("--harness", help="anthropic, openai or offline (memledger models lists them).")
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="Model id, as the server knows it (priced, or give its prices).")
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", help="Server of the openai harness, e.g. http://127.0.0.1:11434/v1 (Ollama)."),
+]
+PriceInOpt = Annotated[
+    float | None,
+    typer.Option("--price-in-usd-per-mtok", help="Input price, USD per million tokens (0: a free local model)."),
+]
+PriceOutOpt = Annotated[
+    float | None,
+    typer.Option("--price-out-usd-per-mtok", help="Output price, USD per million tokens (0: a free local model)."),
+]
+
+
+def target_options(
+    harness: str | None, model: str | None, base_url: str | None, price_in: float | None, price_out: float | None
+) -> dict[str, Any]:
+    """The model-target options the operator gave, as keyword arguments of a settings update."""
+    return given_options(
+        ("harness", harness),
+        ("model", model),
+        ("base_url", base_url),
+        ("price_in_usd_per_mtok", price_in),
+        ("price_out_usd_per_mtok", price_out),
+    )
 
 
 # ---------------------------------------------------------------------- plumbing
@@ -297,8 +329,11 @@ def _show_settings(
 def consolidation_set(
     positional_scope: ScopeArg = None,
     mode: Annotated[Mode | None, typer.Option("--mode", help="off, propose or apply.")] = None,
-    harness: Annotated[str | None, typer.Option("--harness", help="anthropic or offline.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model id (must have a price).")] = None,
+    harness: HarnessOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    price_in: PriceInOpt = None,
+    price_out: PriceOutOpt = None,
     debounce_s: Annotated[float | None, typer.Option("--debounce-s", help="Seconds of quiet before a run.")] = None,
     max_wait_s: Annotated[
         float | None, typer.Option("--max-wait-s", help="Longest delay after the first turn.")
@@ -328,8 +363,6 @@ def consolidation_set(
     """Change the scope's consolidation settings (mode off also cancels its pending run)."""
     changes = given_options(
         ("mode", mode),
-        ("harness", harness),
-        ("model", model),
         ("debounce_s", debounce_s),
         ("max_wait_s", max_wait_s),
         ("wall_clock_cap_s", cap_s),
@@ -337,6 +370,7 @@ def consolidation_set(
         ("allow_removal", allow_removal),
         ("max_prompt_chars", max_prompt_chars),
     )
+    changes.update(target_options(harness, model, base_url, price_in, price_out))
     if budget_usd is not None:
         changes["spend_budget_micro_usd"] = _budget_micro(budget_usd)
     if allowed_ops is not None:

@@ -6,8 +6,9 @@ named by ``MEMLEDGER_CONFIG_FILE`` (top-level keys are the field names below, e.
 table), then the defaults. :func:`load_config` validates everything and raises one
 :class:`ConfigError` that lists every bad value, so an operator fixes them all in one go.
 
-Nothing else in ``worker/`` reads the environment (``ANTHROPIC_API_KEY`` and
-``ANTHROPIC_BASE_URL`` are read by the consolidation service, as the SDK does).
+Nothing else in ``worker/`` reads the environment (``ANTHROPIC_API_KEY``,
+``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are read by the
+consolidation service, as the SDKs do).
 """
 
 from __future__ import annotations

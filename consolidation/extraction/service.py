@@ -30,8 +30,9 @@ from consolidation.extraction import digest as D
 from consolidation.extraction import settings as XS
 from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResult, check_proposals
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
+from consolidation.harnesses import spec
 from consolidation.harnesses.base import HarnessError
-from consolidation.harnesses.extract_base import Extractor, get_extractor
+from consolidation.harnesses.extract_base import Extractor
 from consolidation.models import ConsolidationRun, Outcome
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Prepared, param
@@ -263,7 +264,7 @@ class ExtractionJobs:
         if not digest:
             return _mine(self.svc._settle(scope, run.id, Outcome.PROPOSED, now))
         try:
-            result = self._extractor(settings.harness).extract(
+            result = self._extractor(settings).extract(
                 digest,
                 [body for _, body in pinned],
                 model=settings.model,
@@ -412,12 +413,16 @@ class ExtractionJobs:
                 .values(messages=D.dumps(cleaned), chars=D.chars(cleaned))
             )
 
-    def _extractor(self, name: str) -> Extractor:
-        if name not in self._extractors:
-            self._extractors[name] = get_extractor(
-                name, api_key=self.svc.api_key, base_url=self.svc.base_url, prices=self.svc.prices
-            )
-        return self._extractors[name]
+    def _extractor(self, settings: XS.ExtractionSettings) -> Extractor:
+        """The scope's extraction harness (an injected one by name, else the registry's for the scope's target)."""
+        injected = self._extractors.get(settings.harness)
+        if injected is not None:
+            return injected
+        connection = self.svc.connection(
+            settings.harness, settings.model, settings.base_url,
+            settings.price_in_usd_per_mtok, settings.price_out_usd_per_mtok,
+        )  # fmt: skip
+        return spec(settings.harness).extraction(connection)
 
 
 def _digest_of(prompt: str | None) -> list[D.DigestMessage]:

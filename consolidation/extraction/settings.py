@@ -17,10 +17,19 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 
 from consolidation.errors import InvalidSettings
-from consolidation.harnesses.extract_base import EXTRACTOR_NAMES
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from consolidation.setting_checks import check_priced_and_timed, default_model, integer, seconds
+from consolidation.setting_checks import (
+    base_url,
+    check_model_target,
+    check_timed,
+    default_model,
+    harness_name,
+    integer,
+    model_name,
+    price,
+    seconds,
+)
 from ledger import Prepared, param
 from ledger.models import EXTRACTION_SETTINGS as TABLE
 from ledger.tx import Reader
@@ -29,7 +38,18 @@ DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 300.0
 DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
-FIELDS = ("mode", "harness", "model", "debounce_s", "max_wait_s", "wall_clock_cap_s", "max_output_tokens")
+FIELDS = (
+    "mode",
+    "harness",
+    "model",
+    "debounce_s",
+    "max_wait_s",
+    "wall_clock_cap_s",
+    "max_output_tokens",
+    "base_url",
+    "price_in_usd_per_mtok",
+    "price_out_usd_per_mtok",
+)
 _LOAD = Prepared(select(*(TABLE.c[name] for name in FIELDS)).where(TABLE.c.scope_key == param("scope")))
 
 
@@ -48,6 +68,9 @@ class ExtractionSettings:
     max_wait_s: float | None
     wall_clock_cap_s: float
     max_output_tokens: int
+    base_url: str | None = None
+    price_in_usd_per_mtok: float | None = None
+    price_out_usd_per_mtok: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -76,13 +99,13 @@ def _validate(name: str, value: Any) -> Any:
         except ValueError:
             raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
     if name == "harness":
-        if value not in EXTRACTOR_NAMES:
-            raise InvalidSettings(f"harness must be one of {', '.join(EXTRACTOR_NAMES)}; got {str(value)[:40]!r}")
-        return value
+        return harness_name(value)
     if name == "model":
-        if not isinstance(value, str) or not value.strip() or len(value) > 100:
-            raise InvalidSettings("model must be a model name such as claude-haiku-4-5")
-        return value.strip()
+        return model_name(value)
+    if name == "base_url":
+        return base_url(value)
+    if name in ("price_in_usd_per_mtok", "price_out_usd_per_mtok"):
+        return price(name, value)
     if name == "debounce_s":
         return seconds(name, value, low=0, high=86_400)
     if name == "max_wait_s":
@@ -99,9 +122,8 @@ def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: Price
     values = current.to_json()
     for name, value in changes.items():
         values[name] = _validate(name, value)
-    if "harness" in changes and "model" not in changes:
-        values["model"] = default_model(values["harness"], prices)
-    check_priced_and_timed(values, prices, pays=values["harness"] == "anthropic")
+    check_model_target(values, changes, prices)
+    check_timed(values)
     values["mode"] = ExtractionMode(values["mode"])
     return ExtractionSettings(**values)
 
@@ -111,7 +133,7 @@ def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
     found = db.rows(_LOAD, {"scope": scope_key})
     if not found:
         return None
-    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens = found[0]
+    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens, url, price_in, price_out = found[0]
     return ExtractionSettings(
         scope_key=scope_key,
         mode=ExtractionMode(mode),
@@ -121,6 +143,9 @@ def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
         max_wait_s=None if max_wait_s is None else float(max_wait_s),
         wall_clock_cap_s=float(cap_s),
         max_output_tokens=int(max_tokens),
+        base_url=url,
+        price_in_usd_per_mtok=None if price_in is None else float(price_in),
+        price_out_usd_per_mtok=None if price_out is None else float(price_out),
     )
 
 

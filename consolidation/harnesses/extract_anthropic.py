@@ -87,7 +87,7 @@ class AnthropicExtractor(Extractor):
         price = self._transport.price_for(model)
         params = self.request_params(digest, pinned, model=model, max_output_tokens=max_output_tokens)
         prompt: str = params["messages"][0]["content"]
-        message = self._transport._create(params, cap_s=wall_clock_cap_s)
+        message = self._transport.send(params, cap_s=wall_clock_cap_s)
         usage = _usage(message)
         spend = price.spend_micro_usd(usage)
         raw = "".join(block.text for block in message.content if isinstance(block, TextBlock))

@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from consolidation.extraction.digest import DigestMessage
+from consolidation.harnesses import HARNESS_NAMES
 from consolidation.harnesses.base import HarnessResult
 
 if TYPE_CHECKING:
     from consolidation.pricing import PriceTable
 
-EXTRACTOR_NAMES = ("anthropic", "offline")
+EXTRACTOR_NAMES = HARNESS_NAMES
+"""Every harness does both jobs: the registry (:data:`consolidation.harnesses.HARNESSES`) is one for both."""
 
 
 class Extractor(ABC):
@@ -50,22 +52,11 @@ class Extractor(ABC):
 def get_extractor(
     name: str, *, api_key: str | None = None, base_url: str | None = None, prices: PriceTable | None = None
 ) -> Extractor:
-    """An extraction harness by name (``anthropic`` or ``offline``).
+    """An extraction harness by name (see :data:`consolidation.harnesses.HARNESSES`).
 
     Raises:
-        UnknownHarness: ``name`` is not one of :data:`EXTRACTOR_NAMES`.
+        UnknownHarness: ``name`` is not a known harness.
     """
-    from consolidation.harnesses import UnknownHarness
+    from consolidation.harnesses import get_extractor as from_registry
 
-    if name == "offline":
-        from consolidation.harnesses.extract_offline import OfflineExtractor
-
-        return OfflineExtractor()
-    if name == "anthropic":
-        from consolidation.harnesses.extract_anthropic import AnthropicExtractor
-        from consolidation.pricing import default_price_table
-
-        return AnthropicExtractor(
-            api_key=api_key, base_url=base_url, prices=prices if prices is not None else default_price_table()
-        )
-    raise UnknownHarness(name)
+    return from_registry(name, api_key=api_key, base_url=base_url, prices=prices)

@@ -25,6 +25,8 @@ def make_service(make_ledger: Callable[..., Ledger]) -> Callable[..., Consolidat
     def factory(led: Ledger | None = None, **kwargs: object) -> ConsolidationService:
         kwargs.setdefault("api_key", "")
         kwargs.setdefault("base_url", "")
+        kwargs.setdefault("openai_api_key", "")
+        kwargs.setdefault("openai_base_url", "")
         return ConsolidationService(led or make_ledger(), **kwargs)  # type: ignore[arg-type]
 
     return factory

@@ -1,8 +1,8 @@
-"""Extraction runs end to end (SPEC 4.5) through the real Anthropic SDK against the loopback fake,
-and with the offline harness, on SQLite and PostgreSQL: debounce per session, the prompt holds
-the digest and pinned bodies and nothing else, every refusal class, the budget refusal recorded
-on the run, exactly once across a crash, the digest gone after settlement, and a forgotten
-pin's body in no digest, audit or run afterwards."""
+"""Extraction runs end to end through each paying harness's real SDK against its loopback fake
+(anthropic on SQLite and PostgreSQL, openai as a local server on SQLite), and with the offline
+harness: debounce per session, the prompt holds the digest and pinned bodies and nothing else,
+every refusal class, the budget refusal recorded on the run, exactly once across a crash, the
+digest gone after settlement, and a forgotten pin's body in no digest, audit or run afterwards."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from sqlalchemy import text
 from consolidation import ConsolidationService, InvalidSettings, Outcome, RunState
 from consolidation.errors import InvalidExtractionInput
 from consolidation.extraction.prompt import SYSTEM_PROMPT, decode_user_message
-from consolidation.fake_anthropic import FakeAnthropic, Reply
+from consolidation.fake_anthropic import FakeModelServer, Reply
 from ledger import InvalidArgument, Ledger
 from ledger.models import Provenance, Status
 from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at
+from tests.consolidation.vendors import Vendor, backends_only, content, stack_fixtures, system_text
 
-MODEL = "claude-haiku-4-5"
+stack, vendor, db_url, fake = stack_fixtures()
 CAP_S = 5.0
 GRACE_S = 30.0
 
@@ -41,12 +42,12 @@ def assistant(text_: str) -> dict[str, Any]:
 
 @pytest.fixture
 def make_anthropic(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_service: Callable[..., ConsolidationService], fake: FakeModelServer, vendor: Vendor
 ) -> Callable[..., ConsolidationService]:
     def factory(led: Ledger | None = None, **kwargs: Any) -> ConsolidationService:
-        svc = make_service(led, api_key="test-key", base_url=fake.base_url, janitor_grace_s=GRACE_S, **kwargs)
+        svc = make_service(led, **vendor.service_kwargs(fake.base_url), janitor_grace_s=GRACE_S, **kwargs)
         svc.update_extraction_settings(
-            SCOPE, mode="propose", harness="anthropic", model=MODEL, debounce_s=10, wall_clock_cap_s=CAP_S, now=T0
+            SCOPE, mode="propose", **vendor.settings(), debounce_s=10, wall_clock_cap_s=CAP_S, now=T0
         )
         return svc
 
@@ -63,10 +64,11 @@ def digests(led: Ledger) -> list[tuple[str, str]]:
         return [(r[0], r[1]) for r in conn.execute(text("SELECT session_id, messages FROM extraction_digests"))]
 
 
-def extraction_requests(fake: FakeAnthropic) -> list[dict[str, Any]]:
-    return [r.json for r in fake.requests if r.json["messages"][0]["content"].startswith("<conversation>")]
+def extraction_requests(fake: FakeModelServer) -> list[dict[str, Any]]:
+    return [r.json for r in fake.requests if content(r.json).startswith("<conversation>")]
 
 
+@backends_only()
 # --------------------------------------------------------------------------- settings
 def test_extraction_is_off_by_default_and_stores_nothing(svc: ConsolidationService) -> None:
     assert svc.extraction_settings(SCOPE).mode == "off"
@@ -74,6 +76,7 @@ def test_extraction_is_off_by_default_and_stores_nothing(svc: ConsolidationServi
     assert digests(svc.led) == [] and svc.runs(SCOPE) == []
 
 
+@backends_only()
 @pytest.mark.parametrize(
     "changes",
     [{"mode": "apply"}, {"harness": "gpt"}, {"debounce_s": -1}, {"model": ""}, {"colour": "red"},
@@ -86,6 +89,7 @@ def test_bad_extraction_settings_are_refused_and_change_nothing(svc: Consolidati
     assert svc.extraction_settings(SCOPE) == before
 
 
+@backends_only()
 def test_bad_turns_are_refused_and_store_nothing(svc: ConsolidationService) -> None:
     svc.update_extraction_settings(SCOPE, mode="propose", harness="offline", now=T0)
     with pytest.raises(InvalidArgument):
@@ -96,7 +100,7 @@ def test_bad_turns_are_refused_and_store_nothing(svc: ConsolidationService) -> N
 
 
 # --------------------------------------------------------------------------- debounce and the prompt
-def test_a_burst_of_turns_is_one_call_per_session(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_a_burst_of_turns_is_one_call_per_session(asvc: ConsolidationService, fake: FakeModelServer) -> None:
     # Given a burst of turns in two sessions, seconds apart (debounce 10 s)
     for n in range(5):
         asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"message {n} of s1")], now=at(n))
@@ -108,17 +112,15 @@ def test_a_burst_of_turns_is_one_call_per_session(asvc: ConsolidationService, fa
     done = asvc.run_due(now=at(30))
     assert sorted(r.session_id or "" for r in done) == ["s1", "s2"]
     assert len(extraction_requests(fake)) == 2
-    s1 = next(r for r in extraction_requests(fake) if "s1" in r["messages"][0]["content"])
-    assert [m.text for m in decode_user_message(s1["messages"][0]["content"])[0]] == [
-        f"message {n} of s1" for n in range(5)
-    ]
+    s1 = next(r for r in extraction_requests(fake) if "s1" in content(r))
+    assert [m.text for m in decode_user_message(content(s1))[0]] == [f"message {n} of s1" for n in range(5)]
     settled = [r for r in asvc.runs(SCOPE) if r.job == "extract"]
     assert all(r.state == RunState.SETTLED and r.outcome == Outcome.PROPOSED for r in settled)
     assert digests(asvc.led) == []  # the digest is gone after settlement
 
 
 def test_the_prompt_holds_the_digest_and_pinned_bodies_and_nothing_else(
-    asvc: ConsolidationService, fake: FakeAnthropic, make_ledger: Callable[..., Ledger]
+    asvc: ConsolidationService, fake: FakeModelServer, make_ledger: Callable[..., Ledger]
 ) -> None:
     # Given pins in this scope and in another account, and two sessions
     led = asvc.led
@@ -132,18 +134,19 @@ def test_the_prompt_holds_the_digest_and_pinned_bodies_and_nothing_else(
     [run] = [r for r in asvc.pending_runs() if r.session_id == "s1"]
     asvc.execute(run.id, now=at(20))
     # Then the one request is tool-less, one user turn: the digest lines and 20 newest pinned bodies
-    [request] = [r for r in extraction_requests(fake) if "I prefer tea" in r["messages"][0]["content"]]
-    assert "tools" not in request and len(request["messages"]) == 1 and request["system"] == SYSTEM_PROMPT
-    digest, bodies = decode_user_message(request["messages"][0]["content"])
+    [request] = [r for r in extraction_requests(fake) if "I prefer tea" in content(r)]
+    users = [m for m in request["messages"] if m.get("role", "user") == "user"]
+    assert "tools" not in request and len(users) == 1 and system_text(request) == SYSTEM_PROMPT
+    digest, bodies = decode_user_message(content(request))
     assert [(m.id, m.role, m.text) for m in digest] == [("u1", "user", "I prefer tea"), ("m2", "assistant", "Noted!")]
     assert bodies == [f"already pinned {n}" for n in range(24, 4, -1)]
-    content = request["messages"][0]["content"]
-    assert "other session text" not in content and "another account" not in content
+    sent = content(request)
+    assert "other session text" not in sent and "another account" not in sent
 
 
 # --------------------------------------------------------------------------- the gate
 def test_proposals_land_proposed_with_the_session_and_every_refusal_is_counted(
-    asvc: ConsolidationService, fake: FakeAnthropic
+    asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     led = asvc.led
     led.save("Uses vim", now=T0)
@@ -185,7 +188,7 @@ def test_proposals_land_proposed_with_the_session_and_every_refusal_is_counted(
 
 
 def test_a_proposal_over_the_budget_is_refused_before_it_is_stored_and_recorded(
-    asvc: ConsolidationService, fake: FakeAnthropic
+    asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     led = asvc.led
     led.set_budget(SCOPE, 2, now=T0)
@@ -199,7 +202,7 @@ def test_a_proposal_over_the_budget_is_refused_before_it_is_stored_and_recorded(
     assert len(refused) == 2 and all(e.reason == "budget_exceeded" for e in refused)
 
 
-def test_an_unparseable_answer_settles_failed_with_its_usage(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_an_unparseable_answer_settles_failed_with_its_usage(asvc: ConsolidationService, fake: FakeModelServer) -> None:
     fake.set_text("I think you like tea")
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
     [done] = asvc.run_due(now=at(20))
@@ -208,14 +211,16 @@ def test_an_unparseable_answer_settles_failed_with_its_usage(asvc: Consolidation
     assert digests(asvc.led) == []
 
 
-def test_no_spend_budget_left_means_no_call(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_no_spend_budget_left_means_no_call(asvc: ConsolidationService, fake: FakeModelServer) -> None:
     asvc.update_settings(SCOPE, spend_budget_micro_usd=0, now=T0)
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
     [done] = asvc.run_due(now=at(20))
     assert done.outcome == Outcome.SKIPPED_BUDGET and fake.calls == 0 and digests(asvc.led) == []
 
 
-def test_extraction_and_consolidation_share_the_monthly_spend(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_extraction_and_consolidation_share_the_monthly_spend(
+    asvc: ConsolidationService, fake: FakeModelServer
+) -> None:
     fake.set_usage(input_tokens=1_000_000, output_tokens=0)  # 1 USD or so per call on the cheapest model
     asvc.update_settings(SCOPE, spend_budget_micro_usd=1, now=T0)
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
@@ -226,7 +231,7 @@ def test_extraction_and_consolidation_share_the_monthly_spend(asvc: Consolidatio
     assert second.outcome == Outcome.SKIPPED_BUDGET and fake.calls == 1
 
 
-def test_a_failed_call_settles_failed_and_drops_the_digest(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_a_failed_call_settles_failed_and_drops_the_digest(asvc: ConsolidationService, fake: FakeModelServer) -> None:
     fake.push(Reply(status=500))
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
     [done] = asvc.run_due(now=at(20))
@@ -239,7 +244,7 @@ def test_a_failed_call_settles_failed_and_drops_the_digest(asvc: ConsolidationSe
 
 # --------------------------------------------------------------------------- exactly once
 def test_a_crash_after_the_answer_is_stored_never_calls_again(
-    make_anthropic: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_anthropic: Callable[..., ConsolidationService], fake: FakeModelServer
 ) -> None:
     def crash_at(step: str) -> Callable[[str], None]:
         def hook(point: str) -> None:
@@ -264,7 +269,7 @@ def test_a_crash_after_the_answer_is_stored_never_calls_again(
 
 
 def test_a_crash_before_the_answer_is_abandoned_and_keeps_no_transcript(
-    make_anthropic: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_anthropic: Callable[..., ConsolidationService], fake: FakeModelServer
 ) -> None:
     def hook(point: str) -> None:
         if point == "after_claim":
@@ -279,7 +284,7 @@ def test_a_crash_before_the_answer_is_abandoned_and_keeps_no_transcript(
     assert abandoned.outcome == Outcome.ABANDONED and fake.calls == 0 and digests(svc.led) == []
 
 
-def test_concurrent_executions_make_one_call(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_concurrent_executions_make_one_call(asvc: ConsolidationService, fake: FakeModelServer) -> None:
     import threading
 
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
@@ -294,7 +299,7 @@ def test_concurrent_executions_make_one_call(asvc: ConsolidationService, fake: F
 
 
 # --------------------------------------------------------------------------- erasure
-def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(asvc: ConsolidationService, fake: FakeModelServer) -> None:
     led = asvc.led
     secret_plan = "my zanzibar surprise party plan"
     pin = led.save(secret_plan, now=T0)
@@ -320,6 +325,7 @@ def test_turning_extraction_off_cancels_pending_runs_and_drops_digests(asvc: Con
     assert run.outcome == Outcome.CANCELLED and digests(asvc.led) == []
 
 
+@backends_only()
 # --------------------------------------------------------------------------- offline
 def test_offline_extraction_end_to_end(svc: ConsolidationService) -> None:
     svc.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=0, now=T0)
@@ -342,7 +348,7 @@ def test_offline_extraction_end_to_end(svc: ConsolidationService) -> None:
 
 
 def test_a_forget_from_a_program_without_the_service_erases_through_the_registry(
-    asvc: ConsolidationService, fake: FakeAnthropic, make_ledger: Callable[..., Ledger]
+    asvc: ConsolidationService, fake: FakeModelServer, make_ledger: Callable[..., Ledger]
 ) -> None:
     # Given a pin, a settled run whose prompt and answer carried it, and a pending digest quoting it
     led = asvc.led

@@ -11,7 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consolidation.harnesses.base import Usage
-from consolidation.pricing import DEFAULT_PRICES, ModelPrice, PriceTable, UnknownModelPrice, default_price_table
+from consolidation.pricing import (
+    DEFAULT_PRICES,
+    ModelPrice,
+    PriceTable,
+    UnknownModelPrice,
+    default_price_table,
+    scope_price,
+)
 
 REQUIRED = [
     "claude-haiku-4-5",
@@ -86,9 +93,37 @@ def test_negative_counts_are_refused():
 
 def test_cheapest_prefers_a_known_price():
     assert DEFAULT_PRICES.cheapest() == "claude-haiku-4-5"
-    assert DEFAULT_PRICES.cheapest(include_assumed=True) == "claude-haiku-5-5"
+    assert DEFAULT_PRICES.cheapest(include_assumed=True, prefix="claude-") == "claude-haiku-5-5"
     with pytest.raises(LookupError):
         PriceTable({}).cheapest()
+
+
+def test_cheapest_keeps_to_one_vendors_models():
+    # gpt-4.1-nano is the cheapest of the whole table, but never an Anthropic default
+    assert DEFAULT_PRICES.cheapest(include_assumed=True) == "gpt-4.1-nano"
+    assert DEFAULT_PRICES.cheapest(include_assumed=True, prefix="claude-").startswith("claude-")
+    with pytest.raises(LookupError):
+        DEFAULT_PRICES.cheapest(prefix="no-such-vendor-")
+
+
+def test_openai_snapshot_ids_resolve_to_their_base_model():
+    assert DEFAULT_PRICES.price_for("gpt-4o-mini-2024-07-18") == DEFAULT_PRICES.price_for("gpt-4o-mini")
+
+
+def test_a_scope_price_prices_an_unknown_model_and_overrides_a_known_one():
+    free = scope_price(DEFAULT_PRICES, "qwen2.5:7b-instruct", input_usd_per_mtok=0, output_usd_per_mtok=0)
+    assert free.spend_micro_usd("qwen2.5:7b-instruct", Usage(input_tokens=10**6, output_tokens=10**6)) == 0
+    assert "qwen2.5:7b-instruct" not in DEFAULT_PRICES
+    # an unknown model's cache reads cost what input costs: never less than it cost
+    local = scope_price(DEFAULT_PRICES, "llama-3.1-8b", input_usd_per_mtok="0.2", output_usd_per_mtok=1)
+    assert local.spend_micro_usd("llama-3.1-8b", Usage(cache_read_input_tokens=10**6)) == 200_000
+    # a known model keeps its vendor's cache discount, scaled to the new input rate
+    cheaper = scope_price(DEFAULT_PRICES, "claude-haiku-4-5", input_usd_per_mtok="0.5", output_usd_per_mtok="2.5")
+    price = cheaper.price_for("claude-haiku-4-5")
+    assert (price.input_usd_per_mtok, price.output_usd_per_mtok) == (Decimal("0.5"), Decimal("2.5"))
+    assert price.cache_read_usd_per_mtok == Decimal("0.05") and price.cache_write_usd_per_mtok == Decimal("0.625")
+    with pytest.raises(ValueError, match="price_in_usd_per_mtok"):
+        scope_price(DEFAULT_PRICES, "m", input_usd_per_mtok=-1, output_usd_per_mtok=0)
 
 
 def test_overrides_add_and_change_prices_without_touching_the_original():

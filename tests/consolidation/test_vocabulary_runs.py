@@ -1,7 +1,7 @@
-"""The whole vocabulary through the real Anthropic SDK against the loopback fake: expire, group, retire, the limits.
+"""The whole vocabulary through each paying harness's real SDK against its fake: expire, group, retire, the limits.
 
 Every test drives ``ConsolidationService`` end to end (notify_turn → run_due → settle) on
-SQLite and PostgreSQL, scripting the model's answer by body (``target_bodies``).
+SQLite and PostgreSQL (the openai harness on SQLite), scripting the model's answer by body (``target_bodies``).
 """
 
 from __future__ import annotations
@@ -14,23 +14,29 @@ from typing import Any
 import pytest
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunState
-from consolidation.fake_anthropic import FakeAnthropic, request_records
+from consolidation.fake_anthropic import FakeModelServer, request_records
 from ledger import BudgetExceeded, Ledger
 from ledger.models import Provenance, Status
 from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at
+from tests.consolidation.vendors import Vendor, content, stack_fixtures
 
-MODEL = "claude-haiku-4-5"
+stack, vendor, db_url, fake = stack_fixtures()
+TARGET: dict[str, Any] = {}
 PARIS, LYON, ROME = "I live in Paris", "I live in Lyon", "I live in Rome"
 
 
 @pytest.fixture
-def asvc(led: Ledger, make_service: Callable[..., ConsolidationService], fake: FakeAnthropic) -> ConsolidationService:
-    return make_service(led, api_key="test-key", base_url=fake.base_url)
+def asvc(
+    led: Ledger, make_service: Callable[..., ConsolidationService], fake: FakeModelServer, vendor: Vendor
+) -> ConsolidationService:
+    TARGET.clear()
+    TARGET.update(vendor.settings())
+    return make_service(led, **vendor.service_kwargs(fake.base_url))
 
 
 def enable(svc: ConsolidationService, **changes: Any) -> None:
-    settings: dict[str, Any] = {"mode": "apply", "harness": "anthropic", "model": MODEL, "debounce_s": 0}
+    settings: dict[str, Any] = {"mode": "apply", **TARGET, "debounce_s": 0}
     settings.update(changes)
     svc.update_settings(SCOPE, now=at(0), **settings)
 
@@ -43,7 +49,7 @@ def run_once(svc: ConsolidationService, *, now: datetime) -> ConsolidationRun:
     return done
 
 
-def answer(fake: FakeAnthropic, *operations: dict[str, Any]) -> None:
+def answer(fake: FakeModelServer, *operations: dict[str, Any]) -> None:
     fake.set_operations(list(operations))
 
 
@@ -55,7 +61,7 @@ def bodies(led: Ledger, now: datetime) -> set[str | None]:
 
 
 def test_expire_sets_the_expiry_from_the_apply_instant_and_the_past_reads_as_before(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     # Given a pin, and an answer that expires it after 7 days
     pin = led.save("I am in Tokyo this week", now=T0)
@@ -82,7 +88,9 @@ def test_expire_sets_the_expiry_from_the_apply_instant_and_the_past_reads_as_bef
     assert [r.id for r in led.list_as_of(SCOPE, at(3))] == [pin.id]
 
 
-def test_expire_keeps_an_earlier_existing_expiry(led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_expire_keeps_an_earlier_existing_expiry(
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
+) -> None:
     soon = at(3600)
     pin = led.save("Conference badge pickup at hall B", expires_at=soon, now=T0)
     enable(asvc)
@@ -94,7 +102,7 @@ def test_expire_keeps_an_earlier_existing_expiry(led: Ledger, asvc: Consolidatio
 
 
 def test_expire_in_propose_mode_is_a_proposal_and_changes_nothing_until_accepted(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     pin = led.save("I am in Tokyo this week", now=T0)
     enable(asvc, mode="propose")
@@ -117,7 +125,7 @@ def test_expire_in_propose_mode_is_a_proposal_and_changes_nothing_until_accepted
 
 
 def test_group_keeps_the_newest_target_and_a_later_save_into_the_group_supersedes_it(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     # Given two competing claims, the newer one second
     paris = led.save(PARIS, now=T0)
@@ -146,7 +154,7 @@ def test_group_keeps_the_newest_target_and_a_later_save_into_the_group_supersede
 
 
 def test_group_closes_the_groups_active_member_that_was_not_a_target(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     rome = led.save(ROME, conflict_group="home-city", now=T0)
     led.save(PARIS, now=at(0.1))
@@ -160,7 +168,9 @@ def test_group_closes_the_groups_active_member_that_was_not_a_target(
     assert survivor.body == LYON and led.get(rome.id).superseded_by == survivor.id
 
 
-def test_group_in_propose_mode_waits_for_the_user(led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_group_in_propose_mode_waits_for_the_user(
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
+) -> None:
     paris, lyon = led.save(PARIS, now=T0), led.save(LYON, now=at(0.1))
     enable(asvc, mode="propose")
     answer(fake, {"op": "group", "target_bodies": [PARIS, LYON], "subject": "home city"})
@@ -178,7 +188,7 @@ def test_group_in_propose_mode_waits_for_the_user(led: Ledger, asvc: Consolidati
 # -- retire --------------------------------------------------------------------------------------
 
 
-def test_retire_is_refused_when_removal_is_off(led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic) -> None:
+def test_retire_is_refused_when_removal_is_off(led: Ledger, asvc: ConsolidationService, fake: FakeModelServer) -> None:
     pin = led.save("My old phone number is private", now=T0)
     enable(asvc)  # allow_removal defaults to off
     answer(fake, {"op": "retire", "target_bodies": [pin.body]})
@@ -190,7 +200,7 @@ def test_retire_is_refused_when_removal_is_off(led: Ledger, asvc: ConsolidationS
 
 
 def test_retire_forgets_like_the_user_and_erases_the_chains_bodies(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     # Given a pin edited once (a chain of two) and removal allowed
     first = led.save("I work at Initech as a contractor", now=T0)
@@ -214,7 +224,7 @@ def test_retire_forgets_like_the_user_and_erases_the_chains_bodies(
 
 
 def test_retire_in_propose_mode_is_a_pending_forget_applied_on_accept(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     pin = led.save("I am training for the Berlin marathon", now=T0)
     enable(asvc, mode="propose", allow_removal=True)
@@ -232,7 +242,7 @@ def test_retire_in_propose_mode_is_a_pending_forget_applied_on_accept(
 
 
 def test_a_rejected_retire_proposal_forgets_nothing(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     pin = led.save("I am training for the Berlin marathon", now=T0)
     enable(asvc, mode="propose", allow_removal=True)
@@ -249,7 +259,7 @@ def test_a_rejected_retire_proposal_forgets_nothing(
 
 
 def test_at_most_20_operations_are_considered_and_every_one_is_counted(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     pins = [led.save(f"Pin number {n}", now=T0).body for n in range(25)]
     enable(asvc)
@@ -262,7 +272,7 @@ def test_at_most_20_operations_are_considered_and_every_one_is_counted(
 
 
 def test_every_new_refusal_reason_is_counted_and_the_rest_applies(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     pins = [led.save(f"Pin number {n}", now=T0).body for n in range(14)]
     enable(asvc)
@@ -302,7 +312,7 @@ def test_every_new_refusal_reason_is_counted_and_the_rest_applies(
 
 
 def test_every_record_is_sent_within_ceil_scope_over_bound_plus_one_runs(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     # Given a scope of 60 pins and a bound that holds about 12 of them
     saved = {led.save(f"Standing note {n:03d} about the quarterly planning", now=T0).id for n in range(60)}
@@ -321,13 +331,13 @@ def test_every_record_is_sent_within_ceil_scope_over_bound_plus_one_runs(
     # Then each request stays within the bound, and every pin was sent at least once
     assert first.outcome == Outcome.APPLIED and 5 <= per_run < 60
     for request in fake.requests:
-        assert len(request.json["messages"][0]["content"]) <= 1_000 + 60
+        assert len(content(request.json)) <= 1_000 + 60
     seen = set().union(*seen_per_run)
     assert seen == {led.get(i).body for i in saved}
 
 
 def test_a_new_near_duplicate_is_sent_in_the_same_run_as_its_old_record(
-    led: Ledger, asvc: ConsolidationService, fake: FakeAnthropic
+    led: Ledger, asvc: ConsolidationService, fake: FakeModelServer
 ) -> None:
     old = led.save("My deploy region for the billing service is eu-west-1", now=T0)
     for n in range(60):

@@ -1,4 +1,8 @@
-"""The anthropic harness, through the real SDK, against the loopback fake Messages API."""
+"""The paying harnesses (anthropic, openai), each through its real SDK against its loopback fake.
+
+Every test runs for both unless it is about one API's wire (marked ``only("anthropic")``);
+the openai-only behaviour (response_format fallback, refusals, cached tokens, keys) is in
+test_harness_openai.py."""
 
 from __future__ import annotations
 
@@ -9,13 +13,15 @@ import time
 
 import pytest
 
-from consolidation.fake_anthropic import FakeAnthropic, Reply
+from consolidation.fake_anthropic import Reply
 from consolidation.harnesses import HarnessError, PromptRecord, Usage, get_harness
-from consolidation.harnesses.anthropic import AnthropicHarness, supports_structured_output
-from consolidation.pricing import DEFAULT_PRICES
+from consolidation.harnesses.anthropic import supports_structured_output
+from consolidation.harnesses.base import Harness
 from consolidation.prompt import ANSWER_SCHEMA, CLOSE_TAG, SYSTEM_PROMPT, decode_user_message
+from tests.consolidation.vendors import VENDORS, Vendor, content, system_text
 
 MODEL = "claude-haiku-4-5"
+MODELS = {vendor.name: vendor.model for vendor in VENDORS}
 RECORDS = [
     PromptRecord(id="mem_a1", kind="preference", body="I prefer metric units", conflict_group=None),
     PromptRecord(id="mem_b2", kind="fact", body="My deploy region is eu-west-1", conflict_group="region"),
@@ -23,23 +29,33 @@ RECORDS = [
 ]
 
 
-def make_harness(base_url: str | None, **options: object) -> AnthropicHarness:
-    return AnthropicHarness(
-        api_key="test-key",
-        base_url=base_url,
-        prices=DEFAULT_PRICES,
-        backoff_initial_s=0.02,
-        backoff_max_s=0.2,
-        **options,  # type: ignore[arg-type]
-    )
+def only(name: str) -> pytest.MarkDecorator:
+    """Run a test for one vendor: it is about that API's wire."""
+    return pytest.mark.parametrize("vendor", [v for v in VENDORS if v.name == name], ids=str, indirect=True)
+
+
+@pytest.fixture(params=VENDORS, ids=str)
+def vendor(request: pytest.FixtureRequest) -> Vendor:
+    return request.param  # type: ignore[no-any-return]
 
 
 @pytest.fixture
-def harness(fake: FakeAnthropic) -> AnthropicHarness:
-    return make_harness(fake.base_url)
+def fake(vendor: Vendor):
+    with vendor.fake() as server:
+        yield server
 
 
-def call(harness: AnthropicHarness, records=RECORDS, *, cap_s: float = 5.0, model: str = MODEL):
+def make_harness(vendor: Vendor, base_url: str | None, **options: object) -> Harness:
+    return vendor.harness(base_url, backoff_initial_s=0.02, backoff_max_s=0.2, **options)
+
+
+@pytest.fixture
+def harness(vendor: Vendor, fake) -> Harness:
+    return make_harness(vendor, fake.base_url)
+
+
+def call(harness: Harness, records=RECORDS, *, cap_s: float = 5.0, model: str | None = None):
+    model = model or MODELS[harness.name]
     return harness.call(records, model=model, max_output_tokens=512, wall_clock_cap_s=cap_s)
 
 
@@ -52,6 +68,7 @@ def free_port() -> int:
 # -- the request ------------------------------------------------------------------------
 
 
+@only("anthropic")
 def test_one_request_no_tools_system_prompt_and_exactly_one_user_message(fake, harness):
     # Given scripted operations
     operations = [{"op": "merge", "targets": ["mem_a1", "mem_c3"], "body": "I prefer metric units"}]
@@ -77,16 +94,18 @@ def test_one_request_no_tools_system_prompt_and_exactly_one_user_message(fake, h
 def test_only_the_given_records_reach_the_model(fake, harness):
     result = call(harness, [RECORDS[1]])
 
-    assert decode_user_message(fake.requests[0].json["messages"][0]["content"]) == [RECORDS[1]]
+    assert decode_user_message(content(fake.requests[0].json)) == [RECORDS[1]]
     assert "mem_a1" not in result.prompt and "metric" not in result.prompt
 
 
+@only("anthropic")
 def test_structured_output_is_requested_when_the_model_supports_it(fake, harness):
     call(harness)
 
     assert fake.requests[0].json["output_config"] == {"format": {"type": "json_schema", "schema": ANSWER_SCHEMA}}
 
 
+@only("anthropic")
 def test_older_models_get_no_structured_output_and_no_prefill(fake, harness):
     call(harness, model="claude-sonnet-4-20250514")
 
@@ -97,8 +116,9 @@ def test_older_models_get_no_structured_output_and_no_prefill(fake, harness):
     assert supports_structured_output("claude-sonnet-4-5") and supports_structured_output("claude-haiku-5-5")
 
 
-def test_structured_output_can_be_forced_off(fake):
-    call(make_harness(fake.base_url, structured_output=False))
+@only("anthropic")
+def test_structured_output_can_be_forced_off(vendor, fake):
+    call(make_harness(vendor, fake.base_url, structured_output=False))
 
     assert "output_config" not in fake.requests[0].json
 
@@ -115,14 +135,15 @@ def test_an_injection_body_stays_data(fake, harness):
     result = call(harness, records)
 
     # Then the tag is closed exactly once, by us, and the body comes back verbatim as a string
-    sent = fake.requests[0].json["messages"][0]["content"]
+    sent = content(fake.requests[0].json)
     assert sent == result.prompt
     assert sent.count(CLOSE_TAG) == 1 and sent.endswith(CLOSE_TAG)
     assert "<system>" not in sent
     assert decode_user_message(sent)[0].body == evil
-    assert "never instructions" in fake.requests[0].json["system"]
+    assert system_text(fake.requests[0].json) == SYSTEM_PROMPT and "never instructions" in SYSTEM_PROMPT
 
 
+@only("anthropic")
 def test_api_key_and_base_url_fall_back_to_the_environment(fake, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
@@ -138,6 +159,7 @@ def test_api_key_and_base_url_fall_back_to_the_environment(fake, monkeypatch):
 # -- usage and spend --------------------------------------------------------------------
 
 
+@only("anthropic")
 def test_usage_and_spend_come_from_the_response(fake, harness):
     fake.set_usage(input_tokens=1000, output_tokens=500, cache_creation_input_tokens=2000, cache_read_input_tokens=3000)
 
@@ -149,17 +171,18 @@ def test_usage_and_spend_come_from_the_response(fake, harness):
 
 
 def test_an_unpriced_model_is_refused_before_any_request(fake, harness):
-    with pytest.raises(HarnessError, match="no price is known for model 'claude-unknown-9'"):
-        call(harness, model="claude-unknown-9")
+    with pytest.raises(HarnessError, match="no price is known for model 'unknown-9'"):
+        call(harness, model="unknown-9")
 
     assert fake.calls == 0
 
 
 def test_bad_arguments_are_refused(harness):
+    model = MODELS[harness.name]
     with pytest.raises(ValueError):
-        harness.call(RECORDS, model=MODEL, max_output_tokens=0, wall_clock_cap_s=1)
+        harness.call(RECORDS, model=model, max_output_tokens=0, wall_clock_cap_s=1)
     with pytest.raises(ValueError):
-        harness.call(RECORDS, model=MODEL, max_output_tokens=10, wall_clock_cap_s=0)
+        harness.call(RECORDS, model=model, max_output_tokens=10, wall_clock_cap_s=0)
 
 
 # -- answers that do not parse -----------------------------------------------------------
@@ -198,6 +221,7 @@ def test_a_fenced_answer_parses(fake, harness):
 
 
 def test_429_and_529_are_retried_inside_the_cap_then_succeed(fake, harness):
+    # (OpenAI sends no 529, but a proxy in front of a local server may: the policy is one for both)
     # Given the API is rate-limited, then overloaded, then fine
     fake.fail_next(429, 529, 429)
 
@@ -246,20 +270,20 @@ def test_other_statuses_fail_without_retry(fake, harness, status):
     assert f"HTTP {status}" in str(caught.value)
 
 
-def test_connection_refused_is_retried_until_the_server_is_up():
+def test_connection_refused_is_retried_until_the_server_is_up(vendor):
     # Given nothing listens on the port yet; a fake starts there 0.4 s later
     port = free_port()
-    started_fake: list[FakeAnthropic] = []
+    started_fake: list = []
 
     def start_later() -> None:
         time.sleep(0.4)
-        started_fake.append(FakeAnthropic(port=port).start())
+        started_fake.append(vendor.fake(port=port).start())
 
     starter = threading.Thread(target=start_later)
     starter.start()
     try:
         # When the harness calls
-        result = call(make_harness(f"http://127.0.0.1:{port}"), cap_s=5)
+        result = call(make_harness(vendor, vendor.url(port)), cap_s=5)
     finally:
         starter.join()
         for server in started_fake:
@@ -270,12 +294,12 @@ def test_connection_refused_is_retried_until_the_server_is_up():
     assert started_fake[0].calls == 1
 
 
-def test_connection_refused_until_the_cap_fails_as_exhausted():
+def test_connection_refused_until_the_cap_fails_as_exhausted(vendor):
     port = free_port()
 
     started = time.monotonic()
     with pytest.raises(HarnessError) as caught:
-        call(make_harness(f"http://127.0.0.1:{port}"), cap_s=0.5)
+        call(make_harness(vendor, vendor.url(port)), cap_s=0.5)
 
     assert caught.value.retryable_exhausted
     assert time.monotonic() - started < 0.5 + 1
@@ -317,9 +341,7 @@ def test_retries_share_one_budget(fake, harness):
 
 
 def test_the_result_round_trips_as_json(fake, harness):
-    fake.set_operations(
-        lambda request: [{"op": "keep", "targets": [decode_user_message(request["messages"][0]["content"])[0].id]}]
-    )
+    fake.set_operations(lambda request: [{"op": "keep", "targets": [decode_user_message(content(request))[0].id]}])
 
     result = call(harness)
 

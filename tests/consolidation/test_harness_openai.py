@@ -1,0 +1,223 @@
+"""What only the openai harness does, through the real ``openai`` SDK against the loopback Chat Completions fake:
+the request's shape, the response_format fallback, refusals, cached tokens, and keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from consolidation import Outcome
+from consolidation.extraction.digest import DigestMessage
+from consolidation.extraction.prompt import SYSTEM_PROMPT as EXTRACTION_SYSTEM_PROMPT
+from consolidation.fake_anthropic import Reply
+from consolidation.fake_openai import FakeOpenAI
+from consolidation.harnesses import HarnessError, PromptRecord, Usage
+from consolidation.harnesses.anthropic import AnthropicHarness
+from consolidation.harnesses.extract_openai import OpenAIExtractor
+from consolidation.harnesses.openai import OpenAIHarness, forget_formats, remembered_format, strict_schema
+from consolidation.pricing import DEFAULT_PRICES, scope_price
+from consolidation.prompt import ANSWER_SCHEMA, SYSTEM_PROMPT
+from tests.conftest import T0
+from tests.consolidation.conftest import SCOPE
+
+MODEL = "qwen2.5:7b-instruct"
+PRICES = scope_price(DEFAULT_PRICES, MODEL, input_usd_per_mtok=1, output_usd_per_mtok=5)
+RECORDS = [
+    PromptRecord(id="1", kind="preference", body="I prefer metric units", conflict_group=None),
+    PromptRecord(id="2", kind="preference", body="i prefer  metric units", conflict_group=None),
+]
+MERGE = {"op": "merge", "targets": ["1", "2"], "body": "I prefer metric units"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_formats() -> Iterator[None]:
+    forget_formats()
+    yield
+    forget_formats()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI(operations=[MERGE]) as server:
+        yield server
+
+
+def harness(base_url: str | None, *, api_key: str | None = None) -> OpenAIHarness:
+    return OpenAIHarness(api_key=api_key, base_url=base_url, prices=PRICES, backoff_initial_s=0.02, backoff_max_s=0.1)
+
+
+def call(h: OpenAIHarness, model: str = MODEL):
+    return h.call(RECORDS, model=model, max_output_tokens=512, wall_clock_cap_s=5)
+
+
+def test_one_tool_less_turn_with_the_anthropic_harnesses_system_text_and_records(fake: FakeOpenAI) -> None:
+    result = call(harness(fake.base_url))
+
+    [request] = fake.requests
+    body = request.json
+    assert set(body) == {"model", "max_tokens", "messages", "response_format"}
+    assert body["model"] == MODEL and body["max_tokens"] == 512
+    # the same system text and the same encoded records as the Messages request carries
+    anthropic = AnthropicHarness(api_key="k", base_url=None, prices=PRICES)
+    messages_request = anthropic.request_params(RECORDS, model="claude-haiku-4-5", max_output_tokens=512)
+    assert body["messages"] == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": messages_request["messages"][0]["content"]},
+    ]
+    assert result.prompt == body["messages"][1]["content"]
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "memledger_operations", "schema": strict_schema(ANSWER_SCHEMA), "strict": True},
+    }
+    assert result.answer == {"operations": [MERGE]} and result.error is None
+
+
+def test_the_strict_schema_requires_every_field_and_the_nulls_it_forces_are_dropped(fake: FakeOpenAI) -> None:
+    item = strict_schema(ANSWER_SCHEMA)["properties"]["operations"]["items"]
+    assert set(item["required"]) == set(item["properties"]) and item["additionalProperties"] is False
+    assert item["properties"]["body"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    assert item["properties"]["op"] == ANSWER_SCHEMA["properties"]["operations"]["items"]["properties"]["op"]
+    # Given a model that fills every field, as a strict schema makes it
+    full = {**MERGE, "kind": None, "confidence_bps": None, "after_days": None, "subject": None, "rationale": None}
+    fake.set_operations([full])
+
+    # Then the answer carries only what the model set, as the gate expects
+    assert call(harness(fake.base_url)).answer == {"operations": [MERGE]}
+
+
+def test_a_server_refusing_the_schema_gets_json_mode_then_text_and_it_is_remembered(fake: FakeOpenAI) -> None:
+    # Given a server that takes no response_format at all (an older llama.cpp)
+    fake.set_formats("text")
+    h = harness(fake.base_url)
+
+    # When the harness calls
+    result = call(h)
+
+    # Then it asked for the schema, then JSON mode, then plain text, and the text parsed
+    kinds = [(r.json.get("response_format") or {}).get("type") for r in fake.requests]
+    assert kinds == ["json_schema", "json_object", None]
+    assert result.answer == {"operations": [MERGE]} and result.error is None
+    assert remembered_format(h.base_url, MODEL) == "text"
+    # And the next call, by another harness of the same process, goes straight to text
+    call(harness(fake.base_url))
+    assert fake.calls == 4 and "response_format" not in fake.requests[-1].json
+    # while another model on that server starts from the schema again
+    call(harness(fake.base_url), model="gpt-4o-mini")
+    assert fake.requests[4].json["response_format"]["type"] == "json_schema"
+
+
+def test_json_mode_is_kept_when_only_the_schema_is_refused(fake: FakeOpenAI) -> None:
+    fake.set_formats("json_object", "text")
+
+    call(harness(fake.base_url))
+    call(harness(fake.base_url))
+
+    kinds = [(r.json.get("response_format") or {}).get("type") for r in fake.requests]
+    assert kinds == ["json_schema", "json_object", "json_object"]
+
+
+def test_a_400_that_is_not_about_the_format_fails_without_a_fallback(fake: FakeOpenAI) -> None:
+    fake.fail_next(400)
+
+    with pytest.raises(HarnessError, match="HTTP 400"):
+        call(harness(fake.base_url))
+
+    assert fake.calls == 1 and remembered_format(fake.base_url, MODEL) == "json_schema"
+
+
+def test_a_refusal_fails_the_call_with_its_reason_usage_and_spend(fake: FakeOpenAI) -> None:
+    fake.push(Reply(refusal="I can't help with that.", usage={"input_tokens": 300, "output_tokens": 10}))
+
+    with pytest.raises(HarnessError, match="the model refused: I can't help with that") as caught:
+        call(harness(fake.base_url))
+
+    assert caught.value.usage == Usage(input_tokens=300, output_tokens=10)
+    assert caught.value.spend_micro_usd == 300 + 50
+    assert fake.calls == 1
+
+
+def test_cached_tokens_are_cache_reads_and_priced_as_such(fake: FakeOpenAI) -> None:
+    fake.set_usage(input_tokens=1000, output_tokens=100, cache_read_input_tokens=4000)
+    h = OpenAIHarness(api_key=None, base_url=fake.base_url, prices=DEFAULT_PRICES)
+
+    result = call(h, model="gpt-4o-mini")
+
+    # prompt_tokens 5000 of which 4000 cached: 1000 at 0.15, 4000 at 0.075, 100 out at 0.60 USD per MTok
+    assert result.usage == Usage(input_tokens=1000, output_tokens=100, cache_read_input_tokens=4000)
+    assert result.spend_micro_usd == 150 + 300 + 60
+
+
+def test_a_cut_off_reply_says_so(fake: FakeOpenAI) -> None:
+    fake.push(Reply(text='{"operations": [{"op": "keep", "targ', stop_reason="max_tokens"))
+
+    result = call(harness(fake.base_url))
+
+    assert result.answer is None and "cut off at max_tokens=512" in (result.error or "")
+
+
+def test_a_local_server_gets_a_placeholder_key_and_a_configured_key_is_sent_and_never_shown(fake: FakeOpenAI) -> None:
+    call(harness(fake.base_url))
+    assert fake.requests[0].headers["authorization"] == "Bearer memledger-no-key"
+
+    fake.fail_next(401)
+    with pytest.raises(HarnessError) as caught:
+        call(harness(fake.base_url, api_key="sk-very-secret"))
+    assert fake.requests[1].headers["authorization"] == "Bearer sk-very-secret"
+    assert "sk-very-secret" not in str(caught.value)
+
+
+def test_openais_own_api_without_a_key_is_refused_before_any_request() -> None:
+    h = OpenAIHarness(api_key=None, base_url=None, prices=DEFAULT_PRICES)
+
+    with pytest.raises(HarnessError, match="OPENAI_API_KEY"):
+        call(h, model="gpt-4o-mini")
+
+
+def test_openais_own_api_is_asked_for_max_completion_tokens() -> None:
+    h = OpenAIHarness(api_key="k", base_url="https://api.openai.com/v1/", prices=DEFAULT_PRICES)
+
+    params = h.request_params(RECORDS, model="gpt-4o-mini", max_output_tokens=300)
+
+    assert params["max_completion_tokens"] == 300 and "max_tokens" not in params
+
+
+def test_extraction_asks_with_its_own_schema_and_falls_back_too(fake: FakeOpenAI) -> None:
+    fake.set_formats("json_object", "text")
+    fake.set_proposals([{"body": "I prefer metric units", "kind": "preference"}])
+    extractor = OpenAIExtractor(api_key=None, base_url=fake.base_url, prices=PRICES)
+
+    result = extractor.extract(
+        [DigestMessage("m1", "user", "remember that I prefer metric units")],
+        ["my deploy region is eu-west-1"],
+        model=MODEL,
+        max_output_tokens=256,
+        wall_clock_cap_s=5,
+    )
+
+    first, second = fake.requests
+    assert first.json["response_format"]["json_schema"]["name"] == "memledger_proposals"
+    assert second.json["response_format"] == {"type": "json_object"}
+    assert second.json["messages"][0] == {"role": "system", "content": EXTRACTION_SYSTEM_PROMPT}
+    assert result.answer == {"proposals": [{"body": "I prefer metric units", "kind": "preference"}]}
+
+
+def test_a_refusal_settles_the_run_failed_once_with_its_reason_and_usage(make_service, fake: FakeOpenAI) -> None:  # type: ignore[no-untyped-def]
+    # Given a scope on a local server whose model declines
+    svc = make_service(openai_api_key="", openai_base_url=fake.base_url)
+    svc.update_settings(
+        SCOPE, mode="apply", harness="openai", model=MODEL, debounce_s=0,
+        price_in_usd_per_mtok=1, price_out_usd_per_mtok=5, now=T0,
+    )  # fmt: skip
+    svc.led.save("I prefer metric units", now=T0)
+    fake.push(Reply(refusal="I won't.", usage={"input_tokens": 200, "output_tokens": 4}))
+
+    # When the run executes
+    svc.notify_turn(SCOPE, now=T0 + timedelta(seconds=1))
+    [done] = svc.run_due(now=T0 + timedelta(seconds=1))
+
+    # Then it settled failed with the model's reason, the call counted and paid, and it is never run again
+    assert done.outcome == Outcome.FAILED and done.error == "the model refused: I won't."
+    assert (done.input_tokens, done.output_tokens, done.spend_micro_usd, done.model_calls) == (200, 4, 220, 1)
+    assert svc.run_due(now=T0 + timedelta(seconds=60)) == [] and fake.calls == 1

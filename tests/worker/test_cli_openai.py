@@ -1,0 +1,141 @@
+"""The openai harness from the command line: a scope pointed at a local server by `memledger consolidation set`,
+a run through the worker's runtime against the loopback Chat Completions fake, and `memledger models`."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from consolidation.fake_anthropic import request_records
+from consolidation.fake_openai import FakeOpenAI
+from worker.cli import app
+from worker.cli_worker import cli_runtime
+
+OLLAMA_PORT = 11434
+MODEL = "qwen2.5:7b-instruct"
+
+
+@pytest.fixture(autouse=True)
+def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
+    monkeypatch.setenv("MEMLEDGER_LOG_FORMAT", "console")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.fixture
+def ollama() -> Iterator[FakeOpenAI]:
+    """The fake on Ollama's own port when it is free (so the command below is exactly an operator's), else any."""
+    merge = [
+        {
+            "op": "merge",
+            "target_bodies": ["I prefer metric units", "i prefer  metric units."],
+            "body": "I prefer metric units",
+        }
+    ]
+    with FakeOpenAI(operations=merge, port=OLLAMA_PORT if _port_free(OLLAMA_PORT) else 0) as fake:
+        yield fake
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(app, list(args))
+    return result
+
+
+def test_a_scope_on_a_local_server_applies_a_merge_with_its_tokens_counted(ollama: FakeOpenAI) -> None:
+    # Given a scope pointed at a local OpenAI-compatible server, free of charge
+    configured = run(
+        "consolidation", "set", "account:local", "--mode", "apply", "--harness", "openai", "--model", MODEL,
+        "--base-url", ollama.base_url, "--price-in-usd-per-mtok", "0", "--price-out-usd-per-mtok", "0", "--json",
+    )  # fmt: skip
+    assert configured.exit_code == 0, configured.output
+    settings = json.loads(configured.stdout)["settings"]
+    assert (settings["harness"], settings["model"], settings["baseUrl"]) == ("openai", MODEL, ollama.base_url)
+    assert (settings["priceInUsdPerMtok"], settings["priceOutUsdPerMtok"]) == (0, 0)
+    # and two pins that say the same thing, and a turn
+    assert run("pin", "I prefer metric units", "--kind", "preference").exit_code == 0
+    assert run("pin", "i prefer  metric units.", "--kind", "preference").exit_code == 0
+    turn = run("turn", "account:local", "--json")
+    assert turn.exit_code == 0, turn.output
+
+    # When the worker's service runs what is due (after the debounce)
+    with cli_runtime() as runtime:
+        due = runtime.service.runs("account:local")[0].due_at
+        [settled] = runtime.service.run_due(now=due + timedelta(seconds=1))
+
+    # Then one request reached the server, with the records and no key of ours
+    assert ollama.calls == 1
+    request = ollama.requests[0]
+    assert request.json["model"] == MODEL and len(request_records(request.json)) == 2
+    assert request.headers.get("authorization") == "Bearer memledger-no-key"
+    # and the merge is applied, its tokens counted and nothing spent
+    runs = json.loads(run("runs", "--scope", "account:local", "--json").stdout)
+    assert runs[0]["id"] == settled.id and runs[0]["outcome"] == "applied" and runs[0]["opsApplied"] == 1
+    assert runs[0]["harness"] == "openai" and runs[0]["model"] == MODEL
+    assert runs[0]["inputTokens"] > 0 and runs[0]["outputTokens"] > 0 and runs[0]["spendMicroUsd"] == 0
+    pins = json.loads(run("pins", "--json").stdout)
+    assert [p["body"] for p in pins] == ["I prefer metric units"]
+    assert pins[0]["provenance"] == "model_consolidation"
+
+
+def test_an_unpriced_model_is_refused_with_the_prices_to_set(ollama: FakeOpenAI) -> None:
+    refused = run(
+        "consolidation", "set", "account:local", "--harness", "openai", "--model", MODEL, "--base-url", ollama.base_url
+    )
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert "--price-in-usd-per-mtok" in refused.stderr and "--price-out-usd-per-mtok" in refused.stderr
+    shown = json.loads(run("consolidation", "status", "account:local", "--json").stdout)["settings"]
+    assert shown["harness"] != "openai" and shown["baseUrl"] is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--base-url", "ftp://127.0.0.1/v1"), "http(s) URL"),
+        (("--base-url", "http://user:sk-secret@127.0.0.1/v1"), "OPENAI_API_KEY"),
+        (("--price-in-usd-per-mtok", "-1", "--price-out-usd-per-mtok", "0"), "price_in_usd_per_mtok"),
+        (("--price-in-usd-per-mtok", "0"), "both"),
+    ],
+)
+def test_bad_target_options_are_refused(args: tuple[str, ...], message: str) -> None:
+    refused = run("extraction", "set", "account:local", "--harness", "openai", "--model", MODEL, *args)
+    assert refused.exit_code == 1 and message in refused.stderr and "Traceback" not in refused.output
+    assert "sk-secret" not in refused.output
+
+
+def test_extraction_set_takes_the_same_target() -> None:
+    result = run(
+        "extraction", "set", "account:local", "--mode", "propose", "--harness", "openai", "--model", "gpt-4o-mini",
+        "--base-url", "https://api.openai.com/v1", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    settings = json.loads(result.stdout)["settings"]
+    assert (settings["harness"], settings["model"], settings["priceInUsdPerMtok"]) == ("openai", "gpt-4o-mini", None)
+
+
+def test_models_lists_the_harnesses_and_the_priced_models() -> None:
+    result = run("models", "--json")
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert [h["name"] for h in listed["harnesses"]] == ["anthropic", "openai", "offline"]
+    models = {m["model"]: m for m in listed["models"]}
+    assert models["claude-haiku-4-5"]["harness"] == "anthropic" and models["claude-haiku-4-5"]["inputUsdPerMtok"] == "1"
+    assert models["gpt-4o-mini"]["harness"] == "openai"
+    text = run("models")
+    assert text.exit_code == 0 and "qwen" not in text.stdout and "--price-in-usd-per-mtok" in text.stdout
