@@ -28,10 +28,6 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup, TyperOption
 
-from ledger.errors import ScopeError
-from ledger.reads import check_scope
-from worker.output import emit_json_error, json_errors
-
 
 def wants_json(argv: Sequence[str]) -> bool:
     """True when the command line asks for JSON output: ``--json``, ``--format json`` or ``--format=json``."""
@@ -57,6 +53,8 @@ class ConventionGroup(TyperGroup):
         argv = list(sys.argv[1:] if args is None else args)
         if not wants_json(argv):
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        from worker.output import emit_json_error, json_errors
+
         with json_errors():
             try:
                 code = super().main(argv, prog_name, complete_var, False, **extra)
@@ -76,6 +74,9 @@ def check_scope_option(value: str | None) -> str | None:
     """A ``--scope`` callback: the same validation (and usage error) for every command."""
     if value is None:
         return None
+    from ledger.errors import ScopeError
+    from ledger.reads import check_scope
+
     try:
         return check_scope(value)
     except ScopeError as exc:

@@ -429,3 +429,10 @@ def _import_json(r: ImportResult, day: date) -> str:
         "notEligible": [{"file": s.name, "reason": s.reason} for s in r.not_eligible],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def register(root: typer.Typer) -> None:
+    """Attach the ``files`` group to the top-level app."""
+    root.add_typer(
+        app, name="files", help="Memory entries kept as markdown files: new, schema, validate, audit, export, import."
+    )

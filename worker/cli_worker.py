@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,7 +25,9 @@ from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli_ledger import DbUrl, cli_errors
 from worker.config import ConfigError, WorkerConfig, load_config
 from worker.output import emit_json, fail, instant_text, print_message, print_table
-from worker.runtime import Runtime, build_runtime
+
+if TYPE_CHECKING:
+    from worker.runtime import Runtime
 
 consolidation_app = typer.Typer(
     help="Per-scope consolidation: set, status, enable, disable, propose, run-due.", no_args_is_help=True
@@ -65,6 +67,8 @@ def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) 
     config = cli_config(database_url)
     configure_logging(fmt=config.log_format, level=log_level)
     with cli_errors():
+        from worker.runtime import build_runtime
+
         runtime = build_runtime(config)
         try:
             yield runtime
@@ -74,6 +78,7 @@ def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) 
 
 def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
     """``consolidation/notify_turn`` and the account's settings methods for ``memledger rpc`` (as ``serve``)."""
+    from worker.runtime import build_runtime
     from worker.server import extra_methods
 
     runtime = build_runtime(cli_config(), ledger=led)
@@ -101,6 +106,7 @@ def serve(
     from worker.banner import banner_lines
     from worker.logging import configure_logging
     from worker.output import is_terminal
+    from worker.runtime import build_runtime
     from worker.server import BindRefused, check_bind, run_server
 
     config = cli_config(database_url)

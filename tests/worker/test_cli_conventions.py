@@ -23,7 +23,7 @@ import typer
 from typer.testing import CliRunner
 
 from ledger import open_ledger
-from worker.cli import app
+from worker.cli import app, every_command
 from worker.cli_conventions import DATA_KEYED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def _walk(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]
 
 
 def _commands() -> dict[str, Any]:
-    return dict(_walk(typer.main.get_command(app)))
+    return {path: command for name, top in every_command().items() for path, command in _walk(top, (name,))}
 
 
 def _groups() -> list[tuple[str, ...]]:
@@ -105,7 +105,10 @@ def _groups() -> list[tuple[str, ...]]:
                 found.append((*path, name))
                 visit(sub, (*path, name))
 
-    visit(typer.main.get_command(app), ())
+    for name, top in every_command().items():
+        if getattr(top, "commands", None):
+            found.append((name,))
+            visit(top, (name,))
     return found
 
 
