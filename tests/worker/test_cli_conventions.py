@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from ledger import open_ledger
