@@ -88,7 +88,9 @@ def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
 # ---------------------------------------------------------------------- processes
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8080,
+    port: Annotated[
+        int, typer.Option("--port", envvar="MEMLEDGER_PORT", help="TCP port (or MEMLEDGER_PORT).", min=0, max=65535)
+    ] = 8080,
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="API node only: no dramatiq worker here (needs MEMLEDGER_REDIS_URL).")
     ] = False,
@@ -107,7 +109,7 @@ def serve(
     from worker.logging import configure_logging
     from worker.output import is_terminal
     from worker.runtime import build_runtime
-    from worker.server import BindRefused, check_bind, run_server
+    from worker.server import BindRefused, PortUnavailable, check_bind, listen, run_server
 
     config = cli_config(database_url)
     if no_worker and config.embedded:
@@ -116,12 +118,20 @@ def serve(
         check_bind(host, auth=config.auth)
     except BindRefused as exc:
         fail(f"memledger serve: {exc}", code=2)
+    try:
+        sock = listen(host, port)  # before anything starts: a port in use is one line and exit status 1
+    except PortUnavailable as exc:
+        fail(f"memledger serve: {exc}", code=1)
     if banner if banner is not None else is_terminal():
         typer.echo("\n".join(banner_lines(config, host=host, port=port, run_worker=not no_worker)))
     configure_logging(fmt=config.log_format, level=config.log_level)
     with cli_errors():
-        runtime = build_runtime(config)
-    run_server(runtime, host=host, port=port, run_worker=not no_worker)
+        try:
+            runtime = build_runtime(config)
+        except BaseException:
+            sock.close()
+            raise
+    run_server(runtime, host=host, port=port, run_worker=not no_worker, sock=sock)
 
 
 def worker(
