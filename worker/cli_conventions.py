@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup, TyperOption
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 
 def wants_json(argv: Sequence[str]) -> bool:
@@ -141,8 +141,37 @@ def camel_keys(value: Any) -> Any:
 _installed = False
 
 
+def _whole_option_names() -> None:
+    """Help tables never cut an option's name: a column of names keeps its width, the help column wraps.
+
+    Typer's options table lets Rich shrink every column alike when the terminal is narrow, which
+    cut ``--max-output-tokens`` to ``--max-output-tok…`` at 80 columns. Done when a help screen
+    is drawn (the table module is not imported otherwise).
+    """
+    from rich.text import Text
+    from typer import rich_utils
+
+    base = getattr(rich_utils, "Table")  # noqa: B009 - not in the module's exported names
+    if getattr(base, "keeps_names", False):
+        return
+
+    class NamesTable(base):  # type: ignore[misc,valid-type]
+        keeps_names = True
+
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            super().add_row(*renderables, **kwargs)
+            for column, cell in zip(self.columns, renderables, strict=False):
+                if isinstance(cell, Text) and cell.plain.startswith("-"):
+                    column.no_wrap = True
+            for item in getattr(renderables[-1], "renderables", ()) if renderables else ():
+                if isinstance(item, Text):
+                    item.overflow = "fold"  # a long word of help (an env var) breaks, never cut
+
+    setattr(rich_utils, "Table", NamesTable)  # noqa: B010
+
+
 def install() -> None:
-    """Show boolean flags as flags in every help screen (idempotent)."""
+    """Show boolean flags as flags, and option names whole, in every help screen (idempotent)."""
     global _installed
     if _installed:
         return
@@ -152,4 +181,12 @@ def install() -> None:
         return None if self.is_flag else display(self, ctx)
 
     TyperOption.display_type_rich = flag_display  # type: ignore[method-assign]
+    for cls in (TyperCommand, TyperGroup):
+        drawn = cls.format_help
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _drawn: Any = drawn) -> None:
+            _whole_option_names()
+            _drawn(self, ctx, formatter)
+
+        cls.format_help = format_help  # type: ignore[method-assign]
     _installed = True

@@ -322,7 +322,9 @@ def consolidation_set(
         str | None, typer.Option("--budget-usd", help="Spend budget per calendar month, USD.")
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
-    max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens")] = None,
+    max_output_tokens: Annotated[
+        int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
+    ] = None,
     allowed_ops: Annotated[
         str | None,
         typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep."),

@@ -144,6 +144,24 @@ def test_help_shows_flags_as_flags_names_no_internal_document_and_offers_the_opt
         assert "--scope" in options
 
 
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_fits_80_columns_with_every_option_named_whole_and_explained(name: str, runner: CliRunner) -> None:
+    result = runner.invoke(app, [*name.split(), "--help"], terminal_width=80, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    cut = [line for line in lines if re.search(r"…\s*│", line)]
+    assert cut == [], result.output  # nothing cut at a cell's edge: an option name, a word of help
+    shown = set(re.findall(r"--[a-z][a-z0-9-]*", result.output))
+    for param in _commands()[name].params:
+        if getattr(param, "param_type_name", "") != "option" or param.hidden:
+            continue
+        assert (param.help or "").strip(), f"{name} {param.opts[0]} has no help"
+        for opt in (*param.opts, *param.secondary_opts):
+            if opt.startswith("--"):
+                assert opt in shown, f"{name}: {opt} is not shown whole at 80 columns"
+
+
 @pytest.mark.parametrize("group", _groups(), ids=lambda g: " ".join(g) or "memledger")
 def test_group_help_names_no_internal_document(group: tuple[str, ...], runner: CliRunner) -> None:
     result = runner.invoke(app, [*group, "--help"], terminal_width=200)
