@@ -190,11 +190,15 @@ def turn(
     if as_json:
         emit_json(None if run is None else run.to_json())
     elif run is None:
-        print_message(f"consolidation is off for {scope}: nothing scheduled")
+        print_message(
+            f"consolidation is off for {scope}: nothing scheduled "
+            f"(turn it on with `memledger consolidation set {scope} --mode propose`)"
+        )
     else:
         where = "a running `memledger serve` picks it up once due" if embedded else "queued"
         print_message(
-            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where})"
+            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where}); "
+            "`memledger runs` shows its outcome, `memledger proposals` what it proposed"
         )
 
 

@@ -114,3 +114,27 @@ def test_a_port_in_use_is_one_line_and_exit_status_1_before_anything_starts(base
                 "MEMLEDGER_PORT or `make run PORT=<port>`"
             ]
             assert result.stdout == ""  # refused before the banner, the worker or any log line
+
+
+def test_the_package_says_its_license_and_where_its_documents_are() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    assert "Apache License" in (ROOT / "LICENSE").read_text(encoding="utf-8").splitlines()[1]
+    assert project["authors"] and project["keywords"] and project["classifiers"]
+    for name, target in project["urls"].items():
+        assert (ROOT / target).is_file(), f"{name}: {target}"
+
+
+def test_the_readme_commands_run_as_written() -> None:
+    # Every memledger command in a code block is spelled with its path, or follows the line that puts
+    # .venv/bin on the PATH.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    path_set = 'export PATH="$PWD/.venv/bin:$PATH"'
+    assert path_set in readme
+    before_path = readme[: readme.index(path_set)]
+    early = [c for b in re.findall(r"```sh\n(.*?)```", before_path, re.S) for c in re.findall(r"(?m)^memledger \S+", b)]
+    assert early == [], "these run before .venv/bin is on the PATH"
+    assert blocks
