@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 
+from tests.conftest import tool_missing
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _make_dry_run(target: str, venv: Path) -> str:
     if shutil.which("make") is None:
-        pytest.skip("make is not installed")
+        tool_missing("make is not installed")
     result = subprocess.run(
         ["make", "-n", "-C", str(ROOT), *target.split(), f"VENV={venv}"], capture_output=True, text=True, timeout=30
     )
@@ -70,7 +70,7 @@ def test_serve_banner_names_the_account_the_reference_and_a_working_curl(
     assert not any(line.startswith("{") for line in banner.splitlines())  # logs stay on stderr, as JSON
     # The curl it shows works as printed
     if shutil.which("curl") is None:
-        pytest.skip("curl is not installed")
+        tool_missing("curl is not installed")
     command = re.search(r"^\s+(curl .*?)$\n\s+(-d .*)$", banner, re.M)
     assert command is not None, banner
     argv = shlex.split(command.group(1).rstrip("\\") + " " + command.group(2))

@@ -16,6 +16,7 @@ import pytest
 
 from ledger import open_ledger
 from ledger.protocol import METHODS, handle
+from tests.conftest import tool_missing
 from tests.worker.conftest import Proc, free_port, wait_until
 from worker.cli_worker import rpc_extra_methods
 from worker.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
@@ -105,7 +106,7 @@ def _run_blocks(blocks: list[str], port: int, tmp_path: Path) -> list[str]:
 @pytest.fixture
 def serve_with_proposals(spawn: Callable[..., Proc], base_env: dict[str, str]) -> int:
     if shutil.which("curl") is None:
-        pytest.skip("curl is not installed")
+        tool_missing("curl is not installed")
     led = open_ledger(base_env["MEMLEDGER_DATABASE_URL"])
     try:  # a model's proposals waiting for the user (consolidation in propose mode makes these)
         for n in (1, 2):
