@@ -107,7 +107,7 @@ def _serve(env: dict[str, str]) -> Sample:
             time.sleep(0.005)  # polling the port: the next try comes at once
     answered = time.perf_counter() - wall
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(60) == 0
+    proc.wait(60)
     return Sample(answered, _children_cpu() - cpu)
 
 
