@@ -21,8 +21,9 @@ $(RUN_STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# make run PORT=8081 (else MEMLEDGER_PORT, else 8080)
 run: $(RUN_STAMP)
-	@$(VENV)/bin/memledger serve --banner
+	@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -1,22 +1,44 @@
-"""Migrations (Alembic) and the scope stamp; everything dialect-specific is in :mod:`ledger.store`."""
+"""Migrations (Alembic) and the scope stamp; everything dialect-specific is in :mod:`ledger.store`.
+
+Alembic is imported only to migrate: opening a ledger reads the database's revision with one
+query (:func:`current_revision`) and compares it with the head found in the migration files
+(:func:`head_revision`), so a database that is up to date never loads it.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import Connection, Engine, Executable, bindparam, case, or_, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Executable,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    case,
+    inspect,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ledger.errors import LedgerError
 from ledger.models import SCOPES
 from ledger.store import Prepared, Store, param, store_for
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +101,8 @@ def stamp(
 
 
 def alembic_config(url: str | None = None) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     if url is not None:
@@ -92,7 +116,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     Raises:
         LedgerError: the database cannot be reached or opened.
     """
-    from ledger.store import store_for
+    from alembic import command
 
     cfg = alembic_config()
     with _reachable(engine), store_for(engine).migrating() as conn:
@@ -100,12 +124,24 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(cfg, revision)
 
 
+# Alembic's own table, read without Alembic: one query on open.
+_VERSIONS = Table("alembic_version", MetaData(), Column("version_num", String(32), primary_key=True))
+_READ_VERSION = select(_VERSIONS.c.version_num)
+
+
 def current_revision(engine: Engine) -> str | None:
     """The database's Alembic revision (None when never migrated). Raises LedgerError when unreachable."""
-    from alembic.runtime.migration import MigrationContext
-
     with _reachable(engine), engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+        try:
+            found = conn.execute(_READ_VERSION).scalars().all()
+        except DBAPIError:
+            conn.rollback()
+            if inspect(conn).has_table(_VERSIONS.name):
+                raise
+            return None  # never migrated
+    if len(found) > 1:
+        raise LedgerError(f"the database has more than one schema revision: {sorted(found)}")
+    return found[0] if found else None
 
 
 @contextmanager
@@ -119,12 +155,25 @@ def _reachable(engine: Engine) -> Iterator[None]:
         raise LedgerError(f"cannot open the ledger database {where!r}: {first}") from exc
 
 
-def head_revision() -> str:
-    from alembic.script import ScriptDirectory
+_REVISION = re.compile(r"^(down_revision|revision)\b[^=\n]*=\s*(?:[\"']([^\"']+)[\"']|None)", re.MULTILINE)
 
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None
-    return head
+
+@cache
+def head_revision() -> str:
+    """The newest migration's revision, read from the migration files (the one no other revision follows).
+
+    The same answer as Alembic's ``ScriptDirectory.get_current_head()`` without importing Alembic.
+    """
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in sorted((MIGRATIONS_DIR / "versions").glob("*.py")):
+        for name, value in _REVISION.findall(path.read_text(encoding="utf-8")):
+            if value:
+                (revisions if name == "revision" else parents).add(value)
+    heads = sorted(revisions - parents)
+    if len(heads) != 1:
+        raise LedgerError(f"the migrations have {len(heads)} heads, not one: {heads}")
+    return heads[0]
 
 
 def env_flag(name: str) -> bool:

@@ -17,7 +17,7 @@ from ledger.store.base import Statement
 
 # Columns the write paths keep for themselves; a MemoryRecord does not carry them.
 INTERNAL = frozenset({"proposed_action"})
-# The columns a MemoryRecord is built from, in table order, from the SQLModel table (the one schema).
+# The columns a MemoryRecord is built from, in table order, from the table (the one schema).
 NAMES = tuple(column.name for column in RECORDS.c if column.name not in INTERNAL)
 M = RECORDS.c
 # Every read of records selects these columns (in NAMES order): SELECT_RECORDS.where(...).

@@ -2,7 +2,7 @@
 
 >>> with led.transaction("account:local") as tx:
 ...     rec = tx.save("I prefer metric units")
-...     tx.execute(update(ConsolidationRunRow).where(...).values(...))
+...     tx.execute(update(RUNS).where(...).values(...))
 
 The transaction holds the scope's write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL
 the scope's ``scope_settings`` row) *before* its instant is read, so instants within a

@@ -98,7 +98,7 @@ class Reader:
     def execute(
         self, statement: Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None
     ) -> CursorResult[*tuple[Any, ...]]:
-        """Run one SQLAlchemy Core statement (built from the SQLModel tables in :mod:`ledger.models`)."""
+        """Run one SQLAlchemy Core statement (built from the tables in :mod:`ledger.models`)."""
         return self.conn.execute(statement, params)
 
     def rows(self, statement: Prepared | Executable, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:

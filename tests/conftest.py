@@ -23,7 +23,17 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def require_services() -> bool:
-    return os.environ.get("MEMLEDGER_REQUIRE_SERVICES", "").strip() in ("1", "true", "yes")
+    """True in CI (``CI=true``, or ``MEMLEDGER_REQUIRE_SERVICES=1`` as ``.ci/run`` sets): what a test needs
+    must be there, so a missing service or tool fails the test instead of skipping it."""
+    flags = (os.environ.get("MEMLEDGER_REQUIRE_SERVICES", ""), os.environ.get("CI", ""))
+    return any(flag.strip().lower() in ("1", "true", "yes") for flag in flags)
+
+
+def tool_missing(message: str) -> None:
+    """Skip locally; fail in CI, where ``.ci/run`` installs the tool."""
+    if require_services():
+        pytest.fail(f"{message} (required in CI: .ci/run installs it)")
+    pytest.skip(message)
 
 
 def service_missing(what: str, exc: BaseException) -> None:

@@ -22,6 +22,7 @@ def banner_lines(config: WorkerConfig, *, host: str, port: int, run_worker: bool
     save = '{"jsonrpc":"2.0","id":1,"method":"memory/save_memory_record","params":{"body":"I prefer metric units"}}'
     return [
         f"memledger serve on {base} ({worker}, {queue})",
+        "  Port: change it with `make run PORT=8081`, --port 8081 or MEMLEDGER_PORT=8081",
         f"  Bound account: {config.account} (scope account:{config.account}); "
         "change it with MEMLEDGER_ACCOUNT=<name> before starting",
         f"  Database: {database}",

@@ -1,78 +1,191 @@
-"""The ``memledger`` command line: one Typer app composed of one module per area.
+"""The ``memledger`` command line: one root group whose commands load on demand.
 
-``memledger files …`` is served by an app holding only the file-ledger commands, so
-that a CI step auditing memory files does not load the model SDK, the job queue or
-the servers (start-up stays a fraction of a second). ``app`` is the full app.
+Each area's commands live in a module with a ``register(app)`` function (``worker.cli_ledger``,
+``worker.cli_worker`` …). :data:`COMMANDS` names every top-level command, the module that
+registers it and its one-line help, so ``memledger --help`` lists every command without
+importing any of them, and ``memledger pins`` imports the ledger commands only — not the
+model SDK, the job queue, the servers or the MCP SDK. Adding a command or a group is one line::
+
+    "tokens": ("worker.cli_tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
+    "models": (
+        "worker.cli_models",
+        "List the harnesses and the priced models (USD per million tokens); any other model needs its prices set.",
+    ),
+    "bench": ("worker.cli_bench", "Benchmarks: `memledger bench replay` scores consolidation quality."),
+
+(``tests/worker/test_cli_startup.py`` checks that every line's help is the command's own first line
+and that the light commands stay light.) See docs/cli.md.
 """
 
 from __future__ import annotations
 
-import sys
+import importlib
 from functools import cache
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
-FILES_HELP = "Memory entries kept as markdown files: new, schema, validate, audit, export, import."
+from worker.cli_conventions import ConventionGroup, install
+
+# name -> (module whose register(app) attaches it, its one-line help), in the order --help lists them.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "pin": ("worker.cli_ledger", "Pin a fact in the account scope (or edit one with --supersedes)."),
+    "pins": ("worker.cli_ledger", "List the active pins of a scope."),
+    "unpin": (
+        "worker.cli_ledger",
+        "Forget a record: a tombstone that erases its body and its earlier revisions' bodies.",
+    ),
+    "history": ("worker.cli_ledger", "Show a record's whole revision chain, oldest first."),
+    "as-of": ("worker.cli_ledger", "List the records that applied at an instant."),
+    "search": ("worker.cli_ledger", "Full-text search over the active pins, best match first."),
+    "sweep": ("worker.cli_ledger", "Expire every record whose expiry has passed (idempotent; run it from cron)."),
+    "proposals": ("worker.cli_ledger", "List the proposals waiting for accept or reject."),
+    "accept": ("worker.cli_ledger", "Accept a proposal: it becomes active now, closing what it supersedes."),
+    "reject": ("worker.cli_ledger", "Reject a proposal; it never applies."),
+    "budget": ("worker.cli_ledger", "Show a scope's budget and what it holds, or change it with --set."),
+    "rpc": (
+        "worker.cli_ledger",
+        "Serve the record protocol (JSON-RPC 2.0) on stdin/stdout: one request per line, one response per line.",
+    ),
+    "serve": (
+        "worker.cli_worker",
+        "Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker.",
+    ),
+    "worker": (
+        "worker.cli_worker",
+        "Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM.",
+    ),
+    "turn": ("worker.cli_worker", "Record a chat turn for the scope (debounced) and queue its run."),
+    "runs": (
+        "worker.cli_worker",
+        "List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json).",
+    ),
+    "status": (
+        "worker.cli_status",
+        "Show every scope's mode, budget use and month's spend, the backlog, the sweep's last run and recent runs.",
+    ),
+    "mcp": (
+        "worker.cli_mcp",
+        "Serve the MCP tools (list_pins, search_pins, pins_as_of, pin_history, get_packet, propose_pin) on stdio.",
+    ),
+    "db": ("worker.cli_ledger", "Database schema: upgrade, compact."),
+    "consolidation": (
+        "worker.cli_worker",
+        "Per-scope consolidation: set, status, enable, disable, propose, run-due.",
+    ),
+    "extraction": ("worker.cli_extraction", "Per-scope extraction (proposals from conversations): set, status."),
+    "tokens": ("worker.cli_tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
+    "models": (
+        "worker.cli_models",
+        "List the harnesses and the priced models (USD per million tokens); any other model needs its prices set.",
+    ),
+    "bench": ("worker.cli_bench", "Benchmarks: `memledger bench replay` scores consolidation quality."),
+    "files": (
+        "worker.cli_files",
+        "Memory entries kept as markdown files: new, schema, validate, audit, export, import.",
+    ),
+}
+
+_LISTING = "memledger.listing"
 
 
-def _typer() -> typer.Typer:
-    from worker.cli_conventions import ConventionGroup, install
+@cache
+def module_commands(module: str) -> dict[str, Any]:
+    """The commands ``module``'s ``register(app)`` attaches, by name (the module is imported here)."""
+    area = typer.Typer()
+    importlib.import_module(module).register(area)
+    return dict(typer.main.get_group(area).commands)
 
+
+def load_command(name: str) -> Any:
+    """The real command ``name`` (importing its module), or None for an unknown name."""
+    entry = COMMANDS.get(name)
+    return None if entry is None else module_commands(entry[0]).get(name)
+
+
+def every_command() -> dict[str, Any]:
+    """Every top-level command, loaded (imports every area: for tests and documentation tools)."""
+    return {name: load_command(name) for name in COMMANDS}
+
+
+class LazyGroup(ConventionGroup):
+    """The root group: lists :data:`COMMANDS` from their one-line help; imports a command's module only to run it."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        # Placeholders carrying the one-line help: the listing and "did you mean" use them.
+        for name, (_module, short) in COMMANDS.items():
+            self.commands[name] = TyperGroup(name=name, short_help=short, help=short)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in COMMANDS:
+            return None
+        if ctx.meta.get(_LISTING):
+            return self.commands[cmd_name]
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        ctx.meta[_LISTING] = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            ctx.meta.pop(_LISTING, None)
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memledger")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"memledger {package_version()}")
+        raise typer.Exit()
+
+
+def _root(
+    show_version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print the installed version and exit.",
+        is_eager=True,
+        callback=_show_version,
+    ),
+) -> None:
+    """Account memory ledger and its consolidation worker."""
+
+
+@cache
+def build_app() -> typer.Typer:
+    """The command line (every command, each loaded when it runs)."""
     install()  # flags shown as flags in every help screen
-    return typer.Typer(
-        cls=ConventionGroup,
+    app = typer.Typer(
+        cls=LazyGroup,
         name="memledger",
         help="Account memory ledger and its consolidation worker.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
     )
-
-
-@cache
-def build_app() -> typer.Typer:
-    """The full command line (every area)."""
-    from worker import (
-        cli_bench,
-        cli_extraction,
-        cli_files,
-        cli_ledger,
-        cli_mcp,
-        cli_models,
-        cli_status,
-        cli_tokens,
-        cli_worker,
-    )
-
-    full = _typer()
-    cli_ledger.register(full, rpc_extra_methods=cli_worker.rpc_extra_methods)
-    cli_worker.register(full)
-    cli_status.register(full)
-    cli_extraction.register(full)
-    cli_tokens.register(full)
-    cli_mcp.register(full)
-    cli_bench.register(full)
-    cli_models.register(full)
-    full.add_typer(cli_files.app, name="files", help=FILES_HELP)
-    return full
-
-
-def files_app() -> typer.Typer:
-    """Only ``memledger files …``: imports the file ledger and nothing of the worker."""
-    from worker import cli_files
-
-    light = _typer()
-    light.add_typer(cli_files.app, name="files", help=FILES_HELP)
-    return light
+    app.callback()(_root)
+    return app
 
 
 def __getattr__(name: str) -> Any:
-    # ``from worker.cli import app`` builds the full app on first use (PEP 562).
+    # ``from worker.cli import app`` builds the app on first use (PEP 562).
     if name == "app":
         return build_app()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
-    (files_app() if sys.argv[1:2] == ["files"] else build_app())()
+    build_app()()
+
+
+if __name__ == "__main__":
+    main()

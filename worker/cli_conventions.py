@@ -26,11 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup, TyperOption
-
-from ledger.errors import ScopeError
-from ledger.reads import check_scope
-from worker.output import emit_json_error, json_errors
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 
 def wants_json(argv: Sequence[str]) -> bool:
@@ -57,6 +53,8 @@ class ConventionGroup(TyperGroup):
         argv = list(sys.argv[1:] if args is None else args)
         if not wants_json(argv):
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        from worker.output import emit_json_error, json_errors
+
         with json_errors():
             try:
                 code = super().main(argv, prog_name, complete_var, False, **extra)
@@ -76,6 +74,9 @@ def check_scope_option(value: str | None) -> str | None:
     """A ``--scope`` callback: the same validation (and usage error) for every command."""
     if value is None:
         return None
+    from ledger.errors import ScopeError
+    from ledger.reads import check_scope
+
     try:
         return check_scope(value)
     except ScopeError as exc:
@@ -140,8 +141,37 @@ def camel_keys(value: Any) -> Any:
 _installed = False
 
 
+def _whole_option_names() -> None:
+    """Help tables never cut an option's name: a column of names keeps its width, the help column wraps.
+
+    Typer's options table lets Rich shrink every column alike when the terminal is narrow, which
+    cut ``--max-output-tokens`` to ``--max-output-tok…`` at 80 columns. Done when a help screen
+    is drawn (the table module is not imported otherwise).
+    """
+    from rich.text import Text
+    from typer import rich_utils
+
+    base = getattr(rich_utils, "Table")  # noqa: B009 - not in the module's exported names
+    if getattr(base, "keeps_names", False):
+        return
+
+    class NamesTable(base):  # type: ignore[misc,valid-type]
+        keeps_names = True
+
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            super().add_row(*renderables, **kwargs)
+            for column, cell in zip(self.columns, renderables, strict=False):
+                if isinstance(cell, Text) and cell.plain.startswith("-"):
+                    column.no_wrap = True
+            for item in getattr(renderables[-1], "renderables", ()) if renderables else ():
+                if isinstance(item, Text):
+                    item.overflow = "fold"  # a long word of help (an env var) breaks, never cut
+
+    setattr(rich_utils, "Table", NamesTable)  # noqa: B010
+
+
 def install() -> None:
-    """Show boolean flags as flags in every help screen (idempotent)."""
+    """Show boolean flags as flags, and option names whole, in every help screen (idempotent)."""
     global _installed
     if _installed:
         return
@@ -151,4 +181,12 @@ def install() -> None:
         return None if self.is_flag else display(self, ctx)
 
     TyperOption.display_type_rich = flag_display  # type: ignore[method-assign]
+    for cls in (TyperCommand, TyperGroup):
+        drawn = cls.format_help
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _drawn: Any = drawn) -> None:
+            _whole_option_names()
+            _drawn(self, ctx, formatter)
+
+        cls.format_help = format_help  # type: ignore[method-assign]
     _installed = True

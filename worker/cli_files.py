@@ -398,21 +398,44 @@ def import_cmd(
         raise typer.Exit(1)
 
 
+EXAMPLES = 3  # files named per line of the import summary; --format json names every one
+
+
+def _files(names: list[str]) -> str:
+    shown = ", ".join(names[:EXAMPLES])
+    more = len(names) - EXAMPLES
+    return f"({shown}{f' and {more:,} more' if more > 0 else ''})"
+
+
+def _reason_key(outcome: str, reason: str) -> str:
+    """What entries are counted together by: a refusal's reason code, a duplicate's state, a skip's reasons."""
+    if outcome == "refused":
+        return reason.split(":", 1)[0]
+    if outcome == "duplicate":
+        return reason.split(" in ", 1)[0]
+    return reason
+
+
 def _import_text(r: ImportResult, day: date) -> str:
+    """One line per outcome and reason, with its count and a few of its files (10,000 entries read in a screen)."""
     lines = [f"Import of {r.directory} (trust context {r.scope}) into {r.scope_key} as of {day.isoformat()}:"]
-    lines.extend(
-        f"  {'already ' if i.already else 'proposed'}  {i.name} -> {i.record_id}"
-        + (" (imported earlier)" if i.already else "")
-        for i in r.imported
-    )
-    lines.extend(f"  duplicate {s.name}: {s.reason}" for s in r.duplicates)
-    lines.extend(f"  refused   {s.name}: {s.reason}" for s in r.refused)
-    lines.extend(f"  skipped   {s.name}: {s.reason}" for s in r.not_eligible)
+    groups: dict[tuple[str, str], tuple[str, list[str]]] = {}
+    for item in r.imported:
+        outcome = "already" if item.already else "proposed"
+        label = "imported earlier" if item.already else "waiting for accept or reject"
+        groups.setdefault((outcome, ""), (label, []))[1].append(item.name)
+    for outcome, skips in (("duplicate", r.duplicates), ("refused", r.refused), ("skipped", r.not_eligible)):
+        for skip in skips:
+            groups.setdefault((outcome, _reason_key(outcome, skip.reason)), (skip.reason, []))[1].append(skip.name)
+    width = max((len(f"{len(names):,}") for _, names in groups.values()), default=1)
+    for (outcome, _key), (reason, names) in groups.items():
+        lines.append(f"  {outcome:<9} {len(names):>{width},}  {reason}  {_files(names)}")
     new = sum(not i.already for i in r.imported)
     lines.append(
         f"{new} proposed, {len(r.imported) - new} already imported, {len(r.duplicates)} duplicate(s) skipped, "
         f"{len(r.refused)} refused, {len(r.not_eligible)} not eligible. "
-        "Proposals wait for `memledger accept ID` or `memledger reject ID`."
+        "Proposals wait for `memledger accept ID` or `memledger reject ID` (`memledger proposals` lists them); "
+        "--format json names every file."
     )
     return "\n".join(lines)
 
@@ -429,3 +452,10 @@ def _import_json(r: ImportResult, day: date) -> str:
         "notEligible": [{"file": s.name, "reason": s.reason} for s in r.not_eligible],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+def register(root: typer.Typer) -> None:
+    """Attach the ``files`` group to the top-level app."""
+    root.add_typer(
+        app, name="files", help="Memory entries kept as markdown files: new, schema, validate, audit, export, import."
+    )

@@ -303,6 +303,30 @@ def db_upgrade(database_url: DbUrl = None) -> None:
     print_message(f"{safe_url(url)} is at revision {revision}{head}.", style="green")
 
 
+@db_app.command("compact")
+def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
+    """Rewrite the ledger's tables so erased bodies leave the database files (VACUUM FULL + CHECKPOINT)."""
+    from ledger.compact import compact
+
+    url = database_url_from_env(database_url)
+    with cli_errors():
+        engine = make_engine(url)
+        try:
+            report = compact(engine)
+        finally:
+            engine.dispose()
+    if as_json:
+        emit_json(report.to_json())
+        return
+    print_message(
+        f"{safe_url(url)}: {len(report.tables)} tables rewritten, {report.bytes_before:,} -> "
+        f"{report.bytes_after:,} bytes{', checkpointed' if report.checkpoint else ''}.",
+        style="green",
+    )
+    for note in report.notes:
+        print_message(note)
+
+
 # ---------------------------------------------------------------------- rpc
 def _rpc_reply(led: Ledger, raw: bytes, extra: Mapping[str, ExtraMethod] | None) -> str | None:
     """The response line for one raw input line, or None (blank line, notification)."""
@@ -388,11 +412,18 @@ _COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
 )
 
 
-def register(app: typer.Typer, *, rpc_extra_methods: ExtraMethodsFactory | None = None) -> None:
-    """Attach the ledger commands to the top-level app.
+def _worker_methods(led: Ledger) -> Mapping[str, ExtraMethod]:
+    """The worker's methods (``consolidation/notify_turn`` …), imported only when ``rpc`` runs."""
+    from worker.cli_worker import rpc_extra_methods
+
+    return rpc_extra_methods(led)
+
+
+def register(app: typer.Typer, *, rpc_extra_methods: ExtraMethodsFactory | None = _worker_methods) -> None:
+    """Attach the ledger commands and the ``db`` group to the top-level app.
 
     ``rpc_extra_methods(led)`` may return more JSON-RPC methods for ``memledger rpc``
-    (the worker adds ``consolidation/notify_turn`` this way).
+    (by default the worker's: ``consolidation/notify_turn`` and the settings methods).
     """
     for name, command in _COMMANDS:
         app.command(name)(command)

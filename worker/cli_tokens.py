@@ -18,9 +18,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ledger.compact import compact
-from ledger.db import make_engine
-from worker.cli_ledger import DbUrl, Json, cli_errors, cli_ledger, database_url_from_env, db_app, safe_url
+from worker.cli_ledger import DbUrl, Json, cli_ledger
 from worker.output import emit_json, instant_text, print_message, print_table
 from worker.tokens import TokenStore
 
@@ -80,28 +78,6 @@ def tokens_revoke(
     print_message(f"token {token.id} of account:{token.account} is revoked.", style="green")
 
 
-def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
-    """Rewrite the ledger's tables so erased bodies leave the database files (VACUUM FULL + CHECKPOINT)."""
-    url = database_url_from_env(database_url)
-    with cli_errors():
-        engine = make_engine(url)
-        try:
-            report = compact(engine)
-        finally:
-            engine.dispose()
-    if as_json:
-        emit_json(report.to_json())
-        return
-    print_message(
-        f"{safe_url(url)}: {len(report.tables)} tables rewritten, {report.bytes_before:,} -> "
-        f"{report.bytes_after:,} bytes{', checkpointed' if report.checkpoint else ''}.",
-        style="green",
-    )
-    for note in report.notes:
-        print_message(note)
-
-
 def register(app: typer.Typer) -> None:
-    """Attach ``tokens`` to the top-level app and ``compact`` to its ``db`` group."""
+    """Attach ``tokens`` to the top-level app."""
     app.add_typer(tokens_app, name="tokens")
-    db_app.command("compact")(db_compact)

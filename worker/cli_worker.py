@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,7 +25,9 @@ from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli_ledger import DbUrl, cli_errors
 from worker.config import ConfigError, WorkerConfig, load_config
 from worker.output import emit_json, fail, instant_text, print_message, print_table
-from worker.runtime import Runtime, build_runtime
+
+if TYPE_CHECKING:
+    from worker.runtime import Runtime
 
 consolidation_app = typer.Typer(
     help="Per-scope consolidation: set, status, enable, disable, propose, run-due.", no_args_is_help=True
@@ -97,6 +99,8 @@ def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) 
     config = cli_config(database_url)
     configure_logging(fmt=config.log_format, level=log_level)
     with cli_errors():
+        from worker.runtime import build_runtime
+
         runtime = build_runtime(config)
         try:
             yield runtime
@@ -106,6 +110,7 @@ def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) 
 
 def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
     """``consolidation/notify_turn`` and the account's settings methods for ``memledger rpc`` (as ``serve``)."""
+    from worker.runtime import build_runtime
     from worker.server import extra_methods
 
     runtime = build_runtime(cli_config(), ledger=led)
@@ -115,7 +120,9 @@ def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
 # ---------------------------------------------------------------------- processes
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port.", min=0, max=65535)] = 8080,
+    port: Annotated[
+        int, typer.Option("--port", envvar="MEMLEDGER_PORT", help="TCP port (or MEMLEDGER_PORT).", min=0, max=65535)
+    ] = 8080,
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="API node only: no dramatiq worker here (needs MEMLEDGER_REDIS_URL).")
     ] = False,
@@ -133,7 +140,8 @@ def serve(
     from worker.banner import banner_lines
     from worker.logging import configure_logging
     from worker.output import is_terminal
-    from worker.server import BindRefused, check_bind, run_server
+    from worker.runtime import build_runtime
+    from worker.server import BindRefused, PortUnavailable, check_bind, listen, run_server
 
     config = cli_config(database_url)
     if no_worker and config.embedded:
@@ -142,12 +150,20 @@ def serve(
         check_bind(host, auth=config.auth)
     except BindRefused as exc:
         fail(f"memledger serve: {exc}", code=2)
+    try:
+        sock = listen(host, port)  # before anything starts: a port in use is one line and exit status 1
+    except PortUnavailable as exc:
+        fail(f"memledger serve: {exc}", code=1)
     if banner if banner is not None else is_terminal():
         typer.echo("\n".join(banner_lines(config, host=host, port=port, run_worker=not no_worker)))
     configure_logging(fmt=config.log_format, level=config.log_level)
     with cli_errors():
-        runtime = build_runtime(config)
-    run_server(runtime, host=host, port=port, run_worker=not no_worker)
+        try:
+            runtime = build_runtime(config)
+        except BaseException:
+            sock.close()
+            raise
+    run_server(runtime, host=host, port=port, run_worker=not no_worker, sock=sock)
 
 
 def worker(
@@ -207,11 +223,15 @@ def turn(
     if as_json:
         emit_json(None if run is None else run.to_json())
     elif run is None:
-        print_message(f"consolidation is off for {scope}: nothing scheduled")
+        print_message(
+            f"consolidation is off for {scope}: nothing scheduled "
+            f"(turn it on with `memledger consolidation set {scope} --mode propose`)"
+        )
     else:
         where = "a running `memledger serve` picks it up once due" if embedded else "queued"
         print_message(
-            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where})"
+            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where}); "
+            "`memledger runs` shows its outcome, `memledger proposals` what it proposed"
         )
 
 
@@ -342,7 +362,9 @@ def consolidation_set(
         str | None, typer.Option("--budget-usd", help="Spend budget per calendar month, USD.")
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
-    max_output_tokens: Annotated[int | None, typer.Option("--max-output-tokens")] = None,
+    max_output_tokens: Annotated[
+        int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
+    ] = None,
     allowed_ops: Annotated[
         str | None,
         typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep."),

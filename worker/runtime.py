@@ -76,6 +76,7 @@ class Runtime:
     _schedules: list[Periodic] = field(default_factory=list)
     _closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _starting: threading.Thread | None = None
 
     def notify_turn(self, scope_key: str | None = None, *, now: datetime | None = None) -> ConsolidationRun | None:
         """Record a chat turn in the database; when it creates the scope's run, send the delayed message.
@@ -125,6 +126,30 @@ class Runtime:
             self.worker.start()
             log.info("dramatiq worker started with %d threads", self.worker.worker_threads)
 
+    def start_in_background(self, *, run_worker: bool) -> threading.Thread:
+        """Start what ``serve`` runs beside the server on a thread, so that the server answers meanwhile.
+
+        The worker first imports the model SDKs (a second or more), the janitor's first pass and the
+        first sweep read the database: none of it has to happen before ``/livez`` answers (a restart
+        after a crash is back in service at once). :meth:`close` waits for this thread first.
+        """
+
+        def start() -> None:
+            try:
+                if run_worker:
+                    self.start_worker()
+                    if self.config.embedded:
+                        self.start_sweep_schedule()
+                self.start_janitor()
+            except Exception:
+                log.exception("the worker, janitor or sweep could not start (see /healthz)")
+
+        thread = threading.Thread(target=start, name="memledger-start", daemon=True)
+        with self._lock:
+            self._starting = thread
+        thread.start()
+        return thread
+
     def start_janitor(self) -> None:
         """Run the janitor now and every ``janitor_interval_s``."""
         self._schedule(Periodic("janitor", self.config.janitor_interval_s, self.janitor.run_once))
@@ -164,6 +189,9 @@ class Runtime:
         A run still in flight when the timeout ends stays ``running``; the janitor of a
         live process settles it later. Idempotent.
         """
+        starting = self._starting
+        if starting is not None and starting is not threading.current_thread():
+            starting.join()  # what it starts is stopped below
         with self._lock:
             if self._closed:
                 return

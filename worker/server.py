@@ -49,9 +49,11 @@ off is left ``running`` for a janitor), and the process exits 0.
 from __future__ import annotations
 
 import asyncio
+import errno
 import ipaddress
 import logging
 import signal
+import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -358,11 +360,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        if run_worker:
-            runtime.start_worker()
-            if runtime.config.embedded:
-                runtime.start_sweep_schedule()
-        runtime.start_janitor()
+        runtime.start_in_background(run_worker=run_worker)  # /livez answers while they start
         broker = "embedded" if runtime.config.embedded else "redis"
         log.info("memledger serve ready (worker: %s, broker: %s, auth: %s)", run_worker, broker, runtime.config.auth)
         async with mcp_http.run():
@@ -465,8 +463,41 @@ def server_config(runtime: Runtime, *, host: str, port: int, run_worker: bool) -
     )
 
 
-def run_server(runtime: Runtime, *, host: str, port: int, run_worker: bool) -> None:
+class PortUnavailable(Exception):
+    """The address cannot be listened on (in use, or not this machine's)."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` for :func:`run_server`, opened before anything else starts.
+
+    Raises:
+        PortUnavailable: the port is in use or the address cannot be bound, with what to do.
+    """
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise PortUnavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortUnavailable(
+                f"port {port} on {host} is already in use; choose another with --port, MEMLEDGER_PORT "
+                f"or `make run PORT=<port>`"
+            ) from None
+        raise PortUnavailable(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_server(runtime: Runtime, *, host: str, port: int, run_worker: bool, sock: socket.socket | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then shut down gracefully and return (exit status 0).
+
+    ``sock`` is a socket from :func:`listen` (else uvicorn binds ``host:port`` itself).
 
     Raises:
         BindRefused: ``host`` is not loopback and tokens are off.
@@ -479,7 +510,7 @@ def run_server(runtime: Runtime, *, host: str, port: int, run_worker: bool) -> N
     # installed before it started; a no-op one makes that a clean return instead of death by signal.
     previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        uvicorn.Server(config).run()
+        uvicorn.Server(config).run(sockets=None if sock is None else [sock])
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

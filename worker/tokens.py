@@ -1,7 +1,7 @@
 """API tokens (SPEC 5.1): one token names one account; only its SHA-256 is stored.
 
 A token is ``mlt_`` followed by 43 URL-safe characters (256 random bits). ``memledger tokens
-create ACCOUNT`` prints it once; the ``api_tokens`` table (:class:`ledger.models.ApiTokenRow`)
+create ACCOUNT`` prints it once; the ``api_tokens`` table (:data:`ledger.models.API_TOKENS`)
 keeps its id, account, hash and times. With ``MEMLEDGER_AUTH=tokens`` every HTTP request needs
 ``Authorization: Bearer <token>`` and the token alone decides the account.
 
@@ -28,7 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ledger import Ledger
 from ledger.errors import LedgerError
 from ledger.instants import Clock, format_rfc3339, opt_from_micros, system_clock, to_micros
-from ledger.models import ApiTokenRow
+from ledger.models import API_TOKENS
 from ledger.reads import check_scope
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 TOKEN_PREFIX = "mlt_"
 TOKEN_RE = re.compile(r"mlt_[A-Za-z0-9_-]{43}")
 LAST_USED_EVERY_US = 60 * 1_000_000
-_TABLE = ApiTokenRow.__table__  # type: ignore[attr-defined]
+_TABLE = API_TOKENS
 _ID_RE = re.compile(r"tok_[0-9a-f]{12}")
 
 

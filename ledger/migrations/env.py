@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection, create_engine
-from sqlmodel import SQLModel
 
-import ledger.models  # noqa: F401 - registers every table on SQLModel.metadata
+from ledger.models import METADATA
 from ledger.store.base import include_object
 
 config = context.config
@@ -14,10 +13,10 @@ config = context.config
 
 def _run(connection: Connection) -> None:
     # The FTS5 shadow tables and the PostgreSQL GIN index are written by hand in the migrations;
-    # autogenerate compares everything else against the SQLModel tables (the one schema).
+    # autogenerate compares everything else against the tables of ledger.models (the one schema).
     context.configure(
         connection=connection,
-        target_metadata=SQLModel.metadata,
+        target_metadata=METADATA,
         render_as_batch=connection.dialect.name == "sqlite",
         include_object=include_object,
         transaction_per_migration=False,

@@ -4,7 +4,7 @@ One :class:`Store` per engine (:func:`ledger.store.store_for`). The ledger asks 
 write transaction (the scope's lock), a read transaction (one snapshot), the statements
 a dialect spells differently (full-text search, the sweep's planner hint), the erasure
 mechanics, and the translation of every driver error into the :class:`LedgerError` tree.
-Everything else — the statements built from the SQLModel tables — is shared.
+Everything else — the statements built from the tables — is shared.
 """
 
 from __future__ import annotations

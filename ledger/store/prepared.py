@@ -1,4 +1,4 @@
-"""Prepared statements: SQLAlchemy Core built once from the SQLModel tables, run many times.
+"""Prepared statements: SQLAlchemy Core built once from the tables, run many times.
 
 The ledger's hot statements (a save runs six) are module-level constants:
 

@@ -278,3 +278,45 @@ def test_processes_connecting_to_one_new_file_at_once_all_put_it_in_wal(tmp_path
     for attempt in range(50):  # a race: without the retries, about one run of this test in three failed
         outcomes = _at_once(_journal_mode, f"sqlite:///{tmp_path / f'new-{attempt}.db'}", 8)
         assert outcomes == ["wal"] * 8, (attempt, outcomes)
+
+
+def test_the_head_read_from_the_files_is_alembics_head() -> None:
+    from alembic.script import ScriptDirectory
+
+    from ledger.db import alembic_config
+
+    assert head_revision() == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def test_the_revision_is_read_with_one_query_and_none_before_any_migration(engine: Engine) -> None:
+    # A database never migrated has no alembic_version table: its revision is None (on both databases)
+    assert current_revision(engine) is None
+    upgrade(engine)
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    from sqlalchemy import event
+
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert current_revision(engine) == head_revision()
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert len([s for s in statements if "alembic_version" in s]) == 1, statements
+
+
+def test_opening_an_up_to_date_ledger_does_not_import_alembic(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    open_ledger(url).close()  # created and migrated
+    code = (
+        "import sys\nfrom ledger import open_ledger\n"
+        f"open_ledger({url!r}).close()\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'sqlmodel')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr

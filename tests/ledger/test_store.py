@@ -15,21 +15,20 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
-from sqlmodel import SQLModel
 
 from ledger import InvalidArgument, Ledger, LedgerBusy, LedgerError, open_ledger
-from ledger.models import RUNS, SCOPES
+from ledger.models import METADATA, RUNS, SCOPES
 from ledger.store import include_object
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
 SCOPE = "account:local"
 
 
-def test_the_migrations_build_exactly_the_sqlmodel_schema(led: Ledger) -> None:
-    """Alembic's autogenerate comparison of the migrated database against the SQLModel tables finds nothing."""
+def test_the_migrations_build_exactly_the_declared_schema(led: Ledger) -> None:
+    """Alembic's autogenerate comparison of the migrated database against the declared tables finds nothing."""
     with led.engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"include_object": include_object, "compare_type": True})
-        diffs = compare_metadata(ctx, SQLModel.metadata)
+        diffs = compare_metadata(ctx, METADATA)
     assert diffs == []
 
 
@@ -39,7 +38,7 @@ def test_the_comparison_sees_drift(led: Ledger) -> None:
         conn.exec_driver_sql("ALTER TABLE scope_settings ADD COLUMN stray INTEGER")
     with led.engine.connect() as conn:
         ctx = MigrationContext.configure(conn, opts={"include_object": include_object})
-        diffs = compare_metadata(ctx, SQLModel.metadata)
+        diffs = compare_metadata(ctx, METADATA)
     assert any(d[0] == "remove_column" and d[3].name == "stray" for d in diffs), diffs
 
 
@@ -215,11 +214,11 @@ def _sql_offences(root: Path, skip: tuple[str, ...]) -> list[str]:
 
 
 def test_sql_text_and_dialect_branches_live_only_in_the_store_modules() -> None:
-    """ledger/ builds every statement from the SQLModel tables; raw SQL and dialect checks are the stores'
+    """ledger/ builds every statement from the declared tables; raw SQL and dialect checks are the stores'
     (and the migrations', which write triggers and FTS by hand)."""
     root = Path(__file__).resolve().parents[2]
     found = _sql_offences(root / "ledger", ("store/", "migrations/"))
-    # The schema's own DDL predicates (partial-index WHERE clauses) are written once, in the SQLModel tables.
+    # The schema's own DDL predicates (partial-index WHERE clauses) are written once, in the declared tables.
     assert [f for f in found if not (f.startswith("models.py:") and f.endswith(" text()"))] == []
     assert _sql_offences(root / "consolidation", ()) == []
 

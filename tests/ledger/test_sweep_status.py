@@ -46,10 +46,10 @@ def test_a_refused_sweep_records_nothing(led: Ledger) -> None:
 def test_the_migration_matches_the_table_class(led: Ledger) -> None:
     from sqlalchemy import inspect
 
-    from ledger.models import SweepStatusRow
+    from ledger.models import SWEEPS
 
     migrated = {c["name"]: c for c in inspect(led.engine).get_columns("ops_sweep")}
-    declared = SweepStatusRow.__table__.columns  # type: ignore[attr-defined]
+    declared = SWEEPS.columns
     assert set(migrated) == {c.name for c in declared}
     for column in declared:
         assert migrated[column.name]["nullable"] == column.nullable, column.name

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from ledger import open_ledger
-from worker.cli import app
+from worker.cli import app, every_command
 from worker.cli_conventions import DATA_KEYED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +95,7 @@ def _walk(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]
 
 
 def _commands() -> dict[str, Any]:
-    return dict(_walk(typer.main.get_command(app)))
+    return {path: command for name, top in every_command().items() for path, command in _walk(top, (name,))}
 
 
 def _groups() -> list[tuple[str, ...]]:
@@ -108,7 +107,10 @@ def _groups() -> list[tuple[str, ...]]:
                 found.append((*path, name))
                 visit(sub, (*path, name))
 
-    visit(typer.main.get_command(app), ())
+    for name, top in every_command().items():
+        if getattr(top, "commands", None):
+            found.append((name,))
+            visit(top, (name,))
     return found
 
 
@@ -143,6 +145,24 @@ def test_help_shows_flags_as_flags_names_no_internal_document_and_offers_the_opt
         assert "--database-url" in options
     if kind.scope:
         assert "--scope" in options
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_fits_80_columns_with_every_option_named_whole_and_explained(name: str, runner: CliRunner) -> None:
+    result = runner.invoke(app, [*name.split(), "--help"], terminal_width=80, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    cut = [line for line in lines if re.search(r"…\s*│", line)]
+    assert cut == [], result.output  # nothing cut at a cell's edge: an option name, a word of help
+    shown = set(re.findall(r"--[a-z][a-z0-9-]*", result.output))
+    for param in _commands()[name].params:
+        if getattr(param, "param_type_name", "") != "option" or param.hidden:
+            continue
+        assert (param.help or "").strip(), f"{name} {param.opts[0]} has no help"
+        for opt in (*param.opts, *param.secondary_opts):
+            if opt.startswith("--"):
+                assert opt in shown, f"{name}: {opt} is not shown whole at 80 columns"
 
 
 @pytest.mark.parametrize("group", _groups(), ids=lambda g: " ".join(g) or "memledger")

@@ -96,9 +96,14 @@ def test_turn_then_run_due_then_runs(db_url: str) -> None:
         led.save(body)
     led.close()
     assert run_json("turn", "account:local") is None  # off: nothing scheduled
+    off = run("turn", "account:local")
+    assert "nothing scheduled" in off.stdout and "consolidation set account:local --mode propose" in off.stdout
     run_json("consolidation", "set", "account:local", "--mode", "apply", "--harness", "offline", "--debounce-s", "0")
     pending = run_json("turn", "account:local")
     assert pending["state"] == "pending" and pending["turns"] == 1
+    told = " ".join(run("turn", "account:local").stdout.split())
+    assert "turn 2 recorded" in told and "due at" in told  # when the run comes, and where to see it
+    assert "`memledger runs` shows its outcome, `memledger proposals` what it proposed" in told
     settled = run_json("consolidation", "run-due")
     assert [r["id"] for r in settled] == [pending["id"]] and settled[0]["outcome"] == "applied"
     assert run_json("consolidation", "run-due") == []

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from consolidation import ConsolidationService, RunState
+from ledger import open_ledger
 from tests.worker.conftest import FakeModel, Proc, free_port, wait_until
 from tests.worker.test_e2e import active, cli, healthy, rpc
 
@@ -32,12 +34,15 @@ def session(base: str, env: dict[str, str], fake: FakeModel) -> None:
         "--model", "claude-haiku-4-5", "--debounce-s", "0.5", "--allow-removal",
     )  # fmt: skip
     cli(env, "turn", "account:local")
-
-    def settled() -> list[dict[str, Any]]:
-        runs: list[dict[str, Any]] = json.loads(cli(env, "runs", "--json"))
-        return [r for r in runs if r["state"] == "settled"]
-
-    (run,) = wait_until(settled, timeout_s=60)
+    # Polled in this process (a `memledger runs` subprocess per poll cost a start-up each time) …
+    watcher = ConsolidationService(open_ledger(env["MEMLEDGER_DATABASE_URL"]))
+    try:
+        wait_until(lambda: [r for r in watcher.runs() if r.state == RunState.SETTLED], timeout_s=60)
+    finally:
+        watcher.led.close()
+    # … and read once through the command line
+    runs: list[dict[str, Any]] = json.loads(cli(env, "runs", "--json"))
+    (run,) = [r for r in runs if r["state"] == "settled"]
     assert run["outcome"] == "applied" and (run["opsApplied"], run["opsRefused"]) == (3, 0), run
     assert fake.calls == 1
     records = {r["body"]: r for r in active(base)}

@@ -5,23 +5,24 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 
-from tests.worker.conftest import Proc, free_port, wait_until
+from tests.conftest import tool_missing
+from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _make_dry_run(target: str, venv: Path) -> str:
     if shutil.which("make") is None:
-        pytest.skip("make is not installed")
+        tool_missing("make is not installed")
     result = subprocess.run(
-        ["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"], capture_output=True, text=True, timeout=30
+        ["make", "-n", "-C", str(ROOT), *target.split(), f"VENV={venv}"], capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -32,6 +33,8 @@ def test_make_run_installs_only_the_runtime_dependencies(tmp_path: Path) -> None
     installs = re.findall(r"pip install -q -e (\S+)", run)
     assert installs == ["."], run  # no [dev]: no mypy, ruff, hypothesis or validators just to run
     assert "memledger serve --banner" in run
+    assert "--port" not in run  # MEMLEDGER_PORT, else 8080
+    assert "memledger serve --banner --port 8081" in _make_dry_run("run PORT=8081", tmp_path / "venv")
     test = _make_dry_run("test", tmp_path / "venv")
     assert re.findall(r"pip install -q -e (\S+)", test) == ["'.[dev]'"], test
 
@@ -48,8 +51,8 @@ def test_serve_banner_names_the_account_the_reference_and_a_working_curl(
     spawn: Callable[..., Proc], base_env: dict[str, str]
 ) -> None:
     port = free_port()
-    env = {**base_env, "MEMLEDGER_ACCOUNT": "alice", "MEMLEDGER_SWEEP_INTERVAL_S": "0"}
-    serve = spawn("serve", ["memledger", "serve", "--port", str(port), "--banner"], env)
+    env = {**base_env, "MEMLEDGER_ACCOUNT": "alice", "MEMLEDGER_SWEEP_INTERVAL_S": "0", "MEMLEDGER_PORT": str(port)}
+    serve = spawn("serve", ["memledger", "serve", "--banner"], env)
 
     def up() -> bool:
         try:
@@ -63,10 +66,11 @@ def test_serve_banner_names_the_account_the_reference_and_a_working_curl(
     assert "MEMLEDGER_ACCOUNT=<name>" in banner and "docs/protocol.md" in banner
     assert (ROOT / "docs" / "protocol.md").is_file()
     assert f"http://127.0.0.1:{port}/ops" in banner
+    assert "make run PORT=8081" in banner and "MEMLEDGER_PORT" in banner  # how to change the port
     assert not any(line.startswith("{") for line in banner.splitlines())  # logs stay on stderr, as JSON
     # The curl it shows works as printed
     if shutil.which("curl") is None:
-        pytest.skip("curl is not installed")
+        tool_missing("curl is not installed")
     command = re.search(r"^\s+(curl .*?)$\n\s+(-d .*)$", banner, re.M)
     assert command is not None, banner
     argv = shlex.split(command.group(1).rstrip("\\") + " " + command.group(2))
@@ -86,3 +90,51 @@ def test_serve_prints_no_banner_when_not_on_a_terminal(spawn: Callable[..., Proc
 
     wait_until(up, timeout_s=30)
     assert serve.out.read_text() == ""
+
+
+def test_a_port_in_use_is_one_line_and_exit_status_1_before_anything_starts(base_env: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, env in (
+            (["--port", str(port)], base_env),
+            ([], {**base_env, "MEMLEDGER_PORT": str(port)}),
+        ):
+            result = subprocess.run(
+                [MEMLEDGER, "serve", "--banner", *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=60,
+            )
+            assert result.returncode == 1, result.stderr
+            assert result.stderr.splitlines() == [
+                f"memledger serve: port {port} on 127.0.0.1 is already in use; choose another with --port, "
+                "MEMLEDGER_PORT or `make run PORT=<port>`"
+            ]
+            assert result.stdout == ""  # refused before the banner, the worker or any log line
+
+
+def test_the_package_says_its_license_and_where_its_documents_are() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    assert "Apache License" in (ROOT / "LICENSE").read_text(encoding="utf-8").splitlines()[1]
+    assert project["authors"] and project["keywords"] and project["classifiers"]
+    for name, target in project["urls"].items():
+        assert (ROOT / target).is_file(), f"{name}: {target}"
+
+
+def test_the_readme_commands_run_as_written() -> None:
+    # Every memledger command in a code block is spelled with its path, or follows the line that puts
+    # .venv/bin on the PATH.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    path_set = 'export PATH="$PWD/.venv/bin:$PATH"'
+    assert path_set in readme
+    before_path = readme[: readme.index(path_set)]
+    early = [c for b in re.findall(r"```sh\n(.*?)```", before_path, re.S) for c in re.findall(r"(?m)^memledger \S+", b)]
+    assert early == [], "these run before .venv/bin is on the PATH"
+    assert blocks

@@ -4,6 +4,7 @@ every example answers the documented fields, and every curl in it and in the REA
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,7 +17,8 @@ import pytest
 
 from ledger import open_ledger
 from ledger.protocol import METHODS, handle
-from tests.worker.conftest import Proc, free_port, wait_until
+from tests.conftest import tool_missing
+from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 from worker.cli_worker import rpc_extra_methods
 from worker.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
 from worker.protocol_examples import fill_answers, pages_with_answers, stable_ids
@@ -124,14 +126,17 @@ def _shell_blocks(path: Path) -> list[str]:
     return re.findall(r"^```sh\n(.*?)^```", path.read_text(encoding="utf-8"), re.M | re.S)
 
 
-def _run_blocks(blocks: list[str], port: int, tmp_path: Path) -> list[str]:
+MEMLEDGER_BIN = str(Path(MEMLEDGER).parent)
+
+
+def _run_blocks(blocks: list[str], port: int, tmp_path: Path, env: dict[str, str] | None = None) -> list[str]:
     """Run the blocks in order in one bash (variables carry over); the output of each, in order."""
     script = ["set -euo pipefail"]
     for block in blocks:
         script += [f"echo '{MARK}'", block.replace("127.0.0.1:8080", f"127.0.0.1:{port}"), "echo"]
     path = tmp_path / "examples.sh"
     path.write_text("\n".join(script) + "\n")
-    done = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(["bash", str(path)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     return [chunk.strip() for chunk in done.stdout.split(MARK)[1:]]
 
@@ -139,7 +144,7 @@ def _run_blocks(blocks: list[str], port: int, tmp_path: Path) -> list[str]:
 @pytest.fixture
 def serve_with_proposals(spawn: Callable[..., Proc], base_env: dict[str, str]) -> int:
     if shutil.which("curl") is None:
-        pytest.skip("curl is not installed")
+        tool_missing("curl is not installed")
     led = open_ledger(base_env["MEMLEDGER_DATABASE_URL"])
     try:  # a model's proposals waiting for the user (consolidation in propose mode makes these)
         for n in (1, 2):
@@ -161,7 +166,7 @@ def serve_with_proposals(spawn: Callable[..., Proc], base_env: dict[str, str]) -
 
 @pytest.mark.parametrize("document", [REFERENCE, README], ids=["protocol.md", "README.md"])
 def test_every_curl_example_works_against_a_running_serve(
-    document: Path, serve_with_proposals: int, tmp_path: Path
+    document: Path, serve_with_proposals: int, tmp_path: Path, base_env: dict[str, str]
 ) -> None:
     # Blocks that start a server of their own (the token-protected serve walk-through) are set-up
     # for another layout, not examples against the default serve.
@@ -171,7 +176,9 @@ def test_every_curl_example_works_against_a_running_serve(
         if "curl " in block and "/rpc" in block and "memledger serve" not in block and "make " not in block
     ]
     assert blocks, f"no curl examples in {document.name}"
-    outputs = _run_blocks(blocks, serve_with_proposals, tmp_path)
+    # As the README has it: .venv/bin on the PATH, the commands on the served database.
+    env = {**base_env, "PATH": f"{MEMLEDGER_BIN}:{os.environ['PATH']}"}
+    outputs = _run_blocks(blocks, serve_with_proposals, tmp_path, env)
     documented = iter(_documented_answers(document))
     answered = 0
     for block, output in zip(blocks, outputs, strict=True):
@@ -179,6 +186,8 @@ def test_every_curl_example_works_against_a_running_serve(
             assert "=$(" in block, f"a curl example printed nothing:\n{block}"
             continue
         for line in output.splitlines():
+            if not line.startswith("{"):
+                continue  # a memledger command's own message
             response = json.loads(line)
             assert response.get("jsonrpc") == "2.0" and "result" in response, (block, response)
             if document == REFERENCE:  # the documented answer is the serve's, ids and instants aside

@@ -410,10 +410,11 @@ def test_tokens_on_postgres(pg_schema: str) -> None:
 def _token_table_drift(engine: Any) -> list[Any]:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
-    from sqlmodel import SQLModel
+
+    from ledger.models import METADATA
 
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+        diff = compare_metadata(MigrationContext.configure(conn), METADATA)
     return [d for d in diff if "api_tokens" in repr(d)]
 
 

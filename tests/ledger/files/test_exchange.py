@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -235,7 +236,8 @@ def test_duplicate_facts_are_compared_without_case_or_whitespace(make_ledger: ob
             str(led.engine.url),
         ],
     )
-    assert code.exit_code == 0 and "duplicate a.md: the same fact is already active" in code.output
+    assert code.exit_code == 0
+    assert re.search(r"duplicate +1  the same fact is already active in \S+ as mem_\w+  \(a\.md\)", code.output)
 
 
 def test_two_entries_with_one_fact_are_proposed_once(make_ledger: object, tmp_path: Path) -> None:
@@ -331,3 +333,21 @@ def test_any_storable_body_is_written_as_a_fact_that_reads_back_unchanged(make_l
     assert validate(e) == [] or any(p.check == "fact-credential" for p in e.problems)
     if e.fact is not None:
         assert e.fact == record.body
+
+
+def test_an_import_prints_one_line_per_reason_with_its_count_not_one_per_entry(
+    make_ledger: object, tmp_path: Path
+) -> None:
+    # Given a scope that holds 2 records and 12 eligible entries with distinct facts
+    led: Ledger = make_ledger()  # type: ignore[operator]
+    led.set_budget(led.scope_key, 2)
+    files = {f"e{n:02}.md": entry(fact=f"The release region is region-{n}.") for n in range(12)}
+    args = ["files", "import", str(write_dir(tmp_path / "m", files)), "--scope", SCOPE, "--now", "2025-01-13"]
+    result = CliRunner().invoke(app, [*args, "--database-url", str(led.engine.url)])
+    # Then the 10 refusals are one line with their count and a few of their files
+    assert result.exit_code == 1
+    refused = [line for line in result.output.splitlines() if line.lstrip().startswith("refused")]
+    assert len(refused) == 1, result.output
+    assert re.match(r"\s+refused\s+10  budget: .*\(e02\.md, e03\.md, e04\.md and 7 more\)$", refused[0]), refused
+    assert re.search(r"proposed\s+2  waiting for accept or reject  \(e00\.md, e01\.md\)", result.output)
+    assert "2 proposed, 0 already imported, 0 duplicate(s) skipped, 10 refused" in result.output

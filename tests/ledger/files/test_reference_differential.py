@@ -1,11 +1,11 @@
 """Differential check against the reference memory-ledger tool itself, when a checkout of it is at hand.
 
-Set ``MEMLEDGER_REFERENCE_TOOL`` to a checkout of ``runsagents/memory-ledger`` (and have
-``node`` 20+ on the PATH): random directories are audited by both tools and the
-verdicts must agree — exit status and the Markdown report, line for line, except
-the wording of invalid entries' messages and the order of chains (memledger lists
-chains in id order, SPEC 6.1; see docs/file-ledger.md). Without the variable the
-test is skipped: the reference's code is not part of this repository.
+``MEMLEDGER_REFERENCE_TOOL`` names a checkout of ``runsagents/memory-ledger`` (by default
+``../shared/reference/memory-ledger`` beside the project's root, where CI keeps it), and ``node``
+20+ must be on the PATH: random directories are audited by both tools and the verdicts must agree —
+exit status and the Markdown report, line for line, except the wording of invalid entries' messages
+and the order of chains (memledger lists chains in id order; see docs/file-ledger.md). Without the
+tool the test is skipped locally and fails in CI: the reference's code is not part of this repository.
 """
 
 from __future__ import annotations
@@ -22,21 +22,21 @@ from pathlib import Path
 import pytest
 
 from ledger.files import audit_directory, audit_markdown
+from tests.conftest import tool_missing
 
-REFERENCE = os.environ.get("MEMLEDGER_REFERENCE_TOOL")
+ROOT = Path(__file__).resolve().parents[3]
+REFERENCE = os.environ.get("MEMLEDGER_REFERENCE_TOOL") or str(ROOT.parent / "shared" / "reference" / "memory-ledger")
 DIRECTORIES = 60
-pytestmark = pytest.mark.skipif(
-    not REFERENCE or shutil.which("node") is None, reason="set MEMLEDGER_REFERENCE_TOOL to a reference checkout"
-)
 
-_RUN = """
-import {{ auditLedger, reportFor }} from {script};
-const [dir, asOf, scope] = process.argv.slice(1);
-const result = await auditLedger({{ directory: dir, asOf, scope: scope === '-' ? null : scope }});
-const report = reportFor(result);
-process.stdout.write(report.markdown);
-process.exitCode = report.blocking === 0 ? 0 : 1;
-"""
+
+@pytest.fixture(autouse=True)
+def _reference_tool() -> None:
+    script = Path(REFERENCE) / "scripts" / "audit-ledger.mjs"
+    if not script.is_file():
+        tool_missing(f"no reference tool at {REFERENCE}: set MEMLEDGER_REFERENCE_TOOL to a checkout of it")
+    if shutil.which("node") is None:
+        tool_missing("node (20+) is not on the PATH: apt-get install nodejs")
+
 
 MUTATIONS: list[tuple[str, object]] = [
     ("fact", ""),
@@ -162,8 +162,7 @@ def comparable(report: str) -> str:
 
 
 def test_verdicts_and_reports_agree_with_the_reference_tool(tmp_path: Path) -> None:
-    assert REFERENCE is not None
-    script = json.dumps((Path(REFERENCE) / "scripts" / "audit-ledger.mjs").resolve().as_uri())
+    script = str((Path(REFERENCE) / "scripts" / "audit-ledger.mjs").resolve())
     for seed in range(DIRECTORIES):
         # Given a random directory of entries (ids in lower case: both tools sort them the same)
         rng = random.Random(seed)
@@ -176,8 +175,9 @@ def test_verdicts_and_reports_agree_with_the_reference_tool(tmp_path: Path) -> N
             path.write_text(random_entry(rng, [Path(n).name for n in names]), encoding="utf-8")
         scope = rng.choice(["-", "global", "project:acme/widgets"])
         # When both tools audit it as of the same day in the same trust context
+        context = [] if scope == "-" else ["--scope", scope]
         ref = subprocess.run(
-            ["node", "--input-type=module", "-e", _RUN.format(script=script), "m", "2026-07-14", scope],
+            ["node", script, "m", "--as-of", "2026-07-14", *context],  # its command line, as a user runs it
             cwd=root,
             capture_output=True,
             text=True,
@@ -189,4 +189,5 @@ def test_verdicts_and_reports_agree_with_the_reference_tool(tmp_path: Path) -> N
         # Then they agree (the command line's exit status is 1 exactly when the report blocks)
         assert ref.stderr == "", ref.stderr
         ours = (int(report.blocking), comparable(audit_markdown(report)))
-        assert ours == (ref.returncode, comparable(ref.stdout)), seed
+        printed = ref.stdout.removesuffix("\n")  # console.log's own line end after the report
+        assert ours == (ref.returncode, comparable(printed)), seed

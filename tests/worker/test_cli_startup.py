@@ -1,0 +1,120 @@
+"""Start-up of the command line: ``--help`` and the reads import only what they use.
+
+``memledger --help`` lists every command from :data:`worker.cli.COMMANDS` without importing
+any command module; ``memledger pins`` imports the ledger and the ledger commands, never the
+migration tool, the model SDKs, the job queue, the servers or the MCP SDK (docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from worker.cli import COMMANDS, app, every_command
+
+# Loaded only by the commands that use them.
+HEAVY = (
+    "alembic",
+    "sqlmodel",
+    "anthropic",
+    "openai",
+    "dramatiq",
+    "redis",
+    "uvicorn",
+    "starlette",
+    "mcp",
+    "consolidation",
+    "structlog",
+    "prometheus_client",
+)
+# Not even the database layer: the help screen opens nothing.
+NOT_FOR_HELP = (*HEAVY, "sqlalchemy", "ledger", "worker.cli_ledger", "worker.cli_worker")
+
+_PROBE = """
+import json, sys
+from worker import cli
+sys.argv = ['memledger', *json.loads(sys.argv[1])]
+try:
+    cli.main()
+except SystemExit as exit:
+    code = exit.code
+else:
+    code = 0
+print(json.dumps({'code': code, 'modules': sorted(sys.modules)}))
+"""
+
+
+def _loaded(args: list[str], cwd: Path) -> tuple[int, set[str], str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, json.dumps(args)], capture_output=True, text=True, cwd=cwd, check=False
+    )
+    last = proc.stdout.strip().splitlines()[-1]
+    found = json.loads(last)
+    return found["code"], set(found["modules"]), proc.stdout + proc.stderr
+
+
+def _heavy(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if n in modules or any(m.startswith(n + ".") for m in modules))
+
+
+def test_help_imports_no_command_module(tmp_path: Path) -> None:
+    code, modules, out = _loaded(["--help"], tmp_path)
+    assert code == 0, out
+    assert _heavy(modules, NOT_FOR_HELP) == [], out
+    for name in COMMANDS:
+        assert name in out  # every command is listed all the same
+
+
+def test_a_read_imports_none_of_the_heavy_modules(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    code, _, out = _loaded(["pin", "I prefer tea", "--database-url", url], tmp_path)  # creates and migrates
+    assert code == 0, out
+    code, modules, out = _loaded(["pins", "--database-url", url], tmp_path)
+    assert code == 0, out
+    assert "I prefer tea" in out
+    assert _heavy(modules, HEAVY) == [], out
+
+
+def test_the_listing_is_each_commands_own_first_line() -> None:
+    loaded = every_command()
+    for name, (_module, short) in COMMANDS.items():
+        command = loaded[name]
+        assert command is not None, f"{name}: its module registers no such command"
+        own = (command.short_help or command.help or "").strip().split("\n\n")[0]
+        assert " ".join(own.split()) == short, name
+
+
+def test_every_registered_command_is_listed() -> None:
+    # A module that registers a command the table does not name would hide it from --help.
+    modules = {module for module, _ in COMMANDS.values()}
+    from worker.cli import module_commands
+
+    for module in modules:
+        for name in module_commands(module):
+            assert name in COMMANDS, f"{module} registers {name!r}: add it to worker.cli.COMMANDS"
+
+
+def test_an_unknown_command_suggests_the_near_one() -> None:
+    result = CliRunner().invoke(app, ["pnis"])
+    assert result.exit_code == 2
+    assert "Did you mean 'pins'?" in result.output
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"memledger {version('memledger')}"
+
+
+@pytest.mark.parametrize("group", ["db", "files", "tokens", "consolidation", "extraction"])
+def test_a_group_runs_from_its_lazily_loaded_module(group: str) -> None:
+    result = CliRunner().invoke(app, [group, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert COMMANDS[group][1].split(":")[0] in " ".join(result.output.split())
