@@ -35,7 +35,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic.alias_generators import to_camel
 
 from consolidation import ConsolidationService
-from consolidation.setting_checks import TARGET_FIELDS
+from consolidation.setting_checks import PRICE_FIELDS, TARGET_FIELDS
 from ledger import Ledger
 from ledger.protocol import INVALID_PARAMS, ExtraMethod, NoParams, Params, RpcError
 
@@ -44,7 +44,7 @@ UPDATE_SETTINGS = "memory/update_consolidation_settings"
 MAX_DEBOUNCE_S = 86_400.0
 # The model target's params: wire name -> the service's name (harness, model, baseUrl, the two prices).
 TARGET_PARAMS = {to_camel(name): name for name in TARGET_FIELDS}
-_NULLABLE_TARGET = ("base_url", "price_in_usd_per_mtok", "price_out_usd_per_mtok")
+_NULLABLE_TARGET = ("base_url", *PRICE_FIELDS)  # null unsets these
 
 Price = StrictFloat | StrictInt
 
