@@ -625,7 +625,7 @@ def _validation_error(exc: ValidationError) -> RpcError:
 
 _PYTHON_NAMES = re.compile(
     r"\b(?:expires_at|as_of|conflict_group|source_session_id|scope_key|max_chars|max_records|record_id|debounce_s"
-    r"|allow_removal)\b"
+    r"|allow_removal|base_url|price_in_usd_per_mtok|price_out_usd_per_mtok)\b"
 )
 
 

@@ -114,7 +114,8 @@ def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
     from worker.server import extra_methods
 
     runtime = build_runtime(cli_config(), ledger=led)
-    return extra_methods(runtime)
+    # Over stdio the caller started the process on the operator's database: it is the operator.
+    return extra_methods(runtime, operator=True)
 
 
 # ---------------------------------------------------------------------- processes

@@ -91,6 +91,18 @@ RECORD_FIELDS = (
 )
 
 RECORDS = Field_("records", "array of record", "the records, each as described under *Records*")
+# The model target a job's settings show (never a key: keys live in the server's environment).
+TARGET_RESULT = (
+    Field_("harness", "string", "`anthropic`, `openai` or `offline`: what runs the job's model calls"),
+    Field_("model", "string", "the model, as its server knows it (`offline` for the offline harness)"),
+    Field_("baseUrl", "string \\| null", "the openai harness's server; `null`: `OPENAI_BASE_URL`, else OpenAI's"),
+    Field_(
+        "priceInUsdPerMtok", "number \\| null", "the scope's input price, USD per million tokens; `null`: the table's"
+    ),
+    Field_(
+        "priceOutUsdPerMtok", "number \\| null", "the scope's output price, USD per million tokens; `null`: the table's"
+    ),
+)
 
 RESULTS: dict[str, tuple[Field_, ...]] = {
     "record": (Field_("…", "record", "one record (see *Records* above)"),),
@@ -158,6 +170,7 @@ RESULTS: dict[str, tuple[Field_, ...]] = {
         Field_("scopeKey", "string", "the bound account's scope"),
         Field_("mode", "string", "`off` or `propose` (proposals from the conversation, for the user to accept)"),
         Field_("debounceS", "number", "seconds of quiet in a session before its run"),
+        *TARGET_RESULT,
     ),
     "settings": (
         Field_("scopeKey", "string", "the bound account's scope"),
@@ -165,6 +178,7 @@ RESULTS: dict[str, tuple[Field_, ...]] = {
         Field_("allowRemoval", "boolean", "whether consolidation may retire records"),
         Field_("debounceS", "number", "seconds of quiet after a turn before a run"),
         Field_("maxRecords", "integer", "the scope's record budget"),
+        *TARGET_RESULT,
     ),
     "notify_turn": (
         Field_("scheduled", "boolean", "false when the scope's consolidation is off"),
@@ -176,6 +190,33 @@ RESULTS: dict[str, tuple[Field_, ...]] = {
 }
 
 SCOPE = "account:local"
+
+# The model target's params, the same on both jobs' updates (checked as the command line checks them).
+TARGET_PARAMS_DOC = {
+    "harness": "`anthropic`, `openai` or `offline` (`memledger models` lists them); alone, it takes its "
+    "default model and drops `baseUrl` and the prices",
+    "model": "the model as its server knows it, e.g. `qwen2.5:7b-instruct`; one the price table does not "
+    "know needs both prices",
+    "baseUrl": "the openai harness's server, an http(s) URL without credentials, e.g. "
+    "`http://127.0.0.1:11434/v1`; `null` unsets it",
+    "priceInUsdPerMtok": "input price, USD per million tokens (0: a free local model); with "
+    "`priceOutUsdPerMtok` or not at all; `null` unsets both",
+    "priceOutUsdPerMtok": "output price, USD per million tokens; with `priceInUsdPerMtok`",
+}
+TARGET_TYPES = {
+    "baseUrl": "string \\| null",
+    "priceInUsdPerMtok": "number \\| null",
+    "priceOutUsdPerMtok": "number \\| null",
+}
+TARGET_NOTE = (
+    "The model target (`harness`, `model`, `baseUrl`, `priceInUsdPerMtok`, `priceOutUsdPerMtok`) is the "
+    "operator's. A server that serves its one account without tokens (loopback `memledger serve`, "
+    "`memledger rpc`) takes it here, with the same checks and messages as `{command}`. With "
+    "`MEMLEDGER_AUTH=tokens` (many accounts) each of the five is refused, `-32602 invalid_params` "
+    "(`data.errors[].type`: `operator_setting`), whatever its value, and nothing changes: an account could "
+    "otherwise spend the operator's money (a price of 0 on a paid model) or make the worker call any address "
+    "it can reach. The operator sets it with `{command}`."
+)
 
 DOCS: dict[str, MethodDoc] = {
     "memory/save_memory_record": MethodDoc(
@@ -323,30 +364,34 @@ DOCS: dict[str, MethodDoc] = {
         types={"messages": "array of object"},
     ),
     "memory/get_extraction_settings": MethodDoc(
-        "The bound account's own extraction switches.",
+        "The bound account's extraction settings: its switches and the model target extraction runs on.",
         "extraction_settings",
         {},
         params_model=NoParams,
     ),
     "memory/update_extraction_settings": MethodDoc(
-        "Change the bound account's own extraction switches; each param is optional.",
+        "Change the bound account's extraction settings; each param is optional.",
         "extraction_settings",
         {"mode": "off", "debounceS": 30},
         params_model=UpdateExtractionParams,
-        params={"mode": "`off` or `propose`", "debounceS": "seconds of quiet in a session before its run"},
-        types={"mode": "string: `off`, `propose`"},
-        note="Harness and model are operator settings (`memledger extraction set`), not on this surface.",
+        params={
+            "mode": "`off` or `propose`",
+            "debounceS": "seconds of quiet in a session before its run",
+            **TARGET_PARAMS_DOC,
+        },
+        types={"mode": "string: `off`, `propose`", **TARGET_TYPES},
+        note=TARGET_NOTE.format(command="memledger extraction set"),
     ),
     "memory/get_consolidation_settings": MethodDoc(
-        "The bound account's own consolidation switches.",
+        "The bound account's consolidation settings: its switches and the model target runs use.",
         "settings",
         {},
         params_model=NoParams,
-        note="Operator settings (harness, model, prices, spend budgets, caps) are not on the protocol: "
-        "they stay on the command line (`memledger consolidation set`).",
+        note="Spend budgets, caps and the allowed operations are the operator's, on the command line "
+        "(`memledger consolidation set`).",
     ),
     "memory/update_consolidation_settings": MethodDoc(
-        "Change the bound account's own consolidation switches; each param is optional.",
+        "Change the bound account's consolidation settings; each param is optional.",
         "settings",
         {"mode": "propose", "debounceS": 30},
         params_model=UpdateConsolidationParams,
@@ -355,8 +400,10 @@ DOCS: dict[str, MethodDoc] = {
             "allowRemoval": "let consolidation retire records",
             "debounceS": "seconds of quiet after a turn before a run (0 … 86,400)",
             "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts)",
+            **TARGET_PARAMS_DOC,
         },
-        types={"mode": "string: `off`, `propose`, `apply`"},
+        types={"mode": "string: `off`, `propose`, `apply`", **TARGET_TYPES},
+        note=TARGET_NOTE.format(command="memledger consolidation set"),
     ),
 }
 

@@ -89,7 +89,7 @@ def _server_methods(led: Any, database_url: str) -> tuple[Mapping[str, Any], Cal
     from worker.server import extra_methods
 
     runtime = build_runtime(WorkerConfig(database_url=database_url, redis_url=None, account="local"), ledger=led)
-    return extra_methods(runtime), runtime.close
+    return extra_methods(runtime, operator=runtime.config.auth != "tokens"), runtime.close
 
 
 def example_answers(requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -162,14 +162,19 @@ def notify_turn_method(runtime: Runtime) -> Any:
     return method
 
 
-def extra_methods(runtime: Runtime) -> dict[str, ExtraMethod]:
-    """Every method the worker adds to the record protocol (``serve`` and ``rpc`` alike)."""
+def extra_methods(runtime: Runtime, *, operator: bool) -> dict[str, ExtraMethod]:
+    """Every method the worker adds to the record protocol (``serve`` and ``rpc`` alike).
+
+    ``operator``: every caller is the operator (one account without tokens: ``rpc`` over stdio, a
+    ``serve`` with ``MEMLEDGER_AUTH=none``), so the settings methods take the model target too; with
+    tokens on, callers are tenants and they refuse it (see :mod:`worker.account_methods`).
+    """
     from worker.extraction_methods import extraction_methods
 
     return {
         NOTIFY_TURN: notify_turn_method(runtime),
-        **account_methods(runtime.service),
-        **extraction_methods(runtime),
+        **account_methods(runtime.service, operator=operator),
+        **extraction_methods(runtime, operator=operator),
     }
 
 
@@ -288,7 +293,8 @@ class Guard:
 
 def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
     """``POST /rpc``: one JSON-RPC request or batch in the body; one JSON answer (204 when there is none)."""
-    extra = extra_methods(runtime)
+    # Without tokens, serve answers its one account on loopback: its operator. With tokens, tenants.
+    extra = extra_methods(runtime, operator=runtime.config.auth != "tokens")
     guard = Guard(runtime)
     ledgers = AccountLedgers(runtime.ledger)
     default_account = runtime.ledger.scope_key.split(":", 1)[1]

@@ -57,7 +57,16 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
     assert caps["consolidation"]["available"] is True and "merge" in caps["consolidation"]["operations"]
     # The account switches extraction on (offline harness: no API key here)
     settings = ok(client, "memory/update_extraction_settings", {"mode": "propose", "debounceS": 0.2})
-    assert settings == {"scopeKey": SCOPE, "mode": "propose", "debounceS": 0.2}
+    assert settings == {
+        "scopeKey": SCOPE,
+        "mode": "propose",
+        "debounceS": 0.2,
+        "harness": "offline",
+        "model": "offline",
+        "baseUrl": None,
+        "priceInUsdPerMtok": None,
+        "priceOutUsdPerMtok": None,
+    }
     assert ok(client, "memory/get_extraction_settings") == settings
     ok(client, "memory/save_memory_record", {"body": "I use vim"})
     # Before the turn: the packet for the session, and its audit
@@ -117,7 +126,7 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
         ("memory/notify_turn", {"sessionId": "s", "messages": "hello"}),
         ("memory/notify_turn", {"sessionId": "s", "messages": [{"role": "user", "text": "x"}], "scopeKey": "x:y"}),
         ("memory/update_extraction_settings", {"mode": "apply"}),
-        ("memory/update_extraction_settings", {"harness": "anthropic"}),
+        ("memory/update_extraction_settings", {"harness": "gemini"}),
         ("memory/update_extraction_settings", {"debounceS": -1}),
         ("memory/get_extraction_settings", {"x": 1}),
         ("memory/build_packet", {"scopeKey": SCOPE, "sessionId": ""}),
