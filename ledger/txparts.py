@@ -12,7 +12,8 @@ from sqlalchemy import Connection, CursorResult, Executable, bindparam, func, in
 from ledger import rows
 from ledger.errors import InvalidTransition
 from ledger.models import EVENTS, RECORDS, SCOPES, TRANSITIONS, Kind, MemoryRecord, Provenance, Status
-from ledger.store import Prepared, lit, param
+from ledger.sweep import any_due
+from ledger.store import Prepared, Store, lit, param
 from ledger.store import rows as store_rows
 from ledger.store import run as store_run
 
@@ -32,14 +33,20 @@ def _held(status: Status) -> Any:
     return func.coalesce(select(kept).where(SCOPES.c.scope_key == _S).scalar_subquery(), counted)
 
 
-# The budget and both counts in one round trip, read from the scope's settings row.
-_USAGE = Prepared(
-    select(
-        select(SCOPES.c.max_records).where(SCOPES.c.scope_key == _S).scalar_subquery(),
-        _held(Status.ACTIVE),
-        _held(Status.PROPOSED),
-    )
+_USAGE_COLUMNS = (
+    select(SCOPES.c.max_records).where(SCOPES.c.scope_key == _S).scalar_subquery(),
+    _held(Status.ACTIVE),
+    _held(Status.PROPOSED),
 )
+# The budget and both counts in one round trip, read from the scope's settings row.
+_USAGE = Prepared(select(*_USAGE_COLUMNS))
+
+
+def usage_and_due(store: Store) -> Executable:
+    """:data:`_USAGE` and whether anything in the scope is due at ``n``: what a save reads before it writes."""
+    return select(*_USAGE_COLUMNS, any_due(store))
+
+
 _CLOSE = Prepared(
     update(RECORDS)
     .where(M.id == bindparam("rid"), M.status == lit(Status.ACTIVE.value))
