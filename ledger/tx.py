@@ -54,11 +54,11 @@ from ledger.txparts import (
     Row,
     ScopeUsage,
     _check_transition,
-    usage_and_due,
     _NewRecord,
     _replace_expiry,
     _replace_status,
     _values,
+    usage_and_due,
 )
 
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ from sqlalchemy import Connection, CursorResult, Executable, bindparam, func, in
 from ledger import rows
 from ledger.errors import InvalidTransition
 from ledger.models import EVENTS, RECORDS, SCOPES, TRANSITIONS, Kind, MemoryRecord, Provenance, Status
-from ledger.sweep import any_due
 from ledger.store import Prepared, Store, lit, param
 from ledger.store import rows as store_rows
 from ledger.store import run as store_run
+from ledger.sweep import any_due
 
 Row = Mapping[str, Any]
 M = RECORDS.c

@@ -303,7 +303,8 @@ class _Plan:
     @classmethod
     def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
         """The plan, or None when the statement needs what only SQLAlchemy's path does (type processing)."""
-        compiled = prepared.statement.compile(dialect=dialect, column_keys=prepared.column_keys)
+        statement: Any = prepared.statement
+        compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
         assert isinstance(compiled, SQLCompiler)
         if getattr(compiled, "_bind_processors", None) or any(
             column[3]._cached_result_processor(dialect, None) for column in compiled._result_columns
