@@ -23,7 +23,7 @@ from ledger.instants import Clock, system_clock
 from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, SweepStatus
 from ledger.packet import Packet
 from ledger.slash import SlashResult
-from ledger.store import Prepared, lit, param
+from ledger.store import Pending, Prepared, lit, param
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -40,6 +40,7 @@ __all__ = [
     "LedgerEvent",
     "MemoryRecord",
     "Packet",
+    "Pending",
     "Prepared",
     "Provenance",
     "RecordNotFound",

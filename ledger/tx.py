@@ -33,8 +33,9 @@ from ledger.errors import (
 from ledger.instants import from_micros, to_micros
 from ledger.models import EventKind, Kind, MemoryRecord, Provenance, Status
 from ledger.screening import screen_body
+from ledger.store import Pending, run, send
+from ledger.store import query as store_query
 from ledger.store import rows as store_rows
-from ledger.store import run, send
 from ledger.sweep import SWEEP_BATCH, expire_due
 from ledger.txparts import (
     _ACCEPT,
@@ -58,6 +59,7 @@ from ledger.txparts import (
     _replace_expiry,
     _replace_status,
     _values,
+    due_now,
     usage_and_due,
 )
 
@@ -203,6 +205,23 @@ class Transaction(Reader):
     def active(self) -> list[MemoryRecord]:
         """The scope's active set at ``tx.now``."""
         return rows.fetch_active(self.conn, ACTIVE_NOW, self.scope_key, {"s": self.scope_key, "n": self.now_us})
+
+    def active_later(self) -> Pending[list[MemoryRecord]]:
+        """:meth:`prepare`, then :meth:`active`: sent now, read with ``.result()`` (see :meth:`query`).
+
+        The active set at ``tx.now`` leaves out what is past its expiry whether or not it was
+        expired first, so both questions go out together and the expiry runs only when needed.
+        """
+        params = {"s": self.scope_key, "n": self.now_us}
+        due = store_query(self.conn, self.ledger.store.built(due_now), params)
+        found = store_query(self.conn, ACTIVE_NOW, params)
+
+        def result() -> list[MemoryRecord]:
+            if due.result()[0][0]:
+                self.prepare()
+            return [rows.active_record_from_tuple(self.scope_key, row) for row in found.result()]
+
+        return Pending(result)
 
     def _row(self, record_id: object) -> Row:
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:

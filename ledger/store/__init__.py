@@ -20,6 +20,7 @@ __all__ = [
     "Pending",
     "PostgresStore",
     "Prepared",
+    "Rows",
     "SQLiteStore",
     "Store",
     "include_object",

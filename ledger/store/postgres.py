@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
 
 import psycopg
-from sqlalchemy import Connection, Dialect, Engine, RowMapping, Table, create_engine, event, select, text
+from sqlalchemy import Connection, Dialect, Engine, Float, RowMapping, Table, create_engine, event, select, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -307,7 +307,7 @@ class _Plan:
         compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
         assert isinstance(compiled, SQLCompiler)
         if getattr(compiled, "_bind_processors", None) or any(
-            column[3]._cached_result_processor(dialect, None) for column in compiled._result_columns
+            _processed(column[3], dialect) for column in compiled._result_columns
         ):
             return None
         failed = False
@@ -334,6 +334,16 @@ class _Plan:
             if not bind.required:
                 constants[name] = bind.value
         return None if failed else cls(sql, constants)
+
+
+def _processed(type_: Any, dialect: Dialect) -> bool:
+    """Whether SQLAlchemy converts this result column's values (then the statement keeps its path)."""
+    if type(type_) is Float and not type_.asdecimal:
+        return False  # psycopg returns a float8 as a float, as SQLAlchemy would
+    try:
+        return type_._cached_result_processor(dialect, None) is not None
+    except (TypeError, LookupError):  # a processor that depends on the column's type in the result
+        return True
 
 
 def _plan(stmt: Statement, dialect: Dialect) -> _Plan | None:
