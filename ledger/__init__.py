@@ -22,6 +22,8 @@ from ledger.errors import (
 from ledger.instants import Clock, system_clock
 from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, SweepStatus
 from ledger.packet import Packet
+from ledger.paging import Page
+from ledger.reads import ScopeView
 from ledger.slash import SlashResult
 from ledger.store import Pending, Prepared, lit, param
 
@@ -40,12 +42,14 @@ __all__ = [
     "LedgerEvent",
     "MemoryRecord",
     "Packet",
+    "Page",
     "Pending",
     "Prepared",
     "Provenance",
     "RecordNotFound",
     "ScopeError",
     "ScopeUsage",
+    "ScopeView",
     "SlashResult",
     "Status",
     "SweepStatus",
