@@ -38,8 +38,8 @@ MAX_LIMIT = 1000
 CURSOR_VERSION = 1
 M = RECORDS.c
 _BAD_CURSOR = (
-    "cursor is not one this ledger issued (it may be cut or edited): pass the previous page's "
-    "next_cursor unchanged, or leave it out for the first page"
+    "cursor is not one this ledger issued (it may be cut or edited): pass the previous page's next "
+    "cursor unchanged, or leave it out for the first page"
 )
 
 
