@@ -83,7 +83,7 @@ def stamp(
     create: bool = True,
     locked: Locked | None = None,
 ) -> int:
-    """Lock ``scope_key`` for this transaction and return its instant (see docs/ledger.md, "Time").
+    """Lock ``scope_key`` for this transaction and return its instant (docs/ledger.md, "Lock, then instant").
 
     Without an explicit instant the result is ``clock_us`` or, when the clock is at or before
     the scope's latest instant, that instant + 1 µs: strictly increasing in commit order.
