@@ -484,8 +484,14 @@ def _page_args(p: PageParams) -> dict[str, Any]:
     }
 
 
+def _paging(p: PageParams) -> bool:
+    return any(value is not None for value in _page_args(p).values())
+
+
 def _list(led: Ledger, p: PageParams) -> Any:
     scope = _own_scope(led, p.scope_key)
+    if not _paging(p):  # the whole list: the active set's own (faster) read
+        return _page(scope, Page(led.list(scope), None))
     return _page(scope, led.list_page(scope, **_page_args(p)))
 
 
@@ -513,6 +519,8 @@ def _search(led: Ledger, p: SearchParams) -> Any:
 
 def _proposals(led: Ledger, p: PageParams) -> Any:
     scope = _own_scope(led, p.scope_key)
+    if not _paging(p):
+        return _page(scope, Page(led.proposals(scope), None))
     return _page(scope, led.proposals_page(scope, **_page_args(p)))
 
 

@@ -38,7 +38,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
-from ledger import InvalidArgument, Kind, Ledger, LedgerError, MemoryRecord, Provenance, RecordNotFound
+from ledger import InvalidArgument, Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound
 from ledger.instants import parse_rfc3339
 from ledger.protocol import record_to_json, to_jsonable
 
@@ -355,10 +355,13 @@ def _not_found(record_id: str) -> ToolFailure:
 
 
 def list_pins(led: Ledger, args: ListArguments) -> Answer:
-    try:
-        page = led.list_page(led.scope_key, limit=args.limit, cursor=args.cursor)
-    except InvalidArgument as exc:
-        raise ToolFailure("invalid_params", exc.message) from None
+    if args.limit is None and args.cursor is None:
+        page = Page(led.list(led.scope_key), None)
+    else:
+        try:
+            page = led.list_page(led.scope_key, limit=args.limit, cursor=args.cursor)
+        except InvalidArgument as exc:
+            raise ToolFailure("invalid_params", exc.message) from None
     pins = _pins(page.records)
     head = f"{len(pins)} pin(s) apply to the user now:" if pins else "The user has no pins."
     if page.next_cursor is not None:

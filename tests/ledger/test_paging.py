@@ -119,39 +119,55 @@ def test_the_scope_is_given_once(led: Ledger) -> None:
     assert view.injection() is True
 
 
+WRITES = 60  # per writer thread
+
+
 def test_pages_neither_repeat_nor_skip_while_others_save(make_ledger: Any) -> None:
-    # Given a scope holding 60 pins and two threads that keep saving (and one that edits a pin)
+    # Given a scope holding 60 pins and two threads that keep saving
     led = make_ledger()
     led.set_budget(led.scope_key, 10_000)
     existing = [led.save(f"existing pin {i}").id for i in range(60)]
     stop = threading.Event()
+    saved = threading.Condition()
+    count = [0]
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:
         try:
-            i = 0
-            while not stop.is_set():
+            for i in range(WRITES):
+                if stop.is_set():
+                    break
                 led.save(f"writer {n} pin {i}")
-                i += 1
+                with saved:
+                    count[0] += 1
+                    saved.notify_all()
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
+
+    def page_after_more_saves(cursor: str | None) -> Any:
+        # Between two pages, the writers save at least two more records.
+        with saved:
+            seen = count[0]
+            more = lambda: count[0] >= min(seen + 2, 2 * WRITES) or bool(errors)  # noqa: E731
+            assert saved.wait_for(more, timeout=30), "the writers stalled"
+        return led.list_page(limit=7, cursor=cursor)
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(2)]
     for t in threads:
         t.start()
     try:
         # When the scope is read in pages of 7 while they write
-        ids = all_pages(lambda c: led.list_page(limit=7, cursor=c))
+        ids = all_pages(page_after_more_saves)
     finally:
         stop.set()
         for t in threads:
             t.join()
     assert not errors, errors
     # Then no record comes twice, every record that existed at the start comes once, in order,
-    # and what was written meanwhile comes after it
+    # and the records written meanwhile come after them
     assert len(ids) == len(set(ids))
     assert ids[: len(existing)] == existing
-    assert len(ids) >= len(existing)
+    assert len(ids) > len(existing) + 10
 
 
 def test_the_protocol_pages_and_filters(led: Ledger, make_ledger: Any) -> None:

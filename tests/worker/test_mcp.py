@@ -405,7 +405,7 @@ def test_an_unexpected_failure_is_an_internal_error_without_its_text(
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("disk on fire at /var/secret/path")
 
-    monkeypatch.setattr(Ledger, "list_page", broken)
+    monkeypatch.setattr(Ledger, "list", broken)
     result = call_tool(led, "list_pins", {})
     data = refused(result, "internal_error")
     assert "fire" not in str(data) and "secret" not in result.content[0].text  # type: ignore[union-attr]
