@@ -99,6 +99,7 @@ class Transaction(Reader):
         nested = self.conn.begin_nested()
         try:
             yield
+            self.ledger.store.flush(self.conn)  # a statement sent inside fails inside (PostgreSQL's pipeline)
         except BaseException:
             nested.rollback()
             raise

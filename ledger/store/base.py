@@ -158,6 +158,9 @@ class Store(ABC):
         """
         self.run(conn, stmt, params)
 
+    def flush(self, conn: Connection) -> None:  # noqa: B027 - nothing is ever held back by default
+        """Wait for every statement sent and not yet answered; raise the first one's error, if any."""
+
     def query(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> Pending[Rows]:
         """Send a statement that returns rows, to be read later: several sent before the first is read
         share one round trip on PostgreSQL."""

@@ -137,6 +137,11 @@ class PostgresStore(Store):
             return
         self._execute(conn, plan, params)
 
+    def flush(self, conn: Connection) -> None:
+        pipe = conn.connection.info.get(_PIPE)
+        if pipe is not None and pipe.active:
+            _call(pipe.sync)
+
     def query(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> Pending[Rows]:
         plan = _plan(stmt, self.engine.dialect)
         if plan is None:

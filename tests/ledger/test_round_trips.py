@@ -98,6 +98,20 @@ def test_a_failed_insert_in_the_pipeline_rolls_the_whole_write_back(
     assert pg.save("next").body == "next"
 
 
+def test_a_statement_sent_inside_a_savepoint_fails_inside_it(pg: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a transaction whose savepoint holds a save that fails only on the server
+    first = pg.save("kept")
+    with pg.transaction() as tx:
+        with monkeypatch.context() as patch:
+            patch.setattr(validate, "new_record_id", lambda: first.id)
+            # When the failure is caught around the savepoint
+            with pytest.raises(Exception, match=r"duplicate key|unique"), tx.savepoint():
+                tx.save("a clash, rolled back to the savepoint")
+        # Then the transaction goes on and commits what came after
+        tx.save("after the savepoint")
+    assert [r.body for r in pg.list()] == ["kept", "after the savepoint"]
+
+
 def test_a_runs_claim_and_settlement_wait_four_and_three_times(pg: Ledger, tmp_path: Path) -> None:
     # Given a due consolidation run
     svc = ConsolidationService(pg)
