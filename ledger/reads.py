@@ -155,11 +155,11 @@ class LedgerReads:
     def scope(self, scope_key: str | None = None) -> ScopeView:
         """This ledger's reads of one scope (default: the bound one), without naming it again:
         ``led.scope().search("deploy")``, ``led.scope().list_page(limit=50)``. Raises ScopeError."""
-        return ScopeView(self, check_scope(scope_key or self.scope_key))
+        return ScopeView(self, check_scope(self.scope_key if scope_key is None else scope_key))
 
     def list(self, scope_key: str | None = None, *, now: datetime | None = None) -> RecordList:
         """The active set of a scope (default: the bound one) as of ``now``: never a record past its ``expires_at``."""
-        scope = check_scope(scope_key or self.scope_key)
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
         if now is not None:
             require_aware(now, name="now")
         with self._reading() as conn:
@@ -213,7 +213,7 @@ class LedgerReads:
         now: datetime | None,
         where: tuple[Any, ...],
     ) -> Page:
-        scope = check_scope(scope_key or self.scope_key)
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
         size = check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor, listing, scope, filters)
         if now is not None:
@@ -244,7 +244,7 @@ class LedgerReads:
 
     def proposals(self, scope_key: str | None = None, *, now: datetime | None = None) -> RecordList:
         """Proposals waiting for a decision (not past their expiry), oldest first (default: the bound scope)."""
-        scope = check_scope(scope_key or self.scope_key)
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
         if now is not None:
             require_aware(now, name="now")
         with self._reading() as conn:
@@ -310,7 +310,7 @@ class LedgerReads:
 
     def packet_audit(self, session_id: str, *, scope_key: str | None = None) -> audit.PacketAudit | None:
         """What the chat ``session_id`` received last (SPEC 3.7), or None when no packet was built for it."""
-        scope = check_scope(scope_key or self.scope_key)
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
         session = audit.check_session_id(session_id)
         with self._reading() as conn:
             return audit.read_audit(conn, scope, session)
