@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
@@ -24,9 +25,10 @@ from typing import Any, ClassVar
 import psycopg
 from sqlalchemy import Connection, Dialect, Engine, Float, RowMapping, Table, create_engine, event, select, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from ledger.errors import LedgerBusy
 from ledger.models import SCOPES
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared, param
@@ -60,10 +62,22 @@ class PostgresStore(Store):
             f"ORDER BY ts_rank({vector}, websearch_to_tsquery('english', :q)) DESC, m.seq LIMIT :lim"
         )
 
+    # A pooled connection idle longer than this is checked (one round trip) before it is used.
+    ping_after_idle_s: ClassVar[float] = 1.0
+
     @classmethod
     def create_engine(cls, url: str) -> Engine:
-        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        """The engine; its pool checks a connection before use only when it sat idle.
+
+        SQLAlchemy's ``pool_pre_ping`` checks every checkout: a round trip on every write, a
+        quarter of a save's. A connection returned less than :attr:`ping_after_idle_s` ago was
+        answering then; one that broke since (the server restarted in that second) fails its
+        statement with a clear error once, and the pool drops it.
+        """
+        engine = create_engine(url, pool_size=10, max_overflow=20)
         event.listen(engine, "before_cursor_execute", _leave_pipeline)
+        event.listen(engine, "checkin", _note_idle)
+        event.listen(engine, "checkout", _ping_if_idle(cls, engine))
         return engine
 
     @contextmanager
@@ -76,6 +90,13 @@ class PostgresStore(Store):
                 with conn.begin():
                     yield conn
                     pipe.commit()
+            except DBAPIError as exc:
+                if pipe.raw.broken and not pipe.commit_sent:
+                    # The server never saw a COMMIT: nothing of this write happened, so it is safe to run
+                    # again on another connection (Ledger.run retries LedgerBusy).
+                    conn.invalidate()
+                    raise LedgerBusy("the connection to the ledger database was lost; try again") from exc
+                raise
             finally:
                 del info[_PIPE]
                 pipe.leave(quiet=True)
@@ -154,7 +175,7 @@ class PostgresStore(Store):
         record = conn.connection
         pipe = record.info.get(_PIPE)
         if pipe is not None:
-            pipe.enter()
+            _call(pipe.enter)
         raw: psycopg.Connection[Any] = record.driver_connection  # type: ignore[assignment]
         cur = raw.cursor()
         values = plan.bind(params or {})
@@ -214,13 +235,14 @@ class _Pipe:
     :meth:`restore` undoes once the transaction has ended.
     """
 
-    __slots__ = ("_autocommit", "_ctx", "_pipeline", "raw")
+    __slots__ = ("_autocommit", "_ctx", "_pipeline", "commit_sent", "raw")
 
     def __init__(self, raw: Any) -> None:
         self.raw: psycopg.Connection[Any] = raw
         self._ctx: AbstractContextManager[psycopg.Pipeline] | None = None
         self._pipeline: psycopg.Pipeline | None = None
         self._autocommit: bool | None = None
+        self.commit_sent = False
 
     @property
     def active(self) -> bool:
@@ -262,6 +284,10 @@ class _Pipe:
             return
         try:
             ctx.__exit__(None, None, None)
+        except psycopg.errors.PipelineAborted:
+            # Statements skipped after one that failed: that one's error was raised when its answer
+            # came (to the statement waiting then); this is only its echo, and must not replace it.
+            pass
         except psycopg.Error:
             if not quiet:
                 raise
@@ -271,9 +297,10 @@ class _Pipe:
 
         psycopg then sees the transaction ended, so SQLAlchemy's commit sends nothing more.
         """
+        self.commit_sent = True  # from here on, whether it committed is not known if the connection breaks
         if self._ctx is None:
             return
-        self.raw.cursor().execute("COMMIT")
+        _call(lambda: self.raw.cursor().execute("COMMIT"))
         _call(self.leave)
 
 
@@ -359,3 +386,24 @@ def _plan(stmt: Statement, dialect: Dialect) -> _Plan | None:
     except KeyError:
         plan = stmt.plans["postgresql"] = _Plan.build(stmt, dialect)
         return plan
+
+
+_IDLE_SINCE = "memledger_idle_since"
+
+
+def _note_idle(dbapi_conn: Any, record: Any) -> None:
+    record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _ping_if_idle(store: type[PostgresStore], engine: Engine) -> Any:
+    def checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)  # None: a connection just opened
+        if idle_since is None or time.monotonic() - idle_since < store.ping_after_idle_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:
+            # The pool discards this connection and checks out another (SQLAlchemy's documented recipe).
+            raise DisconnectionError(f"a pooled connection stopped answering: {type(exc).__name__}") from exc
+
+    return checkout

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, event, select, update
+from sqlalchemy import Engine, create_engine, event, select, text, update
 
 from consolidation import ConsolidationService, Outcome
 from consolidation import runs as R
@@ -23,6 +23,7 @@ from ledger.errors import LedgerError
 from ledger.models import RECORDS
 from ledger.store import PostgresStore, store_for
 from ledger.store.postgres import _Plan
+from tests.conftest import PG_URL
 
 
 @pytest.fixture
@@ -152,3 +153,37 @@ def test_the_postgres_plan_renders_literals_and_binds_lists_as_arrays(pg: Ledger
     with store.write() as conn:
         assert store.run(conn, touch, {"rid": a.id}) == 1
     assert pg.get(a.id).kind == "decision"
+
+
+def _end_server_process_of_a_pooled_connection(led: Ledger) -> None:
+    with led.engine.connect() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        assert conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid}).scalar_one()
+    admin.dispose()
+
+
+def test_a_dead_pooled_connection_costs_a_write_nothing(pg: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    pg.save("first")
+    # Given a pooled connection whose server process ended a moment after it was used (not checked)
+    _end_server_process_of_a_pooled_connection(pg)
+    # When the next write finds it dead before its COMMIT was sent, it runs again on another connection
+    assert pg.save("second").body == "second"
+    # And a connection that sat idle is checked before use, and a dead one replaced
+    _end_server_process_of_a_pooled_connection(pg)
+    monkeypatch.setattr(PostgresStore, "ping_after_idle_s", 0.0)  # every connection counts as idle now
+    assert pg.save("third").body == "third"
+    assert [r.body for r in pg.list()] == ["first", "second", "third"]
+
+
+def test_a_connection_used_a_moment_ago_is_not_checked_again(pg: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    pings: list[object] = []
+    real = pg.engine.dialect.do_ping
+    monkeypatch.setattr(pg.engine.dialect, "do_ping", lambda conn: pings.append(conn) or real(conn))
+    pg.save("warm the pool")
+    pg.save("no liveness check: the connection answered a moment ago")
+    assert pings == []
+    monkeypatch.setattr(PostgresStore, "ping_after_idle_s", 0.0)
+    pg.save("checked: it counts as idle now")
+    assert len(pings) == 1
