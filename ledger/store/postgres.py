@@ -22,7 +22,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
 
-import psycopg
 from sqlalchemy import Connection, Dialect, Engine, Float, RowMapping, Table, create_engine, event, select, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.exc import DBAPIError, DisconnectionError
@@ -31,6 +30,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from ledger.errors import LedgerBusy
 from ledger.models import SCOPES
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
+from ledger.store.driver import psycopg
 from ledger.store.prepared import Prepared, param
 
 log = logging.getLogger(__name__)

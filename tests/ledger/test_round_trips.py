@@ -7,6 +7,8 @@ answers in the trace is one round trip.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -187,3 +189,9 @@ def test_a_connection_used_a_moment_ago_is_not_checked_again(pg: Ledger, monkeyp
     monkeypatch.setattr(PostgresStore, "ping_after_idle_s", 0.0)
     pg.save("checked: it counts as idle now")
     assert len(pings) == 1
+
+
+def test_importing_the_ledger_does_not_import_psycopg() -> None:
+    # The PostgreSQL store's driver loads when a PostgreSQL engine first uses it, not on `import ledger`.
+    code = "import sys, ledger, ledger.store.postgres; sys.exit('psycopg' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
