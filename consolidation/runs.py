@@ -19,7 +19,7 @@ from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exis
 from sqlalchemy.orm import aliased
 
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Outcome, run_from_row
-from ledger import Prepared, param
+from ledger import Pending, Prepared, param
 from ledger.instants import to_micros
 from ledger.models import RUNS
 
@@ -33,6 +33,8 @@ class Executor(Protocol):
     def execute(self, statement: Executable, params: Any = None) -> CursorResult[*tuple[Any, ...]]: ...
 
     def rows(self, statement: Prepared | Executable, params: Any = None) -> list[tuple[Any, ...]]: ...
+
+    def query(self, statement: Prepared | Executable, params: Any = None) -> Pending[list[tuple[Any, ...]]]: ...
 
     def run(self, statement: Prepared | Executable, params: Any = None) -> int: ...
 
@@ -129,11 +131,16 @@ _CLAIM = Prepared(
         mode=param("v_mode"),
         wall_clock_cap_s=param("cap"),
     )
+    .returning(C.id)
 )
 
 
-def claim(db: Executor, run_id: str, settings: ConsolidationSettings, now_us: int) -> bool:
-    """pending → running, only when due and no other run of the scope is running."""
+def claim(db: Executor, run_id: str, settings: ConsolidationSettings, now_us: int) -> Pending[bool]:
+    """pending → running, only when due and no other run of the scope is running.
+
+    Sent now; ``.result()`` says whether this call claimed the run (reads sent before it is read
+    share its round trip, see :meth:`ledger.tx.Transaction.query`).
+    """
     params = {
         "v_id": run_id,
         "now": now_us,
@@ -142,7 +149,7 @@ def claim(db: Executor, run_id: str, settings: ConsolidationSettings, now_us: in
         "v_mode": settings.mode.value,
         "cap": float(settings.wall_clock_cap_s),
     }
-    return db.run(_CLAIM, params) == 1
+    return db.query(_CLAIM, params).then(bool)
 
 
 _USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -266,8 +273,13 @@ _MONTH_SPEND = Prepared(
 )
 
 
-def month_spend(db: Executor, scope_key: str, start_us: int, end_us: int) -> int:
-    ((total,),) = db.rows(_MONTH_SPEND, {"scope": scope_key, "start": start_us, "end": end_us})
+def month_spend(db: Executor, scope_key: str, start_us: int, end_us: int) -> Pending[int]:
+    """The scope's spend in ``[start_us, end_us)``, micro-USD: sent now, read with ``.result()``."""
+    return db.query(_MONTH_SPEND, {"scope": scope_key, "start": start_us, "end": end_us}).then(_total)
+
+
+def _total(found: list[tuple[Any, ...]]) -> int:
+    ((total,),) = found
     return int(total or 0)
 
 

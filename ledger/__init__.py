@@ -22,8 +22,10 @@ from ledger.errors import (
 from ledger.instants import Clock, system_clock
 from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, SweepStatus
 from ledger.packet import Packet
+from ledger.paging import Page
+from ledger.reads import ScopeView
 from ledger.slash import SlashResult
-from ledger.store import Prepared, lit, param
+from ledger.store import Pending, Prepared, lit, param
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -40,11 +42,14 @@ __all__ = [
     "LedgerEvent",
     "MemoryRecord",
     "Packet",
+    "Page",
+    "Pending",
     "Prepared",
     "Provenance",
     "RecordNotFound",
     "ScopeError",
     "ScopeUsage",
+    "ScopeView",
     "SlashResult",
     "Status",
     "SweepStatus",

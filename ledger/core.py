@@ -155,7 +155,7 @@ class Ledger(LedgerReads):
         scope = check_scope(scope_key or self.scope_key)
         explicit = None if now is None else to_micros(now, name="now")
         with self.store.write() as conn:
-            self.store.lock_scope(conn, scope)
+            locked = self.store.lock_scope(conn, scope)
             clock_us = explicit if explicit is not None else to_micros(self.now(), name="clock")
             now_us = stamp(
                 conn,
@@ -164,6 +164,7 @@ class Ledger(LedgerReads):
                 clock_us=clock_us,
                 explicit=explicit is not None,
                 create=_create,
+                locked=locked,
             )
             tx = Transaction(self, conn, scope, now_us)
             yield tx

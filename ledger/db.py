@@ -35,7 +35,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ledger.errors import LedgerError
 from ledger.models import SCOPES
-from ledger.store import Prepared, Store, param, store_for
+from ledger.store import Locked, Prepared, Store, param, store_for
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -84,17 +84,42 @@ _STAMP_EXISTING = Prepared(
 )
 
 
+# The scope's latest instant when the lock has read it already (PostgreSQL).
+_SET_LATEST = Prepared(update(SCOPES).where(SCOPES.c.scope_key == bindparam("s")).values(latest_at=_T))
+
+
+def next_instant(latest_us: int | None, clock_us: int, *, explicit: bool) -> int:
+    """The scope's latest instant after a write at ``clock_us``: what :func:`_next_latest` computes in SQL."""
+    if latest_us is None or clock_us > latest_us:
+        return clock_us
+    return latest_us if explicit else latest_us + 1
+
+
 def stamp(
-    conn: Connection, scope_key: str, *, default_max: int, clock_us: int, explicit: bool, create: bool = True
+    conn: Connection,
+    scope_key: str,
+    *,
+    default_max: int,
+    clock_us: int,
+    explicit: bool,
+    create: bool = True,
+    locked: Locked | None = None,
 ) -> int:
-    """Lock ``scope_key`` for this transaction and return its instant (SPEC 3.1).
+    """Lock ``scope_key`` for this transaction and return its instant (docs/ledger.md, "Lock, then instant").
 
     Without an explicit instant the result is ``clock_us`` or, when the clock is at or before
     the scope's latest instant, that instant + 1 µs: strictly increasing in commit order.
     An explicit instant is returned as given (and recorded when it is the latest).
     ``create=False`` leaves a scope without a settings row without one (a refusal's event).
+    ``locked``: the lock already read the scope's latest instant (its row exists and is held), so
+    the new one is computed here and the update is sent without waiting for it.
     """
     store = store_for(conn.engine)
+    if locked is not None:
+        latest = next_instant(locked.latest_us, clock_us, explicit=explicit)
+        if latest != locked.latest_us:
+            store.send(conn, _SET_LATEST, {"s": scope_key, "t": latest})
+        return clock_us if explicit else latest
     params = {"s": scope_key, "m": default_max, "t": clock_us, "x": int(explicit)}
     found = store.rows(conn, store.built(_stamp) if create else _STAMP_EXISTING, params)
     return clock_us if explicit or not found else int(found[0][0])

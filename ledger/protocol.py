@@ -11,17 +11,19 @@ Methods (params are by name, camelCase; unknown or mistyped params are refused):
 
     memory/save_memory_record            body, kind?, supersedes?, expiresAt?, conflictGroup?, sourceSessionId?
                                          -> record  (the scope is always the bound account: a scopeKey is refused)
-    memory/list_memory_records           scopeKey                  -> {scopeKey, records}
-    memory/list_memory_records_as_of     scopeKey, asOf            -> {scopeKey, asOf, records}
+    memory/list_memory_records           scopeKey?, limit?, cursor?, kind?, provenance?, conflictGroup?
+                                         -> {scopeKey, records, nextCursor}
+    memory/list_memory_records_as_of     scopeKey?, asOf           -> {scopeKey, asOf, records}
     memory/get_memory_record             id                        -> record
     memory/delete_memory_record          id                        -> record (deleted, body erased)
     memory/get_memory_record_history     id                        -> {id, records}  (oldest first)
-    memory/search_memory_records         scopeKey, query, limit?   -> {scopeKey, query, records}
-    memory/list_proposed_memory_records  scopeKey                  -> {scopeKey, records}
+    memory/search_memory_records         scopeKey?, query, limit?  -> {scopeKey, query, records}
+    memory/list_proposed_memory_records  scopeKey?, limit?, cursor?, kind?, provenance?, conflictGroup?
+                                         -> {scopeKey, records, nextCursor}
     memory/accept_proposed_memory_record id                        -> record
     memory/reject_proposed_memory_record id                        -> record
     memory/handle_slash_command          text                      -> {handled, reply, ok, reason?, records}
-    memory/build_packet                  scopeKey, maxChars?, sessionId?
+    memory/build_packet                  scopeKey?, maxChars?, sessionId?
                                          -> {text, records, selected, excluded, omitted, tokenEstimate, maxChars,
                                              builtAt, sessionId, injection}  (sessionId: also the session's audit)
     memory/get_packet_audit              sessionId                 -> the session's audit, or null
@@ -29,6 +31,10 @@ Methods (params are by name, camelCase; unknown or mistyped params are refused):
     memory/set_memory_injection          enabled                   -> {scopeKey, enabled}
     memory/get_memory_capabilities       (none)                    -> {scopeKey, maxBodyChars, kinds, injection, ...}
 
+``scopeKey`` may be left out: the caller has one scope (its account's), and it is the default.
+The two lists page: ``limit`` (1 to 1000; left out, the whole list), ``cursor`` (the previous
+page's ``nextCursor``; null on the last page), filtered by ``kind``, ``provenance`` and
+``conflictGroup``; see docs/ledger.md, "Paging", for what a cursor guarantees while others write.
 ``id`` may also be spelled ``recordId``. Every time-dependent operation runs at
 the ledger's clock: a client cannot pass ``now``. Records carry the fields of
 SPEC 3.1 in camelCase; instants are RFC 3339 with microseconds and ``Z``.
@@ -81,8 +87,9 @@ from ledger.core import Ledger, ScopeUsage
 from ledger.errors import LedgerError, RecordNotFound
 from ledger.instants import format_rfc3339, require_aware
 from ledger.lines import escape_line_breaks
-from ledger.models import Kind, MemoryRecord
+from ledger.models import Kind, MemoryRecord, Provenance
 from ledger.packet import Packet
+from ledger.paging import MAX_LIMIT, Page
 from ledger.reads import SCOPE_RE
 from ledger.slash import SlashResult
 
@@ -365,7 +372,15 @@ class SaveParams(Params):
 
 
 class ScopeParams(Params):
-    scope_key: Line
+    scope_key: Line | None = None
+
+
+class PageParams(ScopeParams):
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT)] | None = None
+    cursor: Line | None = None
+    kind: Kind | None = None
+    provenance: Provenance | None = None
+    conflict_group: Line | None = None
 
 
 class AsOfParams(ScopeParams):
@@ -421,8 +436,13 @@ def _id(record_id: str, *, field: str = "id") -> str:
     return record_id
 
 
-def _own_scope(led: Ledger, scope_key: str) -> str:
-    """The bound scope; a malformed key is ``invalid_params``, another account's is ``scope_error``."""
+def _own_scope(led: Ledger, scope_key: str | None) -> str:
+    """The bound scope; a malformed key is ``invalid_params``, another account's is ``scope_error``.
+
+    Left out (None), it is the caller's one scope: every caller has exactly one, its account's.
+    """
+    if scope_key is None:
+        return led.scope_key
     if not SCOPE_RE.match(scope_key):
         raise RpcError(
             INVALID_PARAMS,
@@ -454,12 +474,34 @@ def _save(led: Ledger, p: SaveParams) -> Any:
     )
 
 
-def _list(led: Ledger, p: ScopeParams) -> Any:
-    return {"scopeKey": p.scope_key, "records": led.list(_own_scope(led, p.scope_key))}
+def _page(scope: str, page: Page) -> dict[str, Any]:
+    return {"scopeKey": scope, "records": page.records, "nextCursor": page.next_cursor}
+
+
+def _page_args(p: PageParams) -> dict[str, Any]:
+    return {
+        "limit": p.limit,
+        "cursor": p.cursor,
+        "kind": p.kind,
+        "provenance": p.provenance,
+        "conflict_group": p.conflict_group,
+    }
+
+
+def _paging(p: PageParams) -> bool:
+    return any(value is not None for value in _page_args(p).values())
+
+
+def _list(led: Ledger, p: PageParams) -> Any:
+    scope = _own_scope(led, p.scope_key)
+    if not _paging(p):  # the whole list: the active set's own (faster) read
+        return _page(scope, Page(led.list(scope), None))
+    return _page(scope, led.list_page(scope, **_page_args(p)))
 
 
 def _list_as_of(led: Ledger, p: AsOfParams) -> Any:
-    return {"scopeKey": p.scope_key, "asOf": p.as_of, "records": led.list_as_of(_own_scope(led, p.scope_key), p.as_of)}
+    scope = _own_scope(led, p.scope_key)
+    return {"scopeKey": scope, "asOf": p.as_of, "records": led.list_as_of(scope, p.as_of)}
 
 
 def _get(led: Ledger, p: IdParams) -> Any:
@@ -471,12 +513,16 @@ def _history(led: Ledger, p: IdParams) -> Any:
 
 
 def _search(led: Ledger, p: SearchParams) -> Any:
-    records = led.search(_own_scope(led, p.scope_key), p.query, limit=p.limit)
-    return {"scopeKey": p.scope_key, "query": p.query, "records": records}
+    scope = _own_scope(led, p.scope_key)
+    records = led.search(scope, p.query, limit=p.limit)
+    return {"scopeKey": scope, "query": p.query, "records": records}
 
 
-def _proposals(led: Ledger, p: ScopeParams) -> Any:
-    return {"scopeKey": p.scope_key, "records": led.proposals(_own_scope(led, p.scope_key))}
+def _proposals(led: Ledger, p: PageParams) -> Any:
+    scope = _own_scope(led, p.scope_key)
+    if not _paging(p):
+        return _page(scope, Page(led.proposals(scope), None))
+    return _page(scope, led.proposals_page(scope, **_page_args(p)))
 
 
 def _packet(led: Ledger, p: PacketParams) -> Any:
@@ -502,13 +548,13 @@ class Method:
 
 METHODS: Mapping[str, Method] = {
     "memory/save_memory_record": Method(SaveParams, _save),
-    "memory/list_memory_records": Method(ScopeParams, _list),
+    "memory/list_memory_records": Method(PageParams, _list),
     "memory/list_memory_records_as_of": Method(AsOfParams, _list_as_of),
     "memory/get_memory_record": Method(IdParams, _get),
     "memory/delete_memory_record": Method(IdParams, lambda led, p: led.delete(_id(p.id))),
     "memory/get_memory_record_history": Method(IdParams, _history),
     "memory/search_memory_records": Method(SearchParams, _search),
-    "memory/list_proposed_memory_records": Method(ScopeParams, _proposals),
+    "memory/list_proposed_memory_records": Method(PageParams, _proposals),
     "memory/accept_proposed_memory_record": Method(IdParams, lambda led, p: led.accept(_id(p.id))),
     "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(_id(p.id))),
     "memory/handle_slash_command": Method(SlashParams, lambda led, p: led.handle_slash(p.text)),

@@ -24,10 +24,11 @@ from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
 from ledger.models import EVENTS, RECORDS, SCOPES, LedgerEvent, MemoryRecord, Status
 from ledger.packet import Packet, build_packet, empty_packet
+from ledger.paging import Filters, Page, check_limit, decode_cursor, page_of, paged
 from ledger.search import search_active
 from ledger.store import Prepared, Store, lit, param
 from ledger.tx import Transaction
-from ledger.txparts import ACTIVE_NOW, Reader
+from ledger.txparts import ACTIVE_AT, ACTIVE_NOW, Reader
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 
@@ -54,13 +55,13 @@ _AS_OF = Prepared(
     ).order_by(*_IN_ORDER)
 )
 _ALL = Prepared(rowsmod.SELECT_RECORDS.where(M.scope_key == _S).order_by(M.created_at, M.seq))
-_PROPOSALS = Prepared(
-    rowsmod.SELECT_RECORDS.where(
-        M.scope_key == _S,
-        M.status == lit(Status.PROPOSED.value),
-        or_(M.expires_at.is_(None), M.expires_at > bindparam("n")),
-    ).order_by(*_IN_ORDER)
+# Proposals waiting at ``n``: not past their expiry.
+_PROPOSED_AT = (
+    M.scope_key == _S,
+    M.status == lit(Status.PROPOSED.value),
+    or_(M.expires_at.is_(None), M.expires_at > bindparam("n")),
 )
+_PROPOSALS = Prepared(rowsmod.SELECT_RECORDS.where(*_PROPOSED_AT).order_by(*_IN_ORDER))
 # Every record the packet decides about: all but the forgotten (their bodies are gone).
 _PACKET = Prepared(
     rowsmod.SELECT_RECORDS.where(
@@ -163,14 +164,77 @@ class LedgerReads:
             at = from_micros(self._read_us(conn, row["scope_key"], now))
         return [_as_of(r, at) for r in records]
 
-    def list(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
-        """The active set of a scope as of ``now``: never a record past its ``expires_at``."""
-        scope = check_scope(scope_key)
+    def scope(self, scope_key: str | None = None) -> ScopeView:
+        """This ledger's reads of one scope (default: the bound one), without naming it again:
+        ``led.scope().search("deploy")``, ``led.scope().list_page(limit=50)``. Raises ScopeError."""
+        return ScopeView(self, check_scope(self.scope_key if scope_key is None else scope_key))
+
+    def list(self, scope_key: str | None = None, *, now: datetime | None = None) -> RecordList:
+        """The active set of a scope (default: the bound one) as of ``now``: never a record past its ``expires_at``."""
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
         if now is not None:
             require_aware(now, name="now")
         with self._reading() as conn:
             now_us = self._read_us(conn, scope, now)
             return rowsmod.fetch_active(conn, ACTIVE_NOW, scope, {"s": scope, "n": now_us})
+
+    def list_page(
+        self,
+        scope_key: str | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        kind: str | None = None,
+        provenance: str | None = None,
+        conflict_group: str | None = None,
+        now: datetime | None = None,
+    ) -> Page:
+        """One page of :meth:`list`, oldest first, filtered; see :mod:`ledger.paging` for what a cursor
+        guarantees while others write.
+
+        Raises:
+            ScopeError, InvalidArgument (a bad limit, filter or cursor, or a cursor of another scope).
+        """
+        return self._page(
+            "active", scope_key, limit, cursor, Filters.of(kind, provenance, conflict_group), now, ACTIVE_AT
+        )
+
+    def proposals_page(
+        self,
+        scope_key: str | None = None,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        kind: str | None = None,
+        provenance: str | None = None,
+        conflict_group: str | None = None,
+        now: datetime | None = None,
+    ) -> Page:
+        """One page of :meth:`proposals`, oldest first, filtered; as :meth:`list_page`."""
+        return self._page(
+            "proposed", scope_key, limit, cursor, Filters.of(kind, provenance, conflict_group), now, _PROPOSED_AT
+        )
+
+    def _page(
+        self,
+        listing: str,
+        scope_key: str | None,
+        limit: object,
+        cursor: object,
+        filters: Filters,
+        now: datetime | None,
+        where: tuple[Any, ...],
+    ) -> Page:
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
+        size = check_limit(limit)
+        after = None if cursor is None else decode_cursor(cursor, listing, scope, filters)
+        if now is not None:
+            require_aware(now, name="now")
+        stmt = paged(rowsmod.SELECT_RECORDS.where(*where, *filters.where()), after, size)
+        with self._reading() as conn:
+            now_us = self._read_us(conn, scope, now)
+            found = self.store.rows(conn, stmt, {"s": scope, "n": now_us})
+        return page_of(found, listing, scope, filters, size)
 
     def list_as_of(self, scope_key: str, as_of: datetime) -> RecordList:
         """Exactly the records whose half-open interval ``[valid_from, min(valid_to, expires_at))`` holds ``as_of``.
@@ -190,9 +254,9 @@ class LedgerReads:
         with self._reading() as conn:
             return rowsmod.fetch_records(conn, _ALL, {"s": scope})
 
-    def proposals(self, scope_key: str, *, now: datetime | None = None) -> RecordList:
-        """Proposals waiting for a decision (not past their expiry), oldest first."""
-        scope = check_scope(scope_key)
+    def proposals(self, scope_key: str | None = None, *, now: datetime | None = None) -> RecordList:
+        """Proposals waiting for a decision (not past their expiry), oldest first (default: the bound scope)."""
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
         if now is not None:
             require_aware(now, name="now")
         with self._reading() as conn:
@@ -258,7 +322,7 @@ class LedgerReads:
 
     def packet_audit(self, session_id: str, *, scope_key: str | None = None) -> audit.PacketAudit | None:
         """What the chat ``session_id`` received last (SPEC 3.7), or None when no packet was built for it."""
-        scope = check_scope(scope_key or self.scope_key)
+        scope = check_scope(self.scope_key if scope_key is None else scope_key)
         session = audit.check_session_id(session_id)
         with self._reading() as conn:
             return audit.read_audit(conn, scope, session)
@@ -291,3 +355,48 @@ class LedgerReads:
                 )
                 for r in rows
             ]
+
+
+class ScopeView:
+    """A ledger's reads of one scope, the scope given once: ``led.scope().search("deploy")``.
+
+    Get one from :meth:`LedgerReads.scope`. It holds no connection or state of its own.
+    """
+
+    __slots__ = ("ledger", "scope_key")
+
+    def __init__(self, ledger: LedgerReads, scope_key: str) -> None:
+        self.ledger = ledger
+        self.scope_key = scope_key
+
+    def __repr__(self) -> str:
+        return f"ScopeView({self.scope_key!r})"
+
+    def list(self, *, now: datetime | None = None) -> RecordList:
+        return self.ledger.list(self.scope_key, now=now)
+
+    def list_page(self, **kwargs: Any) -> Page:
+        """See :meth:`LedgerReads.list_page` (``limit``, ``cursor``, ``kind``, ``provenance``, ``conflict_group``)."""
+        return self.ledger.list_page(self.scope_key, **kwargs)
+
+    def proposals(self, *, now: datetime | None = None) -> RecordList:
+        return self.ledger.proposals(self.scope_key, now=now)
+
+    def proposals_page(self, **kwargs: Any) -> Page:
+        return self.ledger.proposals_page(self.scope_key, **kwargs)
+
+    def list_as_of(self, as_of: datetime) -> RecordList:
+        return self.ledger.list_as_of(self.scope_key, as_of)
+
+    def records(self) -> RecordList:
+        return self.ledger.records(self.scope_key)
+
+    def search(self, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
+        return self.ledger.search(self.scope_key, query, limit=limit, now=now)
+
+    def build_packet(self, **kwargs: Any) -> Packet:
+        """See :meth:`LedgerReads.build_packet` (``now``, ``max_chars``, ``session_id``)."""
+        return self.ledger.build_packet(self.scope_key, **kwargs)
+
+    def injection(self) -> bool:
+        return self.ledger.injection(self.scope_key)

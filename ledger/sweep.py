@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Executable, and_, bindparam, case, insert, literal, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Executable,
+    and_,
+    bindparam,
+    case,
+    exists,
+    insert,
+    literal,
+    select,
+    update,
+)
 
 from ledger.instants import from_micros
 from ledger.models import EVENTS, RECORDS, SCOPES, SWEEPS, EventKind, Status, SweepStatus
@@ -29,6 +41,11 @@ def _due_in_scope(store: Store) -> Executable:
     # (only what is due) instead of ix_memory_records_scope_status (every active record of the
     # scope, each read from the table).
     return select(M.seq).where(_DUE, store.scope_hint()).order_by(*_DUE_ORDER).limit(bindparam("lim"))
+
+
+def any_due(store: Store) -> ColumnElement[bool]:
+    """Whether a record of scope ``s`` is due at ``n`` (what :func:`expire_due` would expire), as one column."""
+    return exists().where(_DUE, store.scope_hint())
 
 
 _EVENTS = Prepared(

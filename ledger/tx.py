@@ -33,8 +33,9 @@ from ledger.errors import (
 from ledger.instants import from_micros, to_micros
 from ledger.models import EventKind, Kind, MemoryRecord, Provenance, Status
 from ledger.screening import screen_body
+from ledger.store import Pending, run, send
+from ledger.store import query as store_query
 from ledger.store import rows as store_rows
-from ledger.store import run
 from ledger.sweep import SWEEP_BATCH, expire_due
 from ledger.txparts import (
     _ACCEPT,
@@ -58,6 +59,8 @@ from ledger.txparts import (
     _replace_expiry,
     _replace_status,
     _values,
+    due_now,
+    usage_and_due,
 )
 
 if TYPE_CHECKING:
@@ -96,6 +99,7 @@ class Transaction(Reader):
         nested = self.conn.begin_nested()
         try:
             yield
+            self.ledger.store.flush(self.conn)  # a statement sent inside fails inside (PostgreSQL's pipeline)
         except BaseException:
             nested.rollback()
             raise
@@ -148,15 +152,27 @@ class Transaction(Reader):
             "run_id": run_id,
             "detail": _sorted_json(dict(detail or {})),
         }
-        run(self.conn, _INSERT_EVENT, params)
+        send(self.conn, _INSERT_EVENT, params)
 
     def prepare(self) -> None:
         """Expire what is due in the scope at ``tx.now``, so no write acts on an expired record."""
         while expire_due(self.conn, self.now_us, scope_key=self.scope_key) >= SWEEP_BATCH:
             pass
 
+    def _prepare_usage(self) -> ScopeUsage:
+        """:meth:`prepare`, then :meth:`usage`: one statement when nothing is due (a save's common case)."""
+        stmt = self.ledger.store.built(usage_and_due)
+        ((budget, active, proposed, due),) = store_rows(self.conn, stmt, {"s": self.scope_key, "n": self.now_us})
+        if due:
+            self.prepare()
+            return self.usage()
+        return self._usage(budget, active, proposed)
+
     def usage(self) -> ScopeUsage:
         ((budget, active, proposed),) = store_rows(self.conn, _USAGE, {"s": self.scope_key})
+        return self._usage(budget, active, proposed)
+
+    def _usage(self, budget: int | None, active: int, proposed: int) -> ScopeUsage:
         return ScopeUsage(
             scope_key=self.scope_key,
             max_records=self.ledger.default_max_records if budget is None else int(budget),
@@ -164,13 +180,14 @@ class Transaction(Reader):
             proposed=int(proposed),
         )
 
-    def check_growth(self, *, notify: bool = False) -> None:
+    def check_growth(self, *, notify: bool = False, usage: ScopeUsage | None = None) -> None:
         """Raise :class:`BudgetExceeded` unless one more record fits in the scope.
 
         With ``notify``, a write that takes the last slot calls the ledger's budget hooks in
-        this transaction (:meth:`ledger.Ledger.set_budget_hook`).
+        this transaction (:meth:`ledger.Ledger.set_budget_hook`). ``usage``: the scope's usage
+        as this transaction last read it, when nothing was written since.
         """
-        use = self.usage()
+        use = self.usage() if usage is None else usage
         if use.held + 1 <= use.max_records:
             if notify and use.held + 1 == use.max_records:
                 self.ledger._budget_reached(self)
@@ -189,6 +206,23 @@ class Transaction(Reader):
     def active(self) -> list[MemoryRecord]:
         """The scope's active set at ``tx.now``."""
         return rows.fetch_active(self.conn, ACTIVE_NOW, self.scope_key, {"s": self.scope_key, "n": self.now_us})
+
+    def active_later(self) -> Pending[list[MemoryRecord]]:
+        """:meth:`prepare`, then :meth:`active`: sent now, read with ``.result()`` (see :meth:`query`).
+
+        The active set at ``tx.now`` leaves out what is past its expiry whether or not it was
+        expired first, so both questions go out together and the expiry runs only when needed.
+        """
+        params = {"s": self.scope_key, "n": self.now_us}
+        due = store_query(self.conn, self.ledger.store.built(due_now), params)
+        found = store_query(self.conn, ACTIVE_NOW, params)
+
+        def result() -> list[MemoryRecord]:
+            if due.result()[0][0]:
+                self.prepare()
+            return [rows.active_record_from_tuple(self.scope_key, row) for row in found.result()]
+
+        return Pending(result)
 
     def _row(self, record_id: object) -> Row:
         if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
@@ -239,7 +273,7 @@ class Transaction(Reader):
             raise InvalidArgument("supersedes must be one record id (a string)")
         new_kind = None if kind is None else V.kind(kind)
         exp_us = self._expiry(expires_at)
-        self.prepare()
+        use = self._prepare_usage()
         replaced: list[Row] = []
         if supersedes is not None:
             target = self._edit_target(supersedes)
@@ -251,7 +285,7 @@ class Transaction(Reader):
             replaced.append(member)
             new_kind = new_kind or Kind(member["kind"])
         if not replaced:
-            self.check_growth(notify=True)
+            self.check_growth(notify=True, usage=use)  # nothing was written since the usage was read
         new = _NewRecord(
             clean,
             new_kind or Kind.FACT,
@@ -297,8 +331,7 @@ class Transaction(Reader):
         )
         targets = V.record_ids(supersedes)
         new = _replace_expiry(new, self._expiry(expires_at))
-        self.prepare()
-        self.check_growth(notify=True)
+        self.check_growth(notify=True, usage=self._prepare_usage())
         return self._write_record(new, supersedes=targets)
 
     def _proposal(
@@ -559,7 +592,7 @@ class Transaction(Reader):
             self._close(row, new_id)
         names = [r["id"] for r in replaced] if supersedes is None else list(supersedes)
         values = _values(new_id, self.scope_key, new, self.now_us, names)
-        run(self.conn, _INSERT_RECORD, values)
+        send(self.conn, _INSERT_RECORD, values)
         event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
         detail = {"supersedes": names, "provenance": new.provenance.value}
         self.event(event, record_id=new_id, run_id=new.run_id, detail=detail)

@@ -12,9 +12,11 @@ from sqlalchemy import Connection, CursorResult, Executable, bindparam, func, in
 from ledger import rows
 from ledger.errors import InvalidTransition
 from ledger.models import EVENTS, RECORDS, SCOPES, TRANSITIONS, Kind, MemoryRecord, Provenance, Status
-from ledger.store import Prepared, lit, param
+from ledger.store import Pending, Prepared, Rows, Store, lit, param
+from ledger.store import query as store_query
 from ledger.store import rows as store_rows
 from ledger.store import run as store_run
+from ledger.sweep import any_due
 
 Row = Mapping[str, Any]
 M = RECORDS.c
@@ -32,14 +34,25 @@ def _held(status: Status) -> Any:
     return func.coalesce(select(kept).where(SCOPES.c.scope_key == _S).scalar_subquery(), counted)
 
 
-# The budget and both counts in one round trip, read from the scope's settings row.
-_USAGE = Prepared(
-    select(
-        select(SCOPES.c.max_records).where(SCOPES.c.scope_key == _S).scalar_subquery(),
-        _held(Status.ACTIVE),
-        _held(Status.PROPOSED),
-    )
+_USAGE_COLUMNS = (
+    select(SCOPES.c.max_records).where(SCOPES.c.scope_key == _S).scalar_subquery(),
+    _held(Status.ACTIVE),
+    _held(Status.PROPOSED),
 )
+# The budget and both counts in one round trip, read from the scope's settings row.
+_USAGE = Prepared(select(*_USAGE_COLUMNS))
+
+
+def due_now(store: Store) -> Executable:
+    """Whether anything in scope ``s`` is due at ``n``, as one row."""
+    return select(any_due(store))
+
+
+def usage_and_due(store: Store) -> Executable:
+    """:data:`_USAGE` and whether anything in the scope is due at ``n``: what a save reads before it writes."""
+    return select(*_USAGE_COLUMNS, any_due(store))
+
+
 _CLOSE = Prepared(
     update(RECORDS)
     .where(M.id == bindparam("rid"), M.status == lit(Status.ACTIVE.value))
@@ -104,6 +117,14 @@ class Reader:
     def rows(self, statement: Prepared | Executable, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement that returns rows: the rows as tuples, in the statement's column order."""
         return store_rows(self.conn, statement, params)
+
+    def query(self, statement: Prepared | Executable, params: Mapping[str, Any] | None = None) -> Pending[Rows]:
+        """Send one statement that returns rows now and read them later (``.result()``).
+
+        Statements sent one after another before the first is read share one round trip on
+        PostgreSQL; elsewhere this is :meth:`rows`, run at once.
+        """
+        return store_query(self.conn, statement, params)
 
     def run(
         self, statement: Prepared | Executable, params: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None

@@ -231,12 +231,33 @@ def budget(
 
 
 # ---------------------------------------------------------------------- reads
-def pins(as_json: Json = False, scope: Scope = None, database_url: DbUrl = None) -> None:
-    """List the active pins of a scope."""
+def pins(
+    as_json: Json = False,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, max=1000, metavar="N", help="At most N pins, oldest first.", show_default=False),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", metavar="CURSOR", help="Continue after a previous page.", show_default=False),
+    ] = None,
+    scope: Scope = None,
+    database_url: DbUrl = None,
+) -> None:
+    """List the active pins of a scope (--limit and --cursor page through many)."""
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
-        records = led.list(key)
+        if limit is None and cursor is None:
+            records, next_cursor = led.list(key), None
+        else:
+            page = led.list_page(key, limit=limit, cursor=cursor)
+            records, next_cursor = page.records, page.next_cursor
+    if as_json and (limit is not None or cursor is not None):
+        emit_json({"scopeKey": key, "records": records, "nextCursor": next_cursor})
+        return
     print_records(records, as_json=as_json, title=f"Pins in {key}", empty=f"No pins in {key}.")
+    if next_cursor is not None:
+        print_message(f"More pins follow: memledger pins --limit {limit} --cursor {next_cursor}")
 
 
 def history(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:

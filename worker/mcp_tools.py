@@ -6,7 +6,7 @@ name and the client's arguments and returns a :class:`mcp_types.CallToolResult`;
 
 Tools (SPEC 5.2), all on the bound account's scope only::
 
-    list_pins                               read   -> {scopeKey, count, pins}
+    list_pins(limit=None, cursor=None)      read   -> {scopeKey, nextCursor, count, pins}
     search_pins(query, limit=10)            read   -> {scopeKey, query, count, pins}
     pins_as_of(instant)                     read   -> {scopeKey, asOf, count, pins}
     pin_history(id)                         read   -> {id, records}          (oldest first)
@@ -40,7 +40,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
-from ledger import Kind, Ledger, LedgerError, MemoryRecord, Provenance, RecordNotFound
+from ledger import InvalidArgument, Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound
 from ledger.instants import parse_rfc3339
 from ledger.protocol import record_to_json, to_jsonable
 
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 MAX_ECHO_CHARS = 80
 MAX_SEARCH_LIMIT = 200
+MAX_LIST_LIMIT = 1000
 DEFAULT_SEARCH_LIMIT = 10
 # RFC 3339 date-time with a zone; at most 6 fractional digits (more would be cut, so it is refused).
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})")
@@ -93,6 +94,22 @@ class Arguments(BaseModel):
 
 class NoArguments(Arguments):
     pass
+
+
+class ListArguments(Arguments):
+    limit: Annotated[
+        StrictInt | None,
+        Field(ge=1, le=MAX_LIST_LIMIT, description="At most this many pins (left out: every pin)."),
+    ] = None
+    cursor: Annotated[
+        StrictStr | None,
+        Field(max_length=2000, description="nextCursor of the previous answer, to get the pins after it."),
+    ] = None
+
+    @field_validator("cursor")
+    @classmethod
+    def _plain(cls, value: str | None) -> str | None:
+        return None if value is None else _plain_text(value)
 
 
 class SearchArguments(Arguments):
@@ -264,7 +281,10 @@ def _pins_schema(description: str, **extra: Any) -> dict[str, Any]:
     return _envelope({"scopeKey": _STRING, **extra, "count": _COUNT, "pins": pins}, description)
 
 
-LIST_SCHEMA = _pins_schema("The account's active pins.")
+LIST_SCHEMA = _pins_schema(
+    "The account's active pins, oldest first; nextCursor (null on the last page) asks for the ones after them.",
+    nextCursor=_OPT_STRING,
+)
 SEARCH_SCHEMA = _pins_schema("Active pins matching the query, best first.", query=_STRING)
 AS_OF_SCHEMA = _pins_schema("The pins whose validity interval held the instant.", asOf=_STRING)
 HISTORY_SCHEMA = _envelope(
@@ -336,10 +356,20 @@ def _not_found(record_id: str) -> ToolFailure:
     )
 
 
-def list_pins(led: Ledger, _args: NoArguments) -> Answer:
-    pins = _pins(led.list(led.scope_key))
+def list_pins(led: Ledger, args: ListArguments) -> Answer:
+    if args.limit is None and args.cursor is None:
+        page = Page(led.list(led.scope_key), None)
+    else:
+        try:
+            page = led.list_page(led.scope_key, limit=args.limit, cursor=args.cursor)
+        except InvalidArgument as exc:
+            raise ToolFailure("invalid_params", exc.message) from None
+    pins = _pins(page.records)
     head = f"{len(pins)} pin(s) apply to the user now:" if pins else "The user has no pins."
-    return Answer({"scopeKey": led.scope_key, "count": len(pins), "pins": pins}, _listing(head, pins))
+    if page.next_cursor is not None:
+        head = f"{len(pins)} pin(s) apply to the user now (more follow: call again with cursor {page.next_cursor}):"
+    data = {"scopeKey": led.scope_key, "nextCursor": page.next_cursor, "count": len(pins), "pins": pins}
+    return Answer(data, _listing(head, pins))
 
 
 def search_pins(led: Ledger, args: SearchArguments) -> Answer:
@@ -431,8 +461,9 @@ TOOLS: Mapping[str, ToolSpec] = {
         ToolSpec(
             "list_pins",
             "List the user's pins",
-            f"List every pin that applies to the user right now. {_ABOUT_PINS}",
-            NoArguments,
+            f"List the pins that apply to the user right now, oldest first; limit and cursor page through "
+            f"many. {_ABOUT_PINS}",
+            ListArguments,
             LIST_SCHEMA,
             list_pins,
             READ_ONLY,

@@ -106,7 +106,11 @@ TARGET_RESULT = (
 
 RESULTS: dict[str, tuple[Field_, ...]] = {
     "record": (Field_("…", "record", "one record (see *Records* above)"),),
-    "list": (Field_("scopeKey", "string", "the scope read"), RECORDS),
+    "list": (
+        Field_("scopeKey", "string", "the scope read"),
+        RECORDS,
+        Field_("nextCursor", "string \\| null", "pass it as `cursor` for the next page; null on the last page"),
+    ),
     "as_of": (
         Field_("scopeKey", "string", "the scope read"),
         Field_("asOf", "string (RFC 3339)", "the instant asked for"),
@@ -236,17 +240,27 @@ DOCS: dict[str, MethodDoc] = {
         note="The scope is always the bound account's: a `scopeKey` param is refused.",
     ),
     "memory/list_memory_records": MethodDoc(
-        "The active records of a scope, now.",
+        "The active records of a scope, now, oldest first; in pages when `limit` is given.",
         "list",
         {"scopeKey": SCOPE},
-        params={"scopeKey": "the scope to read (the bound account's)"},
+        params={
+            "scopeKey": "the scope to read (left out: the caller's one scope)",
+            "limit": "at most this many records, 1 … 1000 (left out: the whole list)",
+            "cursor": "the previous page's `nextCursor`, unchanged (see *Paging* above)",
+            "kind": "only records of this kind",
+            "provenance": "only records of this provenance",
+            "conflictGroup": "only records of this conflict group",
+        },
         errors=("scope_error",),
     ),
     "memory/list_memory_records_as_of": MethodDoc(
         "The records that applied at an instant; one forgotten since still answers, its body withheld.",
         "as_of",
         {"scopeKey": SCOPE, "asOf": "2026-01-01T00:00:00Z"},
-        params={"scopeKey": "the scope to read", "asOf": "the instant, RFC 3339 with `Z` or an offset"},
+        params={
+            "scopeKey": "the scope to read (left out: the caller's one scope)",
+            "asOf": "the instant, RFC 3339 with `Z` or an offset",
+        },
         types={"asOf": "string (RFC 3339)"},
         errors=("scope_error",),
         note="A record forgotten since still answers for the instants its interval held, with its body "
@@ -271,17 +285,25 @@ DOCS: dict[str, MethodDoc] = {
         "search",
         {"scopeKey": SCOPE, "query": "metric"},
         params={
-            "scopeKey": "the scope to search",
+            "scopeKey": "the scope to search (left out: the caller's one scope)",
             "query": "words to look for (any text)",
             "limit": "at most this many",
         },
         errors=("scope_error",),
     ),
     "memory/list_proposed_memory_records": MethodDoc(
-        "Proposals waiting for the user's accept or reject (from a model: consolidation in propose mode).",
+        "Proposals waiting for the user's accept or reject (from a model: consolidation in propose mode), "
+        "oldest first; in pages when `limit` is given.",
         "list",
         {"scopeKey": SCOPE},
-        params={"scopeKey": "the scope to read"},
+        params={
+            "scopeKey": "the scope to read (left out: the caller's one scope)",
+            "limit": "at most this many records, 1 … 1000 (left out: the whole list)",
+            "cursor": "the previous page's `nextCursor`, unchanged (see *Paging* above)",
+            "kind": "only records of this kind",
+            "provenance": "only records of this provenance",
+            "conflictGroup": "only records of this conflict group",
+        },
         errors=("scope_error",),
     ),
     "memory/accept_proposed_memory_record": MethodDoc(
@@ -309,7 +331,7 @@ DOCS: dict[str, MethodDoc] = {
         "packet",
         {"scopeKey": SCOPE, "maxChars": 2000, "sessionId": "chat-1"},
         params={
-            "scopeKey": "the scope",
+            "scopeKey": "the scope (left out: the caller's one scope)",
             "maxChars": "size limit of `text` (1 … 1,000,000)",
             "sessionId": "the chat session: its audit (what was injected and why) is kept",
         },
@@ -597,12 +619,27 @@ Every method acts on the bound account's scope (`account:<name>`) alone:
 * an id longer than 100 characters cannot be one (ids are `mem_` and 24 hex digits): it is refused
   before any lookup, `invalid_params` naming the field, the limit and how long it was
   (`id: a record id has at most 100 characters …; this one has 900,000`);
-* `save` takes no `scopeKey` (refused, naming the bound scope).
+* `save` takes no `scopeKey` (refused, naming the bound scope);
+* every other method that takes a `scopeKey` lets it be left out: a caller has exactly one
+  scope, its account's, and that is the default.
 
 On stdio and in-process the bound account is the ledger's (`MEMLEDGER_ACCOUNT`, default
 `local`). Over HTTP with `MEMLEDGER_AUTH=tokens` it is the token's account and nothing in the
 payload can change it. Workspace scopes (`workspace:…`) are not on the protocol yet: every
 scope but the caller's account scope is a `scope_error`.
+
+## Paging
+
+`memory/list_memory_records` and `memory/list_proposed_memory_records` return the whole list
+unless `limit` is given; then at most `limit` records and a `nextCursor` (null on the last
+page). Pass it back as `cursor`, with the same method and filters, for the records after them.
+Lists are ordered by when each record took effect, and a page continues after the last record
+of the one before, so writes between pages neither repeat nor skip anything: every record in
+the list when the first page is read, and still in it when a later page is read, comes exactly
+once; a record saved later comes after those (on a later page); one that leaves the list
+meanwhile (forgotten, superseded, expired, accepted or rejected) is not returned again. A
+cursor is opaque (do not build or edit one); a cut, edited or unknown cursor, one made for
+another scope or account, or for the other list or other filters, is `invalid_params` (`-32602`).
 
 ## Strict input
 

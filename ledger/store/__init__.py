@@ -10,22 +10,27 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import make_url
 
 from ledger.errors import LedgerError
-from ledger.store.base import Params, Statement, Store, include_object
+from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, include_object
 from ledger.store.postgres import PostgresStore
 from ledger.store.prepared import Prepared, lit, param
 from ledger.store.sqlite import SQLiteStore
 
 __all__ = [
+    "Locked",
+    "Pending",
     "PostgresStore",
     "Prepared",
+    "Rows",
     "SQLiteStore",
     "Store",
     "include_object",
     "lit",
     "make_engine",
     "param",
+    "query",
     "rows",
     "run",
+    "send",
     "store_for",
 ]
 
@@ -77,3 +82,13 @@ def run(conn: Connection, stmt: Statement, params: Params | None = None) -> int:
 def rows(conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
     """Like :func:`run`, returning the rows as tuples."""
     return _store_of(conn).rows(conn, stmt, params)
+
+
+def send(conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> None:
+    """Run a statement whose outcome is not read; see :meth:`Store.send`."""
+    _store_of(conn).send(conn, stmt, params)
+
+
+def query(conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> Pending[Rows]:
+    """Send a statement now and read its rows later; see :meth:`Store.query`."""
+    return _store_of(conn).query(conn, stmt, params)

@@ -13,7 +13,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Engine, Executable, RowMapping, Table, bindparam
 from sqlalchemy.exc import DBAPIError, StatementError
@@ -21,11 +21,46 @@ from sqlalchemy.exc import DBAPIError, StatementError
 from ledger.errors import InvalidArgument, LedgerBusy, LedgerError
 from ledger.store.prepared import Prepared
 
+T = TypeVar("T")
+U = TypeVar("U")
 Statement = Prepared | Executable
 Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 # Tables the migrations write by hand for one dialect; the autogenerate comparison skips them.
 DIALECT_OBJECTS = ("memory_fts", "ix_memory_records_fts")
+
+
+class Locked(NamedTuple):
+    """What taking a scope's lock read: the scope's latest instant (None before its first stamp)."""
+
+    latest_us: int | None
+
+
+class Pending(Generic[T]):
+    """The answer to statements already sent: :meth:`result` reads it (waiting for it if need be).
+
+    Statements sent one after another and read afterwards share one round trip on PostgreSQL.
+    """
+
+    __slots__ = ("_fetch", "_result")
+
+    def __init__(self, fetch: Callable[[], T]) -> None:
+        self._fetch: Callable[[], T] | None = fetch
+        self._result: T | None = None
+
+    def result(self) -> T:
+        """The answer (read once; later calls return the same)."""
+        if self._fetch is not None:
+            fetch, self._fetch = self._fetch, None
+            self._result = fetch()
+        return self._result  # type: ignore[return-value]
+
+    def then(self, fn: Callable[[T], U]) -> Pending[U]:
+        """``fn`` of the answer, when it is read."""
+        return Pending(lambda: fn(self.result()))
+
+
+Rows = list[tuple[Any, ...]]
 
 
 def prefixed_columns(alias: str) -> str:
@@ -115,11 +150,31 @@ class Store(ABC):
         """Run one Core statement that returns rows; the rows as tuples, in the statement's column order."""
         return [tuple(row) for row in conn.execute(_statement(stmt), params)]
 
-    def lock_scope(self, conn: Connection, scope_key: str) -> None:  # noqa: B027
-        """Hold ``scope_key``'s write lock before the transaction reads its clock (SPEC 3.1).
+    def send(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> None:
+        """Run a statement whose outcome the caller does not read (an insert, an event).
 
-        Nothing to do where the write transaction itself is the lock (SQLite's ``BEGIN IMMEDIATE``).
+        On PostgreSQL it travels with the next statement the transaction waits for, or with the
+        ``COMMIT``; its error, if any, is raised there (the transaction then rolls back).
         """
+        self.run(conn, stmt, params)
+
+    def flush(self, conn: Connection) -> None:  # noqa: B027 - nothing is ever held back by default
+        """Wait for every statement sent and not yet answered; raise the first one's error, if any."""
+
+    def query(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> Pending[Rows]:
+        """Send a statement that returns rows, to be read later: several sent before the first is read
+        share one round trip on PostgreSQL."""
+        found = self.rows(conn, stmt, params)
+        return Pending(lambda: found)
+
+    def lock_scope(self, conn: Connection, scope_key: str) -> Locked | None:
+        """Hold ``scope_key``'s write lock before the transaction reads its clock (see docs/ledger.md).
+
+        Returns the scope's latest instant when taking the lock read it, else None (the stamp
+        statement reads and moves it). Nothing to do where the write transaction itself is the
+        lock (SQLite's ``BEGIN IMMEDIATE``).
+        """
+        return None
 
     @abstractmethod
     def upsert(self, table: Table) -> Any:

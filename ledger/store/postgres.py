@@ -1,20 +1,36 @@
 """PostgreSQL: READ COMMITTED writers serialized per scope by its ``scope_settings`` row lock,
-REPEATABLE READ reads, ``tsvector`` search over a GIN index, SQLSTATE-based retry."""
+REPEATABLE READ reads, ``tsvector`` search over a GIN index, SQLSTATE-based retry.
+
+Round trips. Each statement run through SQLAlchemy waits for its answer, and a save runs six:
+over a network, or on a busy machine where every wait is a chance to be descheduled, the
+waits cost more than the statements. So the prepared statements go straight to psycopg's
+cursor (compiled once, like SQLite's direct path), and a write transaction runs in psycopg's
+pipeline mode: a statement whose answer is not needed yet (:meth:`PostgresStore.send`, or
+one read later through :meth:`PostgresStore.query`) travels with the next one that is waited
+for, and ``COMMIT`` travels with what is still queued. A plain save waits three times: the
+scope's lock, the budget check, the commit. A statement run through SQLAlchemy (one built
+per call) first takes the connection out of pipeline mode, since SQLAlchemy reads its results
+at once; the statements queued before it are waited for then.
+"""
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
 
-from sqlalchemy import Connection, Engine, RowMapping, Table, create_engine, select, text
+from sqlalchemy import Connection, Dialect, Engine, Float, RowMapping, Table, create_engine, event, select, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, DisconnectionError
+from sqlalchemy.sql.compiler import SQLCompiler
 
+from ledger.errors import LedgerBusy
 from ledger.models import SCOPES
-from ledger.store.base import Store, prefixed_columns
+from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
+from ledger.store.driver import psycopg
 from ledger.store.prepared import Prepared, param
 
 log = logging.getLogger(__name__)
@@ -24,7 +40,9 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _RETRY_SQLSTATES = ("40001", "40P01", "55P03")
 
 
-_LOCK = Prepared(select(SCOPES.c.scope_key).where(SCOPES.c.scope_key == param("s")).with_for_update())
+_LOCK = Prepared(select(SCOPES.c.latest_at).where(SCOPES.c.scope_key == param("s")).with_for_update())
+# Where a write transaction keeps its pipeline: the DB-API connection's info (see _Pipe).
+_PIPE = "memledger_pipe"
 
 
 # pg_advisory_xact_lock's key for migrations: any constant no other user of the database takes.
@@ -44,15 +62,46 @@ class PostgresStore(Store):
             f"ORDER BY ts_rank({vector}, websearch_to_tsquery('english', :q)) DESC, m.seq LIMIT :lim"
         )
 
+    # A pooled connection idle longer than this is checked (one round trip) before it is used.
+    ping_after_idle_s: ClassVar[float] = 1.0
+
     @classmethod
     def create_engine(cls, url: str) -> Engine:
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        """The engine; its pool checks a connection before use only when it sat idle.
+
+        SQLAlchemy's ``pool_pre_ping`` checks every checkout: a round trip on every write, a
+        quarter of a save's. A connection returned less than :attr:`ping_after_idle_s` ago was
+        answering then; one that broke since (the server restarted in that second) fails its
+        statement with a clear error once, and the pool drops it.
+        """
+        engine = create_engine(url, pool_size=10, max_overflow=20)
+        event.listen(engine, "before_cursor_execute", _leave_pipeline)
+        event.listen(engine, "checkin", _note_idle)
+        event.listen(engine, "checkout", _ping_if_idle(cls, engine))
+        return engine
 
     @contextmanager
     def _begin_write(self) -> Iterator[Connection]:
-        # The scope's lock is the row lock the stamp statement takes (INSERT .. ON CONFLICT DO UPDATE).
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+        """A write transaction in pipeline mode; ``COMMIT`` goes with the statements still queued."""
+        with self.engine.connect() as conn:
+            info = conn.connection.info
+            pipe = info[_PIPE] = _Pipe(conn.connection.driver_connection)
+            try:
+                with conn.begin():
+                    yield conn
+                    pipe.commit()
+            except DBAPIError as exc:
+                if pipe.raw.broken and not pipe.commit_sent:
+                    # The server never saw a COMMIT: nothing of this write happened, so it is safe to run
+                    # again on another connection (Ledger.run retries LedgerBusy).
+                    conn.invalidate()
+                    raise LedgerBusy("the connection to the ledger database was lost; try again") from exc
+                raise
+            finally:
+                del info[_PIPE]
+                pipe.leave(quiet=True)
+                if not pipe.restore():
+                    conn.invalidate()
 
     @contextmanager
     def migrating(self) -> Iterator[Connection]:
@@ -71,16 +120,70 @@ class PostgresStore(Store):
     def upsert(self, table: Table) -> Any:
         return postgresql_insert(table)
 
-    def lock_scope(self, conn: Connection, scope_key: str) -> None:
-        """The scope's ``scope_settings`` row lock, taken before the clock is read.
+    def lock_scope(self, conn: Connection, scope_key: str) -> Locked | None:
+        """The scope's ``scope_settings`` row lock, taken before the clock is read; the scope's latest instant.
 
         Otherwise a writer whose clock was read while it waited for the lock could take an instant
         before that of a transaction that committed meanwhile without stamping (the sweep of every
         scope, which expires records at their expiry): it would then act, at an earlier instant, on
         what that transaction changed. A scope without a settings row has no records to race for;
-        its row is created, and locked, by the stamp.
+        its row is created, and locked, by the stamp (None here).
         """
-        self.rows(conn, _LOCK, {"s": scope_key})
+        found = self.rows(conn, _LOCK, {"s": scope_key})
+        return Locked(found[0][0]) if found else None
+
+    # ------------------------------------------------------------------ the direct path
+    def run(self, conn: Connection, stmt: Statement, params: Params | None = None) -> int:
+        plan = _plan(stmt, self.engine.dialect)
+        if plan is None or isinstance(params, Sequence):
+            return super().run(conn, stmt, params)
+        cur = self._execute(conn, plan, params)
+        pipe = conn.connection.info.get(_PIPE)
+        if pipe is not None and pipe.active:
+            _call(pipe.sync)  # the row count is known once the answer is in
+        return int(cur.rowcount)
+
+    def rows(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        plan = _plan(stmt, self.engine.dialect)
+        if plan is None:
+            return super().rows(conn, stmt, params)
+        cur = self._execute(conn, plan, params)
+        found: list[tuple[Any, ...]] = _call(cur.fetchall)
+        return found
+
+    def send(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> None:
+        plan = _plan(stmt, self.engine.dialect)
+        if plan is None:
+            super().send(conn, stmt, params)
+            return
+        self._execute(conn, plan, params)
+
+    def flush(self, conn: Connection) -> None:
+        pipe = conn.connection.info.get(_PIPE)
+        if pipe is not None and pipe.active:
+            _call(pipe.sync)
+
+    def query(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> Pending[Rows]:
+        plan = _plan(stmt, self.engine.dialect)
+        if plan is None:
+            return super().query(conn, stmt, params)
+        cur = self._execute(conn, plan, params)
+        return Pending(lambda: _call(cur.fetchall))
+
+    def _execute(self, conn: Connection, plan: _Plan, params: Mapping[str, Any] | None) -> psycopg.Cursor[Any]:
+        """Send ``plan`` on the DB-API connection: in pipeline mode inside a write transaction."""
+        record = conn.connection
+        pipe = record.info.get(_PIPE)
+        if pipe is not None:
+            _call(pipe.enter)
+        raw: psycopg.Connection[Any] = record.driver_connection  # type: ignore[assignment]
+        cur = raw.cursor()
+        values = plan.bind(params or {})
+        try:
+            cur.execute(plan.sql, values)
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(plan.sql, values, exc, psycopg.Error) from exc
+        return cur
 
     def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
         words = _WORD.findall(query)[:MAX_TERMS]
@@ -112,3 +215,195 @@ class PostgresStore(Store):
 
     def is_busy(self, exc: BaseException) -> bool:
         return getattr(getattr(exc, "orig", None), "sqlstate", None) in _RETRY_SQLSTATES
+
+
+def _call(fn: Any) -> Any:
+    """``fn()``, a psycopg error raised as SQLAlchemy raises it (so the store's boundary translates it)."""
+    try:
+        return fn()
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc
+
+
+class _Pipe:
+    """A write transaction's pipeline: entered by the first direct statement, left before a
+    statement run through SQLAlchemy (which reads its answer at once) and at the commit.
+
+    When it opens the transaction, the ``BEGIN`` is the pipeline's own first statement: psycopg's
+    automatic one would wait for its answer before anything else is sent. The connection is in
+    autocommit mode meanwhile (so psycopg sends no ``BEGIN`` of its own), which
+    :meth:`restore` undoes once the transaction has ended.
+    """
+
+    __slots__ = ("_autocommit", "_ctx", "_pipeline", "commit_sent", "raw")
+
+    def __init__(self, raw: Any) -> None:
+        self.raw: psycopg.Connection[Any] = raw
+        self._ctx: AbstractContextManager[psycopg.Pipeline] | None = None
+        self._pipeline: psycopg.Pipeline | None = None
+        self._autocommit: bool | None = None
+        self.commit_sent = False
+
+    @property
+    def active(self) -> bool:
+        return self._ctx is not None
+
+    def enter(self) -> None:
+        if self._ctx is not None:
+            return
+        begin = self.raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if begin and self._autocommit is None:
+            self._autocommit, self.raw.autocommit = self.raw.autocommit, True
+        ctx = self.raw.pipeline()
+        self._pipeline = ctx.__enter__()
+        self._ctx = ctx
+        if begin:
+            self.raw.cursor().execute("BEGIN")
+
+    def restore(self) -> bool:
+        """The connection's own transaction handling back, once the transaction has ended; False when it
+        cannot be (a broken connection, a failed rollback): the connection must then be discarded."""
+        autocommit, self._autocommit = self._autocommit, None
+        if autocommit is None:
+            return True
+        try:
+            self.raw.autocommit = autocommit
+        except psycopg.Error:
+            log.debug("could not restore autocommit on a write connection", exc_info=True)
+            return False
+        return True
+
+    def sync(self) -> None:
+        if self._pipeline is not None:
+            self._pipeline.sync()
+
+    def leave(self, *, quiet: bool = False) -> None:
+        """Out of pipeline mode, every queued statement answered (its error raised, unless ``quiet``)."""
+        ctx, self._ctx, self._pipeline = self._ctx, None, None
+        if ctx is None:
+            return
+        try:
+            ctx.__exit__(None, None, None)
+        except psycopg.errors.PipelineAborted:
+            # Statements skipped after one that failed: that one's error was raised when its answer
+            # came (to the statement waiting then); this is only its echo, and must not replace it.
+            pass
+        except psycopg.Error:
+            if not quiet:
+                raise
+
+    def commit(self) -> None:
+        """``COMMIT`` queued behind the statements not yet answered, all answered in one round trip.
+
+        psycopg then sees the transaction ended, so SQLAlchemy's commit sends nothing more.
+        """
+        self.commit_sent = True  # from here on, whether it committed is not known if the connection breaks
+        if self._ctx is None:
+            return
+        _call(lambda: self.raw.cursor().execute("COMMIT"))
+        _call(self.leave)
+
+
+def _leave_pipeline(conn: Connection, cursor: Any, statement: str, params: Any, context: Any, many: bool) -> None:
+    """SQLAlchemy reads a statement's answer as soon as it is sent: not in pipeline mode."""
+    pipe = conn.connection.info.get(_PIPE)
+    if pipe is not None and pipe.active:
+        _call(pipe.leave)
+
+
+# A value rendered at execution (constants; IN lists): ``__[POSTCOMPILE_name]``; a parameter: ``%(name)s``.
+_POSTCOMPILE = re.compile(r"(IN \()?__\[POSTCOMPILE_(\w+)\](\))?")
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+class _Plan:
+    """A :class:`Prepared` statement compiled for psycopg once: its SQL, and the constants bound with every call.
+
+    Constants that must be spelled out (``lit``) are rendered into the SQL; an ``IN`` list
+    parameter becomes ``= ANY(array)``, so the SQL does not depend on the list's length.
+    """
+
+    __slots__ = ("constants", "sql")
+
+    def __init__(self, sql: str, constants: dict[str, Any]) -> None:
+        self.sql = sql
+        self.constants = constants
+
+    def bind(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {**self.constants, **params} if self.constants else params
+
+    @classmethod
+    def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
+        """The plan, or None when the statement needs what only SQLAlchemy's path does (type processing)."""
+        statement: Any = prepared.statement
+        compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
+        assert isinstance(compiled, SQLCompiler)
+        if getattr(compiled, "_bind_processors", None) or any(
+            _processed(column[3], dialect) for column in compiled._result_columns
+        ):
+            return None
+        failed = False
+
+        def postcompile(match: re.Match[str]) -> str:
+            nonlocal failed
+            bind = compiled.binds[match.group(2)]
+            opened, closed = match.group(1) or "", match.group(3) or ""
+            if bind.required or bind.callable is not None:
+                if not (bind.expanding and opened and closed):
+                    failed = True
+                    return match.group(0)
+                cast = dialect.type_compiler_instance.process(bind.type)
+                return f"= ANY(%({match.group(2)})s::{cast}[])"
+            values = list(bind.value or ()) if bind.expanding else [bind.value]
+            return opened + ", ".join(compiled.render_literal_value(v, bind.type) for v in values) + closed
+
+        sql = _POSTCOMPILE.sub(postcompile, compiled.string)
+        constants: dict[str, Any] = {}
+        for name in set(_PARAM.findall(sql)):
+            bind = compiled.binds.get(name)
+            if bind is None or bind.callable is not None:
+                return None
+            if not bind.required:
+                constants[name] = bind.value
+        return None if failed else cls(sql, constants)
+
+
+def _processed(type_: Any, dialect: Dialect) -> bool:
+    """Whether SQLAlchemy converts this result column's values (then the statement keeps its path)."""
+    if type(type_) is Float and not type_.asdecimal:
+        return False  # psycopg returns a float8 as a float, as SQLAlchemy would
+    try:
+        return type_._cached_result_processor(dialect, None) is not None
+    except (TypeError, LookupError):  # a processor that depends on the column's type in the result
+        return True
+
+
+def _plan(stmt: Statement, dialect: Dialect) -> _Plan | None:
+    if not isinstance(stmt, Prepared):
+        return None
+    try:
+        return stmt.plans["postgresql"]  # type: ignore[no-any-return]
+    except KeyError:
+        plan = stmt.plans["postgresql"] = _Plan.build(stmt, dialect)
+        return plan
+
+
+_IDLE_SINCE = "memledger_idle_since"
+
+
+def _note_idle(dbapi_conn: Any, record: Any) -> None:
+    record.info[_IDLE_SINCE] = time.monotonic()
+
+
+def _ping_if_idle(store: type[PostgresStore], engine: Engine) -> Any:
+    def checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
+        idle_since = record.info.get(_IDLE_SINCE)  # None: a connection just opened
+        if idle_since is None or time.monotonic() - idle_since < store.ping_after_idle_s:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:
+            # The pool discards this connection and checks out another (SQLAlchemy's documented recipe).
+            raise DisconnectionError(f"a pooled connection stopped answering: {type(exc).__name__}") from exc
+
+    return checkout

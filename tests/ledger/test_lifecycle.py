@@ -909,15 +909,20 @@ def _user_errors(led: Ledger, rec_id: str, prop_id: str) -> list[tuple[str, type
     ]
     for bad in BAD_SCOPES:
         calls += [
-            (f"list {bad!r}", ScopeError, lambda bad=bad: led.list(bad)),  # type: ignore[misc]
             (f"as_of {bad!r}", ScopeError, lambda bad=bad: led.list_as_of(bad, datetime.now(UTC))),  # type: ignore[misc]
-            (f"proposals {bad!r}", ScopeError, lambda bad=bad: led.proposals(bad)),  # type: ignore[misc]
             (f"search {bad!r}", ScopeError, lambda bad=bad: led.search(bad, "x")),  # type: ignore[misc]
             (f"packet {bad!r}", ScopeError, lambda bad=bad: led.build_packet(bad)),  # type: ignore[misc]
             (f"set_budget {bad!r}", ScopeError, lambda bad=bad: led.set_budget(bad, 5)),  # type: ignore[misc]
             (f"budget {bad!r}", ScopeError, lambda bad=bad: led.budget(bad)),  # type: ignore[misc]
             (f"records {bad!r}", ScopeError, lambda bad=bad: led.records(bad)),  # type: ignore[misc]
         ]
+        if bad is not None:  # these read the bound scope when given none
+            calls += [
+                (f"list {bad!r}", ScopeError, lambda bad=bad: led.list(bad)),  # type: ignore[misc]
+                (f"proposals {bad!r}", ScopeError, lambda bad=bad: led.proposals(bad)),  # type: ignore[misc]
+                (f"list_page {bad!r}", ScopeError, lambda bad=bad: led.list_page(bad)),  # type: ignore[misc]
+                (f"scope {bad!r}", ScopeError, lambda bad=bad: led.scope(bad)),  # type: ignore[misc]
+            ]
     return calls
 
 

@@ -54,6 +54,20 @@ def pin_id(runner: CliRunner, *args: str) -> str:
 
 
 # ---------------------------------------------------------------------- pins
+def test_pins_pages_with_limit_and_cursor(runner: CliRunner, db_file: Path) -> None:
+    ids = [pin_id(runner, f"pin number {i}") for i in range(5)]
+    first = run_json(runner, "pins", "--limit", "2")
+    assert [r["id"] for r in first["records"]] == ids[:2] and first["scopeKey"] == SCOPE
+    rest = run_json(runner, "pins", "--limit", "3", "--cursor", first["nextCursor"])
+    assert [r["id"] for r in rest["records"]] == ids[2:] and rest["nextCursor"] is None
+    table = run(runner, "pins", "--limit", "2")
+    assert "More pins follow: memledger pins --limit 2 --cursor " in table.stdout
+    bad = run(runner, "pins", "--cursor", "garbled", code=1)
+    assert "cursor is not one this ledger issued" in bad.stdout + bad.stderr
+    run(runner, "pins", "--limit", "0", code=2)
+    assert [r["id"] for r in run_json(runner, "pins")] == ids  # without paging: the whole list, as before
+
+
 def test_pin_and_pins(runner: CliRunner, db_file: Path) -> None:
     result = run(runner, "pin", "I prefer metric units", "--kind", "preference")
     assert "Pinned mem_" in result.stdout

@@ -95,7 +95,8 @@ def test_tools_are_listed_with_schemas_a_model_can_follow(run_stdio: Callable[[S
         assert schema["type"] == "object" and schema["additionalProperties"] is False, tool.name
         assert tool.output_schema is not None and tool.output_schema["type"] == "object", tool.name
         assert tool.description and len(tool.description) > 60, tool.name
-    assert listed["list_pins"].input_schema["properties"] == {}
+    assert set(listed["list_pins"].input_schema["properties"]) == {"limit", "cursor"}
+    assert "required" not in listed["list_pins"].input_schema
     assert listed["search_pins"].input_schema["required"] == ["query"]
     assert listed["search_pins"].input_schema["properties"]["limit"]["maximum"] == 200
     assert listed["pins_as_of"].input_schema["required"] == ["instant"]
@@ -467,6 +468,29 @@ def test_a_proposal_past_its_text_limit_is_body_rejected(led: Ledger) -> None:
     assert led.proposals(led.scope_key) == []
 
 
+def test_list_pins_pages_with_limit_and_cursor(run_stdio: Callable[[Scenario], None], led: Ledger) -> None:
+    # Given five pins
+    saved = [led.save(f"pin number {i}").id for i in range(5)]
+    pages: list[Any] = []
+    refusals: list[Any] = []
+
+    async def scenario(session: ClientSession) -> None:
+        # When a model reads them two at a time over MCP
+        pages.append(ok(await session.call_tool("list_pins", {"limit": 2})))
+        while pages[-1]["nextCursor"] is not None:
+            pages.append(ok(await session.call_tool("list_pins", {"limit": 2, "cursor": pages[-1]["nextCursor"]})))
+        refusals.append(await session.call_tool("list_pins", {"cursor": "not-a-cursor"}))
+        refusals.append(await session.call_tool("list_pins", {"limit": 0}))
+
+    run_stdio(scenario)
+    # Then each pin comes once, in order, and bad paging arguments are invalid_params
+    assert [len(p["pins"]) for p in pages] == [2, 2, 1]
+    assert [pin["id"] for p in pages for pin in p["pins"]] == saved
+    assert "pass the previous page's next cursor" in refused(refusals[0], "invalid_params")["message"]
+    refused(refusals[1], "invalid_params")
+    assert refused(call_tool(led, "list_pins", {"cursor": "abc\ud800"}), "invalid_params")
+
+
 def test_as_of_a_future_instant_equals_the_list(led: Ledger) -> None:
     led.save("I prefer metric units")
     later = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -503,7 +527,9 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=10), children, max_size=3),
     max_leaves=8,
 )
-field_names = st.sampled_from(["query", "limit", "instant", "id", "session_id", "body", "kind", "rationale", "x"])
+field_names = st.sampled_from(
+    ["query", "limit", "cursor", "instant", "id", "session_id", "body", "kind", "rationale", "x"]
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
