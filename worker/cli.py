@@ -31,7 +31,7 @@ from worker.cli_conventions import ConventionGroup, install
 # name -> (module whose register(app) attaches it, its one-line help), in the order --help lists them.
 COMMANDS: dict[str, tuple[str, str]] = {
     "pin": ("worker.cli_ledger", "Pin a fact in the account scope (or edit one with --supersedes)."),
-    "pins": ("worker.cli_ledger", "List the active pins of a scope."),
+    "pins": ("worker.cli_ledger", "List the active pins of a scope (--limit and --cursor page through many)."),
     "unpin": (
         "worker.cli_ledger",
         "Forget a record: a tombstone that erases its body and its earlier revisions' bodies.",
