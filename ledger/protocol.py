@@ -36,8 +36,8 @@ The two lists page: ``limit`` (1 to 1000; left out, the whole list), ``cursor`` 
 page's ``nextCursor``; null on the last page), filtered by ``kind``, ``provenance`` and
 ``conflictGroup``; see docs/ledger.md, "Paging", for what a cursor guarantees while others write.
 ``id`` may also be spelled ``recordId``. Every time-dependent operation runs at
-the ledger's clock: a client cannot pass ``now``. Records carry the fields of
-the ledger's (docs/ledger.md) in camelCase; instants are RFC 3339 with microseconds and ``Z``.
+the ledger's clock: a client cannot pass ``now``. Records carry
+the ledger's fields (docs/ledger.md) in camelCase; instants are RFC 3339 with microseconds and ``Z``.
 
 **The bound account is the only account** (docs/protocol.md): a ``scopeKey`` other than the
 ledger's own is refused (``scope_error``), and an id that belongs to another account is
