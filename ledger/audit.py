@@ -1,4 +1,4 @@
-"""The packet audit and the injection switch (SPEC 3.7), as statements inside a ledger transaction.
+"""The packet audit and the injection switch (docs/packet.md), as statements inside a ledger transaction.
 
 One audit row per (scope, session), replaced whenever that session's packet is built
 again: what was selected (id, kind, reason, and the body as sent, frozen — an edit

@@ -1,4 +1,4 @@
-"""What this ledger offers (SPEC 3.3 ``capabilities()``), so a client can be honest about it.
+"""What this ledger offers (``capabilities()``, docs/packet.md), so a client can be honest about it.
 
 The ledger answers for itself (the bound scope, ``maxBodyChars``, the kinds, the
 injection switch); the consolidation service, which the ledger cannot import, adds

@@ -1,4 +1,4 @@
-"""``memledger db compact``: make erasure reach the database files (SPEC 3.3 forget, issue 9 part 9).
+"""``memledger db compact``: make erasure reach the database files (docs/operations.md).
 
 A forget erases a body in the rows, but on PostgreSQL the old row versions (dead tuples)
 stay in the table's files until a ``VACUUM FULL`` rewrites them, and the WAL holds them

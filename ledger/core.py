@@ -1,9 +1,9 @@
-"""The :class:`Ledger`: every lifecycle operation of SPEC 3.3 over one database.
+"""The :class:`Ledger`: every lifecycle operation over one database (docs/ledger.md).
 
 Every write runs in one :class:`ledger.tx.Transaction`: the scope's lock is taken
 (``BEGIN IMMEDIATE`` on SQLite, the scope's ``scope_settings`` row on PostgreSQL)
 and *then* the instant is read, so instants strictly increase in commit order within
-a scope and a write that omits ``now`` is never refused for time (SPEC 3.1). Every
+a scope and a write that omits ``now`` is never refused for time. Every
 write first expires, within its scope, what is due at its instant.
 """
 
@@ -101,7 +101,7 @@ class Ledger(LedgerReads):
         self._capability_providers.append(provider)
 
     def capabilities(self) -> dict[str, Any]:
-        """What this ledger offers for its bound scope (SPEC 3.3): scope, ``maxBodyChars``, kinds,
+        """What this ledger offers for its bound scope (docs/packet.md): scope, ``maxBodyChars``, kinds,
         the consolidation operations, whether injection and extraction are on."""
         out = base_capabilities(
             scope_key=self.scope_key, max_body_chars=self.max_body_chars, injection=self.injection(self.scope_key)
@@ -353,7 +353,7 @@ class Ledger(LedgerReads):
         return self.run(scope, lambda tx: tx.set_budget(max_records), now=now)
 
     def set_injection(self, scope_key: str, enabled: bool, *, now: datetime | None = None) -> bool:
-        """Switch whether the scope's packets carry pins (SPEC 3.7). Off: empty packets, no audits.
+        """Switch whether the scope's packets carry pins (docs/packet.md). Off: empty packets, no audits.
 
         Raises:
             ScopeError, InvalidArgument (``enabled`` not a boolean).

@@ -134,7 +134,7 @@ RECORDS = Table(
     CheckConstraint("body IS NOT NULL OR erased_at IS NOT NULL", name="ck_memory_records_body_or_erased"),
     CheckConstraint("erased_at IS NULL OR status IN ('deleted','superseded')", name="ck_memory_records_erased"),
     CheckConstraint("status <> 'superseded' OR superseded_by IS NOT NULL", name="ck_memory_records_successor"),
-    # One active member per conflict group (SPEC 3.2.4).
+    # One active member per conflict group (docs/ledger.md).
     _partial(
         "ux_memory_records_conflict_active",
         "scope_key",
@@ -159,7 +159,7 @@ SCOPES = Table(
     Column("max_records", Integer, nullable=False),
     _big("created_at"),
     _big("updated_at"),
-    # The scope's latest write instant: the next write's instant is strictly after it (SPEC 3.1).
+    # The scope's latest write instant: the next write's instant is strictly after it.
     _big("latest_at", nullable=True),
     # How many of its records are active and proposed: kept by triggers on memory_records (0009).
     Column("active_count", BigInteger, nullable=False, server_default="0"),
@@ -221,7 +221,7 @@ CONSOLIDATION_SETTINGS = Table(
 )
 
 
-# One consolidation run (SPEC 4.2). ``prompt``/``answer``/``answer_raw`` hold bodies.
+# One consolidation run (docs/consolidation.md). ``prompt``/``answer``/``answer_raw`` hold bodies.
 RUNS = Table(
     "consolidation_runs",
     METADATA,
@@ -253,7 +253,7 @@ RUNS = Table(
     Column("answer", Text, nullable=True),
     Column("answer_raw", Text, nullable=True),
     _big("answer_stored_at", nullable=True),
-    # Both jobs share the table (SPEC 4.5): "consolidate" or "extract", and an extraction run's session.
+    # Both jobs share the table (docs/extraction.md): "consolidate" or "extract", and an extraction run's session.
     Column("job", Text, nullable=False, server_default="consolidate"),
     Column("session_id", Text, nullable=False, server_default=""),
     CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
@@ -367,7 +367,7 @@ class LedgerEvent:
     detail: dict[str, object] = field(default_factory=dict)
 
 
-# The packet audit (SPEC 3.7): one row per session, replaced when its packet is built again.
+# The packet audit (docs/packet.md): one row per session, replaced when its packet is built again.
 #
 # ``selected`` is a JSON list of ``{id, kind, reason, body}`` (the body as sent, frozen;
 # null once the record is forgotten); ``excluded`` a JSON list of ``{id, code}``.
@@ -432,7 +432,7 @@ DIGESTS = Table(
 )
 
 
-# ---------------------------------------------------------------------- API tokens (issue 9, SPEC 5.1)
+# ---------------------------------------------------------------------- API tokens (docs/operations.md)
 # The table of worker/tokens.py: it is here so that the one metadata (and so Alembic) holds it.
 # One API token: only the SHA-256 of the token is stored; the token itself is shown once.
 API_TOKENS = Table(

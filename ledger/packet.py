@@ -1,4 +1,4 @@
-"""The packet a chat turn injects (SPEC 3.7): the only way pins reach a prompt.
+"""The packet a chat turn injects (docs/packet.md): the only way pins reach a prompt.
 
 :func:`build_packet` is pure: it takes every record of the scope the caller read
 (any status) and decides, with its own code, what is carried and why the rest is

@@ -36,10 +36,10 @@ The two lists page: ``limit`` (1 to 1000; left out, the whole list), ``cursor`` 
 page's ``nextCursor``; null on the last page), filtered by ``kind``, ``provenance`` and
 ``conflictGroup``; see docs/ledger.md, "Paging", for what a cursor guarantees while others write.
 ``id`` may also be spelled ``recordId``. Every time-dependent operation runs at
-the ledger's clock: a client cannot pass ``now``. Records carry the fields of
-SPEC 3.1 in camelCase; instants are RFC 3339 with microseconds and ``Z``.
+the ledger's clock: a client cannot pass ``now``. Records carry
+the ledger's fields (docs/ledger.md) in camelCase; instants are RFC 3339 with microseconds and ``Z``.
 
-**The bound account is the only account** (SPEC 3.6): a ``scopeKey`` other than the
+**The bound account is the only account** (docs/protocol.md): a ``scopeKey`` other than the
 ledger's own is refused (``scope_error``), and an id that belongs to another account is
 answered exactly as an unknown id (``not_found``, same message, same data).
 
@@ -234,7 +234,7 @@ def slash_to_json(result: SlashResult) -> dict[str, Any]:
 
 
 def packet_to_json(packet: Packet) -> dict[str, Any]:
-    """The injected text, what it holds and how each was sent, what it left out and why (SPEC 3.7)."""
+    """The injected text, what it holds and how each was sent, what it left out and why (docs/packet.md)."""
     return {
         "text": packet.text,
         "records": [record_to_json(r) for r in packet.records],
@@ -559,7 +559,7 @@ METHODS: Mapping[str, Method] = {
     "memory/reject_proposed_memory_record": Method(IdParams, lambda led, p: led.reject(_id(p.id))),
     "memory/handle_slash_command": Method(SlashParams, lambda led, p: led.handle_slash(p.text)),
     "memory/build_packet": Method(PacketParams, _packet),
-    # The packet's audit, the injection switch and capabilities (SPEC 3.7, 3.3; docs/packet.md).
+    # The packet's audit, the injection switch and capabilities (docs/packet.md).
     "memory/get_packet_audit": Method(AuditParams, _packet_audit),
     "memory/get_memory_injection": Method(NoParams, lambda led, p: _injection(led, led.injection(led.scope_key))),
     "memory/set_memory_injection": Method(

@@ -321,7 +321,7 @@ class LedgerReads:
         return result
 
     def packet_audit(self, session_id: str, *, scope_key: str | None = None) -> audit.PacketAudit | None:
-        """What the chat ``session_id`` received last (SPEC 3.7), or None when no packet was built for it."""
+        """What the chat ``session_id`` received last (docs/packet.md), or None when no packet was built for it."""
         scope = check_scope(self.scope_key if scope_key is None else scope_key)
         session = audit.check_session_id(session_id)
         with self._reading() as conn:

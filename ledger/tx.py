@@ -6,7 +6,7 @@
 
 The transaction holds the scope's write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL
 the scope's ``scope_settings`` row) *before* its instant is read, so instants within a
-scope strictly increase in commit order (SPEC 3.1). ``tx.now`` is that instant; every
+scope strictly increase in commit order (docs/ledger.md). ``tx.now`` is that instant; every
 write made through ``tx`` happens at it.
 """
 

@@ -59,7 +59,7 @@ _CLOSE = Prepared(
     .values(status=Status.SUPERSEDED.value, valid_to=_N, superseded_by=bindparam("succ"), updated_at=_N)
 )
 _INSERT_RECORD = Prepared(insert(RECORDS), column_keys=rows.NAMES[1:])
-# The active set at ``n`` (SPEC 3.3): open, in effect, not past its expiry.
+# The active set at ``n``: open, in effect, not past its expiry.
 ACTIVE_AT = (
     M.scope_key == _S,
     M.valid_to.is_(None),

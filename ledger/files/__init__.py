@@ -4,9 +4,9 @@
 >>> problems = validate(read_entry(path))                     # [] when valid
 >>> report = audit_directory(directory, scope="project:acme/widgets", as_of=date(2026, 7, 14))
 >>> [c.entry.name for c in report.candidates], [(f.file, f.rule) for f in report.findings]
->>> audit_markdown(report)                                     # the reference tool's report (SPEC 6.1)
+>>> audit_markdown(report)                                     # the reference tool's report
 
-The format and the audit are those of the reference memory-ledger tool (SPEC 6).
+The format and the audit are those of the reference memory-ledger tool (docs/file-ledger.md).
 
 Modules: :mod:`~ledger.files.frontmatter` (strict YAML), :mod:`~ledger.files.dates`,
 :mod:`~ledger.files.fields` and :mod:`~ledger.files.body` (the rules),

@@ -6,7 +6,7 @@ separated). The trust context is ``global`` (only global entries are trusted),
 ``project:REF`` (global entries and project entries whose ``scope.reference`` is
 exactly REF) or None (structural checks only: every valid entry is in scope).
 
-The audit sorts entries into the reference's lists (SPEC 6, 6.1):
+The audit sorts entries into the reference's lists (docs/file-ledger.md):
 
 * *invalid*: entries with a validation problem; *missing sources*: those whose problems
   concern ``source``; *scope violations*: invalid entries with a scope problem, then
@@ -18,7 +18,7 @@ The audit sorts entries into the reference's lists (SPEC 6, 6.1):
   ``may-this-authorize-action: true`` that are not expired, overdue, out of scope or
   superseded. A finding elsewhere never hides a sound candidate.
 
-Each listing is also a :class:`Finding` with a rule id of SPEC 9, for JSON and SARIF.
+Each listing is also a :class:`Finding` with a public rule id (:mod:`ledger.files.model`), for JSON and SARIF.
 Anything in those lists blocks (the audit's exit status is 1).
 """
 

@@ -10,7 +10,7 @@ superseded entry points to) to where it ends: a head (no ``superseded-by``), a
 missing target, or the entry at which it returns on itself (a cycle). A cycle
 that no root leads into is listed from its first id. Chains that merge are
 listed once per root; each broken chain is reported once, on its root. Chains are
-listed in the order of their roots' ids (SPEC 6.1; the reference tool lists a
+listed in the order of their roots' ids (docs/file-ledger.md; the reference tool lists a
 cycle that no root leads into after the rooted chains).
 """
 
@@ -123,7 +123,7 @@ def resolve_chains(links: Mapping[str, str | None]) -> Chains:
             loop = chain.ids[chain.ids.index(chain.target) : -1]
             for member in loop:
                 cycle_of.setdefault(member, loop)
-    # Walked roots first (so a cycle is entered from its lead-in), listed in the order of the ids (SPEC 6.1).
+    # Walked roots first (so a cycle is entered from its lead-in), listed in the order of the ids (docs/file-ledger.md).
     chains.sort(key=lambda c: order[c.root])
     feeders: dict[str, list[str]] = {}
     for name, target in resolved.items():

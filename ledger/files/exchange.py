@@ -1,6 +1,6 @@
 """Export a ledger scope as entry files, and import entry files as proposals.
 
-Both use the entry format of the reference memory-ledger tool (SPEC 6) and the
+Both use the entry format of the reference memory-ledger tool (docs/file-ledger.md) and the
 ledger's public API only (``records``, ``list``, ``proposals``, ``propose``).
 
 Export writes one ``<record id>.md`` per record that ever applied (active,

@@ -1,4 +1,4 @@
-"""``audit --format markdown``: the reference memory-ledger tool's report, line for line (SPEC 6.1).
+"""``audit --format markdown``: the reference memory-ledger tool's report, line for line (docs/file-ledger.md).
 
 CI steps and agent instructions written for the reference (``Result: **PASS**``,
 the "Action-authorizing review" section) read this report unchanged. Every fixed
@@ -36,7 +36,7 @@ def _section(title: str, items: Iterable[str]) -> list[str]:
 
 
 def audit_markdown(report: AuditReport) -> str:
-    """The Markdown audit report of SPEC 6.1."""
+    """The Markdown audit report (docs/file-ledger.md)."""
     context = _code(report.context) if report.context is not None else NO_CONTEXT
     lines = [
         "# Memory ledger audit",

@@ -1,6 +1,6 @@
 """The file ledger's data: entries, their typed fields, and the problems found in them.
 
-Rule ids (``rule``) are the public ones of SPEC 9 and never change::
+Rule ids (``rule``) are public (docs/file-ledger.md) and never change::
 
     invalid               the entry breaks a rule of the format (see ``check`` for which)
     missing-source        source (or source.reference) is absent, not text, or a placeholder

@@ -137,7 +137,7 @@ def _candidate_lines(c: Candidate) -> list[str]:
 
 
 def audit_counts(report: AuditReport) -> dict[str, int]:
-    """The Summary table's counts, by row label (SPEC 6.1)."""
+    """The Summary table's counts, by row label (docs/file-ledger.md)."""
     return {
         "Entries scanned": len(report.entries),
         "Invalid entries": len(report.invalid),

@@ -1,6 +1,6 @@
 """SARIF 2.1.0 output of an audit, for code-scanning tools.
 
-Rule ids are the stable ones of SPEC 9 (``invalid`` … ``chain-cycle``) in a fixed
+Rule ids are the stable public ones (``invalid`` … ``chain-cycle``) in a fixed
 order, so ``ruleIndex`` never changes, followed by the two warning ids of
 ``--warn-within``. Each result points at the front-matter line of the offending
 key; the validation sub-rule is in ``properties.check``. Candidates are listed in

@@ -1,6 +1,6 @@
 """File-ledger benchmark (``make bench``): auditing 10,000 entries, side by side with a baseline.
 
-The entries are in the reference memory-ledger format (SPEC 6: ``fact`` in the front
+The entries are in the reference memory-ledger format (docs/file-ledger.md: ``fact`` in the front
 matter, whole-day dates, a free Markdown body of context and evidence notes).
 
 * ``audit_directory`` over 10,000 entries in nested directories (chains of 1-5 across

@@ -1,11 +1,11 @@
-"""Resident memory of ``memledger serve`` under oversized requests (issue 9: one 500 MB POST <= 20 MB growth).
+"""Resident memory of ``memledger serve`` under oversized requests (one 500 MB POST <= 20 MB growth).
 
 A real ``memledger serve`` subprocess (uvicorn) receives, over raw sockets, one 500 MB POST
 with its ``Content-Length`` declared, one 500 MB chunked POST (no length, streamed from a
 generator: the client never holds more than one 64 KiB chunk), and four 100 MB chunked
 POSTs at once. The figure is the growth of the server's peak resident memory (``VmHWM``)
 over what the same server reached after a baseline of 500 ordinary requests, measured in
-the same run. Before issue 9 the same 500 MB POST raised it by ~950 MB.
+the same run. Before requests were bounded the same 500 MB POST raised it by ~950 MB.
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ def _hex(text: str) -> str:
     return text.encode().hex()
 
 
-# Issue 9: what the first corpus missed (passwords in other languages, invisible and look-alike
+# What the first corpus missed (passwords in other languages, invisible and look-alike
 # characters, base64/hex-wrapped keys) and the look-alikes those fixes must keep.
 ZW_ANTHROPIC = ANTHROPIC_KEY[:10] + "\u200b" + ANTHROPIC_KEY[10:]
 ZWNJ_GITHUB = GITHUB_CLASSIC[:6] + "\u200c" + GITHUB_CLASSIC[6:]

@@ -3,7 +3,7 @@
 Every process opens its own ``Ledger`` on the same database; every thread of a process shares
 that one. Each thread runs a random mix of save, edit, group save, delete, propose, accept and
 saves that expire within moments, while one thread per process sweeps every scope. Afterwards
-the raw rows are checked (SPEC 3.1, 3.2): no spurious refusal (no ``InvalidInstant``,
+the raw rows are checked (docs/ledger.md): no spurious refusal (no ``InvalidInstant``,
 no ``LedgerBusy``), no raw driver error, every acknowledged write stored and no refused one,
 instants in commit order, never two live members of one group at one instant, the budget never
 exceeded at any instant, no gap or overlap in any chain, the scope's kept counts equal to its

@@ -1,4 +1,4 @@
-"""``memledger db compact`` (issue 9 part 9): erasure reaches the database files.
+"""``memledger db compact``: erasure reaches the database files.
 
 On PostgreSQL a forget leaves the old row version (dead tuple) with the body in the table's
 file until ``VACUUM FULL``; the test reads the relation files themselves (when this process

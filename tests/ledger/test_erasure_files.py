@@ -1,5 +1,5 @@
 """A forgotten body is gone from the SQLite files: the database, its WAL and shared memory,
-free pages and FTS segments (SPEC 3.2.7). SQLite only: the files are the point."""
+free pages and FTS segments (docs/ledger.md). SQLite only: the files are the point."""
 
 from __future__ import annotations
 

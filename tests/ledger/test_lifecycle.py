@@ -1,4 +1,4 @@
-"""Lifecycle of records (SPEC 3.1-3.5) on both backends: save, edit, conflict groups, as-of reads,
+"""Lifecycle of records (docs/ledger.md) on both backends: save, edit, conflict groups, as-of reads,
 history, delete/erasure, proposals, sweep, budgets, events, slash commands and refusals."""
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_edit_across_scopes_is_refused(make_ledger: Callable[..., Ledger]) -> No
     bob = make_ledger(account="bob")
     rec = alice.save("alice's fact")
     before = snapshot(alice)
-    # Another account's id reads exactly as an unknown one (SPEC 3.6): nothing confirms it exists.
+    # Another account's id reads exactly as an unknown one: nothing confirms it exists.
     with pytest.raises(RecordNotFound) as foreign:
         bob.save("bob's edit", supersedes=rec.id)
     with pytest.raises(RecordNotFound) as unknown:
@@ -403,7 +403,7 @@ def test_delete_erases_the_whole_chain(led: Ledger, clock: Any) -> None:
     assert led.search(SCOPE, "quokkaville") == []
     instants = [a.valid_from, b.valid_from + US, c.valid_from, clock.now]
     assert "quokkaville" not in every_read_text(led, SCOPE, clock.now, as_of=instants)
-    # A past view keeps the shape (the scope did hold a pin then), never the words (SPEC 3.3).
+    # A past view keeps the shape (the scope did hold a pin then), never the words.
     assert ids(led.list_as_of(SCOPE, a.valid_from)) == [a.id]
     assert ids(led.list_as_of(SCOPE, c.valid_from)) == [c.id]
     for instant in instants:
@@ -1006,7 +1006,7 @@ def test_a_write_expires_every_due_record_first_even_past_one_sweep_batch(sqlite
         led.close()
 
 
-# --------------------------------------------------------------------------- commit order is time order (SPEC 3.1)
+# --------------------------------------------------------------------------- commit order is time order
 def test_writes_on_a_frozen_clock_get_strictly_increasing_instants(led: Ledger, clock: Any) -> None:
     a = led.save("tz: UTC", conflict_group="tz")
     b = led.save("tz: CET", conflict_group="tz")

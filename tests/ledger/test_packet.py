@@ -1,6 +1,6 @@
-"""The packet (SPEC 3.7): order, citations, flattening, exclusion codes, one member per group;
+"""The packet (docs/packet.md): order, citations, flattening, exclusion codes, one member per group;
 its audit (frozen bodies, replaced per session, erased by a forget); the injection switch;
-``/unpin`` by unique prefix and ``capabilities()`` (SPEC 3.3)."""
+``/unpin`` by unique prefix and ``capabilities()``."""
 
 from __future__ import annotations
 

@@ -254,7 +254,7 @@ def test_tabs_and_line_breaks_are_kept() -> None:
     assert screen_body("line one\n\tline two\r\n") == "line one\n\tline two"
 
 
-# --------------------------------------------------------------------------- what a person would see (issue 9)
+# --------------------------------------------------------------------------- what a person would see
 
 
 def test_the_format_character_class_is_every_cf_character() -> None:

@@ -123,7 +123,7 @@ def test_packet_order_is_deterministic(led: Ledger, clock: Any) -> None:
         clock.advance(seconds=1)
         made.append(led.save(f"a {kind} pin", kind=kind))
     packet = led.build_packet(SCOPE)
-    # Explicit pins, newest first (SPEC 3.7; tests/ledger/test_packet.py covers suggestions and codes).
+    # Explicit pins, newest first (docs/packet.md; tests/ledger/test_packet.py covers suggestions and codes).
     assert [r.id for r in packet.records] == [r.id for r in sorted(made, key=lambda r: r.valid_from, reverse=True)]
     assert packet.text.splitlines()[0] == HEADER
     assert packet.text.splitlines()[1:] == [f"[{r.id[:8]}] {r.kind.value}: {r.body}" for r in packet.records]

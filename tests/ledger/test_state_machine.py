@@ -1,9 +1,9 @@
-"""A hypothesis state machine against a plain-Python model of the ledger (SPEC 3.2 invariants).
+"""A hypothesis state machine against a plain-Python model of the ledger and its invariants (docs/ledger.md).
 
 Random saves, edits, conflict-group saves, deletes, proposals, accepts, rejects, sweeps and
 budget changes run over random instants (the same instant as the previous operation, one
 microsecond later, exactly at an expiry, just before one). After every step the database
-must agree with the model row for row, and every invariant of SPEC 3.2 must hold, including
+must agree with the model row for row, and every invariant of the ledger must hold, including
 that no read ever hands back an erased body.
 """
 
@@ -441,7 +441,7 @@ class LedgerMachine(RuleBasedStateMachine):
         return out
 
     def _expected_as_of(self, t: datetime) -> list[str]:
-        # A forgotten record still answers for the instants it held, body withheld (SPEC 3.3).
+        # A forgotten record still answers for the instants it held, body withheld.
         held = [r for r in self.recs.values() if r.valid_from <= t and (r.end() is None or t < r.end())]
         return [r.id for r in sorted(held, key=lambda r: (r.valid_from, r.order))]
 
@@ -541,7 +541,7 @@ class LedgerMachine(RuleBasedStateMachine):
         )
         assert [r.id for r in proposals] == [r.id for r in want_props]
         packet = self.led.build_packet(SCOPE, now=now)
-        # SPEC 3.7: explicit pins first, then accepted suggestions by confidence (highest first), newest first, id.
+        # Explicit pins first, then accepted suggestions by confidence (highest first), newest first, id.
         want_packet = sorted(
             listed,
             key=lambda r: (

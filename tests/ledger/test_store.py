@@ -170,7 +170,7 @@ def test_a_bad_derived_registration_is_refused(led: Ledger, bad: Callable[[Any],
 
 
 def test_consolidation_reaches_the_database_only_through_the_ledgers_public_surface() -> None:
-    """consolidation/ imports no ledger.db or store module and never touches an engine (issue 8)."""
+    """consolidation/ imports no ledger.db or store module and never touches an engine."""
     import ast
 
     root = Path(__file__).resolve().parents[2] / "consolidation"

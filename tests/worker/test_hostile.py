@@ -1,4 +1,4 @@
-"""Hostile clients against a real ``memledger serve`` (uvicorn) and ``memledger rpc`` (SPEC 8, issue 9).
+"""Hostile clients against a real ``memledger serve`` (uvicorn) and ``memledger rpc``.
 
 Hypothesis generates JSON-RPC traffic full of lone surrogates, control characters, odd
 instants, wrong types, unknown params, batches and garbage. Every reply must be a

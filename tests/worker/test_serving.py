@@ -1,4 +1,4 @@
-"""Serving safely (SPEC 5.1, issue 9): forged browser requests, API tokens, one account per caller,
+"""Serving safely (docs/operations.md): forged browser requests, API tokens, one account per caller,
 bounded bodies, the account's own settings, and the bind refusal.
 
 In-process through Starlette's TestClient; the real-uvicorn checks (timeouts, pipelining,

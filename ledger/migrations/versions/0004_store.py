@@ -1,7 +1,7 @@
 """The storage layer: per-scope latest instant, the derived-text registry, stemmed SQLite search.
 
 * ``scope_settings.latest_at``: the scope's latest write instant; the next write's instant
-  is strictly after it (SPEC 3.1). Back-filled from the event log.
+  is strictly after it. Back-filled from the event log.
 * ``derived_texts``: text derived from records (run prompts and answers, packet audits,
   digests), by record id; forgetting a record erases through it.
 * SQLite FTS5 with the ``porter`` tokenizer, so "dogs" finds "dog" as PostgreSQL's

@@ -1,4 +1,4 @@
-"""API tokens for multi-account serving (SPEC 5.1): id, account, hash, created/last used/revoked.
+"""API tokens for multi-account serving (docs/operations.md): id, account, hash, created/last used/revoked.
 
 Only the SHA-256 of a token is stored. The code that uses the table is ``worker/tokens.py``.
 

@@ -1,4 +1,4 @@
-"""Consolidation v2 (issue 10): removal switch, prompt bound, rotation cursor, pending forgets.
+"""Consolidation v2: removal switch, prompt bound, rotation cursor, pending forgets.
 
 * ``consolidation_settings.allow_removal`` (default false: ``retire`` is refused) and
   ``max_prompt_chars`` (the candidate list's bound, default 16,000);

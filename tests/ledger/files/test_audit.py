@@ -1,4 +1,4 @@
-"""The audit of SPEC 6: trust contexts, whole-day horizons, chains, candidates, and the reference's test cases."""
+"""The audit: trust contexts, whole-day horizons, chains, candidates, and the reference's test cases."""
 
 from __future__ import annotations
 

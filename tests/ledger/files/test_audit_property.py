@@ -1,4 +1,4 @@
-"""Random entry directories, audited, against a small model of the rules of SPEC 6."""
+"""Random entry directories, audited, against a small model of the rules of docs/file-ledger.md."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def render(i: int, s: Spec, count: int) -> str:
 
 
 def model(items: list[Spec]) -> tuple[set[tuple[str, str]], set[str]]:
-    """The expected (file, rule) findings and candidate files, from SPEC 6 as written (not from the code)."""
+    """The expected (file, rule) findings and candidate files, from docs/file-ledger.md (not from the code)."""
     count = len(items)
     findings: set[tuple[str, str]] = set()
     valid: dict[str, Spec] = {}

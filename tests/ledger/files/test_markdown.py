@@ -1,4 +1,4 @@
-"""``--format markdown``: the reference tool's report, byte for byte (SPEC 6.1), through the real command line."""
+"""``--format markdown``: the reference tool's report, byte for byte, through the real command line."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def test_every_section_lists_in_sorted_id_order(tmp_path: Path) -> None:
         "- `e-global.md`: scope declaration is invalid.\n"
         "- `d-other.md`: scope is `acme/gadgets`, audit context is `acme/widgets`.\n"
     )
-    # SPEC 6.1 (lists in sorted id order) over the reference, which lists a cycle no root leads into last.
+    # docs/file-ledger.md (lists in sorted id order) over the reference, which lists a cycle no root leads into last.
     assert sections["Supersession chains"] == ("- `f-loop.md` → `g-loop.md` → `f-loop.md`\n- `h-dangling.md`\n")
     assert sections["Broken supersession chains"] == (
         "- `f-loop.md`: cycle returns to `f-loop.md`.\n- `h-dangling.md`: target `gone.md` does not exist.\n"

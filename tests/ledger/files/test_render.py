@@ -1,4 +1,4 @@
-"""Output formats: JSON per SPEC 9, SARIF 2.1.0, graphs, explain."""
+"""Output formats: JSON with the public rule ids, SARIF 2.1.0, graphs, explain."""
 
 from __future__ import annotations
 

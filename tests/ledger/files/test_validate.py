@@ -97,7 +97,7 @@ def test_missing_source_is_invalid_and_a_missing_source() -> None:
     assert problems_of(text) == [("source", "missing-field", MISSING_SOURCE)]
 
 
-# --------------------------------------------------------------------------- the format of SPEC 6
+# --------------------------------------------------------------------------- the entry format
 
 
 def test_valid_entry_fields_are_typed() -> None:
