@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import func, select
 
+from consolidation.lifecycle import month_bounds as month_bounds  # re-exported: the window overviews use
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger
 from ledger.instants import format_rfc3339, from_micros, to_micros
@@ -24,13 +25,6 @@ from ledger.models import CONSOLIDATION_SETTINGS as CS
 from ledger.models import RECORDS, RUNS, SCOPES
 
 OUTCOMES: tuple[str, ...] = ("applied", "proposed", "cancelled", "skipped_budget", "failed", "abandoned")
-
-
-def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    """The calendar month (UTC) holding ``now``: ``[start, end)``, the window of the spend budget."""
-    start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    return start, end
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,15 +132,15 @@ _CLAIM = Prepared(
 )
 
 
-def claim(db: Executor, run_id: str, settings: ConsolidationSettings, now_us: int) -> bool:
-    """pending → running, only when due and no other run of the scope is running."""
+def claim(db: Executor, run_id: str, now_us: int, *, harness: str, model: str, mode: str, cap_s: float) -> bool:
+    """pending → running, only when due and no other run of the scope is running (of either job)."""
     params = {
         "v_id": run_id,
         "now": now_us,
-        "v_harness": settings.harness,
-        "v_model": settings.model,
-        "v_mode": settings.mode.value,
-        "cap": float(settings.wall_clock_cap_s),
+        "v_harness": harness,
+        "v_model": model,
+        "v_mode": mode,
+        "cap": float(cap_s),
     }
     return db.run(_CLAIM, params) == 1
 

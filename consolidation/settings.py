@@ -167,6 +167,15 @@ def store(tx: Transaction, settings: ConsolidationSettings) -> None:
         tx.execute(insert(TABLE).values(**values, created_at=tx.now_us, updated_at=tx.now_us))
 
 
+_BUDGET = Prepared(select(TABLE.c.spend_budget_micro_usd).where(TABLE.c.scope_key == param("scope")))
+
+
+def spend_budget(db: Executor, scope_key: str) -> int:
+    """The scope's one monthly spend budget, shared by both jobs (the default when never set)."""
+    found = db.rows(_BUDGET, {"scope": scope_key})
+    return DEFAULT_SPEND_BUDGET_MICRO_USD if not found or found[0][0] is None else int(found[0][0])
+
+
 def load_cursor(db: Executor, scope_key: str) -> str | None:
     """The id the candidate rotation reached last run (None: the start of the ring)."""
     found: str | None = db.execute(select(TABLE.c.rotation_cursor).where(TABLE.c.scope_key == scope_key)).scalar()
