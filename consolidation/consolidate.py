@@ -25,7 +25,7 @@ from consolidation.connections import Connections
 from consolidation.gate import UNPARSEABLE, GateResult, check_batch
 from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
 from consolidation.lifecycle import LostRace, RunLife, mine, month_spend
-from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
+from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
 from consolidation.prompt import IN_GROUP, record_chars
 from ledger import MemoryRecord
 from ledger.instants import to_micros
@@ -184,7 +184,7 @@ class ConsolidationJob:
     def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
         """Gate and apply the stored answer at ``tx.now`` (when the answer is applied), then settle."""
         run = R.get(tx, run_id)
-        if run is None or run.state != "running":
+        if run is None or run.state != RunState.RUNNING:
             return False
         if run.answer is None and run.answer_raw is None:
             # A record the answer was built from was forgotten after it was stored: nothing to apply.

@@ -18,6 +18,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 
 from consolidation.lifecycle import month_bounds as month_bounds  # re-exported: the window overviews use
+from consolidation.models import RunState
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger
 from ledger.instants import format_rfc3339, from_micros, to_micros
@@ -75,8 +76,8 @@ class ScopeOverview:
             "monthOutputTokens": self.month_output_tokens,
             "runsByOutcome": dict(self.runs_by_outcome),
             "refusals": dict(self.refusals),
-            "pending": self.pending,
-            "running": self.running,
+            RunState.PENDING.value: self.pending,
+            RunState.RUNNING.value: self.running,
             "oldestDueAt": format_rfc3339(self.oldest_due_at),
         }
 
@@ -152,7 +153,7 @@ def scope_overview(
         backlog: dict[str, dict[str, tuple[int, int]]] = {}
         for scope, state, count, oldest in db.execute(
             select(RUNS.c.scope_key, RUNS.c.state, func.count(), func.min(RUNS.c.due_at))
-            .where(RUNS.c.state.in_(("pending", "running")))
+            .where(RUNS.c.state.in_((RunState.PENDING.value, RunState.RUNNING.value)))
             .group_by(RUNS.c.scope_key, RUNS.c.state)
         ):
             backlog.setdefault(scope, {})[str(state)] = (int(count), int(oldest))
@@ -163,7 +164,7 @@ def scope_overview(
         sp, tin, tout = spend.get(key, (0, 0, 0))
         held = usage.get(key, Counter())
         states = backlog.get(key, {})
-        pending = states.get("pending")
+        pending = states.get(RunState.PENDING)
         scopes.append(
             ScopeOverview(
                 scope_key=key,
@@ -180,7 +181,7 @@ def scope_overview(
                 runs_by_outcome=outcomes.get(key, {}),
                 refusals=dict(refusals.get(key, {})),
                 pending=0 if pending is None else pending[0],
-                running=states.get("running", (0, 0))[0],
+                running=states.get(RunState.RUNNING, (0, 0))[0],
                 oldest_due_at=None if pending is None else from_micros(pending[1]),
             )
         )

@@ -28,7 +28,7 @@ from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.harnesses import Connection, Harness
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import FaultHook, Job, RunLife
-from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Outcome
+from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Outcome, RunState
 from consolidation.pricing import PriceTable, default_price_table
 from ledger import Ledger
 from ledger.instants import to_micros
@@ -201,10 +201,10 @@ class ConsolidationService:
 
     def due_runs(self, *, now: datetime | None = None, limit: int = 1000) -> list[ConsolidationRun]:
         now_us = self._now(now)
-        return self._select(and_(RC.state == "pending", RC.due_at <= now_us), (RC.due_at, RC.id), limit)
+        return self._select(and_(R.PENDING, RC.due_at <= now_us), (RC.due_at, RC.id), limit)
 
     def pending_runs(self, *, limit: int = 1000) -> list[ConsolidationRun]:
-        return self._select(RC.state == "pending", (RC.due_at, RC.id), limit)
+        return self._select(R.PENDING, (RC.due_at, RC.id), limit)
 
     def run_due(self, *, now: datetime | None = None, limit: int = 100) -> list[ConsolidationRun]:
         """Execute every due pending run; returns the runs this call settled."""
@@ -246,7 +246,7 @@ class ConsolidationService:
         """
         now_us = self._now(now)
         grace_us = round(self.janitor_grace_s * 1_000_000)
-        stuck = self._select(RC.state == "running", (RC.started_at, RC.id), 1000)
+        stuck = self._select(R.RUNNING, (RC.started_at, RC.id), 1000)
         recovered = []
         for run in stuck:
             assert run.started_at is not None
@@ -272,7 +272,7 @@ class ConsolidationService:
                 error="worker stopped before the answer was stored; settled by the janitor",
                 unanswered=True,
             )
-            if won or done.state == "settled":
+            if won or done.state == RunState.SETTLED:
                 return done, won
             # An answer was stored between the read and the abandon: apply it instead.
         return self.jobs[run.job].apply_stored(run.id, run.scope_key, now)

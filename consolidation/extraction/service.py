@@ -34,7 +34,7 @@ from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
 from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import RunLife, mine, month_spend
-from consolidation.models import ConsolidationRun, Outcome
+from consolidation.models import ConsolidationRun, Outcome, RunState
 from ledger import Prepared, param
 from ledger.audit import check_session_id
 from ledger.errors import BudgetExceeded, InvalidArgument
@@ -118,11 +118,7 @@ class ExtractionJobs:
             new = XS.merge(self.settings_in(tx, scope), changes, self.connections.prices)
             XS.store(tx, new, tx.now_us)
             if new.mode == XS.ExtractionMode.OFF:
-                tx.execute(
-                    update(RUNS)
-                    .where(RUNS.c.scope_key == scope, RUNS.c.state == "pending", RUNS.c.job == JOB)
-                    .values(state="settled", outcome="cancelled", settled_at=tx.now_us, prompt=None)
-                )
+                R.cancel_pending(tx, scope, tx.now_us, job=JOB)
                 tx.execute(delete(DIGESTS).where(DIGESTS.c.scope_key == scope))
             return new
 
@@ -173,7 +169,7 @@ class ExtractionJobs:
         debounce_us = round(settings.debounce_s * 1_000_000)
         pending = tx.execute(
             select(C.id, C.created_at, C.due_at).where(
-                C.scope_key == settings.scope_key, C.state == "pending", C.job == JOB, C.session_id == session_id
+                C.scope_key == settings.scope_key, R.PENDING, C.job == JOB, C.session_id == session_id
             )
         ).first()
         if pending:
@@ -181,18 +177,14 @@ class ExtractionJobs:
             due = now_us + debounce_us
             if settings.max_wait_s is not None:
                 due = min(due, created_us + round(settings.max_wait_s * 1_000_000))
-            tx.execute(
-                update(RUNS)
-                .where(C.id == run_id, C.state == "pending")
-                .values(turns=C.turns + 1, due_at=max(due, due_us))
-            )
+            tx.execute(update(RUNS).where(C.id == run_id, R.PENDING).values(turns=C.turns + 1, due_at=max(due, due_us)))
         else:
             run_id = R.new_run_id()
             tx.execute(
                 insert(RUNS).values(
                     id=run_id,
                     scope_key=settings.scope_key,
-                    state="pending",
+                    state=RunState.PENDING.value,
                     turns=1,
                     created_at=now_us,
                     due_at=now_us + debounce_us,
@@ -263,7 +255,7 @@ class ExtractionJobs:
 
     def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
         run = _run(tx, run_id)
-        if run.state != "running":
+        if run.state != RunState.RUNNING:
             return False
         if run.answer is None and run.answer_raw is None:
             error = "the stored answer was erased: a record it was built from was forgotten"
