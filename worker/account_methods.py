@@ -13,21 +13,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt
+from pydantic import Field, StrictBool, StrictInt
 
 from consolidation import ConsolidationService
+from consolidation.limits import DebounceS
 from ledger import Ledger
 from ledger.protocol import ExtraMethod, NoParams, Params
 
 GET_SETTINGS = "memory/get_consolidation_settings"
 UPDATE_SETTINGS = "memory/update_consolidation_settings"
-MAX_DEBOUNCE_S = 86_400.0
 
 
 class UpdateConsolidationParams(Params):
     mode: Literal["off", "propose", "apply"] | None = None
     allow_removal: StrictBool | None = None
-    debounce_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_DEBOUNCE_S)] | None = None
+    debounce_s: DebounceS | None = None  # the range consolidation's settings check
     max_records: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
 
 
