@@ -402,6 +402,22 @@ def _bucket_key(feature: _Features) -> tuple[object, ...]:
     return (feature.record.kind, feature.record.conflict_group, len(feature.tokens), tuple(fixed))
 
 
+def _merge(members: list[_Features], *, near: bool) -> tuple[int, dict[str, Any]]:
+    """The merge of a group of duplicates, at the position of its first member; the cleanest body is kept."""
+    keeper = min(members, key=lambda m: (_unknown_words(m), clean_body(m.record.body) != m.record.body, m.index))
+    return (
+        min(m.index for m in members),
+        {
+            "op": "merge",
+            "targets": [m.record.id for m in members],
+            "body": clean_body(keeper.record.body),
+            "confidence_bps": NEAR_CONFIDENCE_BPS if near else EXACT_CONFIDENCE_BPS,
+            "rationale": "offline: "
+            + ("near-duplicate (a plural or a typo)" if near else "duplicate after normalising"),
+        },
+    )
+
+
 def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
     """The offline answer's operations for ``records`` (deterministic; order follows the input; at most 20)."""
     features = [_features(record, index) for index, record in enumerate(records)]
@@ -417,23 +433,7 @@ def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
             if len(group) < 2:
                 continue
             members = [member for member, _ in group]
-            near = any(kind == "near" for _, kind in group)
-            keeper = min(
-                members, key=lambda m: (_unknown_words(m), clean_body(m.record.body) != m.record.body, m.index)
-            )
-            merges.append(
-                (
-                    min(m.index for m in members),
-                    {
-                        "op": "merge",
-                        "targets": [m.record.id for m in members],
-                        "body": clean_body(keeper.record.body),
-                        "confidence_bps": NEAR_CONFIDENCE_BPS if near else EXACT_CONFIDENCE_BPS,
-                        "rationale": "offline: "
-                        + ("near-duplicate (a plural or a typo)" if near else "duplicate after normalising"),
-                    },
-                )
-            )
+            merges.append(_merge(members, near=any(kind == "near" for _, kind in group)))
             merged.update(m.index for m in members)
     corrections: list[tuple[int, dict[str, Any]]] = []
     for feature in features:
