@@ -15,6 +15,12 @@ from consolidation.models import TRANSITIONS, RunState
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "consolidation"
 MAX_MODULE_LINES = 600
+SOFT_MODULE_LINES = 400
+# Modules over the soft limit, each with the reason it stays whole.
+LONG_MODULES: dict[str, str] = {
+    "consolidation.fake_anthropic": "a test fake of a whole wire protocol (SSE, errors, usage), kept in one file",
+    "consolidation.pricing": "the price table and the arithmetic of spend, one unit with its verified rates",
+}
 MAX_FUNCTION_LINES = 50
 # Functions over the limit, each with the reason it stays whole (none today; add one only with a reason).
 LONG_FUNCTIONS: dict[str, str] = {}
@@ -108,6 +114,7 @@ def _functions(tree: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
 def test_no_module_over_600_lines_and_no_function_over_50() -> None:
     modules = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in _modules().items()}
     assert {name: n for name, n in modules.items() if n > MAX_MODULE_LINES} == {}
+    assert sorted(name for name, n in modules.items() if n > SOFT_MODULE_LINES) == sorted(LONG_MODULES)
     long = {
         qualname: n
         for name, path in _modules().items()
