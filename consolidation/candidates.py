@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 DEFAULT_MAX_PROMPT_CHARS = 16_000
-MIN_MAX_PROMPT_CHARS = 1_000
-MAX_MAX_PROMPT_CHARS = 400_000
 SIMILAR_PER_CHANGED = 3
 
 

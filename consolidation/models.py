@@ -24,6 +24,14 @@ class RunState(StrEnum):
     SETTLED = "settled"
 
 
+TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    RunState.PENDING: frozenset({RunState.RUNNING, RunState.SETTLED}),  # claimed; or cancelled
+    RunState.RUNNING: frozenset({RunState.SETTLED}),  # settled once, by its worker or the janitor
+    RunState.SETTLED: frozenset(),
+}
+"""The moves a run may make: every UPDATE of a run's state is built from it (:func:`consolidation.runs.move`)."""
+
+
 class Outcome(StrEnum):
     APPLIED = "applied"
     PROPOSED = "proposed"

@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 
+from consolidation.lifecycle import month_bounds as month_bounds  # re-exported: the window overviews use
+from consolidation.models import RunState
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger
 from ledger.instants import format_rfc3339, from_micros, to_micros
@@ -24,13 +27,6 @@ from ledger.models import CONSOLIDATION_SETTINGS as CS
 from ledger.models import RECORDS, RUNS, SCOPES
 
 OUTCOMES: tuple[str, ...] = ("applied", "proposed", "cancelled", "skipped_budget", "failed", "abandoned")
-
-
-def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    """The calendar month (UTC) holding ``now``: ``[start, end)``, the window of the spend budget."""
-    start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    return start, end
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +77,8 @@ class ScopeOverview:
             "monthOutputTokens": self.month_output_tokens,
             "runsByOutcome": dict(self.runs_by_outcome),
             "refusals": dict(self.refusals),
-            "pending": self.pending,
-            "running": self.running,
+            RunState.PENDING.value: self.pending,
+            RunState.RUNNING.value: self.running,
             "oldestDueAt": format_rfc3339(self.oldest_due_at),
         }
 
@@ -104,6 +100,29 @@ class Overview:
         return sum(s.running for s in self.scopes)
 
 
+@dataclass(frozen=True, slots=True)
+class _Figures:
+    """What the grouped reads found, by scope."""
+
+    budgets: dict[str, int]
+    usage: dict[str, Counter[str]]
+    modes: dict[str, tuple[Any, ...]]
+    spend: dict[str, tuple[int, int, int]]
+    outcomes: dict[str, dict[str, int]]
+    refusals: dict[str, Counter[str]]
+    backlog: dict[str, dict[str, tuple[int, int]]]
+
+    def scopes(self) -> set[str]:
+        return (
+            set(self.budgets)
+            | set(self.usage)
+            | set(self.modes)
+            | set(self.spend)
+            | set(self.outcomes)
+            | set(self.backlog)
+        )
+
+
 def scope_overview(
     led: Ledger, *, now: datetime, default_budget_micro_usd: int = DEFAULT_SPEND_BUDGET_MICRO_USD
 ) -> Overview:
@@ -113,82 +132,93 @@ def scope_overview(
     and refusals count runs *settled* in the month; pending/running are the current backlog.
     """
     start, end = month_bounds(now)
-    a, b = to_micros(start), to_micros(end)
     with led.reading() as db:
-        budgets = {s: int(m) for s, m in db.execute(select(SCOPES.c.scope_key, SCOPES.c.max_records))}
-        usage: dict[str, Counter[str]] = {}
-        for scope, status, count in db.execute(
-            select(RECORDS.c.scope_key, RECORDS.c.status, func.count())
-            .where(RECORDS.c.status.in_(("active", "proposed")))
-            .group_by(RECORDS.c.scope_key, RECORDS.c.status)
-        ):
-            usage.setdefault(scope, Counter())[status] = int(count)
-        modes = {
+        figures = _read(db, to_micros(start), to_micros(end))
+    scopes = [_scope(key, figures, default_budget_micro_usd) for key in figures.scopes()]
+    scopes.sort(key=lambda s: (-s.month_spend_micro_usd, -(s.pending + s.running), s.scope_key))
+    return Overview(month_start=start, month_end=end, scopes=scopes)
+
+
+def _read(db: Any, a: int, b: int) -> _Figures:
+    """The six grouped reads, in one read transaction, for the month ``[a, b)`` (microseconds)."""
+    usage: dict[str, Counter[str]] = {}
+    for scope, status, count in db.execute(
+        select(RECORDS.c.scope_key, RECORDS.c.status, func.count())
+        .where(RECORDS.c.status.in_(("active", "proposed")))
+        .group_by(RECORDS.c.scope_key, RECORDS.c.status)
+    ):
+        usage.setdefault(scope, Counter())[status] = int(count)
+    month_spend = select(
+        RUNS.c.scope_key,
+        func.sum(RUNS.c.spend_micro_usd),
+        func.sum(RUNS.c.input_tokens),
+        func.sum(RUNS.c.output_tokens),
+    ).where(RUNS.c.started_at >= a, RUNS.c.started_at < b)
+    settled_in_month = (RUNS.c.settled_at >= a, RUNS.c.settled_at < b)
+    outcomes: dict[str, dict[str, int]] = {}
+    for scope, outcome, count in db.execute(
+        select(RUNS.c.scope_key, RUNS.c.outcome, func.count())
+        .where(*settled_in_month)
+        .group_by(RUNS.c.scope_key, RUNS.c.outcome)
+    ):
+        outcomes.setdefault(scope, {})[str(outcome)] = int(count)
+    refusals: dict[str, Counter[str]] = {}
+    for scope, text in db.execute(
+        select(RUNS.c.scope_key, RUNS.c.refusals).where(*settled_in_month, RUNS.c.refusals != "{}")
+    ):
+        refusals.setdefault(scope, Counter()).update({str(k): int(v) for k, v in json.loads(text or "{}").items()})
+    return _Figures(
+        budgets={s: int(m) for s, m in db.execute(select(SCOPES.c.scope_key, SCOPES.c.max_records))},
+        usage=usage,
+        modes={
             row[0]: tuple(row)
             for row in db.execute(
                 select(CS.c.scope_key, CS.c.mode, CS.c.harness, CS.c.model, CS.c.spend_budget_micro_usd)
             )
-        }
-        spend = {
+        },
+        spend={
             scope: (int(sp or 0), int(tin or 0), int(tout or 0))
-            for scope, sp, tin, tout in db.execute(
-                select(
-                    RUNS.c.scope_key,
-                    func.sum(RUNS.c.spend_micro_usd),
-                    func.sum(RUNS.c.input_tokens),
-                    func.sum(RUNS.c.output_tokens),
-                )
-                .where(RUNS.c.started_at >= a, RUNS.c.started_at < b)
-                .group_by(RUNS.c.scope_key)
-            )
-        }
-        settled_in_month = (RUNS.c.settled_at >= a, RUNS.c.settled_at < b)
-        outcomes: dict[str, dict[str, int]] = {}
-        for scope, outcome, count in db.execute(
-            select(RUNS.c.scope_key, RUNS.c.outcome, func.count())
-            .where(*settled_in_month)
-            .group_by(RUNS.c.scope_key, RUNS.c.outcome)
-        ):
-            outcomes.setdefault(scope, {})[str(outcome)] = int(count)
-        refusals: dict[str, Counter[str]] = {}
-        for scope, text in db.execute(
-            select(RUNS.c.scope_key, RUNS.c.refusals).where(*settled_in_month, RUNS.c.refusals != "{}")
-        ):
-            refusals.setdefault(scope, Counter()).update({str(k): int(v) for k, v in json.loads(text or "{}").items()})
-        backlog: dict[str, dict[str, tuple[int, int]]] = {}
-        for scope, state, count, oldest in db.execute(
-            select(RUNS.c.scope_key, RUNS.c.state, func.count(), func.min(RUNS.c.due_at))
-            .where(RUNS.c.state.in_(("pending", "running")))
-            .group_by(RUNS.c.scope_key, RUNS.c.state)
-        ):
-            backlog.setdefault(scope, {})[str(state)] = (int(count), int(oldest))
-    keys = set(budgets) | set(usage) | set(modes) | set(spend) | set(outcomes) | set(backlog)
-    scopes = []
-    for key in keys:
-        mode_row = modes.get(key)
-        sp, tin, tout = spend.get(key, (0, 0, 0))
-        held = usage.get(key, Counter())
-        states = backlog.get(key, {})
-        pending = states.get("pending")
-        scopes.append(
-            ScopeOverview(
-                scope_key=key,
-                mode="off" if mode_row is None else str(mode_row[1]),
-                harness=None if mode_row is None else str(mode_row[2]),
-                model=None if mode_row is None else str(mode_row[3]),
-                max_records=budgets.get(key),
-                active=held.get("active", 0),
-                proposed=held.get("proposed", 0),
-                spend_budget_micro_usd=default_budget_micro_usd if mode_row is None else int(mode_row[4]),
-                month_spend_micro_usd=sp,
-                month_input_tokens=tin,
-                month_output_tokens=tout,
-                runs_by_outcome=outcomes.get(key, {}),
-                refusals=dict(refusals.get(key, {})),
-                pending=0 if pending is None else pending[0],
-                running=states.get("running", (0, 0))[0],
-                oldest_due_at=None if pending is None else from_micros(pending[1]),
-            )
-        )
-    scopes.sort(key=lambda s: (-s.month_spend_micro_usd, -(s.pending + s.running), s.scope_key))
-    return Overview(month_start=start, month_end=end, scopes=scopes)
+            for scope, sp, tin, tout in db.execute(month_spend.group_by(RUNS.c.scope_key))
+        },
+        outcomes=outcomes,
+        refusals=refusals,
+        backlog=_backlog(db),
+    )
+
+
+def _backlog(db: Any) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per scope and state (pending, running): how many runs, and the earliest due."""
+    backlog: dict[str, dict[str, tuple[int, int]]] = {}
+    for scope, state, count, oldest in db.execute(
+        select(RUNS.c.scope_key, RUNS.c.state, func.count(), func.min(RUNS.c.due_at))
+        .where(RUNS.c.state.in_((RunState.PENDING.value, RunState.RUNNING.value)))
+        .group_by(RUNS.c.scope_key, RUNS.c.state)
+    ):
+        backlog.setdefault(scope, {})[str(state)] = (int(count), int(oldest))
+    return backlog
+
+
+def _scope(key: str, figures: _Figures, default_budget_micro_usd: int) -> ScopeOverview:
+    mode_row = figures.modes.get(key)
+    sp, tin, tout = figures.spend.get(key, (0, 0, 0))
+    held = figures.usage.get(key, Counter())
+    states = figures.backlog.get(key, {})
+    pending = states.get(RunState.PENDING)
+    return ScopeOverview(
+        scope_key=key,
+        mode="off" if mode_row is None else str(mode_row[1]),
+        harness=None if mode_row is None else str(mode_row[2]),
+        model=None if mode_row is None else str(mode_row[3]),
+        max_records=figures.budgets.get(key),
+        active=held.get("active", 0),
+        proposed=held.get("proposed", 0),
+        spend_budget_micro_usd=default_budget_micro_usd if mode_row is None else int(mode_row[4]),
+        month_spend_micro_usd=sp,
+        month_input_tokens=tin,
+        month_output_tokens=tout,
+        runs_by_outcome=figures.outcomes.get(key, {}),
+        refusals=dict(figures.refusals.get(key, {})),
+        pending=0 if pending is None else pending[0],
+        running=states.get(RunState.RUNNING, (0, 0))[0],
+        oldest_due_at=None if pending is None else from_micros(pending[1]),
+    )

@@ -1,8 +1,9 @@
 """Run storage: debounce, claim and settle, each a conditional statement.
 
 A run moves ``pending → running → settled`` (or ``pending → settled`` when
-cancelled or skipped). Every move is an UPDATE guarded by the state it expects, so
-exactly one caller wins each move however many workers race for it. Statements are
+cancelled), as :data:`consolidation.models.TRANSITIONS` allows. Every move is an UPDATE
+guarded by the state it expects (built by :func:`move`), so exactly one caller wins each
+move however many workers race for it. Statements are
 SQLAlchemy Core over :data:`ledger.models.RUNS`, run through a ledger read or write
 transaction: the moves of every run (read, claim, store, settle) are :class:`ledger.Prepared`
 (``tx.rows`` / ``tx.run``, the store's direct path), the rest ``tx.execute``.
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exists, func, insert, select, update
 from sqlalchemy.orm import aliased
 
-from consolidation.models import ConsolidationRun, ConsolidationSettings, Outcome, run_from_row
+from consolidation.models import TRANSITIONS, ConsolidationRun, ConsolidationSettings, Outcome, RunState, run_from_row
 from ledger import Pending, Prepared, param
 from ledger.instants import to_micros
 from ledger.models import RUNS
@@ -37,6 +38,21 @@ class Executor(Protocol):
     def query(self, statement: Prepared | Executable, params: Any = None) -> Pending[list[tuple[Any, ...]]]: ...
 
     def run(self, statement: Prepared | Executable, params: Any = None) -> int: ...
+
+
+PENDING = C.state == RunState.PENDING.value
+RUNNING = C.state == RunState.RUNNING.value
+
+
+def move(src: RunState, dst: RunState) -> tuple[ColumnElement[bool], dict[str, str]]:
+    """The guard and the new state of the move ``src → dst``: ``update(RUNS).where(guard).values(**state)``.
+
+    Raises:
+        ValueError: :data:`~consolidation.models.TRANSITIONS` does not allow the move.
+    """
+    if dst not in TRANSITIONS[src]:
+        raise ValueError(f"a run cannot move from {src} to {dst}")
+    return C.state == src.value, {"state": dst.value}
 
 
 def new_run_id() -> str:
@@ -63,9 +79,7 @@ def select_runs(
 
 def _pending(db: Executor, scope_key: str) -> ConsolidationRun | None:
     """The scope's pending consolidation run, if any (there is at most one)."""
-    found = select_runs(
-        db, and_(C.scope_key == scope_key, C.state == "pending", C.job == "consolidate"), order=(C.id,), limit=1
-    )
+    found = select_runs(db, and_(C.scope_key == scope_key, PENDING, C.job == "consolidate"), order=(C.id,), limit=1)
     return found[0] if found else None
 
 
@@ -76,7 +90,7 @@ def _insert_pending(db: Executor, scope_key: str, *, turns: int, now_us: int, du
         insert(RUNS).values(
             id=run_id,
             scope_key=scope_key,
-            state="pending",
+            state=RunState.PENDING.value,
             turns=turns,
             created_at=now_us,
             due_at=due_us,
@@ -96,7 +110,7 @@ def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> Cons
         if settings.max_wait_s is not None:
             due = min(due, to_micros(run.created_at) + round(settings.max_wait_s * 1_000_000))
         due = max(due, to_micros(run.due_at))
-        db.execute(update(RUNS).where(C.id == run.id, C.state == "pending").values(turns=C.turns + 1, due_at=due))
+        db.execute(update(RUNS).where(C.id == run.id, PENDING).values(turns=C.turns + 1, due_at=due))
         run_id = run.id
     else:
         run_id = _insert_pending(db, settings.scope_key, turns=1, now_us=now_us, due_us=now_us + debounce_us)
@@ -105,26 +119,31 @@ def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> Cons
     return fresh
 
 
-def cancel_pending(db: Executor, scope_key: str, now_us: int) -> int:
+_CANCEL, _CANCELLED = move(RunState.PENDING, RunState.SETTLED)
+
+
+def cancel_pending(db: Executor, scope_key: str, now_us: int, *, job: str = "consolidate") -> int:
+    """Settle the scope's pending runs of ``job`` ``cancelled`` (an extraction run's transcript is dropped)."""
     done = db.execute(
         update(RUNS)
-        .where(C.scope_key == scope_key, C.state == "pending", C.job == "consolidate")
-        .values(state="settled", outcome="cancelled", settled_at=now_us)
+        .where(C.scope_key == scope_key, _CANCEL, C.job == job)
+        .values(**_CANCELLED, outcome=Outcome.CANCELLED.value, settled_at=now_us, prompt=_KEEP_PROMPT)
     )
     return int(done.rowcount)
 
 
 _OTHER = aliased(RUNS)
+_CLAIM_FROM, _CLAIMED = move(RunState.PENDING, RunState.RUNNING)
 _CLAIM = Prepared(
     update(RUNS)
     .where(
         C.id == _ID,
-        C.state == "pending",
+        _CLAIM_FROM,
         C.due_at <= _NOW,
-        ~exists().where(_OTHER.c.scope_key == C.scope_key, _OTHER.c.state == "running"),
+        ~exists().where(_OTHER.c.scope_key == C.scope_key, _OTHER.c.state == RunState.RUNNING.value),
     )
     .values(
-        state="running",
+        **_CLAIMED,
         started_at=_NOW,
         harness=param("v_harness"),
         model=param("v_model"),
@@ -135,8 +154,10 @@ _CLAIM = Prepared(
 )
 
 
-def claim(db: Executor, run_id: str, settings: ConsolidationSettings, now_us: int) -> Pending[bool]:
-    """pending → running, only when due and no other run of the scope is running.
+def claim(
+    db: Executor, run_id: str, now_us: int, *, harness: str, model: str, mode: str, cap_s: float
+) -> Pending[bool]:
+    """pending → running, only when due and no other run of the scope is running (of either job).
 
     Sent now; ``.result()`` says whether this call claimed the run (reads sent before it is read
     share its round trip, see :meth:`ledger.tx.Transaction.query`).
@@ -144,10 +165,10 @@ def claim(db: Executor, run_id: str, settings: ConsolidationSettings, now_us: in
     params = {
         "v_id": run_id,
         "now": now_us,
-        "v_harness": settings.harness,
-        "v_model": settings.model,
-        "v_mode": settings.mode.value,
-        "cap": float(settings.wall_clock_cap_s),
+        "v_harness": harness,
+        "v_model": model,
+        "v_mode": mode,
+        "cap": float(cap_s),
     }
     return db.query(_CLAIM, params).then(bool)
 
@@ -192,15 +213,20 @@ def store_answer(
     return db.run(_STORE_ANSWER, params) == 1
 
 
-def _settle_statement(*, unanswered: bool) -> Prepared:
-    where = [C.id == _ID, C.state == param("expect")]
+# An extraction run's prompt is the chat transcript: it does not outlive the run (docs/extraction.md).
+_KEEP_PROMPT = case((C.job == "extract", None), else_=C.prompt)
+
+
+def _settle_statement(expect: RunState, *, unanswered: bool) -> Prepared:
+    guard, settled = move(expect, RunState.SETTLED)
+    where = [C.id == _ID, guard]
     if unanswered:
         where.append(C.answer_stored_at.is_(None))
     return Prepared(
         update(RUNS)
         .where(*where)
         .values(
-            state="settled",
+            **settled,
             outcome=param("v_outcome"),
             settled_at=_NOW,
             error=param("v_error"),
@@ -210,14 +236,19 @@ def _settle_statement(*, unanswered: bool) -> Prepared:
             refusals=param("v_refusals"),
             started_at=func.coalesce(C.started_at, _NOW),
             model_calls=C.model_calls + param("calls"),
-            # An extraction run's prompt is the chat transcript: it does not outlive the run (SPEC 4.5).
-            prompt=case((C.job == "extract", None), else_=C.prompt),
+            prompt=_KEEP_PROMPT,
             **_ADD_USAGE,
         )
     )
 
 
-_SETTLE = {False: _settle_statement(unanswered=False), True: _settle_statement(unanswered=True)}
+# A run settles from ``running``, or from ``pending`` (cancelled): one statement per start and kind.
+_SETTLE = {
+    (expect, unanswered): _settle_statement(expect, unanswered=unanswered)
+    for expect in TRANSITIONS
+    if RunState.SETTLED in TRANSITIONS[expect]
+    for unanswered in (False, True)
+}
 
 
 def settle(
@@ -226,7 +257,7 @@ def settle(
     outcome: Outcome,
     now_us: int,
     *,
-    expect: str = "running",
+    expect: RunState = RunState.RUNNING,
     error: str | None = None,
     ops_proposed: int = 0,
     ops_applied: int = 0,
@@ -244,7 +275,6 @@ def settle(
     """
     params = {
         "v_id": run_id,
-        "expect": expect,
         "now": now_us,
         "v_outcome": outcome.value,
         "v_error": None if error is None else error[:500],
@@ -255,7 +285,7 @@ def settle(
         "calls": calls,
         **_usage_params(usage, spend_micro_usd),
     }
-    return db.run(_SETTLE[unanswered], params) == 1
+    return db.run(_SETTLE[expect, unanswered], params) == 1
 
 
 _ADD_CALL = Prepared(update(RUNS).where(C.id == _ID).values(model_calls=C.model_calls + param("calls"), **_ADD_USAGE))
@@ -304,7 +334,7 @@ def last_prompt_at(db: Executor, scope_key: str) -> int | None:
         select(func.max(C.started_at)).where(
             C.scope_key == scope_key,
             C.job == "consolidate",
-            C.state == "settled",
+            C.state == RunState.SETTLED.value,
             C.answer_stored_at.is_not(None),
         )
     ).scalar()

@@ -1,5 +1,8 @@
 """Checks shared by the per-scope settings (consolidation's and extraction's): one rule, stated once.
 
+:data:`FIELD_CHECKS` checks a field by name (the ranges are :mod:`consolidation.limits`'s); each
+job's settings module checks its own fields through it.
+
 The model target of a scope is ``harness`` + ``model``, with ``base_url`` (a harness that
 takes one: ``openai``) and ``price_in_usd_per_mtok`` / ``price_out_usd_per_mtok`` (the
 scope's own price of its model, in USD per million tokens). :func:`check_model_target`
@@ -10,10 +13,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from consolidation import limits as L
 from consolidation.errors import InvalidSettings
 from consolidation.harnesses import HARNESS_NAMES, HARNESSES
 from consolidation.pricing import PriceTable, UnknownModelPrice, scope_price
@@ -21,7 +25,6 @@ from consolidation.pricing import PriceTable, UnknownModelPrice, scope_price
 OFFLINE_MODEL = "offline"
 PRICE_FIELDS = ("price_in_usd_per_mtok", "price_out_usd_per_mtok")
 TARGET_FIELDS = ("harness", "model", "base_url", *PRICE_FIELDS)
-MAX_PRICE_USD_PER_MTOK = 10_000
 MAX_BASE_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 200
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
@@ -44,8 +47,9 @@ def default_model(harness: str, prices: PriceTable) -> str:
     return prices.cheapest(prefix=spec.model_prefix)
 
 
-def seconds(name: str, value: object, *, low: float, high: float) -> float:
-    """``value`` as seconds from ``low`` to ``high``. Raises InvalidSettings (not a finite number, out of range)."""
+def seconds(name: str, value: object, kind: Any) -> float:
+    """``value`` as seconds in the range ``kind`` states. Raises InvalidSettings (not a finite number, out of range)."""
+    low, high = L.bounds(kind)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidSettings(f"{name} must be a number of seconds from {low:g} to {high:g}")
     if not low <= float(value) <= high:
@@ -53,8 +57,9 @@ def seconds(name: str, value: object, *, low: float, high: float) -> float:
     return float(value)
 
 
-def integer(name: str, value: object, *, low: int, high: int) -> int:
-    """``value`` as an integer from ``low`` to ``high``. Raises InvalidSettings (not an integer, out of range)."""
+def integer(name: str, value: object, kind: Any) -> int:
+    """``value`` as an integer in the range ``kind`` states. Raises InvalidSettings (not an integer, out of range)."""
+    low, high = L.bounds(kind)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidSettings(f"{name} must be an integer from {low} to {high}")
     return value
@@ -111,11 +116,28 @@ def price(name: str, value: object) -> float | None:
     """
     if value is None:
         return None
+    low, high = L.bounds(L.PriceUsdPerMtok)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidSettings(f"{name} must be a number of USD per million tokens from 0 to {MAX_PRICE_USD_PER_MTOK}")
-    if not 0 <= value <= MAX_PRICE_USD_PER_MTOK:
-        raise InvalidSettings(f"{name} must be from 0 to {MAX_PRICE_USD_PER_MTOK} USD per million tokens, got {value}")
+        raise InvalidSettings(f"{name} must be a number of USD per million tokens from {low:g} to {high:g}")
+    if not low <= value <= high:
+        raise InvalidSettings(f"{name} must be from {low:g} to {high:g} USD per million tokens, got {value}")
     return float(value)
+
+
+FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "debounce_s": lambda name, value: seconds(name, value, L.DebounceS),
+    "max_wait_s": lambda name, value: None if value is None else seconds(name, value, L.MaxWaitS),
+    "wall_clock_cap_s": lambda name, value: seconds(name, value, L.WallClockCapS),
+    "max_output_tokens": lambda name, value: integer(name, value, L.MaxOutputTokens),
+    "spend_budget_micro_usd": lambda name, value: integer(name, value, L.SpendBudgetMicroUsd),
+    "max_prompt_chars": lambda name, value: integer(name, value, L.MaxPromptChars),
+    "harness": lambda _, value: harness_name(value),
+    "model": lambda _, value: model_name(value),
+    "base_url": lambda _, value: base_url(value),
+    "price_in_usd_per_mtok": price,
+    "price_out_usd_per_mtok": price,
+}
+"""How a field of either job's settings is checked, by name; each raises InvalidSettings."""
 
 
 def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], prices: PriceTable) -> None:

@@ -8,23 +8,13 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS, MAX_MAX_PROMPT_CHARS, MIN_MAX_PROMPT_CHARS
+from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
 from consolidation.errors import InvalidSettings
 from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
+from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from consolidation.setting_checks import (
-    base_url,
-    check_model_target,
-    check_timed,
-    default_model,
-    harness_name,
-    integer,
-    model_name,
-    price,
-    seconds,
-)
 from ledger import Prepared, param
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
@@ -74,7 +64,7 @@ def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> Cons
     )
 
 
-def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
+def _validate_field(name: str, value: Any) -> Any:
     if name == "mode":
         try:
             return Mode(value)
@@ -85,30 +75,12 @@ def _validate_field(name: str, value: Any, prices: PriceTable) -> Any:
         if not isinstance(ops, list | tuple) or not ops or any(op not in ALL_OPS for op in ops):
             raise InvalidSettings(f"allowed_ops must be a non-empty list drawn from {', '.join(ALL_OPS)}")
         return sorted(set(ops), key=ALL_OPS.index)
-    if name == "debounce_s":
-        return seconds(name, value, low=0, high=86_400)
-    if name == "max_wait_s":
-        return None if value is None else seconds(name, value, low=0, high=7 * 86_400)
-    if name == "wall_clock_cap_s":
-        return seconds(name, value, low=0.1, high=900)
-    if name == "max_output_tokens":
-        return integer(name, value, low=16, high=64_000)
-    if name == "spend_budget_micro_usd":
-        return integer(name, value, low=0, high=10**12)
     if name == "allow_removal":
         if not isinstance(value, bool):
             raise InvalidSettings("allow_removal must be true or false")
         return value
-    if name == "max_prompt_chars":
-        return integer(name, value, low=MIN_MAX_PROMPT_CHARS, high=MAX_MAX_PROMPT_CHARS)
-    if name == "harness":
-        return harness_name(value)
-    if name == "model":
-        return model_name(value)
-    if name == "base_url":
-        return base_url(value)
-    if name in ("price_in_usd_per_mtok", "price_out_usd_per_mtok"):
-        return price(name, value)
+    if name in FIELDS and name in FIELD_CHECKS:
+        return FIELD_CHECKS[name](name, value)
     raise InvalidSettings(f"unknown setting {name!r}; settings are: {', '.join(FIELDS)}")
 
 
@@ -116,7 +88,7 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
     """Validate every changed field and return the new settings. Raises InvalidSettings; changes nothing."""
     values = current.to_json()
     for name, value in changes.items():
-        values[name] = _validate_field(name, value, prices)
+        values[name] = _validate_field(name, value)
     check_model_target(values, changes, prices)
     check_timed(values)
     values["mode"] = Mode(values["mode"])
@@ -165,6 +137,15 @@ def store(tx: Transaction, settings: ConsolidationSettings) -> None:
     where = TABLE.c.scope_key == settings.scope_key
     if tx.execute(update(TABLE).where(where).values(**changed, updated_at=tx.now_us)).rowcount == 0:
         tx.execute(insert(TABLE).values(**values, created_at=tx.now_us, updated_at=tx.now_us))
+
+
+_BUDGET = Prepared(select(TABLE.c.spend_budget_micro_usd).where(TABLE.c.scope_key == param("scope")))
+
+
+def spend_budget(db: Executor, scope_key: str) -> int:
+    """The scope's one monthly spend budget, shared by both jobs (the default when never set)."""
+    found = db.rows(_BUDGET, {"scope": scope_key})
+    return DEFAULT_SPEND_BUDGET_MICRO_USD if not found or found[0][0] is None else int(found[0][0])
 
 
 def load_cursor(db: Executor, scope_key: str) -> str | None:

@@ -35,13 +35,13 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic.alias_generators import to_camel
 
 from consolidation import ConsolidationService
+from consolidation.limits import DebounceS
 from consolidation.setting_checks import PRICE_FIELDS, TARGET_FIELDS
 from ledger import Ledger
 from ledger.protocol import INVALID_PARAMS, ExtraMethod, NoParams, Params, RpcError
 
 GET_SETTINGS = "memory/get_consolidation_settings"
 UPDATE_SETTINGS = "memory/update_consolidation_settings"
-MAX_DEBOUNCE_S = 86_400.0
 # The model target's params: wire name -> the service's name (harness, model, baseUrl, the two prices).
 TARGET_PARAMS = {to_camel(name): name for name in TARGET_FIELDS}
 _NULLABLE_TARGET = ("base_url", *PRICE_FIELDS)  # null unsets these
@@ -75,7 +75,7 @@ class TargetParams(Params):
 class ConsolidationSwitches(Params):
     mode: Literal["off", "propose", "apply"] | None = None
     allow_removal: StrictBool | None = None
-    debounce_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_DEBOUNCE_S)] | None = None
+    debounce_s: DebounceS | None = None  # the range consolidation's settings check
     max_records: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
 
 

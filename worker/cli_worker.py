@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from consolidation import ConsolidationRun, ConsolidationSettings, Mode
+from consolidation import ConsolidationRun, ConsolidationSettings, Mode, RunState
 from ledger import Ledger
 from ledger.protocol import ExtraMethod
 from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
@@ -442,7 +442,7 @@ def consolidation_status(
         scope = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
         settings = runtime.service.settings(scope)
         recent = runtime.service.runs(scope, limit=10)
-    pending = next((run for run in recent if run.state == "pending"), None)
+    pending = next((run for run in recent if run.state == RunState.PENDING), None)
     _show_settings(settings, as_json=as_json, pending=pending, recent=recent)
 
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, StrictFloat, StrictInt, StrictStr
+from pydantic import Field, StrictStr
 
 from consolidation import ConsolidationRun
+from consolidation.limits import DebounceS
 from ledger import Ledger
 from ledger.instants import format_rfc3339
 from ledger.protocol import ExtraMethod, NoParams, Params
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 NOTIFY_TURN = "memory/notify_turn"
 GET_SETTINGS = "memory/get_extraction_settings"
 UPDATE_SETTINGS = "memory/update_extraction_settings"
-MAX_DEBOUNCE_S = 86_400.0
 
 
 class NotifyTurnParams(Params):
@@ -51,7 +51,7 @@ class NotifyTurnParams(Params):
 
 class ExtractionSwitches(Params):
     mode: Literal["off", "propose"] | None = None
-    debounce_s: Annotated[StrictFloat | StrictInt, Field(ge=0, le=MAX_DEBOUNCE_S)] | None = None
+    debounce_s: DebounceS | None = None  # the range extraction's settings check
 
 
 class UpdateExtractionParams(TargetParams, ExtractionSwitches):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from consolidation.limits import MAX_DEBOUNCE_S
 from ledger.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -420,7 +421,7 @@ DOCS: dict[str, MethodDoc] = {
         params={
             "mode": "`off`, `propose` or `apply` (`off` cancels a pending run)",
             "allowRemoval": "let consolidation retire records",
-            "debounceS": "seconds of quiet after a turn before a run (0 … 86,400)",
+            "debounceS": f"seconds of quiet after a turn before a run (0 … {MAX_DEBOUNCE_S:,.0f})",
             "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts)",
             **TARGET_PARAMS_DOC,
         },

@@ -103,39 +103,39 @@ def check_proposals(
     seen = {normalize(b) for b in existing_bodies if b}
     roles = {m.id: m.role for m in digest}
     for index, raw in enumerate(proposals):
-        if index >= MAX_CONSIDERED:
-            result.refused.append((index, TOO_MANY))
-            continue
-        shaped = _shape(raw)
-        if isinstance(shaped, str):
-            result.refused.append((index, shaped))
-            continue
-        kind, fields = shaped
-        source = fields.get("source_message_id")
-        if source is not None and source not in roles:
-            result.refused.append((index, UNKNOWN_MESSAGE))
-            continue
-        if source is not None and roles[source] != "user":
-            result.refused.append((index, NOT_FROM_USER))
-            continue
-        try:
-            body = screen(fields["body"])
-        except BodyRejected:
-            result.refused.append((index, BODY_REJECTED))
-            continue
-        key = normalize(body)
-        if key in seen:
-            result.refused.append((index, DUPLICATE))
-            continue
-        seen.add(key)
-        result.passed.append(
-            GatedProposal(
-                index=index,
-                body=body,
-                kind=Kind(kind),
-                confidence_bps=fields.get("confidence_bps"),
-                rationale=fields.get("rationale"),
-                source_message_id=source,
-            )
-        )
+        checked = TOO_MANY if index >= MAX_CONSIDERED else _check(index, raw, roles, seen, screen)
+        if isinstance(checked, str):
+            result.refused.append((index, checked))
+        else:
+            seen.add(normalize(checked.body))
+            result.passed.append(checked)
     return result
+
+
+def _check(
+    index: int, raw: object, roles: Mapping[str, str], seen: set[str], screen: Callable[[str], str]
+) -> GatedProposal | str:
+    """One proposal as it passes the gate, or the reason it is refused."""
+    shaped = _shape(raw)
+    if isinstance(shaped, str):
+        return shaped
+    kind, fields = shaped
+    source = fields.get("source_message_id")
+    if source is not None and source not in roles:
+        return UNKNOWN_MESSAGE
+    if source is not None and roles[source] != "user":
+        return NOT_FROM_USER
+    try:
+        body = screen(fields["body"])
+    except BodyRejected:
+        return BODY_REJECTED
+    if normalize(body) in seen:
+        return DUPLICATE
+    return GatedProposal(
+        index=index,
+        body=body,
+        kind=Kind(kind),
+        confidence_bps=fields.get("confidence_bps"),
+        rationale=fields.get("rationale"),
+        source_message_id=source,
+    )

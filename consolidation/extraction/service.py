@@ -19,33 +19,29 @@ import logging
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Connection, delete, exists, func, insert, or_, select, update
-from sqlalchemy.orm import aliased
+from sqlalchemy import Connection, delete, insert, or_, select, update
 
 from consolidation import runs as R
+from consolidation import settings as S
+from consolidation.connections import Connections
 from consolidation.extraction import digest as D
 from consolidation.extraction import settings as XS
 from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResult, check_proposals
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
-from consolidation.harnesses import spec
-from consolidation.harnesses.base import HarnessError
+from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
-from consolidation.models import ConsolidationRun, Outcome
-from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
+from consolidation.lifecycle import RunLife, mine, month_spend
+from consolidation.models import ConsolidationRun, Outcome, RunState
 from ledger import Prepared, param
 from ledger.audit import check_session_id
 from ledger.errors import BudgetExceeded, InvalidArgument
-from ledger.instants import from_micros, to_micros
-from ledger.models import CONSOLIDATION_SETTINGS, DIGESTS, RECORDS, RUNS, EventKind, Provenance
+from ledger.models import DIGESTS, RECORDS, RUNS, EventKind, Provenance
 from ledger.reads import check_scope
 from ledger.screening import screen_body
 from ledger.tx import Reader, Transaction
-
-if TYPE_CHECKING:
-    from consolidation.service import ConsolidationService
 
 log = logging.getLogger(__name__)
 
@@ -80,35 +76,6 @@ _PINNED = Prepared(
     .order_by(M.valid_from.desc(), M.id)
     .limit(MAX_PINNED)
 )
-# The scope's spend this month, across both jobs, and its one monthly budget (consolidation's setting).
-_SPEND = Prepared(
-    select(
-        select(func.coalesce(func.sum(C.spend_micro_usd), 0))
-        .where(C.scope_key == _SCOPE, C.started_at >= param("start"), C.started_at < param("end"))
-        .scalar_subquery(),
-        select(CONSOLIDATION_SETTINGS.c.spend_budget_micro_usd)
-        .where(CONSOLIDATION_SETTINGS.c.scope_key == _SCOPE)
-        .scalar_subquery(),
-    )
-)
-_OTHER = aliased(RUNS)
-_CLAIM = Prepared(
-    update(RUNS)
-    .where(
-        C.id == param("run"),
-        C.state == "pending",
-        C.due_at <= param("now"),
-        ~exists().where(_OTHER.c.scope_key == C.scope_key, _OTHER.c.state == "running"),
-    )
-    .values(
-        state="running",
-        started_at=param("now"),
-        harness=param("v_harness"),
-        model=param("v_model"),
-        mode="propose",
-        wall_clock_cap_s=param("cap"),
-    )
-)
 
 
 def _bodies(db: R.Executor, scope_key: str) -> list[Any]:
@@ -119,30 +86,21 @@ def _pinned(db: R.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]
     return [(r[0], r[1]) for r in db.rows(_PINNED, {"scope": scope_key, "now": now_us})]
 
 
-def _spend(db: R.Executor, scope_key: str, start: int, end: int) -> tuple[Any, Any]:
-    ((found_spent, found_budget),) = db.rows(_SPEND, {"scope": scope_key, "start": start, "end": end})
-    return found_spent, found_budget
-
-
-def _month_bounds(now_us: int) -> tuple[int, int]:
-    now = from_micros(now_us).astimezone(UTC)
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    return to_micros(start), to_micros(end)
-
-
 class ExtractionJobs:
-    """The extraction half of a :class:`~consolidation.service.ConsolidationService` (same runs table)."""
+    """Extraction runs of the scopes of one ledger (rows of the runs table shared with consolidation)."""
 
-    def __init__(self, service: ConsolidationService, extractors: Mapping[str, Extractor] | None = None) -> None:
-        self.svc = service
-        self.led = service.led
+    def __init__(
+        self, life: RunLife, connections: Connections, extractors: Mapping[str, Extractor] | None = None
+    ) -> None:
+        self.life = life
+        self.led = life.led
+        self.connections = connections
         self._extractors: dict[str, Extractor] = dict(extractors or {})
 
     # ------------------------------------------------------------------ settings
     def settings_in(self, db: Reader, scope_key: str) -> XS.ExtractionSettings:
         found = XS.load(db, scope_key)
-        return found or XS.defaults(scope_key, api_key=self.svc.api_key, prices=self.svc.prices)
+        return found or XS.defaults(scope_key, api_key=self.connections.api_key, prices=self.connections.prices)
 
     def settings(self, scope_key: str) -> XS.ExtractionSettings:
         with self.led.reading() as db:
@@ -157,14 +115,10 @@ class ExtractionJobs:
         scope = check_scope(scope_key)
 
         def fn(tx: Transaction) -> XS.ExtractionSettings:
-            new = XS.merge(self.settings_in(tx, scope), changes, self.svc.prices)
+            new = XS.merge(self.settings_in(tx, scope), changes, self.connections.prices)
             XS.store(tx, new, tx.now_us)
             if new.mode == XS.ExtractionMode.OFF:
-                tx.execute(
-                    update(RUNS)
-                    .where(RUNS.c.scope_key == scope, RUNS.c.state == "pending", RUNS.c.job == JOB)
-                    .values(state="settled", outcome="cancelled", settled_at=tx.now_us, prompt=None)
-                )
+                R.cancel_pending(tx, scope, tx.now_us, job=JOB)
                 tx.execute(delete(DIGESTS).where(DIGESTS.c.scope_key == scope))
             return new
 
@@ -215,7 +169,7 @@ class ExtractionJobs:
         debounce_us = round(settings.debounce_s * 1_000_000)
         pending = tx.execute(
             select(C.id, C.created_at, C.due_at).where(
-                C.scope_key == settings.scope_key, C.state == "pending", C.job == JOB, C.session_id == session_id
+                C.scope_key == settings.scope_key, R.PENDING, C.job == JOB, C.session_id == session_id
             )
         ).first()
         if pending:
@@ -223,18 +177,14 @@ class ExtractionJobs:
             due = now_us + debounce_us
             if settings.max_wait_s is not None:
                 due = min(due, created_us + round(settings.max_wait_s * 1_000_000))
-            tx.execute(
-                update(RUNS)
-                .where(C.id == run_id, C.state == "pending")
-                .values(turns=C.turns + 1, due_at=max(due, due_us))
-            )
+            tx.execute(update(RUNS).where(C.id == run_id, R.PENDING).values(turns=C.turns + 1, due_at=max(due, due_us)))
         else:
             run_id = R.new_run_id()
             tx.execute(
                 insert(RUNS).values(
                     id=run_id,
                     scope_key=settings.scope_key,
-                    state="pending",
+                    state=RunState.PENDING.value,
                     turns=1,
                     created_at=now_us,
                     due_at=now_us + debounce_us,
@@ -252,62 +202,47 @@ class ExtractionJobs:
         Claim, answer storage, and gate + proposals + settlement each run in their own ledger
         transaction at their own instant (an explicit ``now`` is used for each).
         """
-        scope = run.scope_key
-        claimed = self.led.run(scope, lambda tx: self._claim(tx, run), now=now)
+        claimed = self.led.run(run.scope_key, lambda tx: self._claim(tx, run), now=now)
         if claimed is None:
             return None
-        self.svc._fault("after_claim")
+        self.life.fault("after_claim")
         settings, spent, budget, digest, pinned, quoted = claimed
         if spent >= budget:
-            error = f"monthly spend {spent} micro-USD reached the budget of {budget}"
-            return _mine(self.svc._settle(scope, run.id, Outcome.SKIPPED_BUDGET, now, error=error))
+            return self.life.settle_over_budget(run, now, spent=spent, budget=budget)
         if not digest:
-            return _mine(self.svc._settle(scope, run.id, Outcome.PROPOSED, now))
-        try:
-            result = self._extractor(settings).extract(
+            return mine(self.life.settle(run.scope_key, run.id, Outcome.PROPOSED, now))
+
+        def call() -> HarnessResult:
+            return self._extractor(settings).extract(
                 digest,
                 [body for _, body in pinned],
                 model=settings.model,
                 max_output_tokens=settings.max_output_tokens,
                 wall_clock_cap_s=settings.wall_clock_cap_s,
             )
-        except HarnessError as exc:
-            settled = self.svc._settle(
-                scope, run.id, Outcome.FAILED, now, error=exc.message, usage=exc.usage, spend=exc.spend_micro_usd,
-                calls=1,
-            )  # fmt: skip
-            return _mine(settled)
-        except Exception as exc:  # a harness bug must still settle the run
-            log.exception("extraction harness %s crashed for run %s", settings.harness, run.id)
-            error = f"harness error: {type(exc).__name__}"
-            return _mine(self.svc._settle(scope, run.id, Outcome.FAILED, now, error=error))
+
         # The prompt holds the pinned bodies and the digest, which may quote others: all are registered.
-        self.svc._store(scope, run.id, result, [*(rid for rid, _ in pinned), *quoted], now)
-        self.svc._fault("after_answer_stored")
-        return _mine(self.apply_stored(run.id, scope, now))
+        record_ids = [*(rid for rid, _ in pinned), *quoted]
+        return self.life.answer(
+            run, now, harness=settings.harness, call=call, record_ids=record_ids, apply=self._apply_and_settle
+        )
 
     def _claim(
         self, tx: Transaction, run: ConsolidationRun
     ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]], list[str]] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(tx, run.scope_key)
-        claim = {
-            "run": run.id,
-            "now": tx.now_us,
-            "v_harness": settings.harness,
-            "v_model": settings.model,
-            "cap": float(settings.wall_clock_cap_s),
-        }
-        if tx.run(_CLAIM, claim) != 1:
+        claimed = R.claim(
+            tx, run.id, tx.now_us, harness=settings.harness, model=settings.model, mode="propose",
+            cap_s=settings.wall_clock_cap_s,
+        )  # fmt: skip
+        if not claimed.result():
             return None
         key = {"scope": run.scope_key, "session": run.session_id or ""}
         found = tx.rows(_DIGEST_TAKE, key)
         stored = found[0][0] if found else None
         tx.run(_DIGEST_DROP, key)
-        start, end = _month_bounds(tx.now_us)
-        found_spent, found_budget = _spend(tx, run.scope_key, start, end)
-        spent = int(found_spent or 0)
-        budget = DEFAULT_SPEND_BUDGET_MICRO_USD if found_budget is None else int(found_budget)
+        spent, budget = month_spend(tx, run.scope_key, tx.now).result(), S.spend_budget(tx, run.scope_key)
         tx.prepare()
         pinned = _pinned(tx, run.scope_key, tx.now_us)
         digest = D.loads(stored) if stored else []
@@ -316,20 +251,11 @@ class ExtractionJobs:
 
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         """Gate the stored answer, store what passes as proposals, settle — one transaction."""
-        try:
-            won: bool = self.led.run(scope_key, lambda tx: self._apply_and_settle(tx, run_id), now=now)
-        except Exception as exc:
-            if exc.__dict__.get("memledger_fault"):
-                raise
-            log.exception("applying the stored extraction answer of run %s failed", run_id)
-            return self.svc._settle(scope_key, run_id, Outcome.FAILED, now, error=f"apply error: {type(exc).__name__}")
-        self.svc._fault("after_apply")
-        with self.led.reading() as db:
-            return _run(db, run_id), won
+        return self.life.apply_stored(run_id, scope_key, now, self._apply_and_settle)
 
     def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
         run = _run(tx, run_id)
-        if run.state != "running":
+        if run.state != RunState.RUNNING:
             return False
         if run.answer is None and run.answer_raw is None:
             error = "the stored answer was erased: a record it was built from was forgotten"
@@ -347,7 +273,7 @@ class ExtractionJobs:
             digest=_digest_of(run.prompt),
             screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
         )
-        self.svc._fault("mid_apply")
+        self.life.fault("mid_apply")
         stored = self._store_proposals(tx, run, gate)
         # The answer restates the proposals' bodies (and any duplicate's): forgetting one erases it.
         tx.register_derived(
@@ -418,7 +344,7 @@ class ExtractionJobs:
         injected = self._extractors.get(settings.harness)
         if injected is not None:
             return injected
-        connection = self.svc.connection(
+        connection = self.connections.connection(
             settings.harness, settings.model, settings.base_url,
             settings.price_in_usd_per_mtok, settings.price_out_usd_per_mtok,
         )  # fmt: skip
@@ -433,11 +359,6 @@ def _digest_of(prompt: str | None) -> list[D.DigestMessage]:
         return decode_user_message(prompt)[0]
     except ValueError:
         return []
-
-
-def _mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
-    run, won = settled
-    return run if won else None
 
 
 def _run(db: R.Executor, run_id: str) -> ConsolidationRun:

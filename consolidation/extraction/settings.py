@@ -18,18 +18,8 @@ from sqlalchemy import delete, insert, select
 
 from consolidation.errors import InvalidSettings
 from consolidation.pricing import PriceTable
+from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from consolidation.setting_checks import (
-    base_url,
-    check_model_target,
-    check_timed,
-    default_model,
-    harness_name,
-    integer,
-    model_name,
-    price,
-    seconds,
-)
 from ledger import Prepared, param
 from ledger.models import EXTRACTION_SETTINGS as TABLE
 from ledger.tx import Reader
@@ -98,22 +88,8 @@ def _validate(name: str, value: Any) -> Any:
             return ExtractionMode(value)
         except ValueError:
             raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
-    if name == "harness":
-        return harness_name(value)
-    if name == "model":
-        return model_name(value)
-    if name == "base_url":
-        return base_url(value)
-    if name in ("price_in_usd_per_mtok", "price_out_usd_per_mtok"):
-        return price(name, value)
-    if name == "debounce_s":
-        return seconds(name, value, low=0, high=86_400)
-    if name == "max_wait_s":
-        return None if value is None else seconds(name, value, low=0, high=7 * 86_400)
-    if name == "wall_clock_cap_s":
-        return seconds(name, value, low=0.1, high=900)
-    if name == "max_output_tokens":
-        return integer(name, value, low=16, high=64_000)
+    if name in FIELDS and name in FIELD_CHECKS:
+        return FIELD_CHECKS[name](name, value)
     raise InvalidSettings(f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}")
 
 

@@ -5,24 +5,19 @@ session's digest and up to 20 already-pinned bodies, and returns the answer
 (``{"proposals": [...]}``, or ``None`` when the text did not parse) with the tokens
 and spend the call observed, as a :class:`~consolidation.harnesses.base.HarnessResult`.
 A failed call raises :class:`~consolidation.harnesses.base.HarnessError`. It never
-touches the ledger; the extraction gate judges the answer.
+touches the ledger; the extraction gate judges the answer. Every harness does both jobs: the
+registry (:data:`consolidation.harnesses.HARNESSES`, with :func:`~consolidation.harnesses.get_extractor`)
+is one for both.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from consolidation.extraction.digest import DigestMessage
-from consolidation.harnesses import HARNESS_NAMES
 from consolidation.harnesses.base import HarnessResult
-
-if TYPE_CHECKING:
-    from consolidation.pricing import PriceTable
-
-EXTRACTOR_NAMES = HARNESS_NAMES
-"""Every harness does both jobs: the registry (:data:`consolidation.harnesses.HARNESSES`) is one for both."""
 
 
 class Extractor(ABC):
@@ -47,16 +42,3 @@ class Extractor(ABC):
         Raises:
             HarnessError: the call failed; nothing usable arrived.
         """
-
-
-def get_extractor(
-    name: str, *, api_key: str | None = None, base_url: str | None = None, prices: PriceTable | None = None
-) -> Extractor:
-    """An extraction harness by name (see :data:`consolidation.harnesses.HARNESSES`).
-
-    Raises:
-        UnknownHarness: ``name`` is not a known harness.
-    """
-    from consolidation.harnesses import get_extractor as from_registry
-
-    return from_registry(name, api_key=api_key, base_url=base_url, prices=prices)

@@ -55,15 +55,13 @@ measured without a model.
 
 from __future__ import annotations
 
-import functools
 import json
-import re
-import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord, Usage
+from consolidation.harnesses.offline_text import NUMBER_WORDS, Features, Token, known, read_features
+from consolidation.harnesses.offline_text import clean_body as clean_body  # re-exported: a public name here
 from consolidation.prompt import MAX_OPERATIONS, MAX_TARGETS, build_user_message
 
 EXACT_CONFIDENCE_BPS = 10_000
@@ -71,13 +69,6 @@ NEAR_CONFIDENCE_BPS = 9_000
 CORRECT_CONFIDENCE_BPS = 10_000
 MIN_TYPO_WORD_CHARS = 4
 
-_ARTICLES = frozenset({"a", "an", "the"})
-_DETERMINERS = frozenset(
-    {
-        "a", "an", "the", "this", "that", "these", "those", "my", "your", "our", "his", "her", "their", "its",
-        "each", "every", "any", "some", "no", "many", "few", "several", "much", "more", "most", "all",
-    }
-)  # fmt: skip
 
 POLARITY_WORDS = frozenset(
     {
@@ -88,16 +79,6 @@ POLARITY_WORDS = frozenset(
 )  # fmt: skip
 """Words that flip or narrow a statement: never part of a typo or plural pair."""
 
-NUMBER_WORDS = frozenset(
-    {
-        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-        "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-        "hundred", "thousand", "million", "billion", "trillion", "dozen", "half", "quarter",
-        "once", "twice", "thrice", "single", "double", "triple", "first", "second", "third",
-        "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "last", "both",
-    }
-)  # fmt: skip
 
 _PLURAL_MEANS_ELSE = frozenset(
     {
@@ -107,205 +88,17 @@ _PLURAL_MEANS_ELSE = frozenset(
     }
 )  # fmt: skip
 
-_FILLERS = frozenset({"please", "pls", "plz", "kindly"})
-_CLOSINGS = (("thank", "you"), ("thanks",))  # dropped only where they end the body
-_PREFIXES = (("remember", "that"), ("note", "that"), ("remember",), ("fyi",), ("btw",), ("for", "the", "record"))
-_IMPERATIVE_VERBS = frozenset({"use", "prefer", "want", "need"})
-_SYNONYMS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
-    (("would", "rather", "have"), ("prefer",)),
-    (("would", "rather"), ("prefer",)),
-    (("would", "prefer"), ("prefer",)),
-    (("rather", "than"), ("over",)),
-    (("instead", "of"), ("over",)),
-)
-_SYNONYM_STARTS = frozenset(source[0] for source, _ in _SYNONYMS)
-_IS_AFTER = frozenset({"it", "that", "he", "she", "there", "here", "what", "who", "where", "how", "this"})
-_NOT_STEMS = {"ca": ("can",), "wo": ("will",), "sha": ("shall",), "ai": ("aint",)}
-_SUFFIXES = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
 
-_SENTENCE_OPENERS = frozenset(
-    {
-        "my", "our", "we", "you", "your", "he", "she", "they", "it", "its", "this", "that", "these",
-        "those", "the", "a", "an", "always", "never", "please", "prefer", "use", "do", "dont",
-        "don't", "avoid", "keep", "call", "remember", "when", "if", "for", "in", "on", "at", "all",
-        "every", "no", "not", "only", "send", "write", "reply", "answer", "respond", "default",
-        "deploy", "there", "let", "make", "put", "show", "give", "ask", "tell", "allergic",
-        "likes", "like", "loves", "love", "hates", "works", "work", "lives", "live", "born",
-    }
-)  # fmt: skip
-
-_TOKEN = re.compile(
-    r"(?P<num>(?:(?<![\w.])[-+\u2212])?\d+(?:[.,:/]\d+)*)"
-    r"|(?P<word>[^\W\d_]+(?:'[^\W\d_]+)*)"
-    r"|(?P<sym>[$\u20ac\u00a3\u00a5\u20b9\u00a2%\u00b0#@&+=<>~^*|\u00d7\u00f7\u00b1\u00a7\u2030\u2190-\u2bff])"
-)
-_CLAUSE_BREAK = re.compile(r"[;!?]|[.,](?=\s|$)|\band\b", re.IGNORECASE)
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
-_LOWER_I = re.compile(r"(?<![\w.'\u2019-])i(?![\w-]|\.\w)")
-
-
-@dataclass(frozen=True, slots=True)
-class _Token:
-    text: str  # canonical (case-folded, contractions expanded)
-    kind: str  # "word" | "num" | "sym"
-    capital: bool  # written with a capital letter (a name, unless it is "I" or opens the body)
-    cased: bool  # written with any capital letter, even where it opens the body (never typo-corrected)
-    after_determiner: bool  # preceded by a determiner, possessive or number
-
-
-@dataclass(frozen=True, slots=True)
-class _Features:
-    record: PromptRecord
-    index: int
-    clauses: tuple[tuple[_Token, ...], ...]
-    tokens: tuple[_Token, ...]
-    key: tuple[str, ...]  # the canonical sequence
-    acronyms: frozenset[str]  # tokens written in capitals in a body that is not all capitals
-    upper: frozenset[str]  # every token written in capitals
-
-
-@functools.cache
-def _dictionary() -> Any:
-    from spellchecker import SpellChecker  # a dictionary of some 160,000 English words; loaded on first use
-
-    return SpellChecker(distance=1)
-
-
-def _known(word: str) -> bool:
-    return bool(_dictionary().known([word]))
-
-
-def _expand(word: str) -> tuple[str, ...]:
-    """``word`` (case-folded) with its contraction expanded."""
-    if word == "cannot":
-        return ("can", "not")
-    if word.endswith("n't"):
-        stem = word[:-3]
-        return (*_NOT_STEMS.get(stem, (stem,)), "not")
-    if "'" not in word:
-        return (word,)
-    stem, _, suffix = word.rpartition("'")
-    if suffix == "s":
-        if stem == "let":
-            return ("let", "us")
-        return (stem, "is") if stem in _IS_AFTER else (word,)
-    return (stem, _SUFFIXES[suffix]) if suffix in _SUFFIXES else (word,)
-
-
-def _raw_tokens(text: str) -> list[tuple[str, str, str]]:
-    """(original, case-folded, kind) for each token of ``text``."""
-    out = []
-    for match in _TOKEN.finditer(text):
-        kind = match.lastgroup or "sym"
-        original = match.group(0)
-        folded = original.casefold()
-        if kind == "num":
-            folded = folded.replace("\u2212", "-")
-            if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+", folded):
-                folded = folded.replace(",", "")
-        out.append((original, folded, kind))
-    return out
-
-
-def _replace_runs(tokens: list[_Token]) -> list[_Token]:
-    out: list[_Token] = []
-    i = 0
-    while i < len(tokens):
-        if tokens[i].text not in _SYNONYM_STARTS:
-            out.append(tokens[i])
-            i += 1
-            continue
-        for source, target in _SYNONYMS:
-            if tuple(t.text for t in tokens[i : i + len(source)]) == source:
-                out.extend(
-                    _Token(word, "word", capital=False, cased=False, after_determiner=tokens[i].after_determiner)
-                    for word in target
-                )
-                i += len(source)
-                break
-        else:
-            out.append(tokens[i])
-            i += 1
-    return out
-
-
-def _canonical(clause: str, *, opens_body: bool) -> list[_Token]:
-    items: list[_Token] = []
-    previous: str | None = None
-    for original, folded, kind in _raw_tokens(clause):
-        expanded = _expand(folded) if kind == "word" else (folded,)
-        capital = kind == "word" and any(ch.isupper() for ch in original) and folded != "i"
-        after = previous is not None and (
-            previous in _DETERMINERS or previous in NUMBER_WORDS or previous.endswith("'s") or previous[-1:].isdigit()
-        )
-        items.extend(_Token(part, kind, capital=capital, cased=capital, after_determiner=after) for part in expanded)
-        previous = folded
-    items = [t for t in items if t.text not in _FILLERS]
-    if opens_body:
-        for prefix in _PREFIXES:
-            if tuple(t.text for t in items[: len(prefix)]) == prefix and len(items) > len(prefix):
-                items = items[len(prefix) :]
-                break
-    items = _replace_runs(items)
-    if opens_body:
-        if len(items) > 1 and items[0].text == "i" and items[1].text in _IMPERATIVE_VERBS:
-            items = items[1:]
-        if items:
-            first = items[0]
-            items[0] = _Token(
-                first.text, first.kind, capital=False, cased=first.cased, after_determiner=first.after_determiner
-            )  # not a name
-    # Articles are ignored, unless they are all the clause has.
-    return [t for t in items if t.text not in _ARTICLES] or items
-
-
-def _drop_closing(clauses: list[tuple[_Token, ...]]) -> list[tuple[_Token, ...]]:
-    if not clauses:
-        return clauses
-    last = clauses[-1]
-    for closing in _CLOSINGS:
-        if tuple(t.text for t in last[-len(closing) :]) == closing:
-            rest = last[: -len(closing)]
-            return [*clauses[:-1], rest] if rest else clauses[:-1] or clauses
-    return clauses
-
-
-def _features(record: PromptRecord, index: int) -> _Features:
-    text = unicodedata.normalize("NFKC", record.body).translate(_APOSTROPHES)
-    clauses: list[tuple[_Token, ...]] = []
-    for number, clause in enumerate(_CLAUSE_BREAK.split(text)):
-        tokens = _canonical(clause, opens_body=number == 0 or not clauses)
-        if tokens:
-            clauses.append(tuple(tokens))
-    if not clauses and _raw_tokens(text):
-        clauses.append(tuple(_canonical(text, opens_body=True)))  # a body that is only a clause break ("and")
-    clauses = _drop_closing(clauses)
-    flat = tuple(token for clause in clauses for token in clause)
-    raw = [original for original, _, kind in _raw_tokens(text) if kind == "word"]
-    shouting = bool(raw) and all(word.isupper() for word in raw if len(word) > 1)
-    upper = frozenset(w.casefold() for w in raw if len(w) > 1 and w.isupper())
-    kept = {t.text for t in flat}
-    return _Features(
-        record=record,
-        index=index,
-        clauses=tuple(clauses),
-        tokens=flat,
-        key=tuple(t.text for t in flat),
-        acronyms=frozenset() if shouting else frozenset(w for w in upper if len(w) <= 5 and w in kept),
-        upper=upper,
-    )
-
-
-def _unknown_words(feature: _Features) -> int:
+def _unknown_words(feature: Features) -> int:
     """Misspelt-looking words of a body: only asked of merge members, so the dictionary loads only when needed."""
     return sum(
         1 for t in feature.tokens if t.kind == "word" and len(t.text) >= MIN_TYPO_WORD_CHARS and not _maybe_known(t)
     )
 
 
-def _maybe_known(token: _Token) -> bool:
+def _maybe_known(token: Token) -> bool:
     # Only bodies that are merge candidates reach here, so the dictionary loads only when needed.
-    return token.capital or "'" in token.text or _known(token.text)
+    return token.capital or "'" in token.text or known(token.text)
 
 
 def _one_edit(a: str, b: str) -> bool:
@@ -329,7 +122,7 @@ def _plural_pair(a: str, b: str) -> bool:
     return long in (short + "s", short + "es") or (short.endswith("y") and long == short[:-1] + "ies")
 
 
-def _variant(a: _Token, b: _Token) -> bool:
+def _variant(a: Token, b: Token) -> bool:
     """Whether two different tokens at one position are noise: a plural/singular pair or a one-letter typo."""
     if a.kind != "word" or b.kind != "word" or a.cased or b.cased:
         return False
@@ -339,10 +132,10 @@ def _variant(a: _Token, b: _Token) -> bool:
         return not (a.after_determiner or b.after_determiner)
     if min(len(a.text), len(b.text)) < MIN_TYPO_WORD_CHARS or not _one_edit(a.text, b.text):
         return False
-    return _known(a.text) != _known(b.text)
+    return known(a.text) != known(b.text)
 
 
-def _duplicate_kind(a: _Features, b: _Features) -> str | None:
+def _duplicate_kind(a: Features, b: Features) -> str | None:
     """``"exact"``, ``"near"`` or ``None`` (not mergeable) for two records of one bucket."""
     if not a.key or not b.key or not a.acronyms <= b.upper or not b.acronyms <= a.upper:
         return None
@@ -366,23 +159,9 @@ def _duplicate_kind(a: _Features, b: _Features) -> str | None:
     return None
 
 
-def clean_body(body: str) -> str:
-    """``body`` with whitespace and case noise removed; the words themselves are untouched."""
-    text = re.sub(r"[^\S\n]+", " ", body)
-    text = re.sub(r" *\n *", "\n", text)
-    text = re.sub(r"\n{3,}", "\n\n", text).strip()
-    text = _LOWER_I.sub("I", text)
-    first = re.match(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?", text)
-    if first and first.group(0).islower() and first.group(0).translate(_APOSTROPHES) in _SENTENCE_OPENERS:
-        after = text[first.end() : first.end() + 1]
-        if after in ("", " ", "\n", ",", ".", ";", ":", "!", "?"):
-            text = text[0].upper() + text[1:]
-    return text
-
-
-def _group(features: list[_Features]) -> list[list[tuple[_Features, str]]]:
+def _group(features: list[Features]) -> list[list[tuple[Features, str]]]:
     """Greedy cliques in input order: a record joins the first group (of fewer than ten) it duplicates entirely."""
-    groups: list[list[tuple[_Features, str]]] = []
+    groups: list[list[tuple[Features, str]]] = []
     for feature in features:
         for group in groups:
             if len(group) >= MAX_TARGETS:
@@ -396,16 +175,32 @@ def _group(features: list[_Features]) -> list[list[tuple[_Features, str]]]:
     return groups
 
 
-def _bucket_key(feature: _Features) -> tuple[object, ...]:
+def _bucket_key(feature: Features) -> tuple[object, ...]:
     # Duplicates share kind, group, length and every number, symbol and polarity word: compare only within a bucket.
     fixed = sorted(t.text for t in feature.tokens if t.kind != "word" or t.text in POLARITY_WORDS | NUMBER_WORDS)
     return (feature.record.kind, feature.record.conflict_group, len(feature.tokens), tuple(fixed))
 
 
+def _merge(members: list[Features], *, near: bool) -> tuple[int, dict[str, Any]]:
+    """The merge of a group of duplicates, at the position of its first member; the cleanest body is kept."""
+    keeper = min(members, key=lambda m: (_unknown_words(m), clean_body(m.record.body) != m.record.body, m.index))
+    return (
+        min(m.index for m in members),
+        {
+            "op": "merge",
+            "targets": [m.record.id for m in members],
+            "body": clean_body(keeper.record.body),
+            "confidence_bps": NEAR_CONFIDENCE_BPS if near else EXACT_CONFIDENCE_BPS,
+            "rationale": "offline: "
+            + ("near-duplicate (a plural or a typo)" if near else "duplicate after normalising"),
+        },
+    )
+
+
 def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
     """The offline answer's operations for ``records`` (deterministic; order follows the input; at most 20)."""
-    features = [_features(record, index) for index, record in enumerate(records)]
-    buckets: dict[tuple[object, ...], list[_Features]] = {}
+    features = [read_features(record, index) for index, record in enumerate(records)]
+    buckets: dict[tuple[object, ...], list[Features]] = {}
     for feature in features:
         buckets.setdefault(_bucket_key(feature), []).append(feature)
     merges: list[tuple[int, dict[str, Any]]] = []
@@ -417,23 +212,7 @@ def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
             if len(group) < 2:
                 continue
             members = [member for member, _ in group]
-            near = any(kind == "near" for _, kind in group)
-            keeper = min(
-                members, key=lambda m: (_unknown_words(m), clean_body(m.record.body) != m.record.body, m.index)
-            )
-            merges.append(
-                (
-                    min(m.index for m in members),
-                    {
-                        "op": "merge",
-                        "targets": [m.record.id for m in members],
-                        "body": clean_body(keeper.record.body),
-                        "confidence_bps": NEAR_CONFIDENCE_BPS if near else EXACT_CONFIDENCE_BPS,
-                        "rationale": "offline: "
-                        + ("near-duplicate (a plural or a typo)" if near else "duplicate after normalising"),
-                    },
-                )
-            )
+            merges.append(_merge(members, near=any(kind == "near" for _, kind in group)))
             merged.update(m.index for m in members)
     corrections: list[tuple[int, dict[str, Any]]] = []
     for feature in features:

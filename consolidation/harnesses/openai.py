@@ -269,10 +269,7 @@ class OpenAIHarness(Harness):
         Raises:
             HarnessError, ValueError: as :meth:`call`.
         """
-        if max_output_tokens < 1:
-            raise ValueError(f"max_output_tokens must be at least 1, got {max_output_tokens}")
-        if not (wall_clock_cap_s > 0 and math.isfinite(wall_clock_cap_s)):
-            raise ValueError(f"wall_clock_cap_s must be a positive number of seconds, got {wall_clock_cap_s}")
+        _check_bounds(max_output_tokens, wall_clock_cap_s)
         price = price_for(self._prices, model)
         if self._api_key is None and self._official:
             raise HarnessError("no OpenAI API key: set OPENAI_API_KEY, or point base_url at a local server")
@@ -383,3 +380,11 @@ class OpenAIHarness(Harness):
         return HarnessResult(
             answer=answer, raw_text=text, prompt=prompt, usage=usage, spend_micro_usd=spend, error=error
         )
+
+
+def _check_bounds(max_output_tokens: int, wall_clock_cap_s: float) -> None:
+    """Refuse a call that could not be bounded. Raises ValueError (a caller's bug: settings check these)."""
+    if max_output_tokens < 1:
+        raise ValueError(f"max_output_tokens must be at least 1, got {max_output_tokens}")
+    if not (wall_clock_cap_s > 0 and math.isfinite(wall_clock_cap_s)):
+        raise ValueError(f"wall_clock_cap_s must be a positive number of seconds, got {wall_clock_cap_s}")

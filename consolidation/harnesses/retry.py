@@ -171,18 +171,6 @@ def within_cap(
             cap ran out while retrying (``retryable_exhausted``).
     """
     attempts = 0
-
-    def log_retry(state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome is not None else None
-        log.info(
-            "%s call model=%s attempt=%d failed retryably (%s); retrying in %.2f s",
-            errors.service,
-            model,
-            state.attempt_number,
-            describe(exc, errors) if exc is not None else "?",
-            state.upcoming_sleep,
-        )
-
     retrying = Retrying(
         # stop_before_delay is the budget measured from the first attempt; _StopAtDeadline also
         # counts the client's set-up and keeps a usable slice of the cap for the next attempt.
@@ -190,7 +178,7 @@ def within_cap(
         wait=_Backoff(initial_s=backoff.initial_s, max_s=backoff.max_s, errors=errors),
         retry=retry_if_exception(lambda exc: is_retryable(exc, errors)),
         reraise=True,
-        before_sleep=log_retry,
+        before_sleep=_retry_logger(errors, model),
     )
     try:
         for try_ in retrying:
@@ -213,6 +201,23 @@ def within_cap(
     except errors.base as exc:
         raise _failure(exc, errors, cap_s=cap_s, attempts=attempts) from exc
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
+
+
+def _retry_logger(errors: SdkErrors, model: str) -> Callable[[RetryCallState], None]:
+    """Log each retry (the service, the model, the attempt, why, and the wait); never a body or a key."""
+
+    def log_retry(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        log.info(
+            "%s call model=%s attempt=%d failed retryably (%s); retrying in %.2f s",
+            errors.service,
+            model,
+            state.attempt_number,
+            describe(exc, errors) if exc is not None else "?",
+            state.upcoming_sleep,
+        )
+
+    return log_retry
 
 
 def _failure(exc: Exception, errors: SdkErrors, *, cap_s: float, attempts: int) -> HarnessError:

@@ -8,7 +8,7 @@ import pytest
 
 from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.gate import normalize
-from consolidation.harnesses.extract_base import get_extractor
+from consolidation.harnesses import get_extractor
 from consolidation.harnesses.extract_offline import OfflineExtractor
 from tests.consolidation.extraction_corpus import CASES
 

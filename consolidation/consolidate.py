@@ -1,0 +1,270 @@
+"""The consolidation job: per-scope settings, a debounced run per scope, the call over the scope's records,
+the gate and the batch applied. A run's shared moves (call, store, settle, fault) are :mod:`consolidation.lifecycle`.
+
+Life of a consolidation run::
+
+    notify_turn ──► pending ──claim──► running ──call──► answer stored ──apply+settle──► settled
+                       │                  │                                   (one transaction)
+                       └─ mode off ──► settled(cancelled)    janitor: running past cap+grace ──► abandoned
+                                                             (or its stored answer applied)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from consolidation import runs as R
+from consolidation import settings as S
+from consolidation.apply import apply_batch
+from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
+from consolidation.connections import Connections
+from consolidation.gate import UNPARSEABLE, GateResult, check_batch
+from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
+from consolidation.lifecycle import LostRace, RunLife, mine, month_spend
+from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
+from consolidation.prompt import IN_GROUP, record_chars
+from ledger import MemoryRecord
+from ledger.instants import to_micros
+from ledger.reads import check_scope
+from ledger.screening import screen_body
+from ledger.tx import Transaction
+
+JOB = "consolidate"
+
+
+class ConsolidationJob:
+    """Consolidation runs of the scopes of one ledger. Thread-safe."""
+
+    def __init__(self, life: RunLife, connections: Connections, harnesses: Mapping[str, Harness] | None = None) -> None:
+        self.life = life
+        self.led = life.led
+        self.connections = connections
+        self._harnesses: dict[str, Harness] = dict(harnesses or {})
+
+    # ------------------------------------------------------------------ settings
+    def settings_in(self, db: R.Executor, scope_key: str) -> ConsolidationSettings:
+        row = S.load(db, scope_key)
+        if row is None:
+            return S.defaults(scope_key, api_key=self.connections.api_key, prices=self.connections.prices)
+        return S.from_row(row)
+
+    def settings(self, scope_key: str) -> ConsolidationSettings:
+        scope = check_scope(scope_key)
+        with self.led.reading() as db:
+            return self.settings_in(db, scope)
+
+    def update_settings(self, scope_key: str, *, now: datetime | None = None, **changes: Any) -> ConsolidationSettings:
+        """Validate and store settings. ``mode="off"`` cancels pending runs in the same transaction.
+
+        Raises:
+            InvalidSettings: a field is invalid (nothing is changed); ScopeError.
+        """
+        scope = check_scope(scope_key)
+
+        def fn(tx: Transaction) -> ConsolidationSettings:
+            new = S.merge(self.settings_in(tx, scope), changes, self.connections.prices)
+            S.store(tx, new)
+            if new.mode == Mode.OFF:
+                R.cancel_pending(tx, scope, tx.now_us)
+            elif (use := tx.usage()).held >= use.max_records:
+                R.ensure_pending(tx, new, tx.now_us)  # turned on for a scope that is already full
+            return new
+
+        return self.led.run(scope, fn, now=now)
+
+    def on_budget_full(self, tx: Transaction) -> str | None:
+        """The ledger's budget hook: with consolidation on, a full scope gets a run without a turn."""
+        settings = self.settings_in(tx, tx.scope_key)
+        if settings.mode == Mode.OFF:
+            return None
+        run = R.ensure_pending(tx, settings, tx.now_us)
+        return (
+            f"Consolidation is on: a consolidation run is scheduled ({run.id}, due {run.due_at.isoformat()}) "
+            "to merge duplicates and make room; try again after it."
+        )
+
+    def notify_turn_in(self, tx: Transaction, scope_key: str) -> ConsolidationRun | None:
+        """Inside the scope's write transaction: create or push back the scope's pending run (None when off)."""
+        settings = self.settings_in(tx, scope_key)
+        return None if settings.mode == Mode.OFF else R.debounce(tx, settings, tx.now_us)
+
+    # ------------------------------------------------------------------ execution
+    def execute(self, run: ConsolidationRun, now: datetime | None) -> ConsolidationRun | None:
+        """Claim, call, store, apply and settle one run; None when stale or settled by someone else."""
+        claimed = self.led.run(run.scope_key, lambda tx: self._claim(tx, run), now=now)
+        if claimed is None:
+            return None
+        self.life.fault("after_claim")
+        settings, spent, records = claimed
+        if spent >= settings.spend_budget_micro_usd:
+            return self.life.settle_over_budget(run, now, spent=spent, budget=settings.spend_budget_micro_usd)
+        if not records:
+            outcome = Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED
+            return mine(self.life.settle(run.scope_key, run.id, outcome, now))
+        records, selection = self._candidates(run.scope_key, settings, records, now)
+        # The model sees short per-run ids (1, 2, ...) and a mark for a record in a conflict group:
+        # smaller prompts, and no internal id or group name leaves the service. Targets are mapped back
+        # before the answer is stored; an unknown one cannot match.
+        aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
+        prompt_records = [
+            PromptRecord(alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP)
+            for alias, r in zip(aliases, records, strict=True)
+        ]
+
+        def call() -> HarnessResult:
+            result = self._harness(settings).call(
+                prompt_records,
+                model=settings.model,
+                max_output_tokens=settings.max_output_tokens,
+                wall_clock_cap_s=settings.wall_clock_cap_s,
+            )
+            return _unalias(result, aliases)
+
+        def rotate(tx: Transaction) -> None:  # the rotation moves on once the answer is stored
+            if selection is not None:
+                S.store_cursor(tx, selection.cursor)
+
+        return self.life.answer(
+            run, now, harness=settings.harness, call=call, record_ids=list(aliases.values()),
+            apply=self._apply_and_settle, also=rotate,
+        )  # fmt: skip
+
+    def _claim(
+        self, tx: Transaction, run: ConsolidationRun
+    ) -> tuple[ConsolidationSettings, int, list[MemoryRecord]] | None:
+        """Claim the run; in the same transaction read what the run needs: settings, spend, active records."""
+        settings = self.settings_in(tx, run.scope_key)
+        claimed = R.claim(
+            tx, run.id, tx.now_us, harness=settings.harness, model=settings.model, mode=settings.mode.value,
+            cap_s=settings.wall_clock_cap_s,
+        )  # fmt: skip
+        # The claim and the reads go out together (one round trip on PostgreSQL); the reads are
+        # wasted only when the claim is lost.
+        spent = month_spend(tx, run.scope_key, tx.now)
+        records = tx.active_later()
+        if not claimed.result():
+            return None
+        return settings, spent.result(), records.result()
+
+    def _candidates(
+        self, scope: str, settings: ConsolidationSettings, records: list[MemoryRecord], now: datetime | None
+    ) -> tuple[list[MemoryRecord], Selection[MemoryRecord] | None]:
+        """The bounded candidate list (docs/consolidation.md), and the selection whose cursor to store
+        (None: a whole scope)."""
+
+        def cost(record: MemoryRecord) -> int:
+            # A line with a 3-character alias: aliases are given after the selection.
+            group = None if record.conflict_group is None else IN_GROUP
+            return record_chars(PromptRecord("000", record.kind.value, record.body or "", group))
+
+        if sum(cost(r) for r in records) <= settings.max_prompt_chars:
+            return records, None
+        with self.led.reading() as db:
+            cursor = S.load_cursor(db, scope)
+            since = R.last_prompt_at(db, scope)
+        changed = set()
+        if since is not None:
+            changed = {r.id for r in records if max(to_micros(r.updated_at), to_micros(r.valid_from)) > since}
+
+        def similar(record: MemoryRecord) -> list[str]:
+            found = self.led.search(scope, record.body or "", limit=SIMILAR_PER_CHANGED + 1, now=now)
+            return [r.id for r in found]
+
+        selection = select_candidates(
+            records, max_chars=settings.max_prompt_chars, cost=cost, changed=changed, similar=similar, cursor=cursor
+        )
+        return selection.records, selection
+
+    def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
+        """Gate and apply a running run's stored answer, and settle it, in one transaction; never calls the model."""
+        return self.life.apply_stored(run_id, scope_key, now, self._apply_and_settle)
+
+    def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
+        """Gate and apply the stored answer at ``tx.now`` (when the answer is applied), then settle."""
+        run = R.get(tx, run_id)
+        if run is None or run.state != RunState.RUNNING:
+            return False
+        if run.answer is None and run.answer_raw is None:
+            # A record the answer was built from was forgotten after it was stored: nothing to apply.
+            error = "the stored answer was erased: a record it was built from was forgotten"
+            return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
+        if run.answer is None:
+            count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
+            return R.settle(
+                tx, run_id, Outcome.FAILED, tx.now_us, error="unparseable answer", ops_proposed=count,
+                ops_refused=count, refusals={UNPARSEABLE: count},
+            )  # fmt: skip
+        gate, mode = self._gate(tx, run)
+        self.life.fault("mid_apply")
+        applied = apply_batch(tx, gate, mode=mode, run_id=run_id)
+        refusals = gate.refusals
+        for reason, count in applied.refusals.items():
+            refusals[reason] = refusals.get(reason, 0) + count
+        outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
+        won = R.settle(
+            tx, run_id, outcome, tx.now_us, ops_proposed=gate.proposed, ops_applied=applied.applied,
+            ops_refused=sum(refusals.values()), refusals=refusals,
+        )  # fmt: skip
+        if not won:
+            raise LostRace(run_id)  # another settlement won: roll the whole batch back
+        return True
+
+    def _gate(self, tx: Transaction, run: ConsolidationRun) -> tuple[GateResult, Mode]:
+        """Check the stored answer against the records as they are at ``tx.now``."""
+        tx.prepare()
+        settings = self.settings_in(tx, run.scope_key)
+        mode = Mode(run.mode or settings.mode)
+        ops = run.answer.get("operations") if isinstance(run.answer, dict) else None
+        named = {
+            t
+            for op in ops or []
+            if isinstance(op, dict) and isinstance(op.get("targets"), list)
+            for t in op["targets"]
+            if isinstance(t, str)
+        }
+        gate = check_batch(
+            run.answer,
+            scope_key=run.scope_key,
+            records=tx.records(sorted(named)),
+            allowed_ops=settings.allowed_ops,
+            allow_removal=settings.allow_removal,
+            now=tx.now,
+            screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
+        )
+        return gate, mode
+
+    def _harness(self, settings: ConsolidationSettings) -> Harness:
+        """The scope's harness (an injected one by name, else the registry's for the scope's target)."""
+        injected = self._harnesses.get(settings.harness)
+        if injected is not None:
+            return injected
+        connection = self.connections.connection(
+            settings.harness, settings.model, settings.base_url,
+            settings.price_in_usd_per_mtok, settings.price_out_usd_per_mtok,
+        )  # fmt: skip
+        return spec(settings.harness).consolidation(connection)
+
+
+def _target(known: dict[str, str], target: object) -> object:
+    # Aliases are numerals: a model answering without structured output may write 3 for "3".
+    if isinstance(target, int) and not isinstance(target, bool):
+        target = str(target)
+    return known.get(target, f"unknown:{target}") if isinstance(target, str) else target
+
+
+def _unalias(result: HarnessResult, aliases: dict[str, str]) -> HarnessResult:
+    """Map the answer's per-run target aliases back to record ids; an unknown alias stays unmatchable."""
+    answer = result.answer
+    known = {**aliases, **{rid: rid for rid in aliases.values()}}  # a record's own id names it too
+    if not isinstance(answer, dict) or not isinstance(answer.get("operations"), list):
+        return result
+    mapped = []
+    for op in answer["operations"]:
+        if isinstance(op, dict) and isinstance(op.get("targets"), list):
+            op = {**op, "targets": [_target(known, t) for t in op["targets"]]}
+        mapped.append(op)
+    return replace(result, answer={**answer, "operations": mapped})
