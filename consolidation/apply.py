@@ -101,7 +101,10 @@ def _apply_one(tx: Transaction, op: GatedOp, *, mode: Mode, run_id: str, result:
 
 
 def _write_op(tx: Transaction, op: GatedOp, *, mode: Mode, run_id: str) -> MemoryRecord:
-    """What one passed op writes (SPEC 4.4), in apply or propose mode; returns the record written or changed."""
+    """What one passed op writes (docs/consolidation.md), in apply or propose mode.
+
+    Returns the record written or changed.
+    """
     propose = mode == Mode.PROPOSE
     first = op.targets[0]
     if op.op == Op.EXPIRE and not propose:

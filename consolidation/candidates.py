@@ -1,4 +1,6 @@
-"""The bounded candidate list (SPEC 4.3): which active records one run sends, so its cost does not grow with the scope.
+"""The bounded candidate list: which active records one run sends, so its cost does not grow with the scope.
+
+See docs/consolidation.md.
 
 Pure: the caller passes the records, what each costs in the prompt, which changed since
 the scope's last settled run, a ``similar(record) -> ids`` callable (the service backs it

@@ -1,7 +1,7 @@
 """The gate: which of the model's operations may touch the ledger.
 
 The answer is untrusted. The gate checks each operation against the closed
-vocabulary (SPEC 4.4) and the scope as it is *at apply time*, refuses what breaks a
+vocabulary (docs/consolidation.md) and the scope as it is *at apply time*, refuses what breaks a
 rule (counted by a stable reason), and derives every field the answer must not set:
 status, provenance, scope, interval, expiry, kind, conflict group and a group's
 survivor. The rest of the batch still applies when one operation is refused, and

@@ -42,7 +42,7 @@ class Outcome(StrEnum):
 
 
 class Op(StrEnum):
-    """The closed vocabulary (SPEC 4.4), in the order the prompt and the settings list them."""
+    """The closed vocabulary (docs/consolidation.md), in the order the prompt and the settings list them."""
 
     MERGE = "merge"
     CORRECT = "correct"
@@ -95,7 +95,7 @@ class ConsolidationSettings:
 
 @dataclass(frozen=True, slots=True)
 class ConsolidationRun:
-    """One run (SPEC 4.2). ``prompt`` and ``answer`` hold bodies: never log or export them."""
+    """One run (docs/consolidation.md). ``prompt`` and ``answer`` hold bodies: never log or export them."""
 
     id: str
     scope_key: str
@@ -129,7 +129,7 @@ class ConsolidationRun:
     session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The SPEC 4.2 fields, RFC 3339 instants; never the prompt or answer (they hold bodies)."""
+        """The run's public fields, RFC 3339 instants; never the prompt or answer (they hold bodies)."""
         return {
             "id": self.id,
             "scope_key": self.scope_key,

@@ -18,7 +18,22 @@ from sqlalchemy import create_engine, text
 from ledger import Ledger, open_ledger
 
 PG_URL = os.environ.get("MEMLEDGER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("MEMLEDGER_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+
+
+def _redis_url_of_this_worker(url: str) -> str:
+    """``url`` with a database of this pytest-xdist worker's own (gw0 keeps it, gw1 the next…).
+
+    Each test flushes its Redis database, so workers running at once must not share one.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    offset = int(worker[2:]) if worker[2:].isdigit() else 0
+    base, _, db = url.rpartition("/")
+    if not db.isdigit() or offset == 0:
+        return url
+    return f"{base}/{(int(db) + offset) % 16}"
+
+
+REDIS_URL = _redis_url_of_this_worker(os.environ.get("MEMLEDGER_TEST_REDIS_URL", "redis://127.0.0.1:6379/9"))
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

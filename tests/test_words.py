@@ -27,23 +27,6 @@ OUTSIDE = re.compile(
 # only shrinks: ``test_pending_files_still_have_hits`` fails once a file here is clean.
 PENDING = frozenset(
     {
-        "consolidation/apply.py",
-        "consolidation/candidates.py",
-        "consolidation/extraction/__init__.py",
-        "consolidation/extraction/digest.py",
-        "consolidation/extraction/gate.py",
-        "consolidation/extraction/service.py",
-        "consolidation/extraction/settings.py",
-        "consolidation/gate.py",
-        "consolidation/models.py",
-        "consolidation/prompt.py",
-        "consolidation/runs.py",
-        "consolidation/service.py",
-        "tests/consolidation/extraction_corpus.py",
-        "tests/consolidation/labelled_pairs.py",
-        "tests/consolidation/test_erasure_runs.py",
-        "tests/consolidation/test_offline_labelled.py",
-        "tests/consolidation/test_runs_paid.py",
         "worker/cli_extraction.py",
         "worker/config.py",
         "worker/mcp_server.py",

@@ -1,4 +1,4 @@
-"""Extraction (SPEC 4.5): proposals from a conversation.
+"""Extraction (docs/extraction.md): proposals from a conversation.
 
 * :mod:`~consolidation.extraction.digest` — the bounded per-session digest;
 * :mod:`~consolidation.extraction.prompt` — the one user message, the answer schema, the parser;

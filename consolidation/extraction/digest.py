@@ -1,4 +1,4 @@
-"""The per-session digest an extraction run reads (SPEC 4.5): the most recent messages, bounded.
+"""The per-session digest an extraction run reads (docs/extraction.md): the most recent messages, bounded.
 
 A digest keeps at most :data:`MAX_MESSAGES` messages and :data:`MAX_CHARS` characters of
 text, newest kept: each turn's messages are appended and the oldest fall off. A single

@@ -1,4 +1,4 @@
-"""The extraction gate: which of the model's proposals may be stored (SPEC 4.5).
+"""The extraction gate: which of the model's proposals may be stored (docs/extraction.md).
 
 The answer is untrusted. At most :data:`MAX_CONSIDERED` proposals are considered; the
 rest are refused (``too_many_proposals``) and counted, never dropped in silence. Each

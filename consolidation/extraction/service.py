@@ -1,4 +1,4 @@
-"""Extraction runs (SPEC 4.5): debounced per session, one hidden call, the gate, settled exactly once.
+"""Extraction runs (docs/extraction.md): debounced per session, one hidden call, the gate, settled exactly once.
 
 Life of an extraction run (a row of ``consolidation_runs`` with ``job = 'extract'``)::
 

@@ -1,4 +1,4 @@
-"""Per-scope extraction settings (SPEC 4.5): defaults, validation, storage.
+"""Per-scope extraction settings (docs/extraction.md): defaults, validation, storage.
 
 ``mode`` is ``off`` (the default) or ``propose``; ``harness`` + ``model`` as for
 consolidation (the default is the cheapest priced model with an API key, else the

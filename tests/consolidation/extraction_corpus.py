@@ -1,5 +1,5 @@
 """A labelled quality set for offline extraction: conversation turns and the pins a careful
-reader would propose from each (SPEC 4.5). Categories:
+reader would propose from each (docs/extraction.md). Categories:
 
 * ``explicit`` — the user states something about themselves or asks to remember it;
 * ``question``, ``hypothetical``, ``assistant`` (the assistant's words, however pin-like),

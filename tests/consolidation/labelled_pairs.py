@@ -1,11 +1,11 @@
-"""A labelled set of pin pairs for the offline harness (issue 10, item 5).
+"""A labelled set of pin pairs for the offline harness.
 
 Each pair is ``(class, a, b, same)``: ``same`` is true when a careful user would say the
 two pins say the same thing (merging them loses nothing), false when they differ in
 anything the user meant — a number, a sign, a currency, a unit, a negation, a name, a
 value moved to another label, a qualifying word (frequency, certainty, title, scope,
 degree), the order of a comparison. Written by hand for this project, as users write
-pins; the hard cases are the ones the issue measured (currency symbols, signs, swapped
+pins; the hard cases are the ones found in practice (currency symbols, signs, swapped
 values, inserted qualifiers) and their neighbours.
 """
 

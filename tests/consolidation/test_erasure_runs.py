@@ -4,7 +4,7 @@ A run registers its prompt, answer and raw answer in the ledger's derived-text r
 keyed by the records in its prompt; forgetting one of them (or any record of its chain)
 clears those columns in the delete's own transaction. The ledger parses no run format.
 
-SPEC 3.2 (7): no read hands an erased body back — stored run prompts and answers
+Erasure (docs/ledger.md): no read hands an erased body back — stored run prompts and answers
 included — and on SQLite a search of the database files for a distinctive word of
 the body finds nothing.
 """

@@ -1,4 +1,4 @@
-"""The offline harness on a labelled set of pin pairs: never a false merge, recall at least 0.8 (issue 10, item 5)."""
+"""The offline harness on a labelled set of pin pairs: never a false merge, recall at least 0.8."""
 
 from __future__ import annotations
 

@@ -655,7 +655,7 @@ def test_concurrent_execute_of_one_run_makes_one_request_and_one_settlement(
     assert len(applied) == 1
 
 
-# -- the apply instant (SPEC 4.2) -------------------------------------------------------------
+# -- the apply instant (docs/consolidation.md) -------------------------------------------------------------
 
 
 def test_a_slow_model_answer_is_applied_at_its_own_instant(
