@@ -76,7 +76,8 @@ def test_protocol_errors_and_notifications(served: tuple[TestClient, Runtime]) -
 
 def test_healthz_reports_database_queue_and_background_parts(served: tuple[TestClient, Runtime]) -> None:
     client, _ = served
-    response = client.get("/healthz")
+    # The worker and the janitor start in the background once the server listens: wait for both.
+    response = wait_until(lambda: (r := client.get("/healthz")).json().get("janitor") and r)
     assert response.status_code == 200
     assert response.json() == {
         "status": "ok",
