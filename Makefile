@@ -1,5 +1,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Test processes at once (pytest-xdist): most tests wait on subprocesses, servers and databases.
+TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-runtime
 
@@ -26,7 +28,7 @@ run: $(RUN_STAMP)
 	@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
 
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ledger consolidation worker tests
