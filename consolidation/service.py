@@ -16,7 +16,6 @@ for a second call. This module knows nothing of queues.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -63,9 +62,10 @@ def _month_bounds(now: datetime) -> tuple[int, int]:
 class ConsolidationService:
     """Consolidation for the scopes of one ledger. Thread-safe; share one per process.
 
-    ``api_key``/``base_url`` default to ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``, and
-    ``openai_api_key``/``openai_base_url`` to ``OPENAI_API_KEY``/``OPENAI_BASE_URL``, read once
-    here (a scope's own ``base_url`` wins over ``OPENAI_BASE_URL``); keys are never logged or stored.
+    ``api_key``/``base_url`` are the anthropic harness's key and server (``None``: its SDK reads
+    ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``), ``openai_api_key``/``openai_base_url`` the
+    openai harness's (a scope's own ``base_url`` wins); the worker passes the ones it read from
+    its environment. Keys are never logged or stored.
     ``fault_hook`` is called with a step name (``after_claim``,
     ``after_answer_stored``, ``mid_apply``, ``after_apply``) so fault tests can kill a
     process at an exact point.
@@ -86,14 +86,10 @@ class ConsolidationService:
         openai_base_url: str | None = None,
     ) -> None:
         self.led = led
-        self.api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY") or None
-        self.base_url = base_url if base_url is not None else os.environ.get("ANTHROPIC_BASE_URL") or None
-        self.openai_api_key = (
-            openai_api_key if openai_api_key is not None else os.environ.get("OPENAI_API_KEY") or None
-        ) or None
-        self.openai_base_url = (
-            openai_base_url if openai_base_url is not None else os.environ.get("OPENAI_BASE_URL") or None
-        ) or None
+        self.api_key = api_key
+        self.base_url = base_url
+        self.openai_api_key = openai_api_key or None
+        self.openai_base_url = openai_base_url or None
         self.prices = prices or default_price_table()
         self.janitor_grace_s = janitor_grace_s
         self._harnesses: dict[str, Harness] = dict(harnesses or {})

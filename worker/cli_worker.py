@@ -179,12 +179,7 @@ def worker(
     """Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM."""
     from worker.supervisor import run_worker, supervise
 
-    if database_url is not None:
-        import os
-
-        cli_config(database_url)  # refuse a bad URL here, with the other usage errors
-        os.environ["MEMLEDGER_DATABASE_URL"] = database_url  # the worker processes read their configuration
-    config = cli_config()
+    config = cli_config(database_url)  # refuses a bad URL here, with the other usage errors
     if config.embedded:
         fail(
             "memledger worker needs MEMLEDGER_REDIS_URL; with the embedded queue, memledger serve runs the worker",
@@ -192,7 +187,7 @@ def worker(
         )
     count = processes or config.worker_processes
     if count == 1:
-        raise typer.Exit(run_worker(threads=threads))
+        raise typer.Exit(run_worker(threads=threads, config=config))
     from worker.logging import configure_logging
     from worker.ops.collector import OpsCollector, lazy_database_source
 
@@ -208,6 +203,7 @@ def worker(
             shutdown_timeout_s=config.shutdown_timeout_s,
             extra_collectors=[ops],
             operator_token=config.operator_token,
+            child_settings={"MEMLEDGER_DATABASE_URL": database_url} if database_url is not None else None,
         )
     )
 

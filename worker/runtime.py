@@ -32,7 +32,7 @@ from consolidation.harnesses import preload as preload_harnesses
 from ledger import Ledger, open_ledger
 from worker.actors import Actors, declare_actors
 from worker.broker import QueueSentinel, build_broker, ping
-from worker.config import WorkerConfig
+from worker.config import OuterEnvironment, WorkerConfig
 from worker.janitor import Janitor
 from worker.metrics import Metrics, get_metrics
 from worker.ops.collector import bind_default, unbind_default
@@ -229,6 +229,7 @@ def build_runtime(
             "prices": config.price_table(),
             "janitor_grace_s": config.janitor_grace_s,
             "fault_hook": fault_hook_for(config.fault_point),
+            **OuterEnvironment().model_access(),
             **(service_kwargs or {}),
         }
         service = ConsolidationService(led, **kwargs)
