@@ -24,6 +24,7 @@ from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, S
 from ledger.packet import Packet
 from ledger.slash import SlashResult
 from ledger.store import Prepared, lit, param
+from ledger.txparts import Reader
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -42,6 +43,7 @@ __all__ = [
     "Packet",
     "Prepared",
     "Provenance",
+    "Reader",
     "RecordNotFound",
     "ScopeError",
     "ScopeUsage",

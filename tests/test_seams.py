@@ -1,6 +1,7 @@
 """The seams between the packages, read from the source (ast): a test fails when one gives way.
 
 * The environment is read and written only in ``worker/config.py``.
+* The worker reads and writes the database through the ledger (its store), never its engine.
 """
 
 from __future__ import annotations
@@ -70,3 +71,33 @@ def test_only_the_configuration_reads_the_environment() -> None:
         for line, what in environment_uses(module.tree)
     ]
     assert uses == [], "read the environment in worker/config.py and pass the value in:\n" + "\n".join(uses)
+
+
+def engine_transactions(tree: ast.Module) -> list[tuple[int, str]]:
+    """Every ``<...>.engine.begin(...)`` / ``<...>.engine.connect(...)``: a transaction past the store."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("begin", "connect")
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "engine"
+        ):
+            found.append((node.lineno, f"engine.{node.func.attr}()"))
+    return found
+
+
+def test_the_scan_sees_a_transaction_past_the_store() -> None:
+    source = "with led.engine.begin() as c: pass\nwith self.ledger.engine.connect() as c: pass\nled.reading()\n"
+    assert [line for line, _ in engine_transactions(ast.parse(source))] == [1, 2]
+
+
+def test_the_worker_reads_and_writes_through_the_ledger_store() -> None:
+    uses = [
+        f"{module.path}:{line}: {what}"
+        for module in modules()
+        if module.package == "worker"
+        for line, what in engine_transactions(module.tree)
+    ]
+    assert uses == [], "use led.reading(), led.writing() / led.write() or led.transaction():\n" + "\n".join(uses)

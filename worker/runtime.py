@@ -167,11 +167,12 @@ class Runtime:
     def health(self) -> dict[str, Any]:
         """Database and queue reachability, and which background parts run."""
         try:
-            with self.ledger.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
+            with self.ledger.reading() as r:
+                r.execute(text("SELECT 1"))
             database = "ok"
         except Exception as exc:
-            database = f"unreachable ({type(exc).__name__})"
+            cause = exc.__cause__ or exc  # the driver's error names the outage, not the ledger's translation
+            database = f"unreachable ({type(cause).__name__})"
         queue = "ok" if ping(self.broker) else "unreachable"
         status = "down" if database != "ok" else ("ok" if queue == "ok" else "degraded")
         return {
