@@ -2,11 +2,13 @@
 
 * The environment is read and written only in ``worker/config.py``.
 * The worker reads and writes the database through the ledger (its store), never its engine.
+* Every exception class of a package is defined in its ``errors.py``.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,3 +103,59 @@ def test_the_worker_reads_and_writes_through_the_ledger_store() -> None:
         for line, what in engine_transactions(module.tree)
     ]
     assert uses == [], "use led.reading(), led.writing() / led.write() or led.transaction():\n" + "\n".join(uses)
+
+
+BUILTIN_EXCEPTIONS = frozenset(
+    name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+)
+# Exception classes still defined beside their code, each in a file other work is changing now.
+NOT_YET_IN_ERRORS = frozenset(
+    {
+        "ledger/protocol.py: RpcError",
+        "worker/mcp_tools.py: ToolFailure",
+        "consolidation/prompt.py: AnswerParseError",
+        "consolidation/extraction/prompt.py: ProposalsParseError",
+        "consolidation/harnesses/base.py: HarnessError",
+        "consolidation/harnesses/__init__.py: UnknownHarness",
+        "consolidation/harnesses/openai.py: _FormatRefused",
+        "consolidation/pricing.py: UnknownModelPrice",
+        "consolidation/service.py: _LostRace",
+    }
+)
+
+
+def exception_classes(trees: dict[str, ast.Module]) -> list[tuple[str, int, str]]:
+    """Every class, in any of ``trees`` (path -> module), that derives from an exception, directly or through
+    another class of ``trees`` (bases are matched by their last name: ``ledger.errors.LedgerError``)."""
+    defined = [
+        (path, node) for path, tree in trees.items() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+    ]
+    exceptions = set(BUILTIN_EXCEPTIONS)
+    grew = True
+    while grew:
+        grew = False
+        for _, node in defined:
+            bases = {ast.unparse(base).rsplit(".", 1)[-1] for base in node.bases}
+            if node.name not in exceptions and bases & exceptions:
+                exceptions.add(node.name)
+                grew = True
+    return [(path, node.lineno, node.name) for path, node in defined if node.name in exceptions]
+
+
+def test_the_scan_sees_an_exception_through_its_bases() -> None:
+    trees = {
+        "p/errors.py": ast.parse("class Root(Exception): pass\n"),
+        "p/a.py": ast.parse("class Bad(errors.Root): pass\nclass Worse(Bad): pass\nclass Fine: pass\n"),
+        "p/b.py": ast.parse("class Refused(ValueError): pass\n"),
+    }
+    found = [(path, name) for path, _, name in exception_classes(trees)]
+    assert found == [("p/errors.py", "Root"), ("p/a.py", "Bad"), ("p/a.py", "Worse"), ("p/b.py", "Refused")]
+
+
+def test_every_exception_class_is_in_its_packages_errors_module() -> None:
+    every = {module.path: module.tree for module in modules()}
+    outside = {
+        f"{path}: {name}" for path, _, name in exception_classes(every) if path != f"{path.split('/', 1)[0]}/errors.py"
+    }
+    assert sorted(outside - NOT_YET_IN_ERRORS) == [], "define it in the package's errors.py"
+    assert sorted(NOT_YET_IN_ERRORS - outside) == [], "moved: take it off NOT_YET_IN_ERRORS"

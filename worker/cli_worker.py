@@ -23,7 +23,8 @@ from ledger import Ledger
 from ledger.protocol import ExtraMethod
 from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli_ledger import DbUrl, cli_errors
-from worker.config import ConfigError, WorkerConfig, load_config
+from worker.config import WorkerConfig, load_config
+from worker.errors import ConfigError
 from worker.output import emit_json, fail, instant_text, print_message, print_table
 
 if TYPE_CHECKING:
@@ -139,10 +140,11 @@ def serve(
 ) -> None:
     """Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker."""
     from worker.banner import banner_lines
+    from worker.errors import BindRefused, PortUnavailable
     from worker.logging import configure_logging
     from worker.output import is_terminal
     from worker.runtime import build_runtime
-    from worker.server import BindRefused, PortUnavailable, check_bind, listen, run_server
+    from worker.server import check_bind, listen, run_server
 
     config = cli_config(database_url)
     if no_worker and config.embedded:

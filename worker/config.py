@@ -29,21 +29,13 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from consolidation.pricing import PriceTable, default_price_table
+from worker.errors import ConfigError
 
 ENV_PREFIX = "MEMLEDGER_"
 CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
 FAULT_POINTS = ("after_claim", "after_answer_stored", "mid_apply", "after_apply")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-class ConfigError(Exception):
-    """The configuration is invalid; the message lists every problem, one per line."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        super().__init__(f"invalid configuration ({count}):\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 class WorkerConfig(BaseSettings):

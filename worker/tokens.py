@@ -29,6 +29,7 @@ from ledger.errors import LedgerError
 from ledger.instants import Clock, format_rfc3339, opt_from_micros, to_micros
 from ledger.models import API_TOKENS
 from ledger.reads import check_scope
+from worker.errors import TokenNotFound
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,6 @@ TOKEN_RE = re.compile(r"mlt_[A-Za-z0-9_-]{43}")
 LAST_USED_EVERY_US = 60 * 1_000_000
 _TABLE = API_TOKENS
 _ID_RE = re.compile(r"tok_[0-9a-f]{12}")
-
-
-class TokenNotFound(LedgerError):
-    """No token with that id."""
-
-    reason = "not_found"
 
 
 @dataclass(frozen=True, slots=True)
