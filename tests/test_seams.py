@@ -3,12 +3,14 @@
 * The environment is read and written only in ``worker/config.py``.
 * The worker reads and writes the database through the ledger (its store), never its engine.
 * Every exception class of a package is defined in its ``errors.py``.
+* Each protocol method the worker adds is named by one constant, in one module.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,3 +161,33 @@ def test_every_exception_class_is_in_its_packages_errors_module() -> None:
     }
     assert sorted(outside - NOT_YET_IN_ERRORS) == [], "define it in the package's errors.py"
     assert sorted(NOT_YET_IN_ERRORS - outside) == [], "moved: take it off NOT_YET_IN_ERRORS"
+
+
+METHOD_NAME = re.compile(r"[a-z]+/[a-z_]+")
+
+
+def method_name_constants(tree: ast.Module) -> list[tuple[int, str]]:
+    """Module-level constants holding a protocol method's name (``NOTIFY_TURN = "consolidation/notify_turn"``)."""
+    return [
+        (node.lineno, node.value.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and METHOD_NAME.fullmatch(node.value.value)
+    ]
+
+
+def test_the_scan_sees_a_method_name_constant() -> None:
+    source = 'A = "consolidation/notify_turn"\nB = "not a method"\ndef f():\n    C = "memory/get"\n'
+    assert method_name_constants(ast.parse(source)) == [(1, "consolidation/notify_turn")]
+
+
+def test_each_worker_method_is_named_in_one_module() -> None:
+    where: dict[str, list[str]] = {}
+    for module in modules():
+        if module.package == "worker":
+            for line, name in method_name_constants(module.tree):
+                where.setdefault(name, []).append(f"{module.path}:{line}")
+    twice = {name: places for name, places in where.items() if len(places) > 1}
+    assert twice == {}, "import the one constant instead of stating the name again"

@@ -74,6 +74,7 @@ from ledger.instants import format_rfc3339
 from ledger.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHODS,
     PARSE_ERROR,
     ExtraMethod,
     RpcError,
@@ -403,7 +404,8 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
                 max_age=600,
             )
         )
-    return with_observability(Starlette(routes=routes, lifespan=lifespan, middleware=middleware), runtime)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    return with_observability(app, runtime, known_methods=(*METHODS, NOTIFY_TURN))
 
 
 def _json_line(text: str, *, status: int = 200) -> Response:
