@@ -4,6 +4,8 @@
 * The worker reads and writes the database through the ledger (its store), never its engine.
 * Every exception class of a package is defined in its ``errors.py``.
 * Each protocol method the worker adds is named by one constant, in one module.
+* Imports go one way, worker -> consolidation -> ledger, and never reach a private module or name
+  of another package (``from ledger.txparts import _USAGE``), at any level of the code.
 """
 
 from __future__ import annotations
@@ -191,3 +193,49 @@ def test_each_worker_method_is_named_in_one_module() -> None:
                 where.setdefault(name, []).append(f"{module.path}:{line}")
     twice = {name: places for name, places in where.items() if len(places) > 1}
     assert twice == {}, "import the one constant instead of stating the name again"
+
+
+MAY_IMPORT = {"ledger": {"ledger"}, "consolidation": {"consolidation", "ledger"}, "worker": set(PACKAGES)}
+
+
+def imports(tree: ast.Module) -> list[tuple[int, str, str]]:
+    """Every absolute import anywhere in ``tree`` (functions and ``TYPE_CHECKING`` blocks too), as
+    (line, module, name): ``from a.b import c`` gives ("a.b", "c"), ``import a.b`` gives ("a.b", "")."""
+    found: list[tuple[int, str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, "") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found += [(node.lineno, node.module, alias.name) for alias in node.names]
+    return found
+
+
+def crossings(package: str, tree: ast.Module) -> list[tuple[int, str]]:
+    """The imports of a module of ``package`` that go the wrong way or reach another package's privates."""
+    found: list[tuple[int, str]] = []
+    for line, module, name in imports(tree):
+        target = module.split(".", 1)[0]
+        if target not in PACKAGES or target == package:
+            continue
+        shown = f"{module}:{name}" if name else module
+        if target not in MAY_IMPORT[package]:
+            found.append((line, f"{shown} (wrong way: {package} must not import {target})"))
+        elif any(part.startswith("_") and part != "__init__" for part in (*module.split("."), name) if part):
+            found.append((line, f"{shown} (private to {target})"))
+    return found
+
+
+def test_the_scan_sees_wrong_way_and_private_imports() -> None:
+    source = (
+        "from ledger.txparts import _USAGE\nimport ledger._private\nfrom ledger import Ledger\n"
+        "def f():\n    from worker.config import load_config\n    from consolidation import X\n"
+    )
+    assert [line for line, _ in crossings("consolidation", ast.parse(source))] == [1, 2, 5]
+    assert [line for line, _ in crossings("ledger", ast.parse(source))] == [5, 6]
+
+
+def test_imports_go_one_way_and_never_to_another_packages_privates() -> None:
+    found = [
+        f"{module.path}:{line}: {what}" for module in modules() for line, what in crossings(module.package, module.tree)
+    ]
+    assert found == [], "use the other package's public names:\n" + "\n".join(found)
