@@ -58,6 +58,8 @@ def environment_uses(tree: ast.Module) -> list[tuple[int, str]]:
             and node.value.id in os_names
         ):
             found.append((node.lineno, f"{node.value.id}.{node.attr}"))
+        elif isinstance(node, ast.Call):  # a command-line option read from the environment: typer.Option(envvar=...)
+            found += [(node.lineno, f"{k.arg}=") for k in node.keywords if k.arg in ("envvar", "auto_envvar_prefix")]
     return found
 
 
@@ -65,8 +67,9 @@ def test_the_scan_sees_every_form_of_reading_the_environment() -> None:
     source = (
         "import os\nimport os as system\nfrom os import getenv, putenv\n"
         "a = os.environ['A']\nb = system.getenv('B')\nos.environ['C'] = '1'\nenviron = {}\nenviron.get('D')\n"
+        "port = typer.Option('--port', envvar='PORT')\n"
     )
-    assert [line for line, _ in environment_uses(ast.parse(source))] == [3, 3, 4, 5, 6]
+    assert sorted(line for line, _ in environment_uses(ast.parse(source))) == [3, 3, 4, 5, 6, 9]
 
 
 def test_only_the_configuration_reads_the_environment() -> None:

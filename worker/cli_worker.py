@@ -123,8 +123,9 @@ def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", envvar="MEMLEDGER_PORT", help="TCP port (or MEMLEDGER_PORT).", min=0, max=65535)
-    ] = 8080,
+        int | None,
+        typer.Option("--port", help="TCP port (default: MEMLEDGER_PORT, else 8080).", min=0, max=65535),
+    ] = None,
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="API node only: no dramatiq worker here (needs MEMLEDGER_REDIS_URL).")
     ] = False,
@@ -147,6 +148,7 @@ def serve(
     from worker.server import check_bind, listen, run_server
 
     config = cli_config(database_url)
+    port = port if port is not None else config.port
     if no_worker and config.embedded:
         fail("--no-worker needs MEMLEDGER_REDIS_URL: with the embedded queue, serve is the only worker", code=2)
     try:

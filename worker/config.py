@@ -51,6 +51,7 @@ class WorkerConfig(BaseSettings):
 
     database_url: str = Field("sqlite:///./memledger.db", description="SQLite file or PostgreSQL URL")
     redis_url: str | None = Field(None, description="Redis broker URL; unset = embedded in-process queue")
+    port: int = Field(8080, ge=0, le=65535, description="TCP port of `memledger serve` (its --port wins)")
     account: str = Field("local", description="the bound account: the protocol's scope is account:<account>")
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"

@@ -146,3 +146,12 @@ def test_a_worker_process_starts_with_this_environment_and_the_overrides(monkeyp
 
     assert env["MEMLEDGER_ACCOUNT"] == "alice"
     assert (env["MEMLEDGER_DATABASE_URL"], env["PROMETHEUS_MULTIPROC_DIR"]) == ("sqlite:///x.db", "/tmp/m")
+
+
+def test_the_serve_port_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_config().port == 8080
+    monkeypatch.setenv("MEMLEDGER_PORT", "8081")
+    assert load_config().port == 8081
+    monkeypatch.setenv("MEMLEDGER_PORT", "70000")
+    with pytest.raises(ConfigError, match="MEMLEDGER_PORT='70000'"):
+        load_config()
