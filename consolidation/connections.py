@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from consolidation.harnesses import Connection
@@ -14,8 +13,8 @@ from consolidation.setting_checks import scope_prices
 class Connections:
     """The process's keys and servers (never logged or stored) and its price table.
 
-    :meth:`from_env` reads ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL`` and
-    ``OPENAI_API_KEY``/``OPENAI_BASE_URL`` once, for what is not given.
+    The worker reads them from its environment (``worker/config.py``) and passes them in; a key
+    left ``None`` is the SDK's own default.
     """
 
     prices: PriceTable
@@ -23,27 +22,6 @@ class Connections:
     base_url: str | None = None
     openai_api_key: str | None = None
     openai_base_url: str | None = None
-
-    @classmethod
-    def from_env(
-        cls,
-        prices: PriceTable,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        openai_api_key: str | None = None,
-        openai_base_url: str | None = None,
-    ) -> Connections:
-        def pick(given: str | None, env: str) -> str | None:
-            return given if given is not None else os.environ.get(env) or None
-
-        return cls(
-            prices=prices,
-            api_key=pick(api_key, "ANTHROPIC_API_KEY"),
-            base_url=pick(base_url, "ANTHROPIC_BASE_URL"),
-            openai_api_key=pick(openai_api_key, "OPENAI_API_KEY") or None,
-            openai_base_url=pick(openai_base_url, "OPENAI_BASE_URL") or None,
-        )
 
     def connection(
         self, harness: str, model: str, base_url: str | None, price_in: float | None, price_out: float | None

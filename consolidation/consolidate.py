@@ -22,9 +22,10 @@ from consolidation import settings as S
 from consolidation.apply import apply_batch
 from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
 from consolidation.connections import Connections
+from consolidation.errors import LostRace
 from consolidation.gate import UNPARSEABLE, GateResult, check_batch
 from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
-from consolidation.lifecycle import LostRace, RunLife, mine, month_spend
+from consolidation.lifecycle import RunLife, mine, month_spend
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
 from consolidation.prompt import IN_GROUP, record_chars
 from ledger import MemoryRecord

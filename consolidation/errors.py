@@ -8,7 +8,11 @@
         ├── InvalidExtractionInput  reason invalid_params
         └── RunNotFound         reason not_found
 
-They subclass the ledger's root so the protocol maps them the same way.
+    Exception
+    └── LostRace                another caller settled the run first (internal: rolls a batch back)
+
+They subclass the ledger's root so the protocol maps them the same way; ``LostRace`` never
+leaves the package.
 """
 
 from __future__ import annotations
@@ -34,3 +38,7 @@ class InvalidExtractionInput(ConsolidationError):
     """A turn's messages (or a session id) failed validation; nothing was stored."""
 
     reason = "invalid_params"
+
+
+class LostRace(Exception):
+    """Another caller settled the run first; the transaction that tried to apply its batch rolls back."""

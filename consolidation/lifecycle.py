@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from consolidation import runs as R
+from consolidation.errors import LostRace
 from consolidation.harnesses import HarnessError, HarnessResult, Usage
 from consolidation.models import ConsolidationRun, Outcome
 from ledger import Ledger, Pending
@@ -47,10 +48,6 @@ class Job(Protocol):
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         """Apply a running run's stored answer and settle it; also says whether this call settled it."""
         ...
-
-
-class LostRace(Exception):
-    """Another caller settled the run first; the transaction that tried to apply its batch rolls back."""
 
 
 def month_bounds(now: datetime) -> tuple[datetime, datetime]:

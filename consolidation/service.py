@@ -45,9 +45,10 @@ RC = RUNS.c
 class ConsolidationService:
     """Consolidation and extraction for the scopes of one ledger. Thread-safe; share one per process.
 
-    ``api_key``/``base_url`` default to ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``, and
-    ``openai_api_key``/``openai_base_url`` to ``OPENAI_API_KEY``/``OPENAI_BASE_URL``, read once
-    here (a scope's own ``base_url`` wins over ``OPENAI_BASE_URL``); keys are never logged or stored.
+    ``api_key``/``base_url`` are the anthropic harness's key and server (``None``: its SDK reads
+    ``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``), ``openai_api_key``/``openai_base_url`` the
+    openai harness's (a scope's own ``base_url`` wins); the worker passes the ones it read from
+    its environment. Keys are never logged or stored.
     ``fault_hook`` is called with a step name (``after_claim``,
     ``after_answer_stored``, ``mid_apply``, ``after_apply``) so fault tests can kill a
     process at an exact point.
@@ -68,9 +69,9 @@ class ConsolidationService:
         openai_base_url: str | None = None,
     ) -> None:
         self.led = led
-        self.connections = Connections.from_env(
+        self.connections = Connections(
             prices or default_price_table(), api_key=api_key, base_url=base_url,
-            openai_api_key=openai_api_key, openai_base_url=openai_base_url,
+            openai_api_key=openai_api_key or None, openai_base_url=openai_base_url or None,
         )  # fmt: skip
         self.janitor_grace_s = janitor_grace_s
         self.life = life = RunLife(led, fault_hook)

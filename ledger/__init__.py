@@ -26,6 +26,7 @@ from ledger.paging import Page
 from ledger.reads import ScopeView
 from ledger.slash import SlashResult
 from ledger.store import Pending, Prepared, lit, param
+from ledger.txparts import Reader
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",
@@ -46,6 +47,7 @@ __all__ = [
     "Pending",
     "Prepared",
     "Provenance",
+    "Reader",
     "RecordNotFound",
     "ScopeError",
     "ScopeUsage",

@@ -31,7 +31,7 @@ from ledger.screening import MAX_BODY_CHARS, screen_body
 from ledger.store import store_for
 from ledger.sweep import SWEEP_BATCH, expire_due, last_sweep, record_sweep
 from ledger.tx import ScopeUsage, Transaction
-from ledger.txparts import _USAGE
+from ledger.txparts import _USAGE, Reader
 from ledger.validate import new_record_id, storable_body
 
 log = logging.getLogger(__name__)
@@ -188,16 +188,25 @@ class Ledger(LedgerReads):
                 return fn(tx)
         except LedgerBusy:
             pass
-        budget_s = max(0.0, WRITE_RETRY_BUDGET_S - (time.monotonic() - started))
-        retrying = Retrying(
-            retry=retry_if_exception_type(LedgerBusy),
-            stop=stop_before_delay(budget_s) | stop_after_attempt(WRITE_ATTEMPTS - 1),
-            wait=wait_random_exponential(multiplier=0.005, max=0.5),
-            reraise=True,
-        )
-        for attempt in retrying:
+        for attempt in _busy_retries(started):
             with attempt, self.transaction(scope_key, now=now, _create=_create) as tx:
                 return fn(tx)
+        raise LedgerBusy("the ledger database stayed busy; try again in a moment")  # pragma: no cover
+
+    @contextmanager
+    def writing(self) -> Iterator[Reader]:
+        """One write transaction outside any scope (no scope lock, no instant), for a table no scope owns
+        (the worker's API tokens): through the store's write queue, committed when the block ends, rolled
+        back when it raises; database errors come out as :class:`LedgerError` (busy: :class:`LedgerBusy`)."""
+        with self.store.write() as conn:
+            yield Reader(conn)
+
+    def write(self, fn: Callable[[Reader], T]) -> T:
+        """``fn(w)`` in :meth:`writing`, run again while the database is busy (as :meth:`run`)."""
+        started = time.monotonic()
+        for attempt in _busy_retries(started, first=True):
+            with attempt, self.writing() as w:
+                return fn(w)
         raise LedgerBusy("the ledger database stayed busy; try again in a moment")  # pragma: no cover
 
     def _refusal(self, event: EventKind, scope_key: str, now: datetime | None, exc: LedgerError, **detail: Any) -> None:
@@ -425,3 +434,15 @@ class Ledger(LedgerReads):
         from ledger.slash import handle_slash
 
         return handle_slash(self, text_, now=now)
+
+
+def _busy_retries(started: float, *, first: bool = False) -> Retrying:
+    """The attempts of a write while the database is busy, within the write budget from ``started``
+    (``first``: this includes the first attempt; :meth:`Ledger.run` makes that one itself)."""
+    budget_s = max(0.0, WRITE_RETRY_BUDGET_S - (time.monotonic() - started))
+    return Retrying(
+        retry=retry_if_exception_type(LedgerBusy),
+        stop=stop_before_delay(budget_s) | stop_after_attempt(WRITE_ATTEMPTS - (0 if first else 1)),
+        wait=wait_random_exponential(multiplier=0.005, max=0.5),
+        reraise=True,
+    )

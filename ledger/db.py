@@ -8,7 +8,6 @@ query (:func:`current_revision`) and compares it with the head found in the migr
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -199,7 +198,3 @@ def head_revision() -> str:
     if len(heads) != 1:
         raise LedgerError(f"the migrations have {len(heads)} heads, not one: {heads}")
     return heads[0]
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

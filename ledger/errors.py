@@ -11,7 +11,18 @@ Every error a caller can cause is a :class:`LedgerError`; each carries a stable
     ├── InvalidInstant               invalid_params
     ├── ScopeError                   invalid_params
     ├── InvalidArgument              invalid_params
+    │   └── AmbiguousId              ambiguous_id   (an ``/unpin`` prefix that matches several pins)
     └── LedgerBusy                   busy   (the database stayed locked past every retry)
+
+The memory files (:mod:`ledger.files`) raise errors that never cross the protocol::
+
+    ValueError
+    ├── AuditUsageError              the audit was asked something it cannot do
+    └── DateError                    a value is not an acceptable date (``check``: the sub-rule)
+    Exception
+    └── EntryUnreadable              a file could not be read at all
+
+``ledger.protocol.RpcError`` (a JSON-RPC error answer) is defined beside the protocol.
 
 Messages say what the user can do next. Third-party errors (SQLAlchemy, sqlite3,
 psycopg) are translated at the boundary and never reach a caller.
@@ -19,7 +30,10 @@ psycopg) are translated at the boundary and never reach a caller.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # An error message quotes at most this many characters of an id.
 MAX_SHOWN_ID_CHARS = 80
@@ -121,3 +135,34 @@ class LedgerBusy(LedgerError):
     """The database stayed locked or kept failing serialization past every retry."""
 
     reason = "busy"
+
+
+class AmbiguousId(InvalidArgument):
+    """An ``/unpin`` prefix that matches more than one active pin; nothing was forgotten."""
+
+    reason = "ambiguous_id"
+
+
+# --- the memory files (``ledger.files``): not LedgerErrors, they never cross the protocol
+
+
+class AuditUsageError(ValueError):
+    """The audit was asked something it cannot do (bad scope, not a directory)."""
+
+
+class DateError(ValueError):
+    """A value is not an acceptable date; ``check`` is the sub-rule id."""
+
+    def __init__(self, check: str, message: str) -> None:
+        super().__init__(message)
+        self.check = check
+        self.message = message
+
+
+class EntryUnreadable(Exception):
+    """The file could not be read at all (missing, a directory, no permission)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: cannot read: {reason}")
+        self.path = path
+        self.reason = reason

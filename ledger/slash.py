@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ledger.errors import InvalidArgument, LedgerError, RecordNotFound
+from ledger.errors import AmbiguousId, InvalidArgument, LedgerError, RecordNotFound
 from ledger.models import MemoryRecord
 from ledger.packet import CITATION_CHARS, flatten
 
@@ -27,12 +27,6 @@ ID_PREFIX = "mem_"
 MIN_PREFIX_CHARS = 4  # after "mem_": the citation's own length
 _PREFIX = re.compile(rf"^(?:mem_)?([0-9a-f]{{{MIN_PREFIX_CHARS},24}})$")
 _UNPIN_USAGE = "Usage: /unpin <id> (the id or its first characters, as /pins shows them)"
-
-
-class AmbiguousId(InvalidArgument):
-    """An ``/unpin`` prefix that matches more than one active pin; nothing was forgotten."""
-
-    reason = "ambiguous_id"
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,8 @@ def replay(
     """Score consolidation on generated episodes through the real pipeline, beside keep_all and latest_wins."""
     from consolidation.replay import replay as run_replay
     from ledger import LedgerError
-    from worker.config import ConfigError, load_config
+    from worker.config import OuterEnvironment, load_config
+    from worker.errors import ConfigError
 
     try:
         prices = load_config().price_table()  # MEMLEDGER_MODEL_PRICES prices a model the table does not know
@@ -80,6 +81,7 @@ def replay(
             database_url=database_url,
             prices=prices,
             progress=_progress if sys.stderr.isatty() else None,
+            service_kwargs=OuterEnvironment().model_access(),
         )
     except LedgerError as exc:
         fail(exc.message, reason=exc.reason)

@@ -23,9 +23,10 @@ from typing import Annotated
 
 import typer
 
-from ledger.files.audit import AuditReport, AuditUsageError, audit_directory, entry_files, parse_context
-from ledger.files.dates import DateError, parse_day, parse_now
-from ledger.files.entry import EntryUnreadable, read_entry, validate
+from ledger.errors import AuditUsageError, DateError, EntryUnreadable
+from ledger.files.audit import AuditReport, audit_directory, entry_files, parse_context
+from ledger.files.dates import parse_day, parse_now
+from ledger.files.entry import read_entry, validate
 from ledger.files.exchange import DEFAULT_REVIEW_DAYS, ExportResult, ImportResult, export_scope, import_directory
 from ledger.files.explain import explain
 from ledger.files.graph import graph_dot, graph_mermaid

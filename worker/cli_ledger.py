@@ -46,17 +46,21 @@ ExtraMethodsFactory = Callable[[Ledger], Mapping[str, ExtraMethod]]
 # ---------------------------------------------------------------------- configuration
 def database_url_from_env(database_url: str | None = None) -> str:
     """``database_url`` if given, else ``MEMLEDGER_DATABASE_URL``, else the embedded SQLite file."""
-    return database_url or os.environ.get("MEMLEDGER_DATABASE_URL") or DEFAULT_DATABASE_URL
+    from worker.config import LedgerAccess
+
+    return database_url or LedgerAccess().database_url or DEFAULT_DATABASE_URL
 
 
 def ledger_from_env(database_url: str | None = None) -> Ledger:
-    """Open the ledger the command line works on (the one place this module reads the environment).
+    """Open the ledger the command line works on (database and account from the environment, through the configuration).
 
     Raises:
         LedgerError: bad URL or account, or a PostgreSQL schema behind the code.
         SQLAlchemyError: the database cannot be reached.
     """
-    account = os.environ.get("MEMLEDGER_ACCOUNT") or DEFAULT_ACCOUNT
+    from worker.config import LedgerAccess
+
+    account = LedgerAccess().account or DEFAULT_ACCOUNT
     return open_ledger(database_url_from_env(database_url), account=account)
 
 

@@ -18,6 +18,7 @@ from rich.text import Text
 from consolidation import ConsolidationService
 from worker.cli_conventions import check_scope_option
 from worker.cli_ledger import DbUrl, Json, cli_ledger
+from worker.config import OuterEnvironment
 from worker.ops.page import SWEEP_STALE_AFTER, format_usd
 from worker.ops.snapshot import OpsSnapshot, take_snapshot
 from worker.output import emit_json, instant_text, print_message, print_table
@@ -91,7 +92,8 @@ def status(
 ) -> None:
     """Show every scope's mode, budget use and month's spend, the backlog, the sweep's last run and recent runs."""
     with cli_ledger(database_url) as led:
-        snapshot = take_snapshot(led, ConsolidationService(led), recent_runs=runs if scope is None else 10_000)
+        service = ConsolidationService(led, **OuterEnvironment().model_access())
+        snapshot = take_snapshot(led, service, recent_runs=runs if scope is None else 10_000)
     if scope is not None:
         overview = replace(snapshot.overview, scopes=[s for s in snapshot.overview.scopes if s.scope_key == scope])
         picked = [r for r in snapshot.runs if r.scope_key == scope][:runs]

@@ -23,7 +23,8 @@ from ledger import Ledger
 from ledger.protocol import ExtraMethod
 from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli_ledger import DbUrl, cli_errors
-from worker.config import ConfigError, WorkerConfig, load_config
+from worker.config import WorkerConfig, load_config
+from worker.errors import ConfigError
 from worker.output import emit_json, fail, instant_text, print_message, print_table
 
 if TYPE_CHECKING:
@@ -122,8 +123,9 @@ def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", envvar="MEMLEDGER_PORT", help="TCP port (or MEMLEDGER_PORT).", min=0, max=65535)
-    ] = 8080,
+        int | None,
+        typer.Option("--port", help="TCP port (default: MEMLEDGER_PORT, else 8080).", min=0, max=65535),
+    ] = None,
     no_worker: Annotated[
         bool, typer.Option("--no-worker", help="API node only: no dramatiq worker here (needs MEMLEDGER_REDIS_URL).")
     ] = False,
@@ -139,12 +141,14 @@ def serve(
 ) -> None:
     """Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker."""
     from worker.banner import banner_lines
+    from worker.errors import BindRefused, PortUnavailable
     from worker.logging import configure_logging
     from worker.output import is_terminal
     from worker.runtime import build_runtime
-    from worker.server import BindRefused, PortUnavailable, check_bind, listen, run_server
+    from worker.server import check_bind, listen, run_server
 
     config = cli_config(database_url)
+    port = port if port is not None else config.port
     if no_worker and config.embedded:
         fail("--no-worker needs MEMLEDGER_REDIS_URL: with the embedded queue, serve is the only worker", code=2)
     try:
@@ -179,12 +183,7 @@ def worker(
     """Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM."""
     from worker.supervisor import run_worker, supervise
 
-    if database_url is not None:
-        import os
-
-        cli_config(database_url)  # refuse a bad URL here, with the other usage errors
-        os.environ["MEMLEDGER_DATABASE_URL"] = database_url  # the worker processes read their configuration
-    config = cli_config()
+    config = cli_config(database_url)  # refuses a bad URL here, with the other usage errors
     if config.embedded:
         fail(
             "memledger worker needs MEMLEDGER_REDIS_URL; with the embedded queue, memledger serve runs the worker",
@@ -192,7 +191,7 @@ def worker(
         )
     count = processes or config.worker_processes
     if count == 1:
-        raise typer.Exit(run_worker(threads=threads))
+        raise typer.Exit(run_worker(threads=threads, config=config))
     from worker.logging import configure_logging
     from worker.ops.collector import OpsCollector, lazy_database_source
 
@@ -208,6 +207,7 @@ def worker(
             shutdown_timeout_s=config.shutdown_timeout_s,
             extra_collectors=[ops],
             operator_token=config.operator_token,
+            child_settings={"MEMLEDGER_DATABASE_URL": database_url} if database_url is not None else None,
         )
     )
 

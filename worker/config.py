@@ -6,9 +6,14 @@ named by ``MEMLEDGER_CONFIG_FILE`` (top-level keys are the field names below, e.
 table), then the defaults. :func:`load_config` validates everything and raises one
 :class:`ConfigError` that lists every bad value, so an operator fixes them all in one go.
 
-Nothing else in ``worker/`` reads the environment (``ANTHROPIC_API_KEY``,
-``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` are read by the
-consolidation service, as the SDKs do).
+This module is the only code of ``ledger/``, ``consolidation/`` and ``worker/`` that reads
+or writes the environment (a test holds it so). Besides :class:`WorkerConfig` it reads the
+variables named by others, in :class:`OuterEnvironment`: the model keys and servers
+(``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``),
+handed to the consolidation service, and ``PROMETHEUS_MULTIPROC_DIR``;
+:class:`LedgerAccess` is the database and account of the ledger commands, which open a
+ledger without the rest of the configuration; :func:`child_environment` is the
+environment a worker process is started with.
 """
 
 from __future__ import annotations
@@ -18,27 +23,19 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from consolidation.pricing import PriceTable, default_price_table
+from worker.errors import ConfigError
 
 ENV_PREFIX = "MEMLEDGER_"
 CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
 FAULT_POINTS = ("after_claim", "after_answer_stored", "mid_apply", "after_apply")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-class ConfigError(Exception):
-    """The configuration is invalid; the message lists every problem, one per line."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        super().__init__(f"invalid configuration ({count}):\n" + "\n".join(f"  - {p}" for p in problems))
 
 
 class WorkerConfig(BaseSettings):
@@ -54,6 +51,7 @@ class WorkerConfig(BaseSettings):
 
     database_url: str = Field("sqlite:///./memledger.db", description="SQLite file or PostgreSQL URL")
     redis_url: str | None = Field(None, description="Redis broker URL; unset = embedded in-process queue")
+    port: int = Field(8080, ge=0, le=65535, description="TCP port of `memledger serve` (its --port wins)")
     account: str = Field("local", description="the bound account: the protocol's scope is account:<account>")
     log_format: Literal["json", "console"] = "json"
     log_level: str = "INFO"
@@ -197,6 +195,56 @@ class WorkerConfig(BaseSettings):
             if data.get(key):
                 data[key] = re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", data[key])
         return data
+
+
+class ModelAccess(TypedDict):
+    """The model keys and servers, as the consolidation service's keyword arguments."""
+
+    api_key: str | None
+    base_url: str | None
+    openai_api_key: str | None
+    openai_base_url: str | None
+
+
+class OuterEnvironment(BaseSettings):
+    """Variables named by others than memledger, read like the settings (an empty one counts as unset).
+
+    The model SDKs read their own variables too; these are the ones our code passes on.
+    """
+
+    model_config = SettingsConfigDict(extra="ignore", frozen=True, case_sensitive=False, env_ignore_empty=True)
+
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+    prometheus_multiproc_dir: str | None = Field(None, description="set by the supervisor for its worker processes")
+
+    def model_access(self) -> ModelAccess:
+        """The keys and servers as the consolidation service's keyword arguments."""
+        return {
+            "api_key": self.anthropic_api_key,
+            "base_url": self.anthropic_base_url,
+            "openai_api_key": self.openai_api_key,
+            "openai_base_url": self.openai_base_url,
+        }
+
+
+class LedgerAccess(BaseSettings):
+    """``MEMLEDGER_DATABASE_URL`` and ``MEMLEDGER_ACCOUNT`` alone, unchecked: the ledger commands open a
+    ledger with them (the ledger checks both) whatever the rest of the configuration says."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, case_sensitive=False, env_ignore_empty=True
+    )
+
+    database_url: str | None = None
+    account: str | None = None
+
+
+def child_environment(**overrides: str) -> dict[str, str]:
+    """This process's environment with ``overrides`` set: what a worker process is started with."""
+    return {**os.environ, **overrides}
 
 
 def _read_toml(path_text: str) -> dict[str, Any]:

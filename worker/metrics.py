@@ -15,7 +15,6 @@ directory that :func:`exposition_registry` aggregates.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -170,7 +169,9 @@ class DramatiqPrometheus(Prometheus):
 
 def exposition_registry() -> prom.CollectorRegistry:
     """The registry to serve: the default one, or an aggregate of every process in multiprocess mode."""
-    path = os.environ.get(MULTIPROC_ENV)
+    from worker.config import OuterEnvironment
+
+    path = OuterEnvironment().prometheus_multiproc_dir
     if not path:
         return prom.REGISTRY
     registry = prom.CollectorRegistry()

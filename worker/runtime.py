@@ -32,7 +32,7 @@ from consolidation.harnesses import preload as preload_harnesses
 from ledger import Ledger, open_ledger
 from worker.actors import Actors, declare_actors
 from worker.broker import QueueSentinel, build_broker, ping
-from worker.config import WorkerConfig
+from worker.config import OuterEnvironment, WorkerConfig
 from worker.janitor import Janitor
 from worker.metrics import Metrics, get_metrics
 from worker.ops.collector import bind_default, unbind_default
@@ -167,11 +167,12 @@ class Runtime:
     def health(self) -> dict[str, Any]:
         """Database and queue reachability, and which background parts run."""
         try:
-            with self.ledger.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
+            with self.ledger.reading() as r:
+                r.execute(text("SELECT 1"))
             database = "ok"
         except Exception as exc:
-            database = f"unreachable ({type(exc).__name__})"
+            cause = exc.__cause__ or exc  # the driver's error names the outage, not the ledger's translation
+            database = f"unreachable ({type(cause).__name__})"
         queue = "ok" if ping(self.broker) else "unreachable"
         status = "down" if database != "ok" else ("ok" if queue == "ok" else "degraded")
         return {
@@ -229,6 +230,7 @@ def build_runtime(
             "prices": config.price_table(),
             "janitor_grace_s": config.janitor_grace_s,
             "fault_hook": fault_hook_for(config.fault_point),
+            **OuterEnvironment().model_access(),
             **(service_kwargs or {}),
         }
         service = ConsolidationService(led, **kwargs)

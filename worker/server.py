@@ -74,6 +74,7 @@ from ledger.instants import format_rfc3339
 from ledger.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHODS,
     PARSE_ERROR,
     ExtraMethod,
     RpcError,
@@ -83,6 +84,7 @@ from ledger.protocol import (
     internal_error_response,
 )
 from worker.account_methods import account_methods
+from worker.errors import BindRefused, PortUnavailable
 from worker.mcp_server import MCP_PATH, McpHttp
 from worker.metrics import render_latest
 from worker.ops.guard import asgi_refusal
@@ -101,10 +103,6 @@ NOTIFY_TURN = "consolidation/notify_turn"
 GRACEFUL_HTTP_SHUTDOWN_S = 10
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _MAX_ACCOUNTS_CACHED = 4096
-
-
-class BindRefused(ValueError):
-    """``serve`` was asked to listen beyond loopback without tokens."""
 
 
 def is_loopback(host: str) -> bool:
@@ -406,7 +404,8 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
                 max_age=600,
             )
         )
-    return with_observability(Starlette(routes=routes, lifespan=lifespan, middleware=middleware), runtime)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    return with_observability(app, runtime, known_methods=(*METHODS, NOTIFY_TURN))
 
 
 def _json_line(text: str, *, status: int = 200) -> Response:
@@ -467,10 +466,6 @@ def server_config(runtime: Runtime, *, host: str, port: int, run_worker: bool) -
         limit_concurrency=None,  # it counts connections, idle ones included: InFlightLimit counts requests
         timeout_graceful_shutdown=GRACEFUL_HTTP_SHUTDOWN_S,
     )
-
-
-class PortUnavailable(Exception):
-    """The address cannot be listened on (in use, or not this machine's)."""
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -22,9 +22,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from worker.config import WorkerConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +51,19 @@ def _wait_for_signal() -> None:
         pass
 
 
-def run_worker(*, threads: int | None = None, janitor: bool = True, serve_metrics: bool = True) -> int:
+def run_worker(
+    *, threads: int | None = None, janitor: bool = True, serve_metrics: bool = True, config: WorkerConfig | None = None
+) -> int:
     """Run one worker process until SIGTERM/SIGINT; returns the exit status.
 
-    Configuration is read here (once). In-flight runs get ``shutdown_timeout_s`` to
-    finish; a run cut off is left ``running`` and settled later by a janitor.
+    Configuration is read here (once) unless ``config`` is given. In-flight runs get
+    ``shutdown_timeout_s`` to finish; a run cut off is left ``running`` and settled later by a janitor.
     """
     from worker.config import load_config
     from worker.logging import configure_logging
     from worker.runtime import build_runtime
 
-    config = load_config()
+    config = config if config is not None else load_config()
     configure_logging(fmt=config.log_format, level=config.log_level)
     if config.embedded:
         log.error("memledger worker needs MEMLEDGER_REDIS_URL: the embedded queue lives inside memledger serve")
@@ -128,10 +133,17 @@ def supervise(
     shutdown_timeout_s: float,
     extra_collectors: Sequence[Any] = (),
     operator_token: str | None = None,
+    child_settings: Mapping[str, str] | None = None,
 ) -> int:
-    """Run ``processes`` worker children until SIGTERM/SIGINT; restart any that dies meanwhile."""
+    """Run ``processes`` worker children until SIGTERM/SIGINT; restart any that dies meanwhile.
+
+    ``child_settings`` are environment variables set for the children only (``MEMLEDGER_DATABASE_URL``
+    from ``--database-url``): they read their configuration at start.
+    """
+    from worker.config import child_environment
+
     metrics_dir = tempfile.mkdtemp(prefix="memledger-metrics-")
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
+    env = child_environment(**(child_settings or {}), PROMETHEUS_MULTIPROC_DIR=metrics_dir)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

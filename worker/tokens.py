@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Row, insert, select, update
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Row, insert, select, update
 
-from ledger import Ledger
+from ledger import Ledger, Reader
 from ledger.errors import LedgerError
-from ledger.instants import Clock, format_rfc3339, opt_from_micros, system_clock, to_micros
+from ledger.instants import Clock, format_rfc3339, opt_from_micros, to_micros
 from ledger.models import API_TOKENS
 from ledger.reads import check_scope
+from worker.errors import TokenNotFound
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +38,6 @@ TOKEN_RE = re.compile(r"mlt_[A-Za-z0-9_-]{43}")
 LAST_USED_EVERY_US = 60 * 1_000_000
 _TABLE = API_TOKENS
 _ID_RE = re.compile(r"tok_[0-9a-f]{12}")
-
-
-class TokenNotFound(LedgerError):
-    """No token with that id."""
-
-    reason = "not_found"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +88,13 @@ def _token(row: Row[Any]) -> ApiToken:
 class TokenStore:
     """Create, list, revoke and check API tokens in the ledger's database. Thread-safe."""
 
-    def __init__(self, engine: Engine, *, clock: Clock = system_clock) -> None:
-        self.engine = engine
-        self.clock = clock
+    def __init__(self, led: Ledger, *, clock: Clock | None = None) -> None:
+        self.led = led
+        self.clock = clock if clock is not None else led.clock
 
     @classmethod
     def for_ledger(cls, led: Ledger) -> TokenStore:
-        return cls(led.engine, clock=led.clock)
+        return cls(led)
 
     def _now_us(self, now: datetime | None) -> int:
         return to_micros(self.clock() if now is None else now)
@@ -115,9 +109,12 @@ class TokenStore:
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
         now_us = self._now_us(now)
-        with self.engine.begin() as conn:
-            conn.execute(insert(_TABLE).values(id=token_id, account=account, hash=hash_token(token), created_at=now_us))
-            row = conn.execute(select(_TABLE).where(_TABLE.c.id == token_id)).one()
+
+        def insert_it(w: Reader) -> Row[Any]:
+            w.execute(insert(_TABLE).values(id=token_id, account=account, hash=hash_token(token), created_at=now_us))
+            return w.execute(select(_TABLE).where(_TABLE.c.id == token_id)).one()
+
+        row = self.led.write(insert_it)
         log.info("api token %s created for account %s", token_id, account)
         return _token(row), token
 
@@ -126,8 +123,8 @@ class TokenStore:
         query = select(_TABLE).order_by(_TABLE.c.created_at, _TABLE.c.id)
         if account is not None:
             query = query.where(_TABLE.c.account == account)
-        with self.engine.connect() as conn:
-            return [_token(row) for row in conn.execute(query)]
+        with self.led.reading() as r:
+            return [_token(row) for row in r.execute(query)]
 
     def revoke(self, token_id: str, *, now: datetime | None = None) -> ApiToken:
         """Revoke a token; the next request that carries it gets 401. Idempotent.
@@ -136,11 +133,14 @@ class TokenStore:
             TokenNotFound: no token has that id.
         """
         now_us = self._now_us(now)
-        with self.engine.begin() as conn:
-            conn.execute(
+
+        def revoke_it(w: Reader) -> Row[Any] | None:
+            w.execute(
                 update(_TABLE).where(_TABLE.c.id == token_id, _TABLE.c.revoked_at.is_(None)).values(revoked_at=now_us)
             )
-            row = conn.execute(select(_TABLE).where(_TABLE.c.id == token_id)).one_or_none()
+            return w.execute(select(_TABLE).where(_TABLE.c.id == token_id)).one_or_none()
+
+        row = self.led.write(revoke_it)
         if row is None:
             shown = token_id[:40]
             raise TokenNotFound(f"no API token {shown!r}: `memledger tokens list` shows the ids", token_id=shown)
@@ -152,8 +152,8 @@ class TokenStore:
         if not TOKEN_RE.fullmatch(token):
             return None
         digest = hash_token(token)
-        with self.engine.connect() as conn:
-            row = conn.execute(
+        with self.led.reading() as r:
+            row = r.execute(
                 select(_TABLE.c.id, _TABLE.c.account, _TABLE.c.hash, _TABLE.c.last_used_at).where(
                     _TABLE.c.hash == digest, _TABLE.c.revoked_at.is_(None)
                 )
@@ -163,9 +163,9 @@ class TokenStore:
         now_us = self._now_us(now)
         if row.last_used_at is None or now_us - row.last_used_at >= LAST_USED_EVERY_US:
             try:
-                with self.engine.begin() as conn:
-                    conn.execute(update(_TABLE).where(_TABLE.c.id == row.id).values(last_used_at=now_us))
-            except SQLAlchemyError:  # best effort: a busy database must not turn a valid token away
+                with self.led.writing() as w:
+                    w.execute(update(_TABLE).where(_TABLE.c.id == row.id).values(last_used_at=now_us))
+            except LedgerError:  # best effort: a busy database must not turn a valid token away
                 log.warning("could not record the use of api token %s", row.id, exc_info=True)
         account: str = row.account
         return account

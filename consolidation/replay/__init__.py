@@ -13,6 +13,7 @@ ledger. docs/consolidation-quality.md describes the corpus and every metric.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,15 @@ def replay(
     database_url: str | None = None,
     prices: PriceTable | None = None,
     progress: Progress | None = None,
+    service_kwargs: Mapping[str, Any] | None = None,
 ) -> ReplayReport:
     """Generate ``episodes`` episodes from ``seed`` and score ``harness`` and both baselines on them.
 
     ``database_url`` None plays each arm in a temporary SQLite file, deleted afterwards;
     otherwise every arm plays in fresh scopes of that database (migrated first). ``prices``
-    is the price table runs are charged by (default: the built-in one).
+    is the price table runs are charged by (default: the built-in one). ``service_kwargs`` are
+    extra keyword arguments of the consolidation service: the worker passes the model keys and
+    servers it read (unset: none but what the SDKs read themselves).
 
     Raises:
         InvalidSettings: the harness or model cannot be used (nothing is played);
@@ -64,5 +68,13 @@ def replay(
     with tempfile.TemporaryDirectory(prefix="memledger-replay-") as scratch:
         for arm in (harness, *BASELINES):
             url = database_url or f"sqlite:///{Path(scratch) / arm}.db"
-            tallies[arm] = play_arm(corpus, arm=arm, database_url=url, model=model, prices=prices, progress=progress)
+            tallies[arm] = play_arm(
+                corpus,
+                arm=arm,
+                database_url=url,
+                model=model,
+                prices=prices,
+                progress=progress,
+                service_kwargs=service_kwargs,
+            )
     return ReplayReport(harness, model, seed, tallies)

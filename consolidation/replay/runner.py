@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -77,6 +77,7 @@ class Arm:
         model: str | None = None,
         scope_prefix: str,
         prices: PriceTable | None = None,
+        service_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self.arm = arm
         self.model = model
@@ -84,7 +85,7 @@ class Arm:
         self.prefix = scope_prefix
         self.clock = ReplayClock()
         self.led = open_ledger(database_url, account=f"{scope_prefix}0", clock=self.clock, migrate=True)
-        self.svc = ConsolidationService(self.led, prices=prices, fault_hook=self._hook)
+        self.svc = ConsolidationService(self.led, prices=prices, fault_hook=self._hook, **(service_kwargs or {}))
         self.tally = Tally()
         self.secrets: list[str] = []
         self._current: _Play | None = None
@@ -253,10 +254,12 @@ def play_arm(
     model: str | None = None,
     prices: PriceTable | None = None,
     progress: Progress | None = None,
+    service_kwargs: Mapping[str, Any] | None = None,
 ) -> Tally:
     """Play ``episodes`` in ``arm`` (a harness name or a baseline) on the ledger at ``database_url``; score them.
 
-    ``prices`` is the price table runs are charged by (default: the built-in one).
+    ``prices`` is the price table runs are charged by (default: the built-in one);
+    ``service_kwargs`` the service's extra keyword arguments (see :func:`consolidation.replay.replay`).
 
     Every episode gets a fresh scope (``account:replay-<random>-<n>``), so a database that
     already holds data is not disturbed.
@@ -265,7 +268,7 @@ def play_arm(
         InvalidSettings: the harness or model cannot be used; LedgerError.
     """
     prefix = f"replay-{uuid.uuid4().hex[:8]}-"
-    runner = Arm(database_url, arm=arm, model=model, scope_prefix=prefix, prices=prices)
+    runner = Arm(database_url, arm=arm, model=model, scope_prefix=prefix, prices=prices, service_kwargs=service_kwargs)
     try:
         runner.settings(f"account:{prefix}0")  # refuses a bad harness or model before anything is played
         for index, episode in enumerate(episodes):

@@ -19,16 +19,16 @@ and :mod:`~ledger.files.exchange` (export to / import from the database ledger).
 
 from __future__ import annotations
 
+from ledger.errors import AuditUsageError, EntryUnreadable
 from ledger.files.audit import (
     AuditReport,
-    AuditUsageError,
     Candidate,
     Finding,
     audit_directory,
     entry_files,
     parse_context,
 )
-from ledger.files.entry import EntryUnreadable, parse_entry, read_entry, validate
+from ledger.files.entry import parse_entry, read_entry, validate
 from ledger.files.markdown import audit_markdown
 from ledger.files.model import RULE_IDS, Entry, Problem, ScopeLevel, SourceKind
 

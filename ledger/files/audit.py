@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from ledger.errors import AuditUsageError, EntryUnreadable
 from ledger.files.chains import CYCLE, Chain, Chains, resolve_chains
 from ledger.files.dates import midnight
-from ledger.files.entry import EntryUnreadable, read_entry
+from ledger.files.entry import read_entry
 from ledger.files.model import (
     CHAIN_CYCLE,
     CHAIN_MISSING_TARGET,
@@ -54,10 +55,6 @@ GLOBAL = "global"
 NO_CONTEXT = "not supplied (structural scope checks only)"
 SCOPE_INVALID = "scope declaration is invalid"
 GLOBAL_CONTEXT_REFUSES_PROJECT = "project-scoped entry cannot be trusted in global context"
-
-
-class AuditUsageError(ValueError):
-    """The audit was asked something it cannot do (bad scope, not a directory)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime, timedelta
 
+from ledger.errors import DateError
 from ledger.files.model import When
 
 _DATE_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
@@ -28,15 +29,6 @@ _TIME_RE = re.compile(r"^\d{1,2}(?::\d{1,2}){1,2}(?:\.\d+)?$")
 
 DATE_HINT = "write a whole day as YYYY-MM-DD (e.g. 2026-06-30); quoting it is fine"
 ONE_DAY = timedelta(days=1)
-
-
-class DateError(ValueError):
-    """A value is not an acceptable date; ``check`` is the sub-rule id."""
-
-    def __init__(self, check: str, message: str) -> None:
-        super().__init__(message)
-        self.check = check
-        self.message = message
 
 
 def parse_day(text: str) -> date:

@@ -31,6 +31,7 @@ import os
 import stat
 from pathlib import Path
 
+from ledger.errors import EntryUnreadable
 from ledger.files.body import check_body
 from ledger.files.fields import Collector, read_fields
 from ledger.files.frontmatter import load_front_matter
@@ -38,15 +39,6 @@ from ledger.files.model import INVALID, Entry, Problem
 
 _OPEN = "---"
 _CLOSE = ("---", "...")
-
-
-class EntryUnreadable(Exception):
-    """The file could not be read at all (missing, a directory, no permission)."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path}: cannot read: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 SYMBOLIC_LINK = "symbolic-link"

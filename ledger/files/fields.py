@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.errors import BodyRejected
-from ledger.files.dates import DATE_HINT, DateError, parse_when
+from ledger.errors import BodyRejected, DateError
+from ledger.files.dates import DATE_HINT, parse_when
 from ledger.files.model import (
     AUTHORIZE_KEY,
     INVALID,

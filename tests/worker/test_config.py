@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.worker.conftest import MEMLEDGER
-from worker.config import ConfigError, load_config
+from worker.config import ConfigError, child_environment, load_config
+from worker.runtime import Runtime
 
 
 def test_defaults_are_the_embedded_single_machine_service() -> None:
@@ -88,3 +90,71 @@ def test_the_command_line_reports_bad_configuration_without_a_traceback(base_env
     assert done.returncode == 2
     assert "MEMLEDGER_WORKER_THREADS='zero'" in done.stderr and "MEMLEDGER_LOG_LEVEL='LOUD'" in done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_the_runtime_hands_the_model_keys_it_read_to_the_service(
+    make_runtime: Callable[..., Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "anthropic-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/anthropic")
+    monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", "")  # empty counts as unset
+
+    service = make_runtime().service
+
+    assert (service.connections.api_key, service.connections.base_url) == (
+        "anthropic-key",
+        "http://127.0.0.1:9/anthropic",
+    )
+    assert (service.connections.openai_api_key, service.connections.openai_base_url) == ("openai-key", None)
+
+
+def test_the_consolidation_service_reads_no_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from consolidation import ConsolidationService
+    from ledger import open_ledger
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "anthropic-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        service = ConsolidationService(led)
+        assert (service.connections.api_key, service.connections.openai_api_key) == (None, None)
+    finally:
+        led.close()
+
+
+def test_the_ledger_commands_take_database_and_account_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.cli_ledger import DEFAULT_DATABASE_URL, database_url_from_env, ledger_from_env
+
+    assert database_url_from_env() == DEFAULT_DATABASE_URL
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", url)
+    monkeypatch.setenv("MEMLEDGER_ACCOUNT", "alice")
+    monkeypatch.setenv("MEMLEDGER_LOG_LEVEL", "nonsense")  # the rest of the configuration is not theirs to check
+    assert database_url_from_env() == url
+    assert database_url_from_env("sqlite:///other.db") == "sqlite:///other.db"
+    led = ledger_from_env()
+    try:
+        assert led.scope_key == "account:alice"
+    finally:
+        led.close()
+
+
+def test_a_worker_process_starts_with_this_environment_and_the_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMLEDGER_ACCOUNT", "alice")
+
+    env = child_environment(MEMLEDGER_DATABASE_URL="sqlite:///x.db", PROMETHEUS_MULTIPROC_DIR="/tmp/m")
+
+    assert env["MEMLEDGER_ACCOUNT"] == "alice"
+    assert (env["MEMLEDGER_DATABASE_URL"], env["PROMETHEUS_MULTIPROC_DIR"]) == ("sqlite:///x.db", "/tmp/m")
+
+
+def test_the_serve_port_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_config().port == 8080
+    monkeypatch.setenv("MEMLEDGER_PORT", "8081")
+    assert load_config().port == 8081
+    monkeypatch.setenv("MEMLEDGER_PORT", "70000")
+    with pytest.raises(ConfigError, match="MEMLEDGER_PORT='70000'"):
+        load_config()

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -18,7 +19,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ledger.protocol import METHODS
 from worker.ops.guard import asgi_refusal
 from worker.ops.page import ops_response
 from worker.ops.rpc import Observe
@@ -26,8 +26,6 @@ from worker.ops.snapshot import take_snapshot
 
 if TYPE_CHECKING:
     from worker.runtime import Runtime
-
-NOTIFY_TURN = "consolidation/notify_turn"
 
 
 def ops_routes(runtime: Runtime) -> list[Route]:
@@ -51,7 +49,10 @@ def ops_routes(runtime: Runtime) -> list[Route]:
     return [Route("/livez", livez, methods=["GET"]), Route("/ops", ops, methods=["GET"])]
 
 
-def with_observability(app: Starlette, runtime: Runtime) -> Starlette:
-    """``app`` with RPC metrics and access logs around every request (returns the same app)."""
-    app.add_middleware(Observe, account=runtime.config.account, known_methods=(*METHODS, NOTIFY_TURN))
+def with_observability(app: Starlette, runtime: Runtime, *, known_methods: Sequence[str]) -> Starlette:
+    """``app`` with RPC metrics and access logs around every request (returns the same app).
+
+    ``known_methods`` get their own metric label; any other method name counts as unknown.
+    """
+    app.add_middleware(Observe, account=runtime.config.account, known_methods=tuple(known_methods))
     return app

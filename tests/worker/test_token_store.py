@@ -1,0 +1,40 @@
+"""The token store writes and reads through the ledger's store, as every other write does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from ledger import LedgerError, open_ledger
+from worker.tokens import TokenStore
+
+
+def test_a_database_error_in_a_token_write_comes_out_as_a_ledger_error(tmp_path: Path) -> None:
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        tokens = TokenStore.for_ledger(led)
+        made, secret = tokens.create("alice")
+        assert tokens.authenticate(secret) == "alice"
+        with led.engine.begin() as conn:  # the test breaks the database behind the ledger's back
+            conn.execute(text("DROP TABLE api_tokens"))
+        with pytest.raises(LedgerError, match="the ledger database refused the operation"):
+            tokens.create("bob")
+        with pytest.raises(LedgerError, match="the ledger database refused the operation"):
+            tokens.revoke(made.id)
+    finally:
+        led.close()
+
+
+def test_a_write_outside_any_scope_rolls_back_when_its_block_raises(tmp_path: Path) -> None:
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        tokens = TokenStore.for_ledger(led)
+        tokens.create("alice")
+        with pytest.raises(RuntimeError), led.writing() as w:
+            w.execute(text("DELETE FROM api_tokens"))
+            raise RuntimeError("stop")
+        assert [t.account for t in tokens.list()] == ["alice"]
+    finally:
+        led.close()
