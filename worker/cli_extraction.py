@@ -1,4 +1,4 @@
-"""``memledger extraction set|status``: an operator's per-scope extraction settings (SPEC 4.5, 9).
+"""``memledger extraction set|status``: an operator's per-scope extraction settings (docs/extraction.md).
 
 Exit status: 0 done; 1 refused (a red message on stderr); 2 usage or configuration.
 """

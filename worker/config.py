@@ -39,7 +39,7 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class WorkerConfig(BaseSettings):
-    """Every setting of ``memledger serve`` / ``memledger worker`` (SPEC 2, issue 4 part 1)."""
+    """Every setting of ``memledger serve`` / ``memledger worker`` (docs/operations.md)."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
@@ -77,7 +77,7 @@ class WorkerConfig(BaseSettings):
     redis_namespace: str = Field("memledger", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")
     model_prices: dict[str, dict[str, str | float | int]] = Field(default_factory=dict)
     fault_point: str | None = Field(None, description="fault tests only: os._exit at this step of a run")
-    # Serving safely (SPEC 5.1, issue 9).
+    # Serving safely (docs/operations.md).
     auth: Literal["none", "tokens"] = Field("none", description="tokens: every HTTP request needs a Bearer token")
     allowed_origins: str = Field("", description="comma-separated Origins allowed to call /rpc (CORS for them)")
     allowed_hosts: str = Field("", description="comma-separated Host names accepted besides the loopback ones")

@@ -1,4 +1,4 @@
-"""The ledger as a Model Context Protocol server (SPEC 5.2), on the official ``mcp`` SDK.
+"""The ledger as a Model Context Protocol server (docs/mcp.md), on the official ``mcp`` SDK.
 
 Two transports, one tool table (:mod:`worker.mcp_tools`):
 
@@ -246,7 +246,7 @@ class McpHttp:
 
     Stateless (no ``Mcp-Session-Id`` kept in the process) with JSON answers, POST only,
     bodies bounded at ``max_request_bytes``. With ``admit`` the host app checks Host,
-    Origin and the caller itself (SPEC 5.1, the same checks as ``/rpc``); without it the
+    Origin and the caller itself (the same checks as ``/rpc``, docs/operations.md); without it the
     SDK's transport security allows loopback names and no web page
     (:func:`loopback_security`). Enter :meth:`run` in the host app's lifespan.
     """

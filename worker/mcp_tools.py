@@ -4,7 +4,7 @@ This module knows nothing of transports: :func:`call_tool` takes a ledger, a too
 name and the client's arguments and returns a :class:`mcp_types.CallToolResult`;
 :mod:`worker.mcp_server` wires it to the SDK over stdio and streamable HTTP.
 
-Tools (SPEC 5.2), all on the bound account's scope only::
+Tools (docs/mcp.md), all on the bound account's scope only::
 
     list_pins(limit=None, cursor=None)      read   -> {scopeKey, nextCursor, count, pins}
     search_pins(query, limit=10)            read   -> {scopeKey, query, count, pins}

@@ -1,4 +1,4 @@
-"""``memledger serve``: the record protocol over HTTP, on uvicorn + Starlette, served safely (SPEC 5.1).
+"""``memledger serve``: the record protocol over HTTP, on uvicorn + Starlette, served safely (docs/operations.md).
 
 Routes::
 

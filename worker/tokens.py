@@ -1,4 +1,4 @@
-"""API tokens (SPEC 5.1): one token names one account; only its SHA-256 is stored.
+"""API tokens (docs/operations.md): one token names one account; only its SHA-256 is stored.
 
 A token is ``mlt_`` followed by 43 URL-safe characters (256 random bits). ``memledger tokens
 create ACCOUNT`` prints it once; the ``api_tokens`` table (:data:`ledger.models.API_TOKENS`)
