@@ -16,13 +16,10 @@ Two outcomes, and only two:
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
-
-from consolidation.pricing import ModelPrice, PriceTable, UnknownModelPrice
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,38 +129,3 @@ class Turn:
     schema_name: str
     parse: Callable[[str], dict[str, Any]]
     parse_error: type[ValueError]
-
-
-def check_bounds(max_output_tokens: int, wall_clock_cap_s: float) -> None:
-    """Refuse a call that could not be bounded. Raises ValueError (a caller's bug: settings check these)."""
-    if max_output_tokens < 1:
-        raise ValueError(f"max_output_tokens must be at least 1, got {max_output_tokens}")
-    if not (wall_clock_cap_s > 0 and math.isfinite(wall_clock_cap_s)):
-        raise ValueError(f"wall_clock_cap_s must be a positive number of seconds, got {wall_clock_cap_s}")
-
-
-def price_for(prices: PriceTable, model: str) -> ModelPrice:
-    """The price of ``model``.
-
-    Raises:
-        HarnessError: no price for ``model`` (a call whose spend cannot be accounted is never made).
-    """
-    try:
-        return prices.price_for(model)
-    except UnknownModelPrice as exc:
-        raise HarnessError(str(exc)) from exc
-
-
-def read_reply(turn: Turn, text: str, *, prompt: str, usage: Usage, spend: int, why: str | None) -> HarnessResult:
-    """The result of a reply whose text is ``text``: parsed by ``turn``, or ``answer`` None and ``error`` saying why.
-
-    ``why`` is the vendor's reading of how the reply stopped (" (the reply was cut off …)"),
-    added to the error when the text did not parse.
-    """
-    try:
-        answer: dict[str, Any] | None = turn.parse(text)
-        error = None
-    except turn.parse_error as exc:
-        answer = None
-        error = f"unparseable answer: {exc}{why or ''}"
-    return HarnessResult(answer=answer, raw_text=text, prompt=prompt, usage=usage, spend_micro_usd=spend, error=error)

@@ -44,17 +44,8 @@ from urllib.parse import urlsplit
 import openai
 from openai.types.chat import ChatCompletion
 
-from consolidation.harnesses.base import (
-    HarnessError,
-    HarnessResult,
-    PromptRecord,
-    Turn,
-    Usage,
-    check_bounds,
-    price_for,
-    read_reply,
-)
-from consolidation.harnesses.one_turn import OneTurnHarness
+from consolidation.harnesses.base import HarnessError, HarnessResult, PromptRecord, Turn, Usage
+from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
 from consolidation.pricing import ModelPrice, PriceTable
 from consolidation.prompt import turn as consolidation_turn
