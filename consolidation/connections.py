@@ -3,10 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from consolidation.harnesses import Connection
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import scope_prices
+
+
+class Target(Protocol):
+    """What a scope's settings of either job say of where its call goes."""
+
+    @property
+    def harness(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def price_in_usd_per_mtok(self) -> float | None: ...
+    @property
+    def price_out_usd_per_mtok(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,3 +51,9 @@ class Connections:
             api_key, url = self.api_key, self.base_url
         prices = scope_prices(self.prices, model=model, price_in=price_in, price_out=price_out)
         return Connection(api_key=api_key, base_url=url, prices=prices)
+
+    def of(self, target: Target) -> Connection:
+        """:meth:`connection` for a scope's settings (consolidation's or extraction's)."""
+        return self.connection(
+            target.harness, target.model, target.base_url, target.price_in_usd_per_mtok, target.price_out_usd_per_mtok
+        )

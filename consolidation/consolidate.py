@@ -241,13 +241,7 @@ class ConsolidationJob:
     def _harness(self, settings: ConsolidationSettings) -> Harness:
         """The scope's harness (an injected one by name, else the registry's for the scope's target)."""
         injected = self._harnesses.get(settings.harness)
-        if injected is not None:
-            return injected
-        connection = self.connections.connection(
-            settings.harness, settings.model, settings.base_url,
-            settings.price_in_usd_per_mtok, settings.price_out_usd_per_mtok,
-        )  # fmt: skip
-        return spec(settings.harness).consolidation(connection)
+        return injected if injected is not None else spec(settings.harness).consolidation(self.connections.of(settings))
 
 
 def _target(known: dict[str, str], target: object) -> object:

@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from consolidation.harnesses.base import PromptRecord
+from consolidation.harnesses.base import PromptRecord, Turn
 
 OPEN_TAG = "<memory_records>"
 CLOSE_TAG = "</memory_records>"
@@ -225,3 +225,15 @@ def parse_answer(text: str) -> dict[str, Any]:
                 raise AnswerParseError(f'"operations" must be a list, got {type(operations).__name__}')
             return {"operations": operations}
     raise AnswerParseError(problem)
+
+
+def turn(records: Sequence[PromptRecord]) -> Turn:
+    """The consolidation turn for ``records``: this module's system text, user message, schema and parser."""
+    return Turn(
+        system=SYSTEM_PROMPT,
+        user_message=build_user_message(records),
+        schema=ANSWER_SCHEMA,
+        schema_name="memledger_operations",
+        parse=parse_answer,
+        parse_error=AnswerParseError,
+    )

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from consolidation.extraction.digest import DigestMessage
+from consolidation.harnesses.base import Turn
 from ledger.lines import escape_line_breaks
 
 OPEN_CONVERSATION, CLOSE_CONVERSATION = "<conversation>", "</conversation>"
@@ -160,3 +161,15 @@ def parse_answer(text: str) -> dict[str, Any]:
                 raise ProposalsParseError(f'"proposals" must be a list, got {type(value["proposals"]).__name__}')
             return {"proposals": value["proposals"]}
     raise ProposalsParseError(problem)
+
+
+def turn(digest: Sequence[DigestMessage], pinned: Sequence[str]) -> Turn:
+    """The extraction turn for ``digest`` and ``pinned``: this module's system text, user message, schema and parser."""
+    return Turn(
+        system=SYSTEM_PROMPT,
+        user_message=build_user_message(digest, pinned),
+        schema=ANSWER_SCHEMA,
+        schema_name="memledger_proposals",
+        parse=parse_answer,
+        parse_error=ProposalsParseError,
+    )

@@ -342,13 +342,7 @@ class ExtractionJobs:
     def _extractor(self, settings: XS.ExtractionSettings) -> Extractor:
         """The scope's extraction harness (an injected one by name, else the registry's for the scope's target)."""
         injected = self._extractors.get(settings.harness)
-        if injected is not None:
-            return injected
-        connection = self.connections.connection(
-            settings.harness, settings.model, settings.base_url,
-            settings.price_in_usd_per_mtok, settings.price_out_usd_per_mtok,
-        )  # fmt: skip
-        return spec(settings.harness).extraction(connection)
+        return injected if injected is not None else spec(settings.harness).extraction(self.connections.of(settings))
 
 
 def _digest_of(prompt: str | None) -> list[D.DigestMessage]:

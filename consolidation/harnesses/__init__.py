@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from consolidation.harnesses.anthropic import AnthropicHarness
     from consolidation.harnesses.extract_base import Extractor
     from consolidation.harnesses.offline import OfflineHarness
+    from consolidation.harnesses.openai import OpenAIHarness
     from consolidation.pricing import PriceTable
 
 __all__ = [
@@ -92,7 +93,7 @@ def _offline_extractor(connection: Connection) -> Extractor:
     return OfflineExtractor()
 
 
-def _anthropic(connection: Connection) -> Harness:
+def _anthropic(connection: Connection) -> AnthropicHarness:
     from consolidation.harnesses.anthropic import AnthropicHarness
 
     return AnthropicHarness(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
@@ -101,10 +102,10 @@ def _anthropic(connection: Connection) -> Harness:
 def _anthropic_extractor(connection: Connection) -> Extractor:
     from consolidation.harnesses.extract_anthropic import AnthropicExtractor
 
-    return AnthropicExtractor(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
+    return AnthropicExtractor(_anthropic(connection))
 
 
-def _openai(connection: Connection) -> Harness:
+def _openai(connection: Connection) -> OpenAIHarness:
     from consolidation.harnesses.openai import OpenAIHarness
 
     return OpenAIHarness(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
@@ -113,7 +114,7 @@ def _openai(connection: Connection) -> Harness:
 def _openai_extractor(connection: Connection) -> Extractor:
     from consolidation.harnesses.extract_openai import OpenAIExtractor
 
-    return OpenAIExtractor(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
+    return OpenAIExtractor(_openai(connection))
 
 
 HARNESSES: dict[str, HarnessSpec] = {

@@ -23,7 +23,6 @@ that case.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from collections.abc import Sequence
@@ -32,10 +31,11 @@ from typing import Any, ClassVar, cast
 import anthropic
 from anthropic.types import Message, TextBlock
 
-from consolidation.harnesses.base import Harness, HarnessError, HarnessResult, PromptRecord, Usage
+from consolidation.harnesses.base import HarnessError, HarnessResult, PromptRecord, Turn, Usage
+from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
-from consolidation.pricing import ModelPrice, PriceTable, UnknownModelPrice
-from consolidation.prompt import ANSWER_SCHEMA, SYSTEM_PROMPT, AnswerParseError, build_user_message, parse_answer
+from consolidation.pricing import ModelPrice, PriceTable
+from consolidation.prompt import turn as consolidation_turn
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +67,7 @@ def _usage(message: Message) -> Usage:
     )
 
 
-def price_for(prices: PriceTable, model: str) -> ModelPrice:
-    """The price of ``model``.
-
-    Raises:
-        HarnessError: no price for ``model`` (a call whose spend cannot be accounted is never made).
-    """
-    try:
-        return prices.price_for(model)
-    except UnknownModelPrice as exc:
-        raise HarnessError(str(exc)) from exc
-
-
-class AnthropicHarness(Harness):
+class AnthropicHarness(OneTurnHarness):
     """Consolidation through the Anthropic Messages API (official SDK).
 
     ``api_key`` / ``base_url`` of ``None`` let the SDK read ``ANTHROPIC_API_KEY`` /
@@ -109,48 +97,25 @@ class AnthropicHarness(Harness):
 
     def request_params(self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int) -> dict[str, Any]:
         """The keyword arguments of the one ``messages.create`` call (no ``tools``, one user message)."""
-        return self.one_turn_params(
-            system=SYSTEM_PROMPT,
-            user_message=build_user_message(records),
-            schema=ANSWER_SCHEMA,
-            model=model,
-            max_output_tokens=max_output_tokens,
-        )
+        return self.turn_params(consolidation_turn(records), model=model, max_output_tokens=max_output_tokens)
 
-    def one_turn_params(
-        self, *, system: str, user_message: str, schema: dict[str, Any], model: str, max_output_tokens: int
-    ) -> dict[str, Any]:
-        """The ``messages.create`` arguments of one tool-less turn, asking for ``schema`` where the model accepts it."""
+    def turn_params(self, turn: Turn, *, model: str, max_output_tokens: int) -> dict[str, Any]:
+        """The ``messages.create`` arguments of ``turn``, asking for its schema where the model accepts it."""
         params: dict[str, Any] = {
             "model": model,
             "max_tokens": max_output_tokens,
-            "system": system,
-            "messages": [{"role": "user", "content": user_message}],
+            "system": turn.system,
+            "messages": [{"role": "user", "content": turn.user_message}],
         }
         structured = self._structured_output
         if structured is None:
             structured = supports_structured_output(model)
         if structured:
-            params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
+            params["output_config"] = {"format": {"type": "json_schema", "schema": turn.schema}}
         return params
 
-    def price_for(self, model: str) -> ModelPrice:
-        """The price of ``model``.
-
-        Raises:
-            HarnessError: no price for ``model``.
-        """
-        return price_for(self._prices, model)
-
-    def call(
-        self,
-        records: Sequence[PromptRecord],
-        *,
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
-    ) -> HarnessResult:
-        """Make the one Messages request for ``records`` within ``wall_clock_cap_s``.
+    def ask(self, turn: Turn, *, model: str, max_output_tokens: int, wall_clock_cap_s: float) -> HarnessResult:
+        """Make the one Messages request for ``turn`` within ``wall_clock_cap_s``.
 
         Returns a result whenever a response arrived (``answer`` is ``None`` when its
         text did not parse). Usage and spend come from the response.
@@ -161,15 +126,11 @@ class AnthropicHarness(Harness):
                 cap ran out while retrying (``retryable_exhausted``).
             ValueError: ``max_output_tokens`` < 1, or ``wall_clock_cap_s`` not a positive finite number.
         """
-        if max_output_tokens < 1:
-            raise ValueError(f"max_output_tokens must be at least 1, got {max_output_tokens}")
-        if not (wall_clock_cap_s > 0 and math.isfinite(wall_clock_cap_s)):
-            raise ValueError(f"wall_clock_cap_s must be a positive number of seconds, got {wall_clock_cap_s}")
-        price = self.price_for(model)
-        params = self.request_params(records, model=model, max_output_tokens=max_output_tokens)
-        prompt: str = params["messages"][0]["content"]
+        check_bounds(max_output_tokens, wall_clock_cap_s)
+        price = price_for(self._prices, model)
+        params = self.turn_params(turn, model=model, max_output_tokens=max_output_tokens)
         message = self.send(params, cap_s=wall_clock_cap_s)
-        return self._result(message, prompt=prompt, price=price, max_output_tokens=max_output_tokens)
+        return self._result(message, turn=turn, price=price, max_output_tokens=max_output_tokens)
 
     def send(self, params: dict[str, Any], *, cap_s: float) -> Message:
         """Make the ``messages.create`` request within ``cap_s`` under the shared retry policy.
@@ -199,7 +160,7 @@ class AnthropicHarness(Harness):
                 "set ANTHROPIC_API_KEY or use the offline harness"
             ) from exc
 
-    def _result(self, message: Message, *, prompt: str, price: ModelPrice, max_output_tokens: int) -> HarnessResult:
+    def _result(self, message: Message, *, turn: Turn, price: ModelPrice, max_output_tokens: int) -> HarnessResult:
         usage = _usage(message)
         spend = price.spend_micro_usd(usage)
         text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
@@ -212,16 +173,8 @@ class AnthropicHarness(Harness):
             usage.output_tokens,
             spend,
         )
-        try:
-            answer: dict[str, Any] | None = parse_answer(text)
-            error = None
-        except AnswerParseError as exc:
-            answer = None
-            error = f"unparseable answer: {exc}"
-            if message.stop_reason == "max_tokens":
-                error += f" (the reply was cut off at max_tokens={max_output_tokens})"
-            elif message.stop_reason == "refusal":
-                error += " (the model refused)"
-        return HarnessResult(
-            answer=answer, raw_text=text, prompt=prompt, usage=usage, spend_micro_usd=spend, error=error
-        )
+        why = {
+            "max_tokens": f" (the reply was cut off at max_tokens={max_output_tokens})",
+            "refusal": " (the model refused)",
+        }.get(message.stop_reason or "")
+        return read_reply(turn, text, prompt=turn.user_message, usage=usage, spend=spend, why=why)

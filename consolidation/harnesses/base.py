@@ -17,7 +17,7 @@ Two outcomes, and only two:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -113,3 +113,19 @@ class Harness(ABC):
         Raises:
             HarnessError: the call failed; nothing usable arrived.
         """
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One hidden, tool-less turn of either job: what is sent, and how the reply's text is read.
+
+    ``parse`` turns the text into the answer or raises ``parse_error``; ``schema_name``
+    names ``schema`` where the API wants a name for it.
+    """
+
+    system: str
+    user_message: str
+    schema: dict[str, Any]
+    schema_name: str
+    parse: Callable[[str], dict[str, Any]]
+    parse_error: type[ValueError]

@@ -17,7 +17,9 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from consolidation.extraction.digest import DigestMessage
+from consolidation.extraction.prompt import turn as extraction_turn
 from consolidation.harnesses.base import HarnessResult
+from consolidation.harnesses.one_turn import OneTurnHarness
 
 
 class Extractor(ABC):
@@ -42,3 +44,37 @@ class Extractor(ABC):
         Raises:
             HarnessError: the call failed; nothing usable arrived.
         """
+
+
+class OneTurnExtractor(Extractor):
+    """Extraction as one hidden, tool-less turn sent through a paying harness's :meth:`~OneTurnHarness.ask`.
+
+    The same request discipline as the harness's consolidation call: the extraction system
+    text and exactly one user message (:func:`consolidation.extraction.prompt.build_user_message`),
+    the output bounded, retries only where nothing was processed, all inside the wall-clock
+    cap, no repair turn.
+    """
+
+    def __init__(self, transport: OneTurnHarness) -> None:
+        self._transport = transport
+
+    def extract(
+        self,
+        digest: Sequence[DigestMessage],
+        pinned: Sequence[str],
+        *,
+        model: str,
+        max_output_tokens: int,
+        wall_clock_cap_s: float,
+    ) -> HarnessResult:
+        """Make the one request; a response always returns a result (``answer`` None if it did not parse).
+
+        Raises:
+            HarnessError, ValueError: as the transport's :meth:`~OneTurnHarness.ask`.
+        """
+        return self._transport.ask(
+            extraction_turn(digest, pinned),
+            model=model,
+            max_output_tokens=max_output_tokens,
+            wall_clock_cap_s=wall_clock_cap_s,
+        )

@@ -34,21 +34,21 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, cast
 from urllib.parse import urlsplit
 
 import openai
 from openai.types.chat import ChatCompletion
 
-from consolidation.harnesses.anthropic import price_for
-from consolidation.harnesses.base import Harness, HarnessError, HarnessResult, PromptRecord, Usage
+from consolidation.harnesses.base import HarnessError, HarnessResult, PromptRecord, Turn, Usage
+from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
 from consolidation.pricing import ModelPrice, PriceTable
-from consolidation.prompt import ANSWER_SCHEMA, SYSTEM_PROMPT, AnswerParseError, build_user_message, parse_answer
+from consolidation.prompt import turn as consolidation_turn
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def _usage(completion: ChatCompletion) -> Usage:
     )
 
 
-class OpenAIHarness(Harness):
+class OpenAIHarness(OneTurnHarness):
     """Consolidation through Chat Completions (official ``openai`` SDK); see the module docstring.
 
     ``api_key`` of ``None`` means none configured (a placeholder goes to a server that is
@@ -188,53 +188,30 @@ class OpenAIHarness(Harness):
         self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int, form: str = FORMATS[0]
     ) -> dict[str, Any]:
         """The keyword arguments of the one ``chat.completions.create`` call (no ``tools``)."""
-        return self.one_turn_params(
-            system=SYSTEM_PROMPT,
-            user_message=build_user_message(records),
-            schema=ANSWER_SCHEMA,
-            schema_name="memledger_operations",
-            model=model,
-            max_output_tokens=max_output_tokens,
-            form=form,
+        return self.turn_params(
+            consolidation_turn(records), model=model, max_output_tokens=max_output_tokens, form=form
         )
 
-    def one_turn_params(
-        self,
-        *,
-        system: str,
-        user_message: str,
-        schema: dict[str, Any],
-        schema_name: str,
-        model: str,
-        max_output_tokens: int,
-        form: str,
-    ) -> dict[str, Any]:
-        """The ``chat.completions.create`` arguments of one tool-less turn, asking for ``schema`` in ``form``."""
+    def turn_params(self, turn: Turn, *, model: str, max_output_tokens: int, form: str) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments of ``turn``, asking for its schema in ``form``."""
         # OpenAI's newer models take only max_completion_tokens; servers that copy the API take max_tokens.
         limit = "max_completion_tokens" if self._official else "max_tokens"
         params: dict[str, Any] = {
             "model": model,
             limit: max_output_tokens,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user_message}],
+            "messages": [{"role": "system", "content": turn.system}, {"role": "user", "content": turn.user_message}],
         }
         if form == "json_schema":
             params["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": schema_name, "schema": strict_schema(schema), "strict": True},
+                "json_schema": {"name": turn.schema_name, "schema": strict_schema(turn.schema), "strict": True},
             }
         elif form == "json_object":
             params["response_format"] = {"type": "json_object"}
         return params
 
-    def call(
-        self,
-        records: Sequence[PromptRecord],
-        *,
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
-    ) -> HarnessResult:
-        """Make the one Chat Completions request for ``records`` within ``wall_clock_cap_s``.
+    def ask(self, turn: Turn, *, model: str, max_output_tokens: int, wall_clock_cap_s: float) -> HarnessResult:
+        """Make the one Chat Completions request for ``turn`` within ``wall_clock_cap_s``.
 
         Returns a result whenever an answer arrived (``answer`` is ``None`` when its text did
         not parse). Usage and spend come from the response.
@@ -245,38 +222,14 @@ class OpenAIHarness(Harness):
                 connection, the cap ran out while retrying, or the model refused.
             ValueError: ``max_output_tokens`` < 1, or ``wall_clock_cap_s`` not a positive finite number.
         """
-        return self.ask(
-            lambda form: self.request_params(records, model=model, max_output_tokens=max_output_tokens, form=form),
-            parse=parse_answer,
-            parse_error=AnswerParseError,
-            model=model,
-            max_output_tokens=max_output_tokens,
-            wall_clock_cap_s=wall_clock_cap_s,
-        )
-
-    def ask(
-        self,
-        params_for: Callable[[str], dict[str, Any]],
-        *,
-        parse: Callable[[str], dict[str, Any]],
-        parse_error: type[ValueError],
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
-    ) -> HarnessResult:
-        """One turn built by ``params_for(form)``, its text read by ``parse``; shared with extraction.
-
-        Raises:
-            HarnessError, ValueError: as :meth:`call`.
-        """
-        _check_bounds(max_output_tokens, wall_clock_cap_s)
+        check_bounds(max_output_tokens, wall_clock_cap_s)
         price = price_for(self._prices, model)
         if self._api_key is None and self._official:
             raise HarnessError("no OpenAI API key: set OPENAI_API_KEY, or point base_url at a local server")
         deadline = time.monotonic() + wall_clock_cap_s
         form = remembered_format(self._base_url, model)
         while True:
-            params = params_for(form)
+            params = self.turn_params(turn, model=model, max_output_tokens=max_output_tokens, form=form)
             try:
                 completion = self.send(params, deadline=deadline, cap_s=wall_clock_cap_s)
                 break
@@ -292,16 +245,7 @@ class OpenAIHarness(Harness):
                 )
                 form = following[0]
                 _remember_format(self._base_url, model, form)
-        prompt: str = params["messages"][1]["content"]
-        return self._result(
-            completion,
-            prompt=prompt,
-            price=price,
-            form=form,
-            parse=parse,
-            parse_error=parse_error,
-            limit=max_output_tokens,
-        )
+        return self._result(completion, turn=turn, price=price, form=form, limit=max_output_tokens)
 
     def send(self, params: dict[str, Any], *, deadline: float, cap_s: float) -> ChatCompletion:
         """Make the ``chat.completions.create`` request before ``deadline`` under the shared retry policy.
@@ -336,15 +280,7 @@ class OpenAIHarness(Harness):
             )
 
     def _result(
-        self,
-        completion: ChatCompletion,
-        *,
-        prompt: str,
-        price: ModelPrice,
-        form: str,
-        parse: Callable[[str], dict[str, Any]],
-        parse_error: type[ValueError],
-        limit: int,
+        self, completion: ChatCompletion, *, turn: Turn, price: ModelPrice, form: str, limit: int
     ) -> HarnessResult:
         usage = _usage(completion)
         spend = price.spend_micro_usd(usage)
@@ -365,26 +301,11 @@ class OpenAIHarness(Harness):
         refusal = message.refusal if message is not None else None
         if refusal:
             raise HarnessError(f"the model refused: {refusal[:200]}", usage=usage, spend_micro_usd=spend)
-        try:
-            answer: dict[str, Any] | None = parse(text)
-            error = None
-        except parse_error as exc:
-            answer = None
-            error = f"unparseable answer: {exc}"
-            if finish == "length":
-                error += f" (the reply was cut off at max_tokens={limit})"
-            elif finish == "content_filter":
-                error += " (the server's content filter stopped the reply)"
-        if answer is not None and form == "json_schema":
-            answer = _drop_nulls(answer)
-        return HarnessResult(
-            answer=answer, raw_text=text, prompt=prompt, usage=usage, spend_micro_usd=spend, error=error
-        )
-
-
-def _check_bounds(max_output_tokens: int, wall_clock_cap_s: float) -> None:
-    """Refuse a call that could not be bounded. Raises ValueError (a caller's bug: settings check these)."""
-    if max_output_tokens < 1:
-        raise ValueError(f"max_output_tokens must be at least 1, got {max_output_tokens}")
-    if not (wall_clock_cap_s > 0 and math.isfinite(wall_clock_cap_s)):
-        raise ValueError(f"wall_clock_cap_s must be a positive number of seconds, got {wall_clock_cap_s}")
+        if form == "json_schema":
+            read = turn.parse
+            turn = replace(turn, parse=lambda text: _drop_nulls(read(text)))
+        why = {
+            "length": f" (the reply was cut off at max_tokens={limit})",
+            "content_filter": " (the server's content filter stopped the reply)",
+        }.get(finish or "")
+        return read_reply(turn, text, prompt=turn.user_message, usage=usage, spend=spend, why=why)

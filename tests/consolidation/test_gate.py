@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -10,34 +9,16 @@ import pytest
 from consolidation import gate as G
 from consolidation.models import Op
 from ledger.errors import BodyRejected
-from ledger.models import Kind, MemoryRecord, Provenance, Status
+from ledger.models import Kind, MemoryRecord, Status
 from ledger.screening import screen_body
 from tests.conftest import T0
+from tests.records import active_record
 
 SCOPE = "account:local"
 
 
 def rec(rid: str, **kw: object) -> MemoryRecord:
-    base = MemoryRecord(
-        id=rid,
-        scope_key=SCOPE,
-        kind=Kind.FACT,
-        body=f"body {rid}",
-        provenance=Provenance.USER_EXPLICIT,
-        status=Status.ACTIVE,
-        source_session_id=None,
-        supersedes=[],
-        superseded_by=None,
-        confidence_bps=None,
-        rationale=None,
-        valid_from=T0,
-        valid_to=None,
-        expires_at=None,
-        conflict_group=None,
-        created_at=T0,
-        updated_at=T0,
-    )
-    return replace(base, **kw)  # type: ignore[arg-type]
+    return active_record(rid, **{"scope_key": SCOPE, **kw})  # type: ignore[arg-type]
 
 
 RECORDS = {

@@ -186,7 +186,7 @@ def test_openais_own_api_is_asked_for_max_completion_tokens() -> None:
 def test_extraction_asks_with_its_own_schema_and_falls_back_too(fake: FakeOpenAI) -> None:
     fake.set_formats("json_object", "text")
     fake.set_proposals([{"body": "I prefer metric units", "kind": "preference"}])
-    extractor = OpenAIExtractor(api_key=None, base_url=fake.base_url, prices=PRICES)
+    extractor = OpenAIExtractor(OpenAIHarness(api_key=None, base_url=fake.base_url, prices=PRICES))
 
     result = extractor.extract(
         [DigestMessage("m1", "user", "remember that I prefer metric units")],

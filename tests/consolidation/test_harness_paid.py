@@ -13,8 +13,9 @@ import time
 
 import pytest
 
+from consolidation.extraction.digest import DigestMessage
 from consolidation.fake_anthropic import Reply
-from consolidation.harnesses import HarnessError, PromptRecord, Usage, get_harness
+from consolidation.harnesses import HarnessError, PromptRecord, Usage, get_extractor, get_harness
 from consolidation.harnesses.anthropic import supports_structured_output
 from consolidation.harnesses.base import Harness
 from consolidation.prompt import ANSWER_SCHEMA, CLOSE_TAG, SYSTEM_PROMPT, decode_user_message
@@ -347,3 +348,24 @@ def test_the_result_round_trips_as_json(fake, harness):
 
     assert json.loads(result.raw_text) == result.answer
     assert result.answer == {"operations": [{"op": "keep", "targets": ["mem_a1"]}]}
+
+
+@only("anthropic")
+def test_an_extraction_reply_the_model_refused_says_so(fake, vendor):
+    # Given a model that stops with a refusal instead of proposals
+    fake.push(Reply(text="I can't help with that.", stop_reason="refusal"))
+    extractor = get_extractor("anthropic", base_url=fake.base_url, api_key="test-key")
+
+    # When the extraction call is made
+    result = extractor.extract(
+        [DigestMessage("m1", "user", "I prefer tea")],
+        [],
+        model=MODELS["anthropic"],
+        max_output_tokens=512,
+        wall_clock_cap_s=5.0,
+    )
+
+    # Then, as for consolidation, the error says the model refused, with the reply's usage kept
+    assert result.answer is None
+    assert result.error is not None and result.error.endswith(" (the model refused)")
+    assert fake.calls == 1

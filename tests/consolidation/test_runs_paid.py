@@ -23,7 +23,7 @@ from consolidation.prompt import CLOSE_TAG, IN_GROUP, OPEN_TAG, SYSTEM_PROMPT, d
 from ledger import Ledger
 from ledger.models import Kind, Provenance, Status
 from tests.conftest import T0
-from tests.consolidation.conftest import SCOPE, at
+from tests.consolidation.conftest import SCOPE, at, race_execute
 from tests.consolidation.vendors import Vendor, content, stack_fixtures, system_text
 
 stack, vendor, db_url, fake = stack_fixtures()
@@ -633,18 +633,7 @@ def test_concurrent_execute_of_one_run_makes_one_request_and_one_settlement(
     enable(services[0])
     run = services[0].notify_turn(SCOPE, now=at(1))
     assert run is not None
-    barrier = threading.Barrier(8)
-    results: list[Any] = []
-
-    def race(svc: ConsolidationService) -> None:
-        barrier.wait()
-        results.append(svc.execute(run.id, now=at(1)))
-
-    threads = [threading.Thread(target=race, args=(services[n % 4],)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=20)
+    results = race_execute(services, run.id, now=at(1))
 
     # Then one thread executed it, with one request, and it settled once
     winners = [r for r in results if r is not None]

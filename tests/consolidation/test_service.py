@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -11,7 +10,7 @@ from consolidation import ConsolidationService, InvalidSettings, Mode, Outcome, 
 from ledger import ScopeError
 from ledger.models import Provenance, Status
 from tests.conftest import T0, Clock
-from tests.consolidation.conftest import SCOPE
+from tests.consolidation.conftest import SCOPE, race_execute
 
 
 def at(seconds: float) -> object:
@@ -215,18 +214,7 @@ def test_concurrent_execute_runs_and_settles_once(make_service, db_url: str) -> 
     services[0].update_settings(SCOPE, mode="apply", debounce_s=0, now=at(0))
     run = services[0].notify_turn(SCOPE, now=at(1))
     assert run is not None
-    results: list[object] = []
-    barrier = threading.Barrier(8)
-
-    def race(svc: ConsolidationService) -> None:
-        barrier.wait()
-        results.append(svc.execute(run.id, now=at(2)))
-
-    threads = [threading.Thread(target=race, args=(services[i % 4],)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = race_execute(services, run.id, now=at(2))
     # Then exactly one call executed and settled it; one merged record exists
     assert sum(r is not None for r in results) == 1
     assert services[0].get_run(run.id).model_calls == 1

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from ledger import InvalidArgument, Ledger, Provenance, Status
-from ledger.models import Kind, MemoryRecord
 from ledger.packet import (
     EXCLUSION_CODES,
     HEADER,
@@ -25,6 +24,7 @@ from ledger.packet import (
     is_unsafe_body,
 )
 from tests.conftest import Clock
+from tests.records import active_record
 
 SCOPE = "account:local"
 
@@ -462,25 +462,7 @@ def test_the_packet_holds_the_header_once_and_one_citation_per_record(bodies: li
     # Given active records with any bodies built from the header's and citations' pieces
     at = datetime(2026, 1, 1, tzinfo=UTC)
     records = [
-        MemoryRecord(
-            id=f"mem_{n:04x}{n:020x}",
-            scope_key=SCOPE,
-            kind=Kind.FACT,
-            body=body,
-            provenance=Provenance.USER_EXPLICIT,
-            status=Status.ACTIVE,
-            source_session_id=None,
-            supersedes=[],
-            superseded_by=None,
-            confidence_bps=None,
-            rationale=None,
-            valid_from=at + timedelta(seconds=n),
-            valid_to=None,
-            expires_at=None,
-            conflict_group=None,
-            created_at=at,
-            updated_at=at,
-        )
+        active_record(f"mem_{n:04x}{n:020x}", scope_key=SCOPE, body=body, valid_from=at + timedelta(seconds=n))
         for n, body in enumerate(bodies)
     ]
     # When the packet is built

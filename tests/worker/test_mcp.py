@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeVar
 
 import anyio
 import pytest
@@ -28,6 +28,8 @@ from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, check_pins, ok, refused, stdio_session
 from worker.mcp_server import build_server
 from worker.mcp_tools import ERROR_META_KEY, PIN_ALWAYS, TOOLS, call_tool
+
+T = TypeVar("T")
 
 Scenario = Callable[[ClientSession], Awaitable[None]]
 
@@ -369,6 +371,21 @@ def test_memledger_mcp_that_cannot_start_says_why(tmp_path: Path, env: dict[str,
     assert says in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
 
 
+def over_stdio(db_url: str, lines: list[str], read: Callable[[IO[bytes]], T]) -> T:
+    """Write ``lines`` to a fresh ``memledger mcp``, let ``read`` read its stdout, then close it; it must exit 0."""
+    env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
+    with subprocess.Popen(
+        [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(("\n".join(lines) + "\n").encode())
+        proc.stdin.flush()
+        out = read(proc.stdout)
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+    return out
+
+
 def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(db_url: str) -> None:
     # Raw lines: the SDK's client cannot even send a lone surrogate, but JSON (and a JS client) can.
     init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
@@ -380,19 +397,15 @@ def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(db_url: 
         "this line is not JSON \\u",
         json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_pins"}}),
     ]
-    env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
-    with subprocess.Popen(
-        [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(("\n".join(lines) + "\n").encode())
-        proc.stdin.flush()
+
+    def three_answers(stdout: IO[bytes]) -> dict[int, Any]:
         answers = {}
         while len(answers) < 3:
-            answer = json.loads(proc.stdout.readline())
+            answer = json.loads(stdout.readline())
             answers[answer["id"]] = answer
-        proc.stdin.close()
-        assert proc.wait(30) == 0
+        return answers
+
+    answers = over_stdio(db_url, lines, three_answers)
     surrogate = answers[1]["result"]
     assert surrogate["isError"] is True and surrogate["_meta"][ERROR_META_KEY]["reason"] == "invalid_params"
     assert "structuredContent" not in surrogate
@@ -419,17 +432,8 @@ def test_mcp_stdio_lines_hold_no_character_splitlines_breaks_on(db_url: str, led
             }
         ),
     ]
-    env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
     # When `memledger mcp` answers them
-    with subprocess.Popen(
-        [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(("\n".join(lines) + "\n").encode())
-        proc.stdin.flush()
-        raw = [proc.stdout.readline() for _ in range(4)]  # bytes: split on b"\n" only
-        proc.stdin.close()
-        assert proc.wait(30) == 0
+    raw = over_stdio(db_url, lines, lambda stdout: [stdout.readline() for _ in range(4)])  # bytes: split on b"\n" only
     # Then a client that splits with splitlines() reads one intact message per answer
     text = b"".join(raw).decode()
     answers = [json.loads(line) for line in text.splitlines()]
