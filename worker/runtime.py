@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -126,15 +127,23 @@ class Runtime:
             self.worker.start()
             log.info("dramatiq worker started with %d threads", self.worker.worker_threads)
 
-    def start_in_background(self, *, run_worker: bool) -> threading.Thread:
+    def start_in_background(self, *, run_worker: bool, first: Callable[[], None] | None = None) -> threading.Thread:
         """Start what ``serve`` runs beside the server on a thread, so that the server answers meanwhile.
 
         The worker first imports the model SDKs (a second or more), the janitor's first pass and the
         first sweep read the database: none of it has to happen before ``/livez`` answers (a restart
         after a crash is back in service at once). :meth:`close` waits for this thread first.
+
+        ``first`` runs on the same thread before the rest (``serve`` loads the MCP SDK there: one
+        thread imports at a time).
         """
 
         def start() -> None:
+            if first is not None:
+                try:
+                    first()
+                except Exception:
+                    log.exception("could not prepare serving in the background")
             try:
                 if run_worker:
                     self.start_worker()

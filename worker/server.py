@@ -5,7 +5,8 @@ Routes::
     POST /rpc       one JSON-RPC 2.0 request or batch (ledger.protocol) plus the worker's extra methods
     GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
     GET  /metrics   Prometheus exposition (the operator's: loopback or operator token, as /ops)
-    POST /mcp       the MCP tools over streamable HTTP (worker.mcp_server), behind the same checks
+    POST /mcp       the MCP tools over streamable HTTP (worker.mcp_server), behind the same checks; the
+                    MCP SDK loads in the background once the server listens (:class:`LazyMcp`)
     GET  /livez     liveness: the process answers (no database check); see worker.ops.http
     GET  /ops       the read-only operator page (loopback or operator token); see worker.ops.http
 
@@ -56,8 +57,8 @@ import signal
 import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -65,8 +66,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ledger import Ledger
@@ -85,7 +87,6 @@ from ledger.protocol import (
 )
 from worker.account_methods import account_methods
 from worker.errors import BindRefused, PortUnavailable
-from worker.mcp_server import MCP_PATH, McpHttp
 from worker.metrics import render_latest
 from worker.ops.guard import asgi_refusal
 from worker.ops.http import ops_routes, with_observability
@@ -93,6 +94,9 @@ from worker.ops.rpc import ACCOUNT_STATE_KEY
 from worker.runtime import Runtime
 from worker.serving_limits import InFlightLimit, raise_open_file_limit
 from worker.tokens import TokenStore
+
+if TYPE_CHECKING:
+    from worker.mcp_server import McpHttp
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +107,7 @@ NOTIFY_TURN = "consolidation/notify_turn"
 GRACEFUL_HTTP_SHUTDOWN_S = 10
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _MAX_ACCOUNTS_CACHED = 4096
+MCP_PATH = "/mcp"  # worker.mcp_server.MCP_PATH, not imported from there: that would load the MCP SDK
 
 
 def is_loopback(host: str) -> bool:
@@ -337,6 +342,8 @@ def mcp_endpoint(runtime: Runtime) -> McpHttp:
     Host, Origin, content type, the token (which alone picks the account), then the body,
     read here with the same limit and timeout and handed to the SDK as read.
     """
+    from worker.mcp_server import McpHttp
+
     guard = Guard(runtime)
     ledgers = AccountLedgers(runtime.ledger)
     default_account = runtime.ledger.scope_key.split(":", 1)[1]
@@ -358,16 +365,92 @@ def mcp_endpoint(runtime: Runtime) -> McpHttp:
     return McpHttp(ledger_for, admit=admit, max_request_bytes=guard.max_bytes)
 
 
+class LazyMcp:
+    """``/mcp`` whose MCP SDK (a second of imports) loads after the server listens, so that ``/livez``
+    answers without it.
+
+    :meth:`build` runs on the background start thread (:meth:`Runtime.start_in_background`, before
+    the worker); :meth:`run`, entered in the lifespan, then runs the SDK's session manager on the
+    event loop. A request that comes before waits for it; if the SDK could not load, ``/mcp``
+    answers 503 (the reason is logged).
+    """
+
+    def __init__(self, make: Callable[[], McpHttp]) -> None:
+        self._make = make
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._built: asyncio.Future[McpHttp | None] | None = None
+        self._ready = asyncio.Event()
+        self._mcp: McpHttp | None = None
+
+    def build(self) -> None:
+        """Import the SDK and build the endpoint (blocking: on a background thread, after :meth:`run`)."""
+        mcp: McpHttp | None = None
+        try:
+            mcp = self._make()
+        except Exception:
+            log.exception("the MCP endpoint could not start: /mcp answers 503")
+        loop, built = self._loop, self._built
+        if loop is not None and built is not None:
+
+            def settle() -> None:
+                if not built.done():
+                    built.set_result(mcp)
+
+            with suppress(RuntimeError):  # the loop has closed: the server is gone
+                loop.call_soon_threadsafe(settle)
+
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Serve ``/mcp`` while inside: its session manager runs once :meth:`build` has finished."""
+        self._loop = asyncio.get_running_loop()
+        self._built = self._loop.create_future()
+        self._ready = asyncio.Event()
+        stop = asyncio.Event()
+        task = asyncio.create_task(self._serve(self._built, stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            if not self._built.done():
+                task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+
+    async def _serve(self, built: asyncio.Future[McpHttp | None], stop: asyncio.Event) -> None:
+        try:
+            mcp = await built
+            if mcp is not None:
+                async with mcp.run():
+                    self._mcp = mcp
+                    self._ready.set()
+                    await stop.wait()
+        finally:
+            self._mcp = None
+            self._ready.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._ready.wait()
+        mcp = self._mcp
+        if mcp is None:
+            refusal = PlainTextResponse("/mcp is unavailable: see the server's log", status_code=503)
+            await refusal(scope, receive, send)
+            return
+        await mcp(scope, receive, send)
+
+
 def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
     """The ASGI app for ``runtime``; its lifespan starts and stops the background parts."""
-    mcp_http = mcp_endpoint(runtime)
+    mcp_http = LazyMcp(lambda: mcp_endpoint(runtime))
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        runtime.start_in_background(run_worker=run_worker)  # /livez answers while they start
-        broker = "embedded" if runtime.config.embedded else "redis"
-        log.info("memledger serve ready (worker: %s, broker: %s, auth: %s)", run_worker, broker, runtime.config.auth)
         async with mcp_http.run():
+            # /livez answers while they start; the MCP SDK loads first, then the worker
+            runtime.start_in_background(run_worker=run_worker, first=mcp_http.build)
+            broker = "embedded" if runtime.config.embedded else "redis"
+            log.info(
+                "memledger serve ready (worker: %s, broker: %s, auth: %s)", run_worker, broker, runtime.config.auth
+            )
             yield
         log.info("shutting down: stopping the janitor and the worker")
         await run_in_threadpool(runtime.close)
