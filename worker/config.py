@@ -23,13 +23,15 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from consolidation.pricing import PriceTable, default_price_table
 from worker.errors import ConfigError
+
+if TYPE_CHECKING:  # the price table loads with the commands that charge runs, not with every read
+    from consolidation.pricing import PriceTable
 
 ENV_PREFIX = "MEMLEDGER_"
 CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
@@ -141,6 +143,8 @@ class WorkerConfig(BaseSettings):
     @field_validator("model_prices")
     @classmethod
     def _model_prices(cls, value: dict[str, dict[str, str | float | int]]) -> dict[str, dict[str, str | float | int]]:
+        from consolidation.pricing import default_price_table
+
         default_price_table().with_overrides(value)  # raises ValueError naming the bad model or field
         return value
 
@@ -179,6 +183,8 @@ class WorkerConfig(BaseSettings):
 
     def price_table(self) -> PriceTable:
         """The built-in price table with the configured ``model_prices`` applied."""
+        from consolidation.pricing import default_price_table
+
         return default_price_table().with_overrides(self.model_prices)
 
     @property
