@@ -97,7 +97,7 @@ def test_a_runs_claim_and_settlement(pg: Ledger) -> None:
         assert pending is not None
         run = svc.get_run(pending.id)
         started = time.perf_counter()
-        assert pg.run(pg.scope_key, partial(svc._claim, run=run)) is not None
+        assert pg.run(pg.scope_key, partial(svc.consolidation._claim, run=run)) is not None
         claimed = time.perf_counter()
         assert pg.run(pg.scope_key, partial(settle, run_id=run.id))
         claims.append(claimed - started)
