@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import tool_missing
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Each alternative starts at a word boundary, so this definition does not match itself.
@@ -29,7 +31,7 @@ def tracked_text() -> dict[str, str]:
     try:
         listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        pytest.skip("not a git checkout: the tracked files cannot be listed")
+        tool_missing("not a git checkout: the tracked files cannot be listed")
     texts: dict[str, str] = {}
     for name in listed.decode().split("\0"):
         path = ROOT / name

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import pytest
+
+from tests.conftest import tool_missing
 
 MEMLEDGER = str(Path(sys.executable).parent / "memledger")
 # A request head that never ends: the request line and one header, then nothing.
@@ -32,11 +33,11 @@ SERVER_SOFT_NOFILE = 1024  # the usual default soft limit: serve must raise its 
 
 
 def raise_own_file_limit(needed: int) -> None:
-    """Let this (client) process hold ``needed`` sockets; skip when the hard limit forbids it."""
+    """Let this (client) process hold ``needed`` sockets; skip (fail in CI) when the hard limit forbids it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < needed:
         if hard != resource.RLIM_INFINITY and hard < needed:
-            pytest.skip(f"the hard limit on open files is {hard}; this flood needs {needed}")
+            tool_missing(f"the hard limit on open files is {hard}; this flood needs {needed}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
