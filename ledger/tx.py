@@ -161,7 +161,7 @@ class Transaction(Reader):
 
     def _prepare_usage(self) -> ScopeUsage:
         """:meth:`prepare`, then :meth:`usage`: one statement when nothing is due (a save's common case)."""
-        stmt = self.ledger.store.built(usage_and_due)
+        stmt = self.ledger.store.built(usage_and_due, driver_values=True)  # ``due`` is tested for truth
         ((budget, active, proposed, due),) = store_rows(self.conn, stmt, {"s": self.scope_key, "n": self.now_us})
         if due:
             self.prepare()
@@ -214,7 +214,7 @@ class Transaction(Reader):
         expired first, so both questions go out together and the expiry runs only when needed.
         """
         params = {"s": self.scope_key, "n": self.now_us}
-        due = store_query(self.conn, self.ledger.store.built(due_now), params)
+        due = store_query(self.conn, self.ledger.store.built(due_now, driver_values=True), params)
         found = store_query(self.conn, ACTIVE_NOW, params)
 
         def result() -> list[MemoryRecord]:

@@ -180,11 +180,13 @@ class Store(ABC):
     def upsert(self, table: Table) -> Any:
         """The dialect's ``insert()`` for ``table`` (the one that has ``on_conflict_do_update``)."""
 
-    def built(self, build: Callable[[Store], Executable]) -> Prepared:
-        """``build(self)`` prepared once per store: for statements spelled with :meth:`upsert`."""
+    def built(self, build: Callable[[Store], Executable], *, driver_values: bool = False) -> Prepared:
+        """``build(self)`` prepared once per store: for statements spelled with :meth:`upsert` or
+        :meth:`scope_hint`. ``driver_values``: as :class:`Prepared`'s (a caller that only tests a
+        boolean column's truth takes SQLite's 0 or 1, and the statement keeps the direct path)."""
         found = self._built.get(build)
         if found is None:
-            found = self._built[build] = Prepared(build(self))
+            found = self._built[build] = Prepared(build(self), driver_values=driver_values)
         return found
 
     @abstractmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, Table, Text, insert, select, update
@@ -55,3 +56,19 @@ def test_a_missing_parameter_is_an_error_not_a_null(db: tuple[SQLiteStore, Conne
     store, conn = db
     with pytest.raises(KeyError):
         store.rows(conn, Prepared(select(T.c.k).where(T.c.k == param("key"))), {})
+
+
+def test_every_statement_of_a_save_takes_the_direct_path_on_sqlite(tmp_path: Path) -> None:
+    # Given a SQLite ledger whose save has run once (each statement is planned on first use)
+    led = open_ledger(f"sqlite:///{tmp_path / 'l.db'}", migrate=True)
+    try:
+        led.save("I prefer tea")
+        store = store_for(led.engine)
+        assert isinstance(store, SQLiteStore)
+        # Then no statement a save built for this store fell back to SQLAlchemy's path (a
+        # boolean column once did: about 90 us more per save)
+        built = {build.__name__: prepared.plans.get("sqlite") for build, prepared in store._built.items()}
+        assert "usage_and_due" in built
+        assert [name for name, plan in built.items() if plan is None] == []
+    finally:
+        led.close()
