@@ -28,7 +28,7 @@ from consolidation.harnesses import HarnessError, HarnessResult, Usage
 from consolidation.models import ConsolidationRun, Outcome
 from ledger import Ledger, Pending
 from ledger.instants import to_micros
-from ledger.models import RUNS
+from ledger.schema import RUNS
 from ledger.tx import Transaction
 
 log = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from consolidation.models import RunState
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger
 from ledger.instants import format_rfc3339, from_micros, to_micros
-from ledger.models import CONSOLIDATION_SETTINGS as CS
-from ledger.models import RECORDS, RUNS, SCOPES
+from ledger.schema import CONSOLIDATION_SETTINGS as CS
+from ledger.schema import RECORDS, RUNS, SCOPES
 
 OUTCOMES: tuple[str, ...] = ("applied", "proposed", "cancelled", "skipped_budget", "failed", "abandoned")
 

@@ -32,8 +32,8 @@ from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSetting
 from consolidation.pricing import PriceTable, default_price_table
 from ledger import Ledger
 from ledger.instants import to_micros
-from ledger.models import RUNS
 from ledger.reads import check_scope
+from ledger.schema import RUNS
 from ledger.tx import Transaction
 
 log = logging.getLogger(__name__)

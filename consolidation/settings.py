@@ -16,7 +16,7 @@ from consolidation.runs import Executor
 from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from ledger import Prepared, param
-from ledger.models import CONSOLIDATION_SETTINGS as TABLE
+from ledger.schema import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
 
 # Ten minutes of quiet after a turn before a run: it does not read a conversation still going on, and

@@ -23,10 +23,10 @@ from ledger.instants import Clock, system_clock
 from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, SweepStatus
 from ledger.packet import Packet
 from ledger.paging import Page
+from ledger.reader import Reader
 from ledger.reads import ScopeView
 from ledger.slash import SlashResult
 from ledger.store import Pending, Prepared, lit, param
-from ledger.txparts import Reader
 
 __all__ = [
     "DEFAULT_MAX_RECORDS",

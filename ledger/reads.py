@@ -19,16 +19,18 @@ from typing import Any
 from sqlalchemy import Connection, Engine, bindparam, or_, select
 
 from ledger import audit
-from ledger import rows as rowsmod
+from ledger import record_rows as rowsmod
 from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
-from ledger.models import EVENTS, RECORDS, SCOPES, LedgerEvent, MemoryRecord, Status
+from ledger.models import LedgerEvent, MemoryRecord, Status
 from ledger.packet import Packet, build_packet, empty_packet
 from ledger.paging import Filters, Page, check_limit, decode_cursor, page_of, paged
+from ledger.reader import Reader
+from ledger.schema import EVENTS, RECORDS, SCOPES
 from ledger.search import search_active
+from ledger.statements import ACTIVE_AT, ACTIVE_NOW
 from ledger.store import Prepared, Store, lit, param
 from ledger.tx import Transaction
-from ledger.txparts import ACTIVE_AT, ACTIVE_NOW, Reader
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 

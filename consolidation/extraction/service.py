@@ -38,8 +38,9 @@ from consolidation.models import ConsolidationRun, Outcome, RunState
 from ledger import Prepared, param
 from ledger.audit import check_session_id
 from ledger.errors import BudgetExceeded, InvalidArgument
-from ledger.models import DIGESTS, RECORDS, RUNS, EventKind, Provenance
+from ledger.models import EventKind, Provenance
 from ledger.reads import check_scope
+from ledger.schema import DIGESTS, RECORDS, RUNS
 from ledger.screening import screen_body
 from ledger.tx import Reader, Transaction
 
@@ -308,7 +309,6 @@ class ExtractionJobs:
                     source_session_id=run.session_id or None,
                     provenance=Provenance.MODEL_PROPOSAL,
                     run_id=run.id,
-                    _screened=True,
                 )
             except BudgetExceeded as exc:
                 detail = {"budget": exc.budget, "active": exc.active, "proposed": exc.proposed, "job": JOB}

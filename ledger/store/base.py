@@ -65,7 +65,7 @@ Rows = list[tuple[Any, ...]]
 
 def prefixed_columns(alias: str) -> str:
     """The ``memory_records`` columns a record is built from, in table order, qualified by ``alias``."""
-    from ledger.rows import NAMES
+    from ledger.record_rows import NAMES
 
     return ", ".join(f"{alias}.{name}" for name in NAMES)
 
@@ -195,7 +195,7 @@ class Store(ABC):
 
     def scope_hint(self) -> ColumnElement[bool]:
         """The sweep's scope predicate, bound as ``s`` (SQLite needs a planner hint)."""
-        from ledger.models import RECORDS
+        from ledger.schema import RECORDS
 
         return RECORDS.c.scope_key == bindparam("s")
 

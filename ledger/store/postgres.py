@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from ledger.errors import LedgerBusy
-from ledger.models import SCOPES
+from ledger.schema import SCOPES
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg
 from ledger.store.prepared import Prepared, param
