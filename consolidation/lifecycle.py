@@ -26,10 +26,8 @@ from consolidation import runs as R
 from consolidation.errors import LostRace
 from consolidation.harnesses import HarnessError, HarnessResult, Usage
 from consolidation.models import ConsolidationRun, Outcome
-from ledger import Ledger, Pending
-from ledger.instants import to_micros
+from ledger import Ledger, Pending, Transaction, to_micros
 from ledger.schema import RUNS
-from ledger.tx import Transaction
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from ledger.instants import format_rfc3339, from_micros, opt_from_micros
+from ledger import format_rfc3339, from_micros, opt_from_micros
 
 
 class Mode(StrEnum):

@@ -21,8 +21,7 @@ from sqlalchemy import func, select
 from consolidation.lifecycle import month_bounds as month_bounds  # re-exported: the window overviews use
 from consolidation.models import RunState
 from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
-from ledger import Ledger
-from ledger.instants import format_rfc3339, from_micros, to_micros
+from ledger import Ledger, format_rfc3339, from_micros, to_micros
 from ledger.schema import CONSOLIDATION_SETTINGS as CS
 from ledger.schema import RECORDS, RUNS, SCOPES
 

@@ -20,8 +20,7 @@ from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exis
 from sqlalchemy.orm import aliased
 
 from consolidation.models import TRANSITIONS, ConsolidationRun, ConsolidationSettings, Outcome, RunState, run_from_row
-from ledger import Pending, Prepared, param
-from ledger.instants import to_micros
+from ledger import Pending, Prepared, param, to_micros
 from ledger.schema import RUNS
 
 C = RUNS.c

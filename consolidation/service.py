@@ -30,11 +30,8 @@ from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import FaultHook, Job, RunLife
 from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Outcome, RunState
 from consolidation.pricing import PriceTable, default_price_table
-from ledger import Ledger
-from ledger.instants import to_micros
-from ledger.reads import check_scope
+from ledger import Ledger, Transaction, check_scope, to_micros
 from ledger.schema import RUNS
-from ledger.tx import Transaction
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,8 @@ from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from ledger import Prepared, param
+from ledger import Prepared, Transaction, param
 from ledger.schema import CONSOLIDATION_SETTINGS as TABLE
-from ledger.tx import Transaction
 
 # Ten minutes of quiet after a turn before a run: it does not read a conversation still going on, and
 # a chatty user does not pay for a run every half minute. A run waits at most an hour after its first

@@ -31,8 +31,7 @@ from pydantic import Field, StrictStr
 
 from consolidation import ConsolidationRun
 from consolidation.limits import DebounceS
-from ledger import Ledger
-from ledger.instants import format_rfc3339
+from ledger import Ledger, format_rfc3339
 from ledger.protocol import ExtraMethod, NoParams, Params
 from worker.account_methods import TargetParams, refuse_target_params, target_json
 

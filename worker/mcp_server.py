@@ -37,8 +37,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ledger import Ledger
-from ledger.lines import escape_line_breaks
+from ledger import Ledger, escape_line_breaks
 from worker.mcp_tools import NONCHARACTER, TOOLS, ToolFailure, call_tool, error_result
 
 log = logging.getLogger(__name__)

@@ -71,8 +71,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ledger import Ledger
-from ledger.instants import format_rfc3339
+from ledger import Ledger, format_rfc3339
 from ledger.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,

@@ -24,10 +24,8 @@ from typing import Any
 
 from sqlalchemy import Row, insert, select, update
 
-from ledger import Ledger, Reader
+from ledger import Clock, Ledger, Reader, check_scope, format_rfc3339, opt_from_micros, to_micros
 from ledger.errors import LedgerError
-from ledger.instants import Clock, format_rfc3339, opt_from_micros, to_micros
-from ledger.reads import check_scope
 from ledger.schema import API_TOKENS
 from worker.errors import TokenNotFound
 

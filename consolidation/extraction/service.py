@@ -35,14 +35,19 @@ from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import RunLife, mine, month_spend
 from consolidation.models import ConsolidationRun, Outcome, RunState
-from ledger import Prepared, param
-from ledger.audit import check_session_id
+from ledger import (
+    EventKind,
+    Prepared,
+    Provenance,
+    Reader,
+    Transaction,
+    check_scope,
+    check_session_id,
+    param,
+    screen_body,
+)
 from ledger.errors import BudgetExceeded, InvalidArgument
-from ledger.models import EventKind, Provenance
-from ledger.reads import check_scope
 from ledger.schema import DIGESTS, RECORDS, RUNS
-from ledger.screening import screen_body
-from ledger.tx import Reader, Transaction
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,8 @@ from consolidation.errors import InvalidSettings
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from ledger import Prepared, param
+from ledger import Prepared, Reader, param
 from ledger.schema import EXTRACTION_SETTINGS as TABLE
-from ledger.tx import Reader
 
 DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 300.0
