@@ -1,8 +1,8 @@
-"""The keyword options of a save and a proposal, stated once.
+"""Keyword options shared by several methods, stated once.
 
-:meth:`ledger.Ledger.save` and :meth:`ledger.Ledger.propose` forward them to
+:meth:`ledger.Ledger.save` and :meth:`ledger.Ledger.propose` forward theirs to
 :meth:`ledger.tx.Transaction.save` and :meth:`ledger.tx.Transaction.propose`, which give each its
-default and validate it.
+default and validate it; ``list_page`` and ``proposals_page`` take the same :class:`PageOptions`.
 """
 
 from __future__ import annotations
@@ -36,3 +36,14 @@ class ProposeOptions(TypedDict, total=False):
     supersedes: Iterable[str] | str  # the ids it closes when accepted
     provenance: Provenance | str  # default: model_proposal
     run_id: str | None
+
+
+class PageOptions(TypedDict, total=False):
+    """A page's options (every one may be left out)."""
+
+    limit: int | None  # 1 to 1000; left out, the whole list
+    cursor: str | None  # the previous page's next cursor
+    kind: str | None
+    provenance: str | None
+    conflict_group: str | None
+    now: datetime | None  # the instant the page is read at (default: the clock)

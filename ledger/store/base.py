@@ -100,7 +100,7 @@ class Store(ABC):
     # ------------------------------------------------------------------ transactions
     @abstractmethod
     def _begin_write(self) -> AbstractContextManager[Connection]:
-        """A write transaction that serializes writers (at least those of one scope, with :func:`stamp`)."""
+        """A write transaction that serializes writers (at least those of one scope, with :func:`enter_scope`)."""
 
     @abstractmethod
     def _begin_read(self) -> AbstractContextManager[Connection]:
