@@ -10,7 +10,7 @@
     ledger.LedgerError
     └── TokenNotFound        reason not_found: no API token with that id
 
-``worker.mcp_tools.ToolFailure`` (a tool call the MCP client sees as an error) is still
+``worker.mcp.tools.ToolFailure`` (a tool call the MCP client sees as an error) is still
 defined beside the tools. The ledger's and consolidation's errors are in
 :mod:`ledger.errors` and :mod:`consolidation.errors`.
 """

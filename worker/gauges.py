@@ -3,7 +3,7 @@
 A counter kept in process memory cannot say that cron stopped running ``memledger sweep`` (each
 sweep is a one-shot process), nor what another worker spent; the database can. So these series are
 computed by a Prometheus *collector* on each scrape of ``GET /metrics`` (serve) or the metrics port
-(worker), from one :func:`~worker.ops.snapshot.take_snapshot`:
+(worker), from one :func:`~worker.snapshot.take_snapshot`:
 
 ======================================================  ====================================================
 series                                                  labels
@@ -44,7 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from consolidation.overview import OUTCOMES, ScopeOverview
-from worker.ops.snapshot import OpsSnapshot
+from worker.snapshot import OpsSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ def lazy_database_source(database_url: str, *, account: str) -> SnapshotSource:
     it has no ledger of its own, and a child's collector is not exported in multiprocess mode.
     """
     from ledger import open_ledger
-    from worker.ops.snapshot import take_snapshot
+    from worker.snapshot import take_snapshot
 
     opened: list[Any] = []
     guard = threading.Lock()

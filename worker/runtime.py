@@ -31,14 +31,14 @@ from sqlalchemy import text
 from consolidation import ConsolidationRun, ConsolidationService
 from consolidation.harnesses import preload as preload_harnesses
 from ledger import Ledger, open_ledger
-from worker.actors import Actors, declare_actors
-from worker.broker import QueueSentinel, build_broker, ping
 from worker.config import OuterEnvironment, WorkerConfig
-from worker.janitor import Janitor
+from worker.gauges import bind_default, unbind_default
+from worker.jobs.actors import Actors, declare_actors
+from worker.jobs.broker import QueueSentinel, build_broker, ping
+from worker.jobs.janitor import Janitor
+from worker.jobs.periodic import Periodic
 from worker.metrics import Metrics, get_metrics
-from worker.ops.collector import bind_default, unbind_default
-from worker.ops.snapshot import take_snapshot
-from worker.periodic import Periodic
+from worker.snapshot import take_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class Runtime:
         The database write comes first and is all that must succeed: when the queue is
         unreachable the turn is still recorded and the janitor wakes the run once due.
         A turn that only pushes an existing run back sends nothing: the run's message,
-        waking before the new ``due_at``, re-sends itself for it (see :mod:`worker.actors`).
+        waking before the new ``due_at``, re-sends itself for it (see :mod:`worker.jobs.actors`).
         Returns the pending run, or None when the scope's consolidation is off.
         """
         run = self.service.notify_turn(scope_key or self.ledger.scope_key, now=now)

@@ -13,7 +13,7 @@ from consolidation import Outcome, RunState
 from ledger import Provenance
 from ledger.instants import format_rfc3339, to_micros
 from tests.worker.conftest import TWO_DUPLICATES, free_port, wait_until
-from worker.actors import CONSOLIDATE_MAX_RETRIES, SEND_RETRY_S, SWEEP_MAX_RETRIES
+from worker.jobs.actors import CONSOLIDATE_MAX_RETRIES, SEND_RETRY_S, SWEEP_MAX_RETRIES
 from worker.runtime import Runtime
 
 

@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 
 from consolidation import RunState
 from tests.worker.conftest import MEMLEDGER, wait_until
+from worker.http.server import create_app
 from worker.runtime import Runtime
-from worker.server import create_app
 
 SCOPE = "account:local"
 

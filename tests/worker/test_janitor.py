@@ -12,7 +12,7 @@ import redis
 from consolidation import Outcome, RunState
 from ledger import open_ledger
 from tests.worker.conftest import TWO_DUPLICATES
-from worker.broker import QUEUE_NAME
+from worker.jobs.broker import QUEUE_NAME
 from worker.runtime import Runtime
 
 

@@ -2,11 +2,11 @@
 
 :func:`example_answers` opens a scratch SQLite ledger at a fixed instant, holding what the
 reference's set-up makes (two waiting proposals, then a saved record), and answers each example of
-:data:`worker.protocol_doc.DOCS` in order through :func:`ledger.protocol.handle` with the methods
+:data:`tools.protocol_doc.DOCS` in order through :func:`ledger.protocol.handle` with the methods
 ``memledger serve`` adds: exactly the code a served ``POST /rpc`` runs. Ids are random, so each is
 replaced by a stable stand-in (in order of first appearance, its packet citation with it); instants
 come from the fixed clock. The answers are therefore the same on every run, a doc that shows them
-is checked like the reference itself (``python -m worker.protocol_doc --check``), and
+is checked like the reference itself (``python -m tools.protocol_doc --check``), and
 ``tests/worker/test_protocol_doc.py`` compares them with a running serve's, ids and instants aside.
 
 Any page under ``docs/`` can show an example's result between two markers, filled in by
@@ -85,8 +85,8 @@ def _scratch_ledger() -> Iterator[Any]:
 def _server_methods(led: Any, database_url: str) -> tuple[Mapping[str, Any], Callable[[], None]]:
     """The methods ``memledger serve`` adds, on ``led``, with a default configuration (embedded queue)."""
     from worker.config import WorkerConfig
+    from worker.http.server import extra_methods
     from worker.runtime import build_runtime
-    from worker.server import extra_methods
 
     runtime = build_runtime(WorkerConfig(database_url=database_url, redis_url=None, account="local"), ledger=led)
     return extra_methods(runtime, operator=runtime.config.auth != "tokens"), runtime.close
@@ -149,7 +149,7 @@ def fill_answers(text: str, answers: Mapping[str, dict[str, Any]]) -> str:
     def filled(match: re.Match[str]) -> str:
         method = match.group("method")
         if method not in answers:
-            raise LookupError(f"<!-- answer: {method} -->: no such method has an example in worker/protocol_doc.py")
+            raise LookupError(f"<!-- answer: {method} -->: no such method has an example in tools/protocol_doc")
         return f"{match.group(1)}{answer_block(answers[method]['result'])}\n{match.group(3)}"
 
     return _MARKED.sub(filled, text)

@@ -1,17 +1,17 @@
 """The ``memledger`` command line: one root group whose commands load on demand.
 
-Each area's commands live in a module with a ``register(app)`` function (``worker.cli_ledger``,
-``worker.cli_worker`` …). :data:`COMMANDS` names every top-level command, the module that
+Each area's commands live in a module with a ``register(app)`` function (``worker.cli.ledger``,
+``worker.cli.worker`` …). :data:`COMMANDS` names every top-level command, the module that
 registers it and its one-line help, so ``memledger --help`` lists every command without
 importing any of them, and ``memledger pins`` imports the ledger commands only — not the
 model SDK, the job queue, the servers or the MCP SDK. Adding a command or a group is one line::
 
-    "tokens": ("worker.cli_tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
+    "tokens": ("worker.cli.tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
     "models": (
-        "worker.cli_models",
+        "worker.cli.models",
         "List the harnesses and the priced models (USD per million tokens); any other model needs its prices set.",
     ),
-    "bench": ("worker.cli_bench", "Benchmarks: `memledger bench replay` scores consolidation quality."),
+    "bench": ("worker.cli.bench", "Benchmarks: `memledger bench replay` scores consolidation quality."),
 
 (``tests/worker/test_cli_startup.py`` checks that every line's help is the command's own first line
 and that the light commands stay light.) See docs/cli.md.
@@ -26,63 +26,63 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from worker.cli_conventions import ConventionGroup, install
+from worker.cli.conventions import ConventionGroup, install
 
 # name -> (module whose register(app) attaches it, its one-line help), in the order --help lists them.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "pin": ("worker.cli_ledger", "Pin a fact in the account scope (or edit one with --supersedes)."),
-    "pins": ("worker.cli_ledger", "List the active pins of a scope (--limit and --cursor page through many)."),
+    "pin": ("worker.cli.ledger", "Pin a fact in the account scope (or edit one with --supersedes)."),
+    "pins": ("worker.cli.ledger", "List the active pins of a scope (--limit and --cursor page through many)."),
     "unpin": (
-        "worker.cli_ledger",
+        "worker.cli.ledger",
         "Forget a record: a tombstone that erases its body and its earlier revisions' bodies.",
     ),
-    "history": ("worker.cli_ledger", "Show a record's whole revision chain, oldest first."),
-    "as-of": ("worker.cli_ledger", "List the records that applied at an instant."),
-    "search": ("worker.cli_ledger", "Full-text search over the active pins, best match first."),
-    "sweep": ("worker.cli_ledger", "Expire every record whose expiry has passed (idempotent; run it from cron)."),
-    "proposals": ("worker.cli_ledger", "List the proposals waiting for accept or reject."),
-    "accept": ("worker.cli_ledger", "Accept a proposal: it becomes active now, closing what it supersedes."),
-    "reject": ("worker.cli_ledger", "Reject a proposal; it never applies."),
-    "budget": ("worker.cli_ledger", "Show a scope's budget and what it holds, or change it with --set."),
+    "history": ("worker.cli.ledger", "Show a record's whole revision chain, oldest first."),
+    "as-of": ("worker.cli.ledger", "List the records that applied at an instant."),
+    "search": ("worker.cli.ledger", "Full-text search over the active pins, best match first."),
+    "sweep": ("worker.cli.ledger", "Expire every record whose expiry has passed (idempotent; run it from cron)."),
+    "proposals": ("worker.cli.ledger", "List the proposals waiting for accept or reject."),
+    "accept": ("worker.cli.ledger", "Accept a proposal: it becomes active now, closing what it supersedes."),
+    "reject": ("worker.cli.ledger", "Reject a proposal; it never applies."),
+    "budget": ("worker.cli.ledger", "Show a scope's budget and what it holds, or change it with --set."),
     "rpc": (
-        "worker.cli_ledger",
+        "worker.cli.ledger",
         "Serve the record protocol (JSON-RPC 2.0) on stdin/stdout: one request per line, one response per line.",
     ),
     "serve": (
-        "worker.cli_worker",
+        "worker.cli.worker",
         "Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker.",
     ),
     "worker": (
-        "worker.cli_worker",
+        "worker.cli.worker",
         "Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM.",
     ),
-    "turn": ("worker.cli_worker", "Record a chat turn for the scope (debounced) and queue its run."),
+    "turn": ("worker.cli.worker", "Record a chat turn for the scope (debounced) and queue its run."),
     "runs": (
-        "worker.cli_worker",
+        "worker.cli.worker",
         "List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json).",
     ),
     "status": (
-        "worker.cli_status",
+        "worker.cli.status",
         "Show every scope's mode, budget use and month's spend, the backlog, the sweep's last run and recent runs.",
     ),
     "mcp": (
-        "worker.cli_mcp",
+        "worker.cli.mcp",
         "Serve the MCP tools (list_pins, search_pins, pins_as_of, pin_history, get_packet, propose_pin) on stdio.",
     ),
-    "db": ("worker.cli_ledger", "Database schema: upgrade, compact."),
+    "db": ("worker.cli.ledger", "Database schema: upgrade, compact."),
     "consolidation": (
-        "worker.cli_worker",
+        "worker.cli.worker",
         "Per-scope consolidation: set, status, enable, disable, propose, run-due.",
     ),
-    "extraction": ("worker.cli_extraction", "Per-scope extraction (proposals from conversations): set, status."),
-    "tokens": ("worker.cli_tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
+    "extraction": ("worker.cli.extraction", "Per-scope extraction (proposals from conversations): set, status."),
+    "tokens": ("worker.cli.tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
     "models": (
-        "worker.cli_models",
+        "worker.cli.models",
         "List the harnesses and the priced models (USD per million tokens); any other model needs its prices set.",
     ),
-    "bench": ("worker.cli_bench", "Benchmarks: `memledger bench replay` scores consolidation quality."),
+    "bench": ("worker.cli.bench", "Benchmarks: `memledger bench replay` scores consolidation quality."),
     "files": (
-        "worker.cli_files",
+        "worker.cli.files",
         "Memory entries kept as markdown files: new, schema, validate, audit, export, import.",
     ),
 }

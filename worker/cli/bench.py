@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worker.output import fail, print_message, print_table
+from worker.cli.output import fail, print_message, print_table
 
 if TYPE_CHECKING:
     from rich.table import Table

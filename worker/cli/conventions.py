@@ -9,7 +9,7 @@
   usage errors included (``"reason": "usage"``, exit status 2). Without it they are red text.
 * ``--scope`` everywhere a command acts on one scope, validated the same way by :data:`ScopeOption`
   (a bad key is a usage error naming the expected form, before the database is opened).
-* ``--database-url`` on every command that opens the database (``worker.cli_ledger.DbUrl``).
+* ``--database-url`` on every command that opens the database (``worker.cli.ledger.DbUrl``).
 * Boolean flags are shown as flags: Typer prints a ``<bool>`` type after ``--json`` although it
   takes no value; :func:`install` drops it for every flag.
 
@@ -53,7 +53,7 @@ class ConventionGroup(TyperGroup):
         argv = list(sys.argv[1:] if args is None else args)
         if not wants_json(argv):
             return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
-        from worker.output import emit_json_error, json_errors
+        from worker.cli.output import emit_json_error, json_errors
 
         with json_errors():
             try:

@@ -10,9 +10,10 @@ from typing import Annotated, Any
 import typer
 
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
-from worker.cli_conventions import ScopeOption, pick_scope
-from worker.cli_ledger import DbUrl
-from worker.cli_worker import (
+from worker.cli.conventions import ScopeOption, pick_scope
+from worker.cli.ledger import DbUrl
+from worker.cli.output import emit_json, print_message, print_table
+from worker.cli.worker import (
     BaseUrlOpt,
     HarnessOpt,
     Json,
@@ -27,7 +28,6 @@ from worker.cli_worker import (
     settings_table,
     target_options,
 )
-from worker.output import emit_json, print_message, print_table
 
 extraction_app = typer.Typer(
     help="Per-scope extraction (proposals from conversations): set, status.", no_args_is_help=True

@@ -41,7 +41,7 @@ from ledger.files.render import (
     validate_text,
 )
 from ledger.files.sarif import audit_sarif
-from worker.output import emit_json_error, json_errors_on, print_error, progress
+from worker.cli.output import emit_json_error, json_errors_on, print_error, progress
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -133,7 +133,7 @@ def _audit_day(as_of: date | None, now: datetime | None) -> date:
 def _check_ledger_scope(value: str | None) -> str | None:
     # The ledger's scope validation, shared by every command (imported late: the file commands
     # stay light to start).
-    from worker.cli_conventions import check_scope_option
+    from worker.cli.conventions import check_scope_option
 
     return check_scope_option(value)
 
@@ -343,7 +343,7 @@ def export_cmd(
     database_url: DbUrl = None,
 ) -> None:
     """Write a scope's records (history included, erased bodies never) as entries, chains as superseded-by."""
-    from worker.cli_ledger import cli_ledger
+    from worker.cli.ledger import cli_ledger
 
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
@@ -390,7 +390,7 @@ def import_cmd(
         files = entry_files(directory)
     except AuditUsageError as exc:
         raise _usage(str(exc)) from exc
-    from worker.cli_ledger import cli_ledger
+    from worker.cli.ledger import cli_ledger
 
     with cli_ledger(database_url) as led, progress("Importing entries", total=len(files)) as advance:
         result = import_directory(led, directory, scope=scope, as_of=day, now=now, on_entry=lambda: advance(1))

@@ -30,8 +30,8 @@ from ledger.db import current_revision, head_revision, make_engine, upgrade
 from ledger.errors import InvalidInstant
 from ledger.instants import format_rfc3339, parse_rfc3339
 from ledger.protocol import INVALID_REQUEST, PARSE_ERROR, ExtraMethod, RpcError, dumps, error_response, handle_line
-from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
-from worker.output import emit_json, fail, print_message, print_records, progress
+from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
+from worker.cli.output import emit_json, fail, print_message, print_records, progress
 
 log = logging.getLogger(__name__)
 
@@ -439,7 +439,7 @@ _COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
 
 def _worker_methods(led: Ledger) -> Mapping[str, ExtraMethod]:
     """The worker's methods (``consolidation/notify_turn`` …), imported only when ``rpc`` runs."""
-    from worker.cli_worker import rpc_extra_methods
+    from worker.cli.worker import rpc_extra_methods
 
     return rpc_extra_methods(led)
 

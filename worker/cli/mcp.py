@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import typer
 
-from worker.cli_ledger import DbUrl, cli_ledger
+from worker.cli.ledger import DbUrl, cli_ledger
 
 
 def mcp(database_url: DbUrl = None) -> None:
     """Serve the MCP tools (list_pins, search_pins, pins_as_of, pin_history, get_packet, propose_pin) on stdio."""
-    from worker.cli_worker import cli_config
+    from worker.cli.worker import cli_config
     from worker.logging import configure_logging
-    from worker.mcp_server import run_stdio
+    from worker.mcp.server import run_stdio
 
     config = cli_config()
     configure_logging(fmt=config.log_format, level=config.log_level)

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from worker.output import emit_json, print_message, print_table
+from worker.cli.output import emit_json, print_message, print_table
 
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase) instead of tables.")]
 
@@ -24,7 +24,7 @@ def _rate(value: Any) -> str:
 def models(as_json: Json = False) -> None:
     """List the harnesses and the priced models (USD per million tokens); any other model needs its prices set."""
     from consolidation.harnesses import HARNESSES
-    from worker.cli_worker import cli_config
+    from worker.cli.worker import cli_config
 
     prices = cli_config().price_table()
     harnesses = [

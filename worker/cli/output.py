@@ -57,7 +57,7 @@ def emit_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON on stdout: the protocol's forms (records, usage, instants, enums), and
     every field name in camelCase, as the protocol (maps keyed by data, like refusal reasons, are left as
     they are)."""
-    from worker.cli_conventions import camel_keys
+    from worker.cli.conventions import camel_keys
 
     typer.echo(json.dumps(camel_keys(to_jsonable(obj)), indent=2, ensure_ascii=False))
 

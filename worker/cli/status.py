@@ -2,7 +2,7 @@
 
 Scopes this month (mode, records against the budget, spend against the cap, runs by outcome,
 backlog), the sweep's last run and the recent runs, from one read of the database
-(:func:`worker.ops.snapshot.take_snapshot`): the same figures as the page and the metrics.
+(:func:`worker.snapshot.take_snapshot`): the same figures as the page and the metrics.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from rich.table import Table
 from rich.text import Text
 
 from consolidation import ConsolidationService
-from worker.cli_conventions import check_scope_option
-from worker.cli_ledger import DbUrl, Json, cli_ledger
+from worker.cli.conventions import check_scope_option
+from worker.cli.ledger import DbUrl, Json, cli_ledger
+from worker.cli.output import emit_json, instant_text, print_message, print_table
 from worker.config import OuterEnvironment
-from worker.ops.page import SWEEP_STALE_AFTER, format_usd
-from worker.ops.snapshot import OpsSnapshot, take_snapshot
-from worker.output import emit_json, instant_text, print_message, print_table
+from worker.http.ops_page import SWEEP_STALE_AFTER, format_usd
+from worker.snapshot import OpsSnapshot, take_snapshot
 
 Scope = Annotated[
     str | None,

@@ -18,9 +18,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from worker.cli_ledger import DbUrl, Json, cli_ledger
-from worker.output import emit_json, instant_text, print_message, print_table
-from worker.tokens import TokenStore
+from worker.cli.ledger import DbUrl, Json, cli_ledger
+from worker.cli.output import emit_json, instant_text, print_message, print_table
+from worker.http.tokens import TokenStore
 
 tokens_app = typer.Typer(no_args_is_help=True, help="API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke.")
 

@@ -21,11 +21,11 @@ from rich.text import Text
 from consolidation import ConsolidationRun, ConsolidationSettings, Mode, RunState
 from ledger import Ledger
 from ledger.protocol import ExtraMethod
-from worker.cli_conventions import ScopeOption, ScopePositional, pick_scope
-from worker.cli_ledger import DbUrl, cli_errors
+from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
+from worker.cli.ledger import DbUrl, cli_errors
+from worker.cli.output import emit_json, fail, instant_text, print_message, print_table
 from worker.config import WorkerConfig, load_config
 from worker.errors import ConfigError
-from worker.output import emit_json, fail, instant_text, print_message, print_table
 
 if TYPE_CHECKING:
     from worker.runtime import Runtime
@@ -111,8 +111,8 @@ def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) 
 
 def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
     """``consolidation/notify_turn`` and the account's settings methods for ``memledger rpc`` (as ``serve``)."""
+    from worker.http.server import extra_methods
     from worker.runtime import build_runtime
-    from worker.server import extra_methods
 
     runtime = build_runtime(cli_config(), ledger=led)
     # Over stdio the caller started the process on the operator's database: it is the operator.
@@ -140,12 +140,12 @@ def serve(
     database_url: DbUrl = None,
 ) -> None:
     """Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker."""
-    from worker.banner import banner_lines
+    from worker.cli.banner import banner_lines
+    from worker.cli.output import is_terminal
     from worker.errors import BindRefused, PortUnavailable
+    from worker.http.server import check_bind, listen, run_server
     from worker.logging import configure_logging
-    from worker.output import is_terminal
     from worker.runtime import build_runtime
-    from worker.server import check_bind, listen, run_server
 
     config = cli_config(database_url)
     port = port if port is not None else config.port
@@ -181,7 +181,7 @@ def worker(
     database_url: DbUrl = None,
 ) -> None:
     """Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM."""
-    from worker.supervisor import run_worker, supervise
+    from worker.jobs.supervisor import run_worker, supervise
 
     config = cli_config(database_url)  # refuses a bad URL here, with the other usage errors
     if config.embedded:
@@ -192,8 +192,8 @@ def worker(
     count = processes or config.worker_processes
     if count == 1:
         raise typer.Exit(run_worker(threads=threads, config=config))
+    from worker.gauges import OpsCollector, lazy_database_source
     from worker.logging import configure_logging
-    from worker.ops.collector import OpsCollector, lazy_database_source
 
     configure_logging(fmt=config.log_format, level=config.log_level)
     ops = OpsCollector(

@@ -4,7 +4,7 @@
   end of the response — and answers ``503`` past ``max_requests_in_flight``. A connection
   that has not sent a whole request head counts for nothing: it costs one file descriptor
   and a few kilobytes until the header timeout closes it (``bounded_h11_protocol`` in
-  :mod:`worker.server`). uvicorn's own ``limit_concurrency`` counts *connections*, so a
+  :mod:`worker.http.server`). uvicorn's own ``limit_concurrency`` counts *connections*, so a
   thousand idle sockets made it answer every real request 503; ``serve`` does not use it.
 * :func:`raise_open_file_limit` lifts the soft ``RLIMIT_NOFILE`` to the hard limit at start,
   so thousands of idle sockets do not exhaust the descriptors the real requests (and the

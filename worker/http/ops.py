@@ -1,11 +1,11 @@
-"""The HTTP side of operator visibility, kept out of :mod:`worker.server` so its hooks stay two lines.
+"""The HTTP side of operator visibility, kept out of :mod:`worker.http.server` so its hooks stay two lines.
 
 * ``GET /livez`` — liveness: the event loop answers. It touches neither the database nor the queue,
   so an outage of either never restarts the process (``/healthz``, readiness, takes it out of
   rotation instead).
-* ``GET /ops`` — the read-only operator page (:mod:`worker.ops.page`), for the operator only
-  (:mod:`worker.ops.guard`).
-* :func:`with_observability` — per-method RPC metrics and access logs (:mod:`worker.ops.rpc`).
+* ``GET /ops`` — the read-only operator page (:mod:`worker.http.ops_page`), for the operator only
+  (:mod:`worker.http.guard`).
+* :func:`with_observability` — per-method RPC metrics and access logs (:mod:`worker.http.observe`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from worker.ops.guard import asgi_refusal
-from worker.ops.page import ops_response
-from worker.ops.rpc import Observe
-from worker.ops.snapshot import take_snapshot
+from worker.http.guard import asgi_refusal
+from worker.http.observe import Observe
+from worker.http.ops_page import ops_response
+from worker.snapshot import take_snapshot
 
 if TYPE_CHECKING:
     from worker.runtime import Runtime

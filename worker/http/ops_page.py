@@ -1,11 +1,11 @@
 """``GET /ops``: the read-only operator page of ``memledger serve``, rendered on the server (Jinja2).
 
-Who may see it: the operator (:mod:`worker.ops.guard`, the same guard as ``/metrics``). The page
+Who may see it: the operator (:mod:`worker.http.guard`, the same guard as ``/metrics``). The page
 only reads; every other HTTP method on ``/ops`` is 405.
 
 What it shows: the sweep's last run, every scope (mode, budget use, this month's spend against its
 cap), the recent runs (outcome, tokens, spend, refusals by reason) and, for one scope
-(``?scope=``, default the bound account's), its validity timeline (:mod:`worker.ops.timeline`).
+(``?scope=``, default the bound account's), its validity timeline (:mod:`worker.http.timeline`).
 Bodies appear only in the bound account's own scope; a forgotten record's body is erased in the
 database and so can never reach the page.
 """
@@ -23,8 +23,8 @@ from ledger import Ledger
 from ledger.errors import ScopeError
 from ledger.instants import format_rfc3339
 from ledger.reads import check_scope
-from worker.ops.snapshot import OpsSnapshot
-from worker.ops.timeline import COLOURS, FORGOTTEN, render_svg
+from worker.http.timeline import COLOURS, FORGOTTEN, render_svg
+from worker.snapshot import OpsSnapshot
 
 MAX_SCOPES_LISTED = 200
 MAX_TIMELINE_RECORDS = 10_000
@@ -38,7 +38,7 @@ SECURITY_HEADERS = {
 }
 
 _env = jinja2.Environment(
-    loader=jinja2.PackageLoader("worker.ops", "templates"),
+    loader=jinja2.PackageLoader("worker.http", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,

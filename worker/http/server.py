@@ -5,18 +5,18 @@ Routes::
     POST /rpc       one JSON-RPC 2.0 request or batch (ledger.protocol) plus the worker's extra methods
     GET  /healthz   {"status": "ok" | "degraded" | "down", ...}; 503 only when the database is down
     GET  /metrics   Prometheus exposition (the operator's: loopback or operator token, as /ops)
-    POST /mcp       the MCP tools over streamable HTTP (worker.mcp_server), behind the same checks; the
+    POST /mcp       the MCP tools over streamable HTTP (worker.mcp.server), behind the same checks; the
                     MCP SDK loads in the background once the server listens (:class:`LazyMcp`)
-    GET  /livez     liveness: the process answers (no database check); see worker.ops.http
-    GET  /ops       the read-only operator page (loopback or operator token); see worker.ops.http
+    GET  /livez     liveness: the process answers (no database check); see worker.http.ops
+    GET  /ops       the read-only operator page (loopback or operator token); see worker.http.ops
 
-Every request is counted per RPC method and access-logged (never a body): worker.ops.http.
+Every request is counted per RPC method and access-logged (never a body): worker.http.ops.
 
 What ``POST /rpc`` refuses, in this order, before anything is read or run:
 
 ======  ==================================================================================
 503     ``max_requests_in_flight`` requests already being answered (``busy``, ``Retry-After: 1``;
-        :mod:`worker.serving_limits`), before any other check
+        :mod:`worker.http.limits`), before any other check
 421     a ``Host`` that is not a loopback name or in ``MEMLEDGER_ALLOWED_HOSTS`` (DNS rebinding);
         with tokens on and no allowed hosts configured the Host is not checked (a browser
         never attaches the Bearer token, so rebinding gains nothing)
@@ -37,7 +37,7 @@ keep-alive connections (``timeout_keep_alive``); it has no header read timeout, 
 :func:`bounded_h11_protocol` adds one (a connection whose request headers are not complete
 within ``header_timeout_s`` is closed). The body timeout is enforced here, while reading.
 Floods of idle connections: only requests in flight are limited (503 past
-``max_requests_in_flight``, :mod:`worker.serving_limits`), never connections, and the
+``max_requests_in_flight``, :mod:`worker.http.limits`), never connections, and the
 open-file limit is raised at start.
 
 The protocol is synchronous (database I/O), so each request runs in Starlette's
@@ -85,18 +85,18 @@ from ledger.protocol import (
     handle_line,
     internal_error_response,
 )
-from worker.account_methods import account_methods
 from worker.errors import BindRefused, PortUnavailable
+from worker.http.guard import asgi_refusal
+from worker.http.limits import InFlightLimit, raise_open_file_limit
+from worker.http.observe import ACCOUNT_STATE_KEY
+from worker.http.ops import ops_routes, with_observability
+from worker.http.tokens import TokenStore
 from worker.metrics import render_latest
-from worker.ops.guard import asgi_refusal
-from worker.ops.http import ops_routes, with_observability
-from worker.ops.rpc import ACCOUNT_STATE_KEY
+from worker.rpc.account import account_methods
 from worker.runtime import Runtime
-from worker.serving_limits import InFlightLimit, raise_open_file_limit
-from worker.tokens import TokenStore
 
 if TYPE_CHECKING:
-    from worker.mcp_server import McpHttp
+    from worker.mcp.server import McpHttp
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ NOTIFY_TURN = "consolidation/notify_turn"
 GRACEFUL_HTTP_SHUTDOWN_S = 10
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _MAX_ACCOUNTS_CACHED = 4096
-MCP_PATH = "/mcp"  # worker.mcp_server.MCP_PATH, not imported from there: that would load the MCP SDK
+MCP_PATH = "/mcp"  # worker.mcp.server.MCP_PATH, not imported from there: that would load the MCP SDK
 
 
 def is_loopback(host: str) -> bool:
@@ -170,9 +170,9 @@ def extra_methods(runtime: Runtime, *, operator: bool) -> dict[str, ExtraMethod]
 
     ``operator``: every caller is the operator (one account without tokens: ``rpc`` over stdio, a
     ``serve`` with ``MEMLEDGER_AUTH=none``), so the settings methods take the model target too; with
-    tokens on, callers are tenants and they refuse it (see :mod:`worker.account_methods`).
+    tokens on, callers are tenants and they refuse it (see :mod:`worker.rpc.account`).
     """
-    from worker.extraction_methods import extraction_methods
+    from worker.rpc.extraction import extraction_methods
 
     return {
         NOTIFY_TURN: notify_turn_method(runtime),
@@ -337,12 +337,12 @@ def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
 
 
 def mcp_endpoint(runtime: Runtime) -> McpHttp:
-    """``POST /mcp``: the MCP tools (worker.mcp_server) behind ``/rpc``'s checks, in the same order.
+    """``POST /mcp``: the MCP tools (worker.mcp.server) behind ``/rpc``'s checks, in the same order.
 
     Host, Origin, content type, the token (which alone picks the account), then the body,
     read here with the same limit and timeout and handed to the SDK as read.
     """
-    from worker.mcp_server import McpHttp
+    from worker.mcp.server import McpHttp
 
     guard = Guard(runtime)
     ledgers = AccountLedgers(runtime.ledger)
@@ -460,7 +460,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         return JSONResponse(report, status_code=503 if report["status"] == "down" else 200)
 
     async def metrics(request: Request) -> Response:
-        # Every account's scope, spend and budget: the operator's, like /ops (worker.ops.guard).
+        # Every account's scope, spend and budget: the operator's, like /ops (worker.http.guard).
         refused = asgi_refusal(request, runtime.config.operator_token, what="metrics", path="/metrics")
         if refused is not None:
             return refused

@@ -7,7 +7,7 @@ source of truth. The database is; the janitor re-sends what the queue lost
 
 The middleware set is dramatiq's default (age and time limits, shutdown
 notifications, callbacks, pipelines, retries) plus :class:`~worker.metrics.DramatiqPrometheus`.
-Retries are owned by each actor's explicit ``max_retries`` (see :mod:`worker.actors`).
+Retries are owned by each actor's explicit ``max_retries`` (see :mod:`worker.jobs.actors`).
 """
 
 from __future__ import annotations

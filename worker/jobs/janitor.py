@@ -3,7 +3,7 @@
 One pass (:meth:`Janitor.run_once`), on start and every ``janitor_interval_s`` in
 ``memledger serve`` and ``memledger worker``:
 
-1. **Queue lost** (:class:`~worker.broker.QueueSentinel`: first start of the embedded
+1. **Queue lost** (:class:`~worker.jobs.broker.QueueSentinel`: first start of the embedded
    queue, or a Redis that came back empty): re-send every pending run, each delayed
    to its ``due_at``.
 2. **Orphaned due runs**: every pending run more than ``resend_after_s`` past its
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome
-from worker.actors import Actors
-from worker.broker import QueueSentinel
+from worker.jobs.actors import Actors
+from worker.jobs.broker import QueueSentinel
 from worker.logging import bind_run
 from worker.metrics import Metrics
 

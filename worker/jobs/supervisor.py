@@ -4,7 +4,7 @@ One process (the default) runs :func:`run_worker` itself: a :class:`dramatiq.Wor
 with N threads, the janitor, and Prometheus metrics on ``MEMLEDGER_METRICS_PORT``.
 
 ``--processes N`` (N > 1) makes this process a small supervisor (:func:`supervise`):
-it starts N children (``python -m worker.supervisor``), each a one-process worker
+it starts N children (``python -m worker.jobs.supervisor``), each a one-process worker
 (only the first runs the janitor), restarts a child that dies, serves the metrics of
 all of them from one port (prometheus_client multiprocess mode), and on SIGTERM
 passes the signal on and waits for the children to finish their in-flight runs.
@@ -73,7 +73,7 @@ def run_worker(
         if serve_metrics and config.metrics_listen_port is not None:
             import prometheus_client
 
-            from worker.ops.guard import serve_guarded_metrics
+            from worker.http.guard import serve_guarded_metrics
 
             serve_guarded_metrics(config.metrics_listen_port, prometheus_client.REGISTRY, config.operator_token)
         runtime.start_worker(threads=threads)
@@ -88,7 +88,7 @@ def run_worker(
 
 
 def _child_command(threads: int, janitor: bool) -> list[str]:
-    command = [sys.executable, "-m", "worker.supervisor", "--threads", str(threads)]
+    command = [sys.executable, "-m", "worker.jobs.supervisor", "--threads", str(threads)]
     return command if janitor else [*command, "--no-janitor"]
 
 
@@ -201,7 +201,7 @@ def _serve_aggregated_metrics(
     import prometheus_client
     from prometheus_client import multiprocess
 
-    from worker.ops.guard import serve_guarded_metrics
+    from worker.http.guard import serve_guarded_metrics
 
     registry = prometheus_client.CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=metrics_dir)  # type: ignore[no-untyped-call]
@@ -212,7 +212,7 @@ def _serve_aggregated_metrics(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of one supervised child process."""
-    parser = argparse.ArgumentParser(prog="python -m worker.supervisor")
+    parser = argparse.ArgumentParser(prog="python -m worker.jobs.supervisor")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--no-janitor", action="store_true")
     args = parser.parse_args(argv)

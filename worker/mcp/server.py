@@ -1,6 +1,6 @@
 """The ledger as a Model Context Protocol server (docs/mcp.md), on the official ``mcp`` SDK.
 
-Two transports, one tool table (:mod:`worker.mcp_tools`):
+Two transports, one tool table (:mod:`worker.mcp.tools`):
 
 * **stdio** — ``memledger mcp``: the process an MCP client (Claude Desktop, Claude Code,
   an IDE) spawns; the bound account is the one the ledger was opened for
@@ -39,7 +39,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ledger import Ledger
 from ledger.lines import escape_line_breaks
-from worker.mcp_tools import NONCHARACTER, TOOLS, ToolFailure, call_tool, error_result
+from worker.mcp.tools import NONCHARACTER, TOOLS, ToolFailure, call_tool, error_result
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def _version() -> str:
 
 
 def build_server(ledger_for: LedgerFor) -> Server[Any]:
-    """The MCP server: ``tools/list`` lists :data:`~worker.mcp_tools.TOOLS`; ``tools/call`` runs one.
+    """The MCP server: ``tools/list`` lists :data:`~worker.mcp.tools.TOOLS`; ``tools/call`` runs one.
 
     ``ledger_for(ctx)`` picks the account for each call. A failure there (say, the
     database is unreachable) is answered as an ``internal_error`` tool result.

@@ -2,7 +2,7 @@
 
 This module knows nothing of transports: :func:`call_tool` takes a ledger, a tool
 name and the client's arguments and returns a :class:`mcp_types.CallToolResult`;
-:mod:`worker.mcp_server` wires it to the SDK over stdio and streamable HTTP.
+:mod:`worker.mcp.server` wires it to the SDK over stdio and streamable HTTP.
 
 Tools (docs/mcp.md), all on the bound account's scope only::
 
@@ -67,7 +67,7 @@ def _plain_text(value: str, *, prose: bool = False) -> str:
     """Refuse lone surrogates and control characters (prose keeps tab and newline).
 
     U+FFFF (a noncharacter) counts as a lone surrogate: the stdio transport puts it where
-    the client's JSON carried one (see :func:`worker.mcp_server.mark_lone_surrogates`).
+    the client's JSON carried one (see :func:`worker.mcp.server.mark_lone_surrogates`).
     """
     if NONCHARACTER in value:
         raise ValueError("must be valid Unicode text (it holds a lone surrogate or a noncharacter)")

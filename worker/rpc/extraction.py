@@ -15,7 +15,7 @@ touched, and a queue failure never fails the call: the janitor wakes a run whose
 message was lost.
 
 The model target (``harness``, ``model``, ``baseUrl``, the two prices) follows the rule of
-:mod:`worker.account_methods`: the operator's caller (one account without tokens: loopback
+:mod:`worker.rpc.account`: the operator's caller (one account without tokens: loopback
 ``serve`` and ``memledger rpc``) sets it here, validated by the service exactly as
 ``memledger extraction set`` is; on a server with many accounts (``MEMLEDGER_AUTH=tokens``) the
 five params are refused with ``-32602`` and nothing changes, since a tenant could otherwise spend
@@ -34,7 +34,7 @@ from consolidation.limits import DebounceS
 from ledger import Ledger
 from ledger.instants import format_rfc3339
 from ledger.protocol import ExtraMethod, NoParams, Params
-from worker.account_methods import TargetParams, refuse_target_params, target_json
+from worker.rpc.account import TargetParams, refuse_target_params, target_json
 
 if TYPE_CHECKING:
     from worker.runtime import Runtime
