@@ -21,7 +21,7 @@ from tests.conftest import tool_missing
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 from tools.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
 from tools.protocol_doc.examples import fill_answers, pages_with_answers, stable_ids
-from worker.cli.worker import rpc_extra_methods
+from worker.cli.rpc import rpc_extra_methods
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "protocol.md"

@@ -142,7 +142,7 @@ def test_the_operator_points_extraction_at_a_local_server_and_a_run_uses_it(
 
 @pytest.mark.parametrize("job", list(JOBS))
 def test_memledger_rpc_is_the_operator_too(job: str, fake: FakeOpenAI, tmp_path: Any) -> None:
-    from worker.cli.worker import rpc_extra_methods
+    from worker.cli.rpc import rpc_extra_methods
 
     get, update = JOBS[job]
     led = open_ledger(f"sqlite:///{tmp_path / 'rpc.db'}")

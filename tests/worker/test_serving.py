@@ -17,7 +17,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.worker.conftest import MEMLEDGER
-from worker.http.server import BindRefused, check_bind, create_app, is_loopback
+from worker.errors import BindRefused
+from worker.http.admission import check_bind, is_loopback
+from worker.http.server import create_app
 from worker.http.tokens import TokenStore
 from worker.runtime import Runtime
 

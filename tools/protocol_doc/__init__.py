@@ -5,7 +5,7 @@
 
 Params (names, JSON types, required or default) come from each method's params model in
 :data:`ledger.protocol.METHODS`; the methods the worker adds (``consolidation/notify_turn`` and any
-other extra method) are found through :func:`worker.cli.worker.rpc_extra_methods`, the same table
+other extra method) are found through :func:`worker.cli.rpc.rpc_extra_methods`, the same table
 ``memledger rpc`` serves. What a table cannot say — a summary, what a param means, the result's
 fields, which errors a method gives and a working example — is written once in :data:`tools.protocol_doc.methods.DOCS`;
 :func:`check_coverage` fails when a served method has no entry (or an entry serves no method).

@@ -85,7 +85,7 @@ def _scratch_ledger() -> Iterator[Any]:
 def _server_methods(led: Any, database_url: str) -> tuple[Mapping[str, Any], Callable[[], None]]:
     """The methods ``memledger serve`` adds, on ``led``, with a default configuration (embedded queue)."""
     from worker.config import WorkerConfig
-    from worker.http.server import extra_methods
+    from worker.rpc.methods import extra_methods
     from worker.runtime import build_runtime
 
     runtime = build_runtime(WorkerConfig(database_url=database_url, redis_url=None, account="local"), ledger=led)

@@ -23,7 +23,8 @@ from ledger.protocol import (
     NoParams,
 )
 from worker.rpc.account import UpdateConsolidationParams
-from worker.rpc.extraction import NotifyTurnParams, UpdateExtractionParams
+from worker.rpc.extraction import UpdateExtractionParams
+from worker.rpc.turns import NotifyTurnParams
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ RPC_URL = "http://127.0.0.1:8080/rpc"
 def served_methods() -> dict[str, Any]:
     """Every method a serve answers: the ledger's table plus the worker's extra methods (name -> entry)."""
     from ledger import open_ledger
-    from worker.cli.worker import rpc_extra_methods
+    from worker.cli.rpc import rpc_extra_methods
 
     led = open_ledger("sqlite:///:memory:")
     try:

@@ -45,7 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reject": ("worker.cli.ledger", "Reject a proposal; it never applies."),
     "budget": ("worker.cli.ledger", "Show a scope's budget and what it holds, or change it with --set."),
     "rpc": (
-        "worker.cli.ledger",
+        "worker.cli.rpc",
         "Serve the record protocol (JSON-RPC 2.0) on stdin/stdout: one request per line, one response per line.",
     ),
     "serve": (

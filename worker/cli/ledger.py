@@ -13,13 +13,11 @@ never a traceback); 2 a usage error.
 from __future__ import annotations
 
 import logging
-import os
 import re
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, BinaryIO
+from typing import Annotated
 
 import typer
 from sqlalchemy.engine import make_url
@@ -29,7 +27,7 @@ from ledger import Kind, Ledger, LedgerError, open_ledger
 from ledger.db import current_revision, head_revision, make_engine, upgrade
 from ledger.errors import InvalidInstant
 from ledger.instants import format_rfc3339, parse_rfc3339
-from ledger.protocol import INVALID_REQUEST, PARSE_ERROR, ExtraMethod, RpcError, dumps, error_response, handle_line
+from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
 
@@ -352,75 +350,6 @@ def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
         print_message(note)
 
 
-# ---------------------------------------------------------------------- rpc
-def _rpc_reply(led: Ledger, raw: bytes, extra: Mapping[str, ExtraMethod] | None) -> str | None:
-    """The response line for one raw input line, or None (blank line, notification)."""
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return dumps(error_response(None, RpcError(PARSE_ERROR, "parse error: not UTF-8", reason="parse_error")))
-    if not line.strip():
-        return None
-    return handle_line(led, line, extra_methods=extra)
-
-
-def _discard_rest_of_line(instream: BinaryIO) -> None:
-    while True:
-        chunk = instream.readline(MAX_RPC_LINE_BYTES)
-        if not chunk or chunk.endswith(b"\n"):
-            return
-
-
-def serve_stdio(
-    led: Ledger, instream: BinaryIO, outstream: BinaryIO, *, extra_methods: Mapping[str, ExtraMethod] | None = None
-) -> int:
-    """Answer one JSON-RPC request per input line with one response line, flushed at once, until EOF.
-
-    Blank lines and notifications get no line. A line over 1 MiB is refused
-    (``-32600``) without being parsed. Returns how many lines were answered.
-    """
-    answered = 0
-    while raw := instream.readline(MAX_RPC_LINE_BYTES + 1):
-        if len(raw) > MAX_RPC_LINE_BYTES and not raw.endswith(b"\n"):
-            _discard_rest_of_line(instream)
-            big = RpcError(
-                INVALID_REQUEST, "invalid request: a request line is limited to 1 MiB", reason="invalid_request"
-            )
-            reply: str | None = dumps(error_response(None, big))
-        else:
-            reply = _rpc_reply(led, raw, extra_methods)
-        if reply is None:
-            continue
-        outstream.write(reply.encode("utf-8") + b"\n")
-        outstream.flush()
-        answered += 1
-    return answered
-
-
-def _rpc_command(factory: ExtraMethodsFactory | None) -> Callable[..., None]:
-    def rpc(database_url: DbUrl = None) -> None:
-        """Serve the record protocol (JSON-RPC 2.0) on stdin/stdout: one request per line, one response per line."""
-        with cli_ledger(database_url) as led:
-            extra = factory(led) if factory is not None else None
-            try:
-                serve_stdio(led, sys.stdin.buffer, sys.stdout.buffer, extra_methods=extra)
-            except BrokenPipeError:
-                _silence_stdout()  # the client went away: nothing left to answer
-            except KeyboardInterrupt:
-                raise typer.Exit(130) from None
-
-    return rpc
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush cannot fail on a closed pipe."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
 # ---------------------------------------------------------------------- registration
 _COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("pin", pin),
@@ -437,20 +366,8 @@ _COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
 )
 
 
-def _worker_methods(led: Ledger) -> Mapping[str, ExtraMethod]:
-    """The worker's methods (``consolidation/notify_turn`` …), imported only when ``rpc`` runs."""
-    from worker.cli.worker import rpc_extra_methods
-
-    return rpc_extra_methods(led)
-
-
-def register(app: typer.Typer, *, rpc_extra_methods: ExtraMethodsFactory | None = _worker_methods) -> None:
-    """Attach the ledger commands and the ``db`` group to the top-level app.
-
-    ``rpc_extra_methods(led)`` may return more JSON-RPC methods for ``memledger rpc``
-    (by default the worker's: ``consolidation/notify_turn`` and the settings methods).
-    """
+def register(app: typer.Typer) -> None:
+    """Attach the ledger commands and the ``db`` group to the top-level app."""
     for name, command in _COMMANDS:
         app.command(name)(command)
-    app.command("rpc")(_rpc_command(rpc_extra_methods))
     app.add_typer(db_app, name="db")

@@ -19,8 +19,6 @@ from rich.table import Table
 from rich.text import Text
 
 from consolidation import ConsolidationRun, ConsolidationSettings, Mode, RunState
-from ledger import Ledger
-from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.ledger import DbUrl, cli_errors
 from worker.cli.output import emit_json, fail, instant_text, print_message, print_table
@@ -109,16 +107,6 @@ def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) 
             runtime.close(timeout_s=0)
 
 
-def rpc_extra_methods(led: Ledger) -> dict[str, ExtraMethod]:
-    """``consolidation/notify_turn`` and the account's settings methods for ``memledger rpc`` (as ``serve``)."""
-    from worker.http.server import extra_methods
-    from worker.runtime import build_runtime
-
-    runtime = build_runtime(cli_config(), ledger=led)
-    # Over stdio the caller started the process on the operator's database: it is the operator.
-    return extra_methods(runtime, operator=True)
-
-
 # ---------------------------------------------------------------------- processes
 def serve(
     host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
@@ -143,7 +131,8 @@ def serve(
     from worker.cli.banner import banner_lines
     from worker.cli.output import is_terminal
     from worker.errors import BindRefused, PortUnavailable
-    from worker.http.server import check_bind, listen, run_server
+    from worker.http.admission import check_bind
+    from worker.http.server import listen, run_server
     from worker.logging import configure_logging
     from worker.runtime import build_runtime
 
@@ -219,7 +208,7 @@ def turn(
     """Record a chat turn for the scope (debounced) and queue its run."""
     with cli_runtime(database_url=database_url) as runtime:
         scope = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
-        run = runtime.notify_turn(scope)
+        run = runtime.notify_turn(scope).consolidation
         embedded = runtime.config.embedded
     if as_json:
         emit_json(None if run is None else run.to_json())

@@ -51,11 +51,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
 import logging
 import signal
 import socket
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -72,27 +70,23 @@ from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ledger import Ledger
-from ledger.instants import format_rfc3339
 from ledger.protocol import (
-    INVALID_PARAMS,
-    INVALID_REQUEST,
     METHODS,
     PARSE_ERROR,
-    ExtraMethod,
     RpcError,
     dumps,
     error_response,
     handle_line,
     internal_error_response,
 )
-from worker.errors import BindRefused, PortUnavailable
+from worker.errors import PortUnavailable
+from worker.http.admission import Guard, check_bind
 from worker.http.guard import asgi_refusal
 from worker.http.limits import InFlightLimit, raise_open_file_limit
 from worker.http.observe import ACCOUNT_STATE_KEY
 from worker.http.ops import ops_routes, with_observability
-from worker.http.tokens import TokenStore
 from worker.metrics import render_latest
-from worker.rpc.account import account_methods
+from worker.rpc.methods import NAMES, extra_methods
 from worker.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -103,195 +97,8 @@ log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 1_000_000  # the default of WorkerConfig.max_request_bytes
 MAX_HEADER_BYTES = 16 * 1024
 KEEP_ALIVE_S = 5
-NOTIFY_TURN = "consolidation/notify_turn"
 GRACEFUL_HTTP_SHUTDOWN_S = 10
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-_MAX_ACCOUNTS_CACHED = 4096
 MCP_PATH = "/mcp"  # worker.mcp.server.MCP_PATH, not imported from there: that would load the MCP SDK
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost``, ``*.localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, *, auth: str) -> None:
-    """Refuse to listen on anything but loopback unless every request needs a token.
-
-    Raises:
-        BindRefused: with what the operator should do.
-    """
-    if auth != "tokens" and not is_loopback(host):
-        raise BindRefused(
-            f"refusing to serve on {host}: without tokens every client could read and write every pin. "
-            "Set MEMLEDGER_AUTH=tokens (and create tokens with `memledger tokens create ACCOUNT`), "
-            "or bind 127.0.0.1"
-        )
-
-
-def notify_turn_method(runtime: Runtime) -> Any:
-    """The ``consolidation/notify_turn`` protocol method: no params; the bound account's scope.
-
-    Result: ``{"scheduled": false, "scopeKey"}`` when the scope's consolidation is off,
-    else ``{"scheduled": true, "scopeKey", "runId", "turns", "dueAt"}``. The turn is
-    recorded in the database before the queue is touched, and a queue failure never
-    fails the call.
-    """
-
-    def method(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
-        if params:
-            raise RpcError(
-                INVALID_PARAMS,
-                f"invalid params: {NOTIFY_TURN} takes no params; the scope is always {led.scope_key}",
-                reason="invalid_params",
-            )
-        run = runtime.notify_turn(led.scope_key)
-        if run is None:
-            return {"scheduled": False, "scopeKey": led.scope_key}
-        return {
-            "scheduled": True,
-            "scopeKey": run.scope_key,
-            "runId": run.id,
-            "turns": run.turns,
-            "dueAt": format_rfc3339(run.due_at),
-        }
-
-    return method
-
-
-def extra_methods(runtime: Runtime, *, operator: bool) -> dict[str, ExtraMethod]:
-    """Every method the worker adds to the record protocol (``serve`` and ``rpc`` alike).
-
-    ``operator``: every caller is the operator (one account without tokens: ``rpc`` over stdio, a
-    ``serve`` with ``MEMLEDGER_AUTH=none``), so the settings methods take the model target too; with
-    tokens on, callers are tenants and they refuse it (see :mod:`worker.rpc.account`).
-    """
-    from worker.rpc.extraction import extraction_methods
-
-    return {
-        NOTIFY_TURN: notify_turn_method(runtime),
-        **account_methods(runtime.service, operator=operator),
-        **extraction_methods(runtime, operator=operator),
-    }
-
-
-class AccountLedgers:
-    """The ledger for each account a token names: one :meth:`Ledger.for_account` twin per account."""
-
-    def __init__(self, base: Ledger) -> None:
-        self.base = base
-        self._lock = threading.Lock()
-        self._by_account: dict[str, Ledger] = {}
-
-    def get(self, account: str) -> Ledger:
-        with self._lock:
-            led = self._by_account.get(account)
-            if led is None:
-                if len(self._by_account) >= _MAX_ACCOUNTS_CACHED:
-                    self._by_account.clear()
-                led = self.base.for_account(account)
-                self._by_account[account] = led
-            return led
-
-
-def _refusal(
-    status: int, code: int, message: str, reason: str, *, close: bool = False, headers: dict[str, str] | None = None
-) -> Response:
-    answer = dumps(error_response(None, RpcError(code, message, reason=reason)))
-    extra = {"connection": "close"} if close else {}
-    return Response(answer, status_code=status, media_type="application/json", headers={**extra, **(headers or {})})
-
-
-def _host_name(host_header: str) -> str:
-    """The name part of a Host header (no port), lower case; IPv6 keeps its brackets off."""
-    value = host_header.strip().lower()
-    if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
-class Guard:
-    """The checks of one ``POST /rpc`` request before its body is read (see the module docstring)."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        config = runtime.config
-        self.tokens_on = config.auth == "tokens"
-        self.origins = frozenset(config.origin_list())
-        self.hosts = frozenset(config.host_list())
-        self.max_bytes = config.max_request_bytes
-        self.body_timeout_s = config.body_timeout_s
-        self.tokens = TokenStore.for_ledger(runtime.ledger)
-
-    def refuse(self, request: Request) -> Response | None:
-        host = _host_name(request.headers.get("host", ""))
-        if (not self.tokens_on or self.hosts) and not (is_loopback(host) or host in self.hosts):
-            return _refusal(
-                421, INVALID_REQUEST, "misdirected request: this server answers loopback names and its allowed "
-                "hosts only (MEMLEDGER_ALLOWED_HOSTS)", "misdirected_request",
-            )  # fmt: skip
-        origin = request.headers.get("origin")
-        if origin is not None and origin.rstrip("/").lower() not in self.origins:
-            return _refusal(
-                403, INVALID_REQUEST, "forbidden: requests from web pages are refused unless their Origin is in "
-                "MEMLEDGER_ALLOWED_ORIGINS", "forbidden_origin",
-            )  # fmt: skip
-        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if media != "application/json":
-            return _refusal(
-                415, INVALID_REQUEST, "unsupported media type: send the request as Content-Type: application/json",
-                "unsupported_media_type",
-            )  # fmt: skip
-        return None
-
-    async def account(self, request: Request, default: str) -> str | Response:
-        """The caller's account: from the Bearer token with tokens on, else the server's own."""
-        if not self.tokens_on:
-            return default
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        account = None
-        if scheme.lower() == "bearer" and token.strip():
-            account = await run_in_threadpool(self.tokens.authenticate, token.strip())
-        if account is None:
-            return _refusal(
-                401, INVALID_REQUEST, "unauthorized: send Authorization: Bearer <token> with a token from "
-                "`memledger tokens create ACCOUNT` that has not been revoked", "unauthorized",
-                headers={"www-authenticate": 'Bearer realm="memledger"'},
-            )  # fmt: skip
-        return account
-
-    async def body(self, request: Request) -> bytes | Response:
-        """The body, read while counting: refused at the limit, never buffered past it."""
-        declared = request.headers.get("content-length")
-        too_large = _refusal(
-            413, INVALID_REQUEST, f"request too large: the limit is {self.max_bytes:,} bytes (a batch counts whole)",
-            "request_too_large", close=True,
-        )  # fmt: skip
-        if declared is not None:
-            if not declared.strip().isdigit():
-                return _refusal(400, INVALID_REQUEST, "bad Content-Length", "invalid_request", close=True)
-            if int(declared) > self.max_bytes:
-                return too_large
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            async with asyncio.timeout(self.body_timeout_s):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > self.max_bytes:
-                        return too_large
-                    chunks.append(chunk)
-        except TimeoutError:
-            return _refusal(
-                408, INVALID_REQUEST, f"request timeout: the body must arrive within {self.body_timeout_s:g} s",
-                "request_timeout", close=True,
-            )  # fmt: skip
-        return b"".join(chunks)
 
 
 def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
@@ -299,27 +106,19 @@ def rpc_endpoint(runtime: Runtime) -> Callable[[Request], Awaitable[Response]]:
     # Without tokens, serve answers its one account on loopback: its operator. With tokens, tenants.
     extra = extra_methods(runtime, operator=runtime.config.auth != "tokens")
     guard = Guard(runtime)
-    ledgers = AccountLedgers(runtime.ledger)
-    default_account = runtime.ledger.scope_key.split(":", 1)[1]
 
     async def answer(request: Request) -> Response:
-        refused = guard.refuse(request)
-        if refused is not None:
-            return refused
-        account = await guard.account(request, default_account)
-        if isinstance(account, Response):
-            return account
-        body = await guard.body(request)
-        if isinstance(body, Response):
-            return body
+        admitted = await guard.admit(request)
+        if isinstance(admitted, Response):
+            return admitted
+        account, body = admitted
         try:
             line = body.decode("utf-8")
         except UnicodeDecodeError:
             err = RpcError(PARSE_ERROR, "parse error: the request is not UTF-8 JSON", reason="parse_error")
             return _json_line(dumps(error_response(None, err)))
         request.scope.setdefault("state", {})[ACCOUNT_STATE_KEY] = account  # for the access log
-        led = runtime.ledger if account == default_account else ledgers.get(account)
-        reply = await run_in_threadpool(handle_line, led, line, extra_methods=extra)
+        reply = await run_in_threadpool(handle_line, guard.ledger_for(account), line, extra_methods=extra)
         if reply is None:  # notifications only: nothing to answer
             return Response(status_code=204)
         return _json_line(reply)
@@ -345,22 +144,16 @@ def mcp_endpoint(runtime: Runtime) -> McpHttp:
     from worker.mcp.server import McpHttp
 
     guard = Guard(runtime)
-    ledgers = AccountLedgers(runtime.ledger)
-    default_account = runtime.ledger.scope_key.split(":", 1)[1]
 
     async def admit(request: Request) -> Response | bytes:
-        refused = guard.refuse(request)
-        if refused is not None:
-            return refused
-        account = await guard.account(request, default_account)
-        if isinstance(account, Response):
-            return account
-        request.state.account = account
-        return await guard.body(request)
+        admitted = await guard.admit(request)
+        if isinstance(admitted, Response):
+            return admitted
+        request.state.account, body = admitted
+        return body
 
     def ledger_for(ctx: Any) -> Ledger:
-        account = ctx.request.state.account
-        return runtime.ledger if account == default_account else ledgers.get(account)
+        return guard.ledger_for(ctx.request.state.account)
 
     return McpHttp(ledger_for, admit=admit, max_request_bytes=guard.max_bytes)
 
@@ -488,7 +281,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
             )
         )
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
-    return with_observability(app, runtime, known_methods=(*METHODS, NOTIFY_TURN))
+    return with_observability(app, runtime, known_methods=(*METHODS, *NAMES))
 
 
 def _json_line(text: str, *, status: int = 200) -> Response:

@@ -29,7 +29,7 @@ of the settings.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic.alias_generators import to_camel
@@ -40,13 +40,17 @@ from consolidation.setting_checks import PRICE_FIELDS, TARGET_FIELDS
 from ledger import Ledger
 from ledger.protocol import INVALID_PARAMS, ExtraMethod, NoParams, Params, RpcError
 
-GET_SETTINGS = "memory/get_consolidation_settings"
-UPDATE_SETTINGS = "memory/update_consolidation_settings"
+if TYPE_CHECKING:
+    from worker.runtime import Runtime
+
+GET_CONSOLIDATION_SETTINGS = "memory/get_consolidation_settings"
+UPDATE_CONSOLIDATION_SETTINGS = "memory/update_consolidation_settings"
 # The model target's params: wire name -> the service's name (harness, model, baseUrl, the two prices).
 TARGET_PARAMS = {to_camel(name): name for name in TARGET_FIELDS}
 _NULLABLE_TARGET = ("base_url", *PRICE_FIELDS)  # null unsets these
 
 Price = StrictFloat | StrictInt
+U = TypeVar("U", bound="TargetParams")
 
 
 class TargetParams(Params):
@@ -62,13 +66,18 @@ class TargetParams(Params):
     price_in_usd_per_mtok: Price | None = None
     price_out_usd_per_mtok: Price | None = None
 
-    def target_changes(self) -> dict[str, Any]:
-        """The target params that were sent, as keyword arguments of a settings update."""
+    def changes(self, *switches: str) -> dict[str, Any]:
+        """The params that were sent, as keyword arguments of a settings update: the model target's, then each
+        of ``switches`` that is not ``None`` (``debounce_s`` as seconds, a float)."""
         changes: dict[str, Any] = {}
         for name in TARGET_FIELDS:
             value = getattr(self, name)
             if value is not None or (name in _NULLABLE_TARGET and name in self.model_fields_set):
                 changes[name] = value
+        for name in switches:
+            value = getattr(self, name)
+            if value is not None:
+                changes[name] = float(value) if name == "debounce_s" else value
         return changes
 
 
@@ -107,6 +116,18 @@ def refuse_target_params(params: Mapping[str, Any], *, command: str) -> None:
     )
 
 
+def validated_update(model: type[U], params: dict[str, Any], *, operator: bool, command: str) -> U:
+    """A settings update's params, validated; the model target's refused first unless the caller is the operator.
+
+    Raises:
+        RpcError: ``-32602 invalid_params`` (see :func:`refuse_target_params`).
+        ValidationError: a param is unknown or mistyped (the protocol answers ``invalid_params``).
+    """
+    if not operator:
+        refuse_target_params(params, command=command)
+    return model.model_validate(params)
+
+
 def target_json(settings: Any) -> dict[str, Any]:
     """The model target of a scope's settings (consolidation's or extraction's), as the protocol shows it."""
     return {wire: getattr(settings, name) for wire, name in TARGET_PARAMS.items()}
@@ -124,32 +145,30 @@ def _settings_json(service: ConsolidationService, led: Ledger) -> dict[str, Any]
     }
 
 
-def account_methods(service: ConsolidationService, *, operator: bool) -> dict[str, ExtraMethod]:
-    """The two settings methods, for ``extra_methods`` of :func:`ledger.protocol.handle`.
+def get_consolidation_settings(runtime: Runtime, *, operator: bool) -> ExtraMethod:
+    """``memory/get_consolidation_settings``: no params; the bound account's settings."""
+    service = runtime.service
 
-    ``operator``: the caller is the operator (one account, no tokens), so the update takes the
-    model target; else those params are refused (see the module docstring).
-    """
-
-    def get_settings(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
+    def method(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
         NoParams.model_validate(params)
         return _settings_json(service, led)
 
-    def update_settings(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
-        if not operator:
-            refuse_target_params(params, command="memledger consolidation set")
-        p = UpdateConsolidationParams.model_validate(params)
-        changes = p.target_changes()
-        if p.mode is not None:
-            changes["mode"] = p.mode
-        if p.debounce_s is not None:
-            changes["debounce_s"] = float(p.debounce_s)
-        if p.allow_removal is not None:
-            changes["allow_removal"] = p.allow_removal
+    return method
+
+
+def update_consolidation_settings(runtime: Runtime, *, operator: bool) -> ExtraMethod:
+    """``memory/update_consolidation_settings``; ``operator``: the caller is the operator (one account, no
+    tokens), so the update takes the model target; else those params are refused (see the module docstring)."""
+    service = runtime.service
+
+    def method(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
+        command = "memledger consolidation set"
+        p = validated_update(UpdateConsolidationParams, params, operator=operator, command=command)
+        changes = p.changes("mode", "debounce_s", "allow_removal")
         if changes:
             service.update_settings(led.scope_key, **changes)
         if p.max_records is not None:
             led.set_budget(led.scope_key, p.max_records)
         return _settings_json(service, led)
 
-    return {GET_SETTINGS: get_settings, UPDATE_SETTINGS: update_settings}
+    return method
