@@ -56,9 +56,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "worker.cli.worker",
         "Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM.",
     ),
-    "turn": ("worker.cli.worker", "Record a chat turn for the scope (debounced) and queue its run."),
+    "turn": ("worker.cli.consolidation", "Record a chat turn for the scope (debounced) and queue its run."),
     "runs": (
-        "worker.cli.worker",
+        "worker.cli.consolidation",
         "List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json).",
     ),
     "status": (
@@ -71,7 +71,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "db": ("worker.cli.ledger", "Database schema: upgrade, compact."),
     "consolidation": (
-        "worker.cli.worker",
+        "worker.cli.consolidation",
         "Per-scope consolidation: set, status, enable, disable, propose, run-due.",
     ),
     "extraction": ("worker.cli.extraction", "Per-scope extraction (proposals from conversations): set, status."),

@@ -64,7 +64,7 @@ def replay(
 ) -> None:
     """Score consolidation on generated episodes through the real pipeline, beside keep_all and latest_wins."""
     from consolidation.replay import replay as run_replay
-    from ledger import LedgerError
+    from worker.cli.ledger import cli_errors
     from worker.config import OuterEnvironment, load_config
     from worker.errors import ConfigError
 
@@ -72,7 +72,7 @@ def replay(
         prices = load_config().price_table()  # MEMLEDGER_MODEL_PRICES prices a model the table does not know
     except ConfigError as exc:
         fail(str(exc), reason="config_error")
-    try:
+    with cli_errors():  # the ledger's refusals as the other commands show them
         report = run_replay(
             harness,
             model=model,
@@ -83,8 +83,6 @@ def replay(
             progress=_progress if sys.stderr.isatty() else None,
             service_kwargs=OuterEnvironment().model_access(),
         )
-    except LedgerError as exc:
-        fail(exc.message, reason=exc.reason)
     if fmt == Format.JSON:
         typer.echo(json.dumps(report.to_json(), indent=2))
         return

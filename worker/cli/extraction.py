@@ -10,10 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
-from worker.cli.conventions import ScopeOption, pick_scope
-from worker.cli.ledger import DbUrl
-from worker.cli.output import emit_json, print_message, print_table
-from worker.cli.worker import (
+from worker.cli.consolidation import (
     BaseUrlOpt,
     HarnessOpt,
     Json,
@@ -21,13 +18,15 @@ from worker.cli.worker import (
     PriceInOpt,
     PriceOutOpt,
     ScopeArg,
-    bound_scope,
-    cli_runtime,
-    given_options,
+    job_changes,
     runs_table,
     settings_table,
     target_options,
 )
+from worker.cli.conventions import ScopeOption, pick_scope
+from worker.cli.ledger import DbUrl
+from worker.cli.output import emit_json, print_message, print_table
+from worker.cli.worker import bound_scope, cli_runtime
 
 extraction_app = typer.Typer(
     help="Per-scope extraction (proposals from conversations): set, status.", no_args_is_help=True
@@ -72,14 +71,8 @@ def extraction_set(
     database_url: DbUrl = None,
 ) -> None:
     """Change the scope's extraction settings (mode off also cancels its pending extraction runs and digests)."""
-    changes = given_options(
-        ("mode", mode),
-        ("debounce_s", debounce_s),
-        ("max_wait_s", max_wait_s),
-        ("wall_clock_cap_s", cap_s),
-        ("max_output_tokens", max_output_tokens),
-    )
-    changes.update(target_options(harness, model, base_url, price_in, price_out))
+    changes = job_changes(mode, debounce_s, max_wait_s, cap_s, max_output_tokens)
+    changes |= target_options(harness, model, base_url, price_in, price_out)
     with cli_runtime(database_url=database_url) as runtime:
         key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
         settings = runtime.service.update_extraction_settings(key, **changes)

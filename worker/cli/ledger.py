@@ -23,7 +23,7 @@ import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from ledger import Kind, Ledger, LedgerError, open_ledger
+from ledger import Kind, Ledger, LedgerError, MemoryRecord, open_ledger
 from ledger.db import current_revision, head_revision, make_engine, upgrade
 from ledger.errors import InvalidInstant
 from ledger.instants import format_rfc3339, parse_rfc3339
@@ -156,34 +156,32 @@ def pin(
     print_message(f"Pinned {record.id}{replaced}.", style="green")
 
 
-def unpin(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
-    """Forget a record: a tombstone that erases its body and its earlier revisions' bodies."""
-    with cli_ledger(database_url) as led:
-        record = led.delete(record_id)
+def _change(
+    record_id: str, change: Callable[[Ledger, str], MemoryRecord], done: str, as_json: bool, url: str | None
+) -> None:
+    """Run ``change`` on one record; print it (``--json``) or ``done`` (``{id}`` filled in), in green."""
+    with cli_ledger(url) as led:
+        record = change(led, record_id)
     if as_json:
         emit_json(record)
     else:
-        print_message(f"Forgot {record.id}; its text (and that of its earlier revisions) is erased.", style="green")
+        print_message(done.format(id=record.id), style="green")
+
+
+def unpin(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
+    """Forget a record: a tombstone that erases its body and its earlier revisions' bodies."""
+    done = "Forgot {id}; its text (and that of its earlier revisions) is erased."
+    _change(record_id, lambda led, rid: led.delete(rid), done, as_json, database_url)
 
 
 def accept(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
     """Accept a proposal: it becomes active now, closing what it supersedes."""
-    with cli_ledger(database_url) as led:
-        record = led.accept(record_id)
-    if as_json:
-        emit_json(record)
-    else:
-        print_message(f"Accepted {record.id}; it is active now.", style="green")
+    _change(record_id, lambda led, rid: led.accept(rid), "Accepted {id}; it is active now.", as_json, database_url)
 
 
 def reject(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
     """Reject a proposal; it never applies."""
-    with cli_ledger(database_url) as led:
-        record = led.reject(record_id)
-    if as_json:
-        emit_json(record)
-    else:
-        print_message(f"Rejected {record.id}.", style="green")
+    _change(record_id, lambda led, rid: led.reject(rid), "Rejected {id}.", as_json, database_url)
 
 
 def sweep(

@@ -179,23 +179,27 @@ class Observe:
             extra: dict[str, Any] = {}
             if is_rpc:
                 extra = self._observe_rpc(bytes(request), bytes(answer), bool(seen["answer_complete"]), elapsed_s)
-            state = scope.get("state") or {}
-            account = state.get(ACCOUNT_STATE_KEY) or self.account
-            what = extra.get("rpc_method") or scope["path"]
-            access_log.info(
-                "%s %s %d",
-                scope["method"],
-                what,
-                status,
-                extra={
-                    "http_method": scope["method"],
-                    "path": scope["path"],
-                    "status": status,
-                    "latency_ms": round(elapsed_s * 1000, 3),
-                    "account": account,
-                    **extra,
-                },
-            )
+            self._log_access(scope, status, elapsed_s, extra)
+
+    def _log_access(self, scope: Scope, status: int, elapsed_s: float, extra: dict[str, Any]) -> None:
+        """One access-log line: never a body, a param, a query string or a header."""
+        state = scope.get("state") or {}
+        account = state.get(ACCOUNT_STATE_KEY) or self.account
+        what = extra.get("rpc_method") or scope["path"]
+        access_log.info(
+            "%s %s %d",
+            scope["method"],
+            what,
+            status,
+            extra={
+                "http_method": scope["method"],
+                "path": scope["path"],
+                "status": status,
+                "latency_ms": round(elapsed_s * 1000, 3),
+                "account": account,
+                **extra,
+            },
+        )
 
     def _observe_rpc(self, request: bytes, answer: bytes, complete: bool, elapsed_s: float) -> dict[str, str]:
         method = UNPARSED if len(request) > MAX_KEPT_REQUEST_BYTES else method_of(request)

@@ -267,10 +267,16 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
         Route(MCP_PATH, mcp_http),
         *ops_routes(runtime),
     ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=_middleware(runtime))
+    return with_observability(app, runtime, known_methods=(*METHODS, *NAMES))
+
+
+def _middleware(runtime: Runtime) -> list[Middleware]:
+    """The in-flight limit, then CORS when origins are configured (no CORS headers at all otherwise)."""
     # Counted from a request's complete head to its response's end: idle connections never take a place.
     middleware = [Middleware(InFlightLimit, limit=runtime.config.max_requests_in_flight)]
     origins = runtime.config.origin_list()
-    if origins:  # no CORS headers at all unless origins are configured
+    if origins:
         middleware.append(
             Middleware(
                 CORSMiddleware,
@@ -280,8 +286,7 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
                 max_age=600,
             )
         )
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
-    return with_observability(app, runtime, known_methods=(*METHODS, *NAMES))
+    return middleware
 
 
 def _json_line(text: str, *, status: int = 200) -> Response:

@@ -117,6 +117,18 @@ def _label(record: MemoryRecord, show_bodies: bool) -> str:
     return f"{record.kind.value} {record.id}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Scale:
+    """Where an instant falls along the bars' axis."""
+
+    t0: float
+    span: float
+    usable: float
+
+    def x(self, at: datetime) -> float:
+        return LABEL_W + LEFT + (at.timestamp() - self.t0) / self.span * self.usable
+
+
 def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: bool) -> Markup:
     """The timeline of ``records`` (one scope, any statuses) as one ``<svg>`` element."""
     bars = layout(records, now)
@@ -124,56 +136,75 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
         return Markup('<p class="empty">This scope holds no records yet.</p>')
     t0 = min(bar.start for bar in bars).timestamp()
     t1 = max(max(bar.end for bar in bars), now).timestamp()
-    span = max(t1 - t0, 1e-6)
-    usable = WIDTH - LABEL_W - LEFT - RIGHT
-
-    def x(at: datetime) -> float:
-        return LABEL_W + LEFT + (at.timestamp() - t0) / span * usable
-
-    lanes = max(bar.lane for bar in bars) + 1
-    height = TOP + lanes * LANE_H + 8
+    scale = _Scale(t0, max(t1 - t0, 1e-6), WIDTH - LABEL_W - LEFT - RIGHT)
+    height = TOP + (max(bar.lane for bar in bars) + 1) * LANE_H + 8
     where: dict[str, tuple[float, float, float]] = {}
     labels: dict[int, str] = {}  # lane -> the label of its latest record
+    parts = _axis(scale, bars[0].start, now, height)
+    for bar in bars:
+        parts.append(_bar(bar, scale, show_bodies, where, labels))
+    parts.extend(_links(bars, where))
+    parts.extend(labels[lane] for lane in sorted(labels))
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _axis(scale: _Scale, first: datetime, now: datetime, height: int) -> list[str]:
+    """The ``<svg>`` opening, the axis's ends, the line of now and a few instants along the axis."""
     parts: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{WIDTH}" height="{height}" '
         f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="validity timeline">',
-        f'<text class="axis" x="{LABEL_W + LEFT}" y="14">{_iso(bars[0].start)}</text>',
+        f'<text class="axis" x="{LABEL_W + LEFT}" y="14">{_iso(first)}</text>',
         f'<text class="axis" x="{WIDTH - RIGHT}" y="14" text-anchor="end">{_iso(now)} (now)</text>',
-        f'<line class="now" x1="{x(now):.1f}" y1="{TOP - 6}" x2="{x(now):.1f}" y2="{height}"/>',
+        f'<line class="now" x1="{scale.x(now):.1f}" y1="{TOP - 6}" x2="{scale.x(now):.1f}" y2="{height}"/>',
     ]
     for n in range(1, TICKS):  # a few instants along the axis, so a bar's place reads as a date
-        at_s = t0 + span * n / TICKS
-        tick_x = LABEL_W + LEFT + usable * n / TICKS
+        at_s = scale.t0 + scale.span * n / TICKS
+        tick_x = LABEL_W + LEFT + scale.usable * n / TICKS
         when = datetime.fromtimestamp(at_s, UTC).strftime("%Y-%m-%d %H:%M")
         parts.append(f'<line class="tick" x1="{tick_x:.1f}" y1="{TOP - 4}" x2="{tick_x:.1f}" y2="{height}"/>')
         parts.append(f'<text class="axis" x="{tick_x:.1f}" y="{TOP - 6}" text-anchor="middle">{when}</text>')
-    for bar in bars:
-        record = bar.record
-        left = x(bar.start)
-        width = max(MIN_BAR_W, x(bar.end) - left)
-        top = TOP + bar.lane * LANE_H
-        where[record.id] = (left, left + width, top + BAR_H / 2)
-        status = record.status.value
-        rid = _esc(record.id)
-        start, end = _iso(bar.start), "" if bar.open_ended else _iso(bar.end)
-        common = (
-            f'class="bar{" forgotten" if bar.forgotten else ""}" data-id="{rid}" data-status="{status}" '
-            f'data-from="{start}" data-to="{end}" data-lane="{bar.lane}" '
-            f'x="{left:.2f}" y="{top}" width="{width:.2f}" height="{BAR_H}"'
-        )
-        if bar.forgotten:
-            parts.append(f'<rect {common} fill="{FORGOTTEN}"/>')
-            labels.pop(bar.lane, None)  # a forget erases the whole chain: its lane keeps no text
-            continue
-        label = _esc(_label(record, show_bodies))
-        rect = (
-            f'<rect {common} fill="{COLOURS.get(status, "#607d8b")}">'
-            f"<title>{rid} · {status} · {start} → {end or 'now'} · {label}</title></rect>"
-        )
-        if record.supersedes:
-            rect = f'<a href="#rec-{_esc(record.supersedes[0])}">{rect}</a>'
-        parts.append(f'<g id="rec-{rid}">{rect}</g>')
-        labels[bar.lane] = f'<text class="label" x="{LEFT}" y="{top + BAR_H - 1}">{label}</text>'
+    return parts
+
+
+def _bar(
+    bar: Bar,
+    scale: _Scale,
+    show_bodies: bool,
+    where: dict[str, tuple[float, float, float]],
+    labels: dict[int, str],
+) -> str:
+    """One record's bar; notes where it lies (for the links) and its lane's label."""
+    record = bar.record
+    left = scale.x(bar.start)
+    width = max(MIN_BAR_W, scale.x(bar.end) - left)
+    top = TOP + bar.lane * LANE_H
+    where[record.id] = (left, left + width, top + BAR_H / 2)
+    status = record.status.value
+    rid = _esc(record.id)
+    start, end = _iso(bar.start), "" if bar.open_ended else _iso(bar.end)
+    common = (
+        f'class="bar{" forgotten" if bar.forgotten else ""}" data-id="{rid}" data-status="{status}" '
+        f'data-from="{start}" data-to="{end}" data-lane="{bar.lane}" '
+        f'x="{left:.2f}" y="{top}" width="{width:.2f}" height="{BAR_H}"'
+    )
+    if bar.forgotten:
+        labels.pop(bar.lane, None)  # a forget erases the whole chain: its lane keeps no text
+        return f'<rect {common} fill="{FORGOTTEN}"/>'
+    label = _esc(_label(record, show_bodies))
+    rect = (
+        f'<rect {common} fill="{COLOURS.get(status, "#607d8b")}">'
+        f"<title>{rid} · {status} · {start} → {end or 'now'} · {label}</title></rect>"
+    )
+    if record.supersedes:
+        rect = f'<a href="#rec-{_esc(record.supersedes[0])}">{rect}</a>'
+    labels[bar.lane] = f'<text class="label" x="{LEFT}" y="{top + BAR_H - 1}">{label}</text>'
+    return f'<g id="rec-{rid}">{rect}</g>'
+
+
+def _links(bars: Sequence[Bar], where: dict[str, tuple[float, float, float]]) -> list[str]:
+    """A curve from each record's predecessor to it."""
+    parts: list[str] = []
     for bar in bars:
         for predecessor in bar.record.supersedes:
             if predecessor not in where:
@@ -185,6 +216,4 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
                 f'<path class="link" data-from="{_esc(predecessor)}" data-to="{_esc(bar.record.id)}" '
                 f'd="M{x1:.2f},{y1:.1f} C{x1:.2f},{lift:.1f} {x2:.2f},{lift:.1f} {x2:.2f},{y2:.1f}"/>'
             )
-    parts.extend(labels[lane] for lane in sorted(labels))
-    parts.append("</svg>")
-    return Markup("".join(parts))
+    return parts

@@ -39,7 +39,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ledger import Ledger
 from ledger.lines import escape_line_breaks
-from worker.mcp.tools import NONCHARACTER, TOOLS, ToolFailure, call_tool, error_result
+from worker.errors import ToolFailure
+from worker.mcp.tools import NONCHARACTER, TOOLS, call_tool, error_result
 
 log = logging.getLogger(__name__)
 

@@ -40,9 +40,10 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
-from ledger import InvalidArgument, Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound
+from ledger import Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound
 from ledger.instants import parse_rfc3339
 from ledger.protocol import record_to_json, to_jsonable
+from worker.errors import ToolFailure
 
 log = logging.getLogger(__name__)
 
@@ -310,16 +311,6 @@ PROPOSE_SCHEMA = _envelope(
 
 
 # ---------------------------------------------------------------------- calls
-class ToolFailure(Exception):
-    """A refusal to report as an ``isError`` tool result."""
-
-    def __init__(self, reason: str, message: str, **context: Any) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-        self.context = context
-
-
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A tool's answer: structured data (the output schema's shape) and the text a model reads."""
@@ -360,10 +351,7 @@ def list_pins(led: Ledger, args: ListArguments) -> Answer:
     if args.limit is None and args.cursor is None:
         page = Page(led.list(led.scope_key), None)
     else:
-        try:
-            page = led.list_page(led.scope_key, limit=args.limit, cursor=args.cursor)
-        except InvalidArgument as exc:
-            raise ToolFailure("invalid_params", exc.message) from None
+        page = led.list_page(led.scope_key, limit=args.limit, cursor=args.cursor)  # a bad cursor: call_tool refuses
     pins = _pins(page.records)
     head = f"{len(pins)} pin(s) apply to the user now:" if pins else "The user has no pins."
     if page.next_cursor is not None:
