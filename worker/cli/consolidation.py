@@ -41,6 +41,9 @@ PriceInOpt = Annotated[
     float | None,
     typer.Option("--price-in-usd-per-mtok", help="Input price, USD per million tokens (0: a free local model)."),
 ]
+MaxOutputTokensOpt = Annotated[
+    int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
+]
 PriceOutOpt = Annotated[
     float | None,
     typer.Option("--price-out-usd-per-mtok", help="Output price, USD per million tokens (0: a free local model)."),
@@ -225,9 +228,7 @@ def consolidation_set(
         str | None, typer.Option("--budget-usd", help="Spend budget per calendar month, USD.")
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
-    max_output_tokens: Annotated[
-        int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
-    ] = None,
+    max_output_tokens: MaxOutputTokensOpt = None,
     allowed_ops: Annotated[
         str | None,
         typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep."),

@@ -14,6 +14,7 @@ from worker.cli.consolidation import (
     BaseUrlOpt,
     HarnessOpt,
     Json,
+    MaxOutputTokensOpt,
     ModelOpt,
     PriceInOpt,
     PriceOutOpt,
@@ -63,9 +64,7 @@ def extraction_set(
         float | None, typer.Option("--max-wait-s", help="Longest delay after a session's first turn.")
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one call.")] = None,
-    max_output_tokens: Annotated[
-        int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
-    ] = None,
+    max_output_tokens: MaxOutputTokensOpt = None,
     as_json: Json = False,
     scope: ScopeOption = None,
     database_url: DbUrl = None,
