@@ -26,6 +26,7 @@ from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError
 from ledger.instants import Clock, require_aware, system_clock, to_micros
 from ledger.models import EventKind, MemoryRecord, ScopeUsage, SweepStatus
 from ledger.options import ProposeOptions, SaveOptions
+from ledger.plain_save import save_plain
 from ledger.policy import BudgetHook, EraseHook, WritePolicy
 from ledger.reader import Reader
 from ledger.reads import LedgerReads, check_scope
@@ -231,6 +232,18 @@ class Ledger(LedgerReads):
             BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition,
             InvalidInstant, InvalidArgument, LedgerBusy.
         """
+        plain = options.get("supersedes") is None and options.get("conflict_group") is None
+        if self.store.saves_plain and now is None and plain:
+            saved = save_plain(
+                self.store,
+                self.scope_key,
+                body,
+                options,
+                clock_us=to_micros(self.now(), name="clock"),
+                policy=self.policy,
+            )
+            if saved is not None:
+                return saved
         return self._grow(EventKind.SAVE_REFUSED, None, now, {}, lambda tx: tx.save(body, **options))
 
     def propose(
