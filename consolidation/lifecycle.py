@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from consolidation import runs as R
-from consolidation.errors import LostRace
-from consolidation.harnesses import HarnessError, HarnessResult, Usage
-from consolidation.models import ConsolidationRun, Outcome
+from consolidation.errors import HarnessError, LostRace
+from consolidation.harnesses import HarnessResult
+from consolidation.models import ConsolidationRun, Outcome, Usage
 from ledger import Ledger, Pending
 from ledger.instants import to_micros
 from ledger.models import RUNS

@@ -1,4 +1,4 @@
-"""Settings and runs as the API hands them out."""
+"""Settings, runs and a call's token usage as the API hands them out."""
 
 from __future__ import annotations
 
@@ -53,6 +53,21 @@ class Op(StrEnum):
 
 
 ALL_OPS: tuple[str, ...] = tuple(op.value for op in Op)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts reported by the API for one call (all zero for the offline harness)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every input token of the request: uncached, cache writes and cache reads."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from consolidation import limits as L
-from consolidation.errors import InvalidSettings
+from consolidation.errors import InvalidSettings, UnknownModelPrice
 from consolidation.harnesses import HARNESS_NAMES, HARNESSES
-from consolidation.pricing import PriceTable, UnknownModelPrice, scope_price
+from consolidation.pricing import PriceTable, scope_price
 
 OFFLINE_MODEL = "offline"
 PRICE_FIELDS = ("price_in_usd_per_mtok", "price_out_usd_per_mtok")

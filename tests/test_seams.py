@@ -120,12 +120,6 @@ NOT_YET_IN_ERRORS = frozenset(
     {
         "ledger/protocol.py: RpcError",
         "worker/mcp_tools.py: ToolFailure",
-        "consolidation/prompt.py: AnswerParseError",
-        "consolidation/extraction/prompt.py: ProposalsParseError",
-        "consolidation/harnesses/base.py: HarnessError",
-        "consolidation/harnesses/__init__.py: UnknownHarness",
-        "consolidation/harnesses/openai.py: _FormatRefused",
-        "consolidation/pricing.py: UnknownModelPrice",
     }
 )
 

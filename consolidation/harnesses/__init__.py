@@ -20,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from consolidation.harnesses.base import Harness, HarnessError, HarnessResult, PromptRecord, Usage
+from consolidation.errors import UnknownHarness
+from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
+from consolidation.models import Usage
 
 if TYPE_CHECKING:
     from consolidation.harnesses.anthropic import AnthropicHarness
@@ -35,12 +37,10 @@ __all__ = [
     "AnthropicHarness",
     "Connection",
     "Harness",
-    "HarnessError",
     "HarnessResult",
     "HarnessSpec",
     "OfflineHarness",
     "PromptRecord",
-    "UnknownHarness",
     "Usage",
     "get_extractor",
     "get_harness",
@@ -164,14 +164,6 @@ HARNESSES: dict[str, HarnessSpec] = {
 HARNESS_NAMES = tuple(HARNESSES)
 
 
-class UnknownHarness(ValueError):
-    """A harness name that is not one of :data:`HARNESS_NAMES`."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"unknown harness {str(name)[:40]!r}; choose one of: {', '.join(HARNESS_NAMES)}")
-
-
 def spec(name: str) -> HarnessSpec:
     """The registry row of ``name``.
 
@@ -180,7 +172,7 @@ def spec(name: str) -> HarnessSpec:
     """
     found = HARNESSES.get(name) if isinstance(name, str) else None
     if found is None:
-        raise UnknownHarness(name)
+        raise UnknownHarness(name, known=HARNESS_NAMES)
     return found
 
 

@@ -10,7 +10,7 @@ Two outcomes, and only two:
 * :class:`HarnessResult` — a response arrived. ``answer`` is the parsed
   ``{"operations": [...]}`` or ``None`` when the text did not parse (``error`` says
   why); usage and spend are recorded either way, because the call was paid for.
-* :class:`HarnessError` — the call failed (timeout, HTTP error, connection, retries
+* :class:`~consolidation.errors.HarnessError` — the call failed (timeout, HTTP error, connection, retries
   exhausted inside the wall-clock cap). The run settles ``failed``.
 """
 
@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from consolidation.models import Usage
+
 
 @dataclass(frozen=True, slots=True)
 class PromptRecord:
@@ -30,21 +32,6 @@ class PromptRecord:
     kind: str
     body: str
     conflict_group: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts reported by the API for one call (all zero for the offline harness)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-    @property
-    def prompt_tokens(self) -> int:
-        """Every input token of the request: uncached, cache writes and cache reads."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,33 +49,6 @@ class HarnessResult:
     usage: Usage
     spend_micro_usd: int
     error: str | None = None
-
-
-class HarnessError(Exception):
-    """The model call failed; the run settles ``failed``.
-
-    ``usage`` and ``spend_micro_usd`` carry whatever was observed before the failure
-    (usually nothing: a failed HTTP call reports no usage). ``retryable_exhausted`` is
-    true when every attempt met a retryable condition (429, 529, connection refused) and
-    the wall-clock cap ran out before one succeeded.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        usage: Usage | None = None,
-        spend_micro_usd: int = 0,
-        retryable_exhausted: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.usage = usage if usage is not None else Usage()
-        self.spend_micro_usd = spend_micro_usd
-        self.retryable_exhausted = retryable_exhausted
-
-    def __str__(self) -> str:
-        return self.message
 
 
 class Harness(ABC):

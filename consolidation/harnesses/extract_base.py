@@ -4,7 +4,7 @@ An extraction harness makes the one hidden call of an extraction run: it receive
 session's digest and up to 20 already-pinned bodies, and returns the answer
 (``{"proposals": [...]}``, or ``None`` when the text did not parse) with the tokens
 and spend the call observed, as a :class:`~consolidation.harnesses.base.HarnessResult`.
-A failed call raises :class:`~consolidation.harnesses.base.HarnessError`. It never
+A failed call raises :class:`~consolidation.errors.HarnessError`. It never
 touches the ledger; the extraction gate judges the answer. Every harness does both jobs: the
 registry (:data:`consolidation.harnesses.HARNESSES`, with :func:`~consolidation.harnesses.get_extractor`)
 is one for both.

@@ -42,8 +42,9 @@ from typing import Any, ClassVar
 from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.gate import normalize
 from consolidation.extraction.prompt import build_user_message
-from consolidation.harnesses.base import HarnessResult, Usage
+from consolidation.harnesses.base import HarnessResult
 from consolidation.harnesses.extract_base import Extractor
+from consolidation.models import Usage
 from ledger.errors import BodyRejected
 from ledger.screening import screen_body
 

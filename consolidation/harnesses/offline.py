@@ -59,9 +59,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord, Usage
+from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
 from consolidation.harnesses.offline_text import NUMBER_WORDS, Features, Token, known, read_features
 from consolidation.harnesses.offline_text import clean_body as clean_body  # re-exported: a public name here
+from consolidation.models import Usage
 from consolidation.prompt import MAX_OPERATIONS, MAX_TARGETS, build_user_message
 
 EXACT_CONFIDENCE_BPS = 10_000

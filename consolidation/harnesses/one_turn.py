@@ -13,8 +13,10 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from consolidation.harnesses.base import Harness, HarnessError, HarnessResult, PromptRecord, Turn, Usage
-from consolidation.pricing import ModelPrice, PriceTable, UnknownModelPrice
+from consolidation.errors import HarnessError, UnknownModelPrice
+from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord, Turn
+from consolidation.models import Usage
+from consolidation.pricing import ModelPrice, PriceTable
 from consolidation.prompt import turn as consolidation_turn
 
 

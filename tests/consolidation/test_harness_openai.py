@@ -9,11 +9,12 @@ from datetime import timedelta
 import pytest
 
 from consolidation import Outcome
+from consolidation.errors import HarnessError
 from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.prompt import SYSTEM_PROMPT as EXTRACTION_SYSTEM_PROMPT
 from consolidation.fake_anthropic import Reply
 from consolidation.fake_openai import FakeOpenAI
-from consolidation.harnesses import HarnessError, PromptRecord, Usage
+from consolidation.harnesses import PromptRecord, Usage
 from consolidation.harnesses.anthropic import AnthropicHarness
 from consolidation.harnesses.extract_openai import OpenAIExtractor
 from consolidation.harnesses.openai import OpenAIHarness, forget_formats, remembered_format, strict_schema
