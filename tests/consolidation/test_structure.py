@@ -5,12 +5,14 @@ the one transitions table."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 from consolidation import runs as R
 from consolidation.models import TRANSITIONS, RunState
+from ledger.models import RUNS
 from tests.test_structure import SOFT_MODULE_LINES, package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +55,12 @@ def test_run_states_are_named_by_the_enum_only() -> None:
         constants = (n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in states)
         bare.extend(f"{name}:{n.lineno} {n.value!r}" for n in constants if id(n) not in docs | inside_enum)
     assert bare == []
+
+
+def test_the_schema_allows_the_states_of_the_enum() -> None:
+    """The ledger's table states the run states in its CHECK constraint (the ledger cannot import the enum)."""
+    (check,) = [c for c in RUNS.constraints if c.name == "ck_consolidation_runs_state"]
+    assert set(re.findall(r"'([a-z_]+)'", str(check.sqltext))) == {state.value for state in RunState}
 
 
 def test_the_transitions_table_allows_the_life_of_a_run_and_nothing_else() -> None:
