@@ -30,6 +30,7 @@ from sqlalchemy import text
 
 from consolidation import ConsolidationRun, ConsolidationService
 from consolidation.harnesses import preload as preload_harnesses
+from consolidation.service import TurnRuns
 from ledger import Ledger, open_ledger
 from worker.actors import Actors, declare_actors
 from worker.broker import QueueSentinel, build_broker, ping
@@ -88,10 +89,7 @@ class Runtime:
         waking before the new ``due_at``, re-sends itself for it (see :mod:`worker.actors`).
         Returns the pending run, or None when the scope's consolidation is off.
         """
-        run = self.service.notify_turn(scope_key or self.ledger.scope_key, now=now)
-        if run is not None and run.turns == 1:
-            self.actors.send_run(run, now=now)
-        return run
+        return self.notify_turn_runs(scope_key, now=now).run
 
     def notify_turn_runs(
         self,
@@ -100,7 +98,7 @@ class Runtime:
         session_id: str | None = None,
         messages: list[dict[str, Any]] | None = None,
         now: datetime | None = None,
-    ) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
+    ) -> TurnRuns:
         """A turn with its session's messages: both jobs recorded in one transaction, then a message sent for
         each run the turn created (see :meth:`notify_turn`). Returns (consolidation run, extraction run).
 
