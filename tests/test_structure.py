@@ -86,7 +86,8 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules of ``known`` that module ``name`` imports anywhere (module level, functions, TYPE_CHECKING).
 
     ``from pkg import sub`` imports the submodule ``pkg.sub``; ``from pkg import name`` the package ``pkg``;
-    relative imports are resolved against ``name``'s package.
+    relative imports are resolved against ``name``'s package. A string naming a module (``"pkg.sub"``, or
+    ``"pkg.sub:Name"`` as import tables write it) counts too: it is there to be imported by name (a dotted one only).
     """
     out: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -100,6 +101,8 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                 anchor = parts[: len(parts) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
             out.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+            out.add(node.value.partition(":")[0])  # a dotted name: a bare "ledger" is more often a word
     return {module for module in out if module in known and module != name}
 
 
@@ -211,7 +214,7 @@ def _package(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def test_the_cycle_check_sees_lazy_type_checking_and_relative_imports(tmp_path: Path) -> None:
+def test_the_cycle_check_sees_lazy_type_checking_relative_and_by_name_imports(tmp_path: Path) -> None:
     root = _package(
         tmp_path,
         {
@@ -222,10 +225,12 @@ def test_the_cycle_check_sees_lazy_type_checking_and_relative_imports(tmp_path: 
             "pkg/sub/__init__.py": "",
             "pkg/sub/d.py": "from .. import c\n",
             "pkg/e.py": "import pkg.a\n",
+            "pkg/f.py": "import importlib\nTABLE = {'g': 'pkg.g:G'}\n",
+            "pkg/g.py": "def h():\n    import pkg.f\n",
         },
     )
     graph = import_graph(root, "pkg")
-    assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d"]]
+    assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d"], ["pkg.f", "pkg.g"]]
     assert cycle_path(graph, ["pkg.a", "pkg.b"]) == ["pkg.a", "pkg.b", "pkg.a"]
 
 

@@ -16,6 +16,7 @@ Two outcomes, and only two:
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,6 +51,17 @@ class HarnessResult:
     spend_micro_usd: int
     error: str | None = None
 
+    @classmethod
+    def free(cls, answer: dict[str, Any], *, prompt: str) -> HarnessResult:
+        """The result of a call that asks no model (the offline harnesses): the answer is its text; no spend."""
+        return cls(
+            answer=answer,
+            raw_text=json.dumps(answer, ensure_ascii=False),
+            prompt=prompt,
+            usage=Usage(),
+            spend_micro_usd=0,
+        )
+
 
 class Harness(ABC):
     """One way to make the consolidation call. Implementations are thread-safe."""
@@ -58,12 +70,7 @@ class Harness(ABC):
 
     @abstractmethod
     def call(
-        self,
-        records: Sequence[PromptRecord],
-        *,
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
+        self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int, wall_clock_cap_s: float
     ) -> HarnessResult:
         """Ask for consolidation operations over ``records`` and return the answer.
 

@@ -28,12 +28,7 @@ class OneTurnHarness(Harness):
     """
 
     def call(
-        self,
-        records: Sequence[PromptRecord],
-        *,
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
+        self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int, wall_clock_cap_s: float
     ) -> HarnessResult:
         """Send the consolidation turn for ``records``; see :meth:`ask`."""
         return self.ask(
