@@ -190,6 +190,31 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
         ) from None
 
 
+def merged(
+    current: Mapping[str, Any],
+    changes: Mapping[Any, Any],
+    prices: PriceTable,
+    *,
+    checks: Mapping[str, Callable[[str, Any], Any]],
+    unknown: Callable[[Any], str],
+) -> dict[str, Any]:
+    """A job's settings (``current``, as JSON) with ``changes`` made: each checked by its entry of ``checks``
+    (FIELD_CHECKS and the job's own fields), the model target completed and checked, the timing checked.
+
+    Raises:
+        InvalidSettings: a change is invalid, or names no field of ``checks`` (``unknown(name)`` says so).
+    """
+    values = dict(current)
+    for name, value in changes.items():
+        check = checks.get(name) if isinstance(name, str) else None
+        if check is None:
+            raise InvalidSettings(unknown(name))
+        values[name] = check(name, value)
+    check_model_target(values, changes, prices)
+    check_timed(values)
+    return values
+
+
 def check_timed(values: Mapping[str, Any]) -> None:
     """Refuse a ``max_wait_s`` shorter than ``debounce_s``. Raises InvalidSettings."""
     if values["max_wait_s"] is not None and values["max_wait_s"] < values["debounce_s"]:

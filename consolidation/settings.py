@@ -13,7 +13,7 @@ from consolidation.errors import InvalidSettings
 from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
-from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
+from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from ledger import Prepared, param
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
@@ -64,33 +64,43 @@ def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> Cons
     )
 
 
-def _validate_field(name: str, value: Any) -> Any:
-    if name == "mode":
-        try:
-            return Mode(value)
-        except ValueError:
-            raise InvalidSettings(f"mode must be one of off, propose, apply; got {value!r}") from None
-    if name == "allowed_ops":
-        ops = [value] if isinstance(value, str) else value
-        if not isinstance(ops, list | tuple) or not ops or any(op not in ALL_OPS for op in ops):
-            raise InvalidSettings(f"allowed_ops must be a non-empty list drawn from {', '.join(ALL_OPS)}")
-        return sorted(set(ops), key=ALL_OPS.index)
-    if name == "allow_removal":
-        if not isinstance(value, bool):
-            raise InvalidSettings("allow_removal must be true or false")
-        return value
-    if name in FIELDS and name in FIELD_CHECKS:
-        return FIELD_CHECKS[name](name, value)
-    raise InvalidSettings(f"unknown setting {name!r}; settings are: {', '.join(FIELDS)}")
+def _mode(_: str, value: Any) -> Mode:
+    try:
+        return Mode(value)
+    except ValueError:
+        raise InvalidSettings(f"mode must be one of off, propose, apply; got {value!r}") from None
+
+
+def _allowed_ops(_: str, value: Any) -> list[str]:
+    ops = [value] if isinstance(value, str) else value
+    if not isinstance(ops, list | tuple) or not ops or any(op not in ALL_OPS for op in ops):
+        raise InvalidSettings(f"allowed_ops must be a non-empty list drawn from {', '.join(ALL_OPS)}")
+    return sorted(set(ops), key=ALL_OPS.index)
+
+
+def _allow_removal(_: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidSettings("allow_removal must be true or false")
+    return value
+
+
+CHECKS = {
+    **{name: check for name, check in FIELD_CHECKS.items() if name in FIELDS},
+    "mode": _mode,
+    "allowed_ops": _allowed_ops,
+    "allow_removal": _allow_removal,
+}
 
 
 def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: PriceTable) -> ConsolidationSettings:
     """Validate every changed field and return the new settings. Raises InvalidSettings; changes nothing."""
-    values = current.to_json()
-    for name, value in changes.items():
-        values[name] = _validate_field(name, value)
-    check_model_target(values, changes, prices)
-    check_timed(values)
+    values = merged(
+        current.to_json(),
+        changes,
+        prices,
+        checks=CHECKS,
+        unknown=lambda name: f"unknown setting {name!r}; settings are: {', '.join(FIELDS)}",
+    )
     values["mode"] = Mode(values["mode"])
     return ConsolidationSettings(**values)
 

@@ -18,7 +18,7 @@ from sqlalchemy import delete, insert, select
 
 from consolidation.errors import InvalidSettings
 from consolidation.pricing import PriceTable
-from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
+from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from ledger import Prepared, param
 from ledger.models import EXTRACTION_SETTINGS as TABLE
@@ -82,24 +82,25 @@ def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> Extr
     )
 
 
-def _validate(name: str, value: Any) -> Any:
-    if name == "mode":
-        try:
-            return ExtractionMode(value)
-        except ValueError:
-            raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
-    if name in FIELDS and name in FIELD_CHECKS:
-        return FIELD_CHECKS[name](name, value)
-    raise InvalidSettings(f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}")
+def _mode(_: str, value: Any) -> ExtractionMode:
+    try:
+        return ExtractionMode(value)
+    except ValueError:
+        raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
+
+
+CHECKS = {**{name: check for name, check in FIELD_CHECKS.items() if name in FIELDS}, "mode": _mode}
 
 
 def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: PriceTable) -> ExtractionSettings:
     """Validate every change and return the new settings. Raises InvalidSettings; changes nothing."""
-    values = current.to_json()
-    for name, value in changes.items():
-        values[name] = _validate(name, value)
-    check_model_target(values, changes, prices)
-    check_timed(values)
+    values = merged(
+        current.to_json(),
+        changes,
+        prices,
+        checks=CHECKS,
+        unknown=lambda name: f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}",
+    )
     values["mode"] = ExtractionMode(values["mode"])
     return ExtractionSettings(**values)
 
