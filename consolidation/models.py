@@ -9,6 +9,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
+from consolidation import limits as L
 from ledger.instants import format_rfc3339, from_micros, opt_from_micros
 
 
@@ -70,23 +73,30 @@ class Usage:
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
-@dataclass(frozen=True, slots=True)
-class ConsolidationSettings:
+class ConsolidationSettings(BaseModel):
+    """A scope's consolidation settings; each number in the range :mod:`consolidation.limits` states.
+
+    Built by :mod:`consolidation.settings`, which checks a change field by field first (its
+    messages say what to set); a row read back from the database is trusted as stored.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
     scope_key: str
     mode: Mode
     allowed_ops: list[str]
-    debounce_s: float
-    max_wait_s: float | None
+    debounce_s: L.DebounceS
+    max_wait_s: L.MaxWaitS | None
     harness: str
     model: str
-    wall_clock_cap_s: float
-    max_output_tokens: int
-    spend_budget_micro_usd: int
+    wall_clock_cap_s: L.WallClockCapS
+    max_output_tokens: L.MaxOutputTokens
+    spend_budget_micro_usd: L.SpendBudgetMicroUsd
     allow_removal: bool = False
-    max_prompt_chars: int = 16_000
+    max_prompt_chars: L.MaxPromptChars = 16_000
     base_url: str | None = None
-    price_in_usd_per_mtok: float | None = None
-    price_out_usd_per_mtok: float | None = None
+    price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
+    price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

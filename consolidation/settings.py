@@ -116,7 +116,8 @@ def load(db: Executor, scope_key: str) -> Mapping[str, Any] | None:
 
 
 def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
-    return ConsolidationSettings(
+    """The settings a stored row holds (checked when stored, so not again: this is read on every run)."""
+    return ConsolidationSettings.model_construct(
         scope_key=row["scope_key"],
         mode=Mode(row["mode"]),
         allowed_ops=list(json.loads(row["allowed_ops"])),

@@ -10,12 +10,13 @@ one budget, shared with consolidation (``consolidation_settings``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select
 
+from consolidation import limits as L
 from consolidation.errors import InvalidSettings
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
@@ -48,22 +49,29 @@ class ExtractionMode(StrEnum):
     PROPOSE = "propose"
 
 
-@dataclass(frozen=True, slots=True)
-class ExtractionSettings:
+class ExtractionSettings(BaseModel):
+    """A scope's extraction settings; each number in the range :mod:`consolidation.limits` states.
+
+    Built by :func:`merge`, which checks a change field by field first (its messages say what to
+    set); a row read back from the database is trusted as stored.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
     scope_key: str
     mode: ExtractionMode
     harness: str
     model: str
-    debounce_s: float
-    max_wait_s: float | None
-    wall_clock_cap_s: float
-    max_output_tokens: int
+    debounce_s: L.DebounceS
+    max_wait_s: L.MaxWaitS | None
+    wall_clock_cap_s: L.WallClockCapS
+    max_output_tokens: L.MaxOutputTokens
     base_url: str | None = None
-    price_in_usd_per_mtok: float | None = None
-    price_out_usd_per_mtok: float | None = None
+    price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
+    price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = self.model_dump()
         out["mode"] = self.mode.value
         return out
 
@@ -111,7 +119,7 @@ def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
     if not found:
         return None
     mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens, url, price_in, price_out = found[0]
-    return ExtractionSettings(
+    return ExtractionSettings.model_construct(
         scope_key=scope_key,
         mode=ExtractionMode(mode),
         harness=harness,
