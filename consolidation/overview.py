@@ -18,9 +18,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from consolidation.models import RunState
+from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD, RunState
 from consolidation.runs import month_bounds, started_in
-from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger
 from ledger.instants import format_rfc3339, from_micros, to_micros
 from ledger.models import CONSOLIDATION_SETTINGS as CS

@@ -17,7 +17,6 @@ from typing import Any, NamedTuple, TypedDict, Unpack
 from sqlalchemy import and_
 
 from consolidation import runs as R
-from consolidation import settings as S
 from consolidation.connections import Connections
 from consolidation.consolidate import JOB as CONSOLIDATE_JOB
 from consolidation.consolidate import ConsolidationJob
@@ -28,7 +27,7 @@ from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.harnesses import Connection, Harness
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import FaultHook, Job, RunLife
-from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Outcome, RunState
+from consolidation.models import ALL_OPS, DEFAULT_CAP_S, ConsolidationRun, ConsolidationSettings, Outcome, RunState
 from consolidation.pricing import PriceTable, default_price_table
 from ledger import Ledger
 from ledger.instants import to_micros
@@ -262,7 +261,7 @@ class ConsolidationService:
         recovered = []
         for run in stuck:
             assert run.started_at is not None
-            cap_s = run.wall_clock_cap_s if run.wall_clock_cap_s is not None else S.DEFAULT_CAP_S
+            cap_s = run.wall_clock_cap_s if run.wall_clock_cap_s is not None else DEFAULT_CAP_S
             if now_us < to_micros(run.started_at) + round(cap_s * 1_000_000) + grace_us:
                 continue
             try:

@@ -8,9 +8,8 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
 from consolidation.errors import InvalidSettings
-from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
+from consolidation.models import ALL_OPS, DEFAULT_SPEND_BUDGET_MICRO_USD, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
@@ -19,14 +18,6 @@ from ledger import Prepared, param
 from ledger.models import CONSOLIDATION_SETTINGS as TABLE
 from ledger.tx import Transaction
 
-# Ten minutes of quiet after a turn before a run: it does not read a conversation still going on, and
-# a chatty user does not pay for a run every half minute. A run waits at most an hour after its first
-# turn (so a conversation that never pauses is still tidied), which keeps the debounce meaningful.
-DEFAULT_DEBOUNCE_S = 600.0
-DEFAULT_MAX_WAIT_S = 3600.0
-DEFAULT_CAP_S = 60.0
-DEFAULT_MAX_OUTPUT_TOKENS = 4096
-DEFAULT_SPEND_BUDGET_MICRO_USD = 5_000_000  # 5 USD per scope per calendar month
 FIELDS = (
     "mode",
     "allowed_ops",
@@ -48,20 +39,7 @@ FIELDS = (
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ConsolidationSettings:
     """Mode off; the anthropic harness with the cheapest priced model when a key is configured, else offline."""
     harness = "anthropic" if api_key else "offline"
-    return ConsolidationSettings(
-        scope_key=scope_key,
-        mode=Mode.OFF,
-        allowed_ops=list(ALL_OPS),
-        debounce_s=DEFAULT_DEBOUNCE_S,
-        max_wait_s=DEFAULT_MAX_WAIT_S,
-        harness=harness,
-        model=default_model(harness, prices),
-        wall_clock_cap_s=DEFAULT_CAP_S,
-        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
-        spend_budget_micro_usd=DEFAULT_SPEND_BUDGET_MICRO_USD,
-        allow_removal=False,
-        max_prompt_chars=DEFAULT_MAX_PROMPT_CHARS,
-    )
+    return ConsolidationSettings(scope_key=scope_key, harness=harness, model=default_model(harness, prices))
 
 
 def _mode(_: str, value: Any) -> Mode:
@@ -94,15 +72,8 @@ CHECKS = {
 
 def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: PriceTable) -> ConsolidationSettings:
     """Validate every changed field and return the new settings. Raises InvalidSettings; changes nothing."""
-    values = merged(
-        current.to_json(),
-        changes,
-        prices,
-        checks=CHECKS,
-        unknown=lambda name: f"unknown setting {name!r}; settings are: {', '.join(FIELDS)}",
-    )
-    values["mode"] = Mode(values["mode"])
-    return ConsolidationSettings(**values)
+    unknown = f"; settings are: {', '.join(FIELDS)}"
+    return merged(current, changes, prices, checks=CHECKS, unknown=lambda name: f"unknown setting {name!r}{unknown}")
 
 
 _NAMES = tuple(column.name for column in TABLE.c)

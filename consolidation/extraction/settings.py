@@ -59,13 +59,13 @@ class ExtractionSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     scope_key: str
-    mode: ExtractionMode
+    mode: ExtractionMode = ExtractionMode.OFF
     harness: str
     model: str
-    debounce_s: L.DebounceS
-    max_wait_s: L.MaxWaitS | None
-    wall_clock_cap_s: L.WallClockCapS
-    max_output_tokens: L.MaxOutputTokens
+    debounce_s: L.DebounceS = DEFAULT_DEBOUNCE_S
+    max_wait_s: L.MaxWaitS | None = DEFAULT_MAX_WAIT_S
+    wall_clock_cap_s: L.WallClockCapS = DEFAULT_CAP_S
+    max_output_tokens: L.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
     base_url: str | None = None
     price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
     price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
@@ -78,16 +78,7 @@ class ExtractionSettings(BaseModel):
 
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ExtractionSettings:
     harness = "anthropic" if api_key else "offline"
-    return ExtractionSettings(
-        scope_key=scope_key,
-        mode=ExtractionMode.OFF,
-        harness=harness,
-        model=default_model(harness, prices),
-        debounce_s=DEFAULT_DEBOUNCE_S,
-        max_wait_s=DEFAULT_MAX_WAIT_S,
-        wall_clock_cap_s=DEFAULT_CAP_S,
-        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
-    )
+    return ExtractionSettings(scope_key=scope_key, harness=harness, model=default_model(harness, prices))
 
 
 def _mode(_: str, value: Any) -> ExtractionMode:
@@ -102,15 +93,14 @@ CHECKS = {**{name: check for name, check in FIELD_CHECKS.items() if name in FIEL
 
 def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: PriceTable) -> ExtractionSettings:
     """Validate every change and return the new settings. Raises InvalidSettings; changes nothing."""
-    values = merged(
-        current.to_json(),
+    unknown = f"; settings are: {', '.join(FIELDS)}"
+    return merged(
+        current,
         changes,
         prices,
         checks=CHECKS,
-        unknown=lambda name: f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}",
+        unknown=lambda name: f"unknown extraction setting {str(name)[:40]!r}{unknown}",
     )
-    values["mode"] = ExtractionMode(values["mode"])
-    return ExtractionSettings(**values)
 
 
 def load(db: Reader, scope_key: str) -> ExtractionSettings | None:

@@ -91,3 +91,14 @@ def test_the_settings_models_state_the_ranges_of_limits() -> None:
             with pytest.raises(ValidationError, match=name):
                 type(settings).model_validate({**settings.model_dump(), name: high + 1})
     assert ExtractionSettings.model_fields["max_wait_s"].annotation == L.MaxWaitS | None
+
+
+def test_a_stored_value_outside_todays_range_is_refused_as_invalid_settings() -> None:
+    from consolidation.pricing import default_price_table
+    from consolidation.settings import defaults, merge
+
+    prices = default_price_table()
+    stored = defaults("s", api_key=None, prices=prices).model_copy(update={"wall_clock_cap_s": 10_000.0})
+    with pytest.raises(InvalidSettings, match=r"^wall_clock_cap_s input should be less than or equal to 900"):
+        merge(stored, {"debounce_s": 5}, prices)
+    assert merge(stored, {"wall_clock_cap_s": 30}, prices).wall_clock_cap_s == 30.0

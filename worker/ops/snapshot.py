@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from consolidation import ConsolidationRun, ConsolidationService, RunState
+from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD
 from consolidation.overview import Overview, scope_overview
-from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger, SweepStatus
 from ledger.instants import format_rfc3339
 
