@@ -255,17 +255,8 @@ class Ledger(LedgerReads):
         except LedgerError as exc:
             self._refusal(EventKind.SAVE_REFUSED, scope, now, exc)
             raise
-        if self.store.saves_plain and now is None and supersedes is None and conflict_group is None:
-            saved = save_plain(
-                self.store,
-                scope,
-                clean,
-                kind=kind,
-                expires_at=expires_at,
-                source_session_id=source_session_id,
-                clock_us=to_micros(self.now(), name="clock"),
-                default_max=self.default_max_records,
-            )
+        if now is None and supersedes is None and conflict_group is None:
+            saved = self._save_plain(clean, kind=kind, expires_at=expires_at, source_session_id=source_session_id)
             if saved is not None:
                 return saved
         args = dict(
@@ -281,6 +272,24 @@ class Ledger(LedgerReads):
         except BudgetExceeded as exc:
             self._refusal(EventKind.SAVE_REFUSED, scope, now, exc)
             raise self._refused_for_budget(exc) from None
+
+    def _save_plain(
+        self, body: str, *, kind: Kind | str | None, expires_at: datetime | None, source_session_id: str | None
+    ) -> MemoryRecord | None:
+        """A save with no edit, group or explicit instant, in one statement where the store has one (see
+        :mod:`ledger.plain_save`); None when it wrote nothing and the write transaction must run."""
+        if not self.store.saves_plain:
+            return None
+        return save_plain(
+            self.store,
+            self.scope_key,
+            body,
+            kind=kind,
+            expires_at=expires_at,
+            source_session_id=source_session_id,
+            clock_us=to_micros(self.now(), name="clock"),
+            default_max=self.default_max_records,
+        )
 
     def propose(
         self,

@@ -17,8 +17,7 @@ from ledger.instants import to_micros
 from ledger.models import Kind, MemoryRecord, Provenance, Status
 from ledger.rows import record_from_tuple
 from ledger.store import Store
-from ledger.tx import sorted_json
-from ledger.txparts import _NewRecord, _values
+from ledger.txparts import _NewRecord, _values, sorted_json
 
 
 def save_plain(

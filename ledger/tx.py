@@ -60,6 +60,7 @@ from ledger.txparts import (
     _replace_status,
     _values,
     due_now,
+    sorted_json,
     usage_and_due,
 )
 
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
 
 
 # json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
-sorted_json = json.JSONEncoder(sort_keys=True).encode
 FORGET = "forget"  # memory_records.proposed_action of a proposal that forgets its target when accepted
 
 

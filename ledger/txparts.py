@@ -23,6 +23,8 @@ M = RECORDS.c
 _S = param("s")
 _N = param("n")
 
+# An event's detail as stored: keys sorted, so equal details are equal text.
+sorted_json = json.JSONEncoder(sort_keys=True).encode
 EVENT_COLUMNS = ("at", "scope_key", "event", "record_id", "reason", "run_id", "detail")
 _INSERT_EVENT = Prepared(insert(EVENTS), column_keys=EVENT_COLUMNS)
 
