@@ -128,12 +128,11 @@ class Proc:
             self.popen.wait(10)
 
 
-@pytest.fixture
-def base_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a memledger subprocess: a tmp SQLite DB, fast janitor, JSON logs."""
+def memledger_env(directory: Path) -> dict[str, str]:
+    """The environment of a memledger subprocess: a SQLite DB in ``directory``, fast janitor, JSON logs."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("MEMLEDGER_", "ANTHROPIC_"))}
     env.update(
-        MEMLEDGER_DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.db'}",
+        MEMLEDGER_DATABASE_URL=f"sqlite:///{directory / 'ledger.db'}",
         MEMLEDGER_LOG_FORMAT="json",
         MEMLEDGER_LOG_LEVEL="INFO",
         MEMLEDGER_JANITOR_INTERVAL_S="0.5",
@@ -147,16 +146,27 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
+def base_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a memledger subprocess: a tmp SQLite DB, fast janitor, JSON logs."""
+    return memledger_env(tmp_path)
+
+
+def start_process(name: str, args: list[str], env: dict[str, str], directory: Path) -> Proc:
+    """Start ``args`` (``memledger …`` runs the CLI) in ``directory``, its output in files there."""
+    argv = [MEMLEDGER, *args[1:]] if args and args[0] == "memledger" else args
+    out, err = directory / f"{name}.out", directory / f"{name}.err"
+    with out.open("wb") as fo, err.open("wb") as fe:
+        popen = subprocess.Popen(argv, env=env, stdout=fo, stderr=fe, cwd=directory)
+    return Proc(name, popen, out, err, env)
+
+
+@pytest.fixture
 def spawn(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Proc]]:
     """Factory: ``spawn(name, [args…], env)``; ``args`` starting with ``memledger`` run the CLI."""
     procs: list[Proc] = []
 
     def factory(name: str, args: list[str], env: dict[str, str]) -> Proc:
-        argv = [MEMLEDGER, *args[1:]] if args and args[0] == "memledger" else args
-        out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-        with out.open("wb") as fo, err.open("wb") as fe:
-            popen = subprocess.Popen(argv, env=env, stdout=fo, stderr=fe, cwd=tmp_path)
-        proc = Proc(name, popen, out, err, env)
+        proc = start_process(name, args, env, tmp_path)
         procs.append(proc)
         return proc
 
