@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import structlog
 
+from tests.conftest import copy_migrated_sqlite
 from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
 
@@ -76,7 +77,9 @@ def make_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
     made: list[Runtime] = []
 
     def factory(*, service_kwargs: dict[str, Any] | None = None, **config: Any) -> Runtime:
-        config.setdefault("database_url", f"sqlite:///{tmp_path / 'ledger.db'}")
+        if "database_url" not in config:
+            config["database_url"] = f"sqlite:///{tmp_path / 'ledger.db'}"
+            copy_migrated_sqlite(config["database_url"])
         config.setdefault("redis_namespace", "t" + uuid.uuid4().hex[:10])
         config.setdefault("worker_poll_ms", 10)
         config.setdefault("shutdown_timeout_s", 10)
