@@ -44,6 +44,38 @@ REDIS_URL = _redis_url_of_this_worker(os.environ.get("MEMLEDGER_TEST_REDIS_URL",
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+# The longest test files, longest first (docs/performance.md). `make test` hands whole files to its
+# processes (`--dist loadfile`) in collection order, so the long ones start first and the short ones
+# fill in at the end, instead of one process starting a minute-long file when the others are done.
+LONGEST_FILES_FIRST = (
+    "tests/worker/test_faults.py",
+    "tests/worker/test_mcp.py",
+    "tests/ledger/test_protocol.py",
+    "tests/worker/test_e2e.py",
+    "tests/worker/test_mcp_http.py",
+    "tests/worker/test_e2e_vocabulary.py",
+    "tests/worker/test_chat_loop.py",
+    "tests/ledger/test_lifecycle.py",
+    "tests/worker/test_mcp_strict.py",
+    "tests/worker/test_flood.py",
+    "tests/worker/test_serving.py",
+    "tests/worker/test_hostile.py",
+    "tests/ledger/test_state_machine.py",
+    "tests/ledger/test_packet.py",
+    "tests/consolidation/test_runs_paid.py",
+    "tests/worker/test_protocol_doc.py",
+    "tests/ledger/test_migrations.py",
+    "tests/worker/test_actors.py",
+    "tests/ledger/test_commit_order.py",
+    "tests/ledger/test_store.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: n for n, path in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
+
+
 def require_services() -> bool:
     """True in CI (``CI=true``, or ``MEMLEDGER_REQUIRE_SERVICES=1`` as ``.ci/run`` sets): what a test needs
     must be there, so a missing service or tool fails the test instead of skipping it."""
