@@ -29,6 +29,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from ledger.errors import LedgerBusy
 from ledger.models import SCOPES
+from ledger.store import postgres_ddl
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg
 from ledger.store.prepared import Prepared, param
@@ -51,6 +52,7 @@ MIGRATION_LOCK_KEY = 0x6D656D6C  # "meml"
 
 class PostgresStore(Store):
     dialect: ClassVar[str] = "postgresql"
+    ddl = postgres_ddl.OBJECTS
     migrate_on_open: ClassVar[bool] = False
 
     def __init__(self, engine: Engine) -> None:

@@ -30,6 +30,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
 
 from ledger.errors import LedgerBusy, LedgerError
+from ledger.store import sqlite_ddl
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 
@@ -51,6 +52,7 @@ def fts5_query(query: str) -> str:
 
 class SQLiteStore(Store):
     dialect: ClassVar[str] = "sqlite"
+    ddl = sqlite_ddl.OBJECTS
     migrate_on_open: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
