@@ -5,7 +5,8 @@ written once, in PostgreSQL's own words, and every path that makes a schema take
 here: the migrations that create or re-create an object (its latest revision), and the test
 that compares a migrated database with these statements and those tables
 (``tests/ledger/test_schema_ddl.py``, through ``pg_get_functiondef``, ``pg_get_triggerdef``
-and ``pg_get_indexdef``). A change here needs a migration that re-creates the object.
+and ``pg_get_indexdef``). A change here needs a migration that re-creates the object on
+existing databases (the test holds each statement's digest and the revision that created it).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ the migrations that create or re-create an object (its latest revision), and the
 compares a migrated database with these statements and those tables
 (``tests/ledger/test_schema_ddl.py``). SQLite keeps a trigger's text as written, so the
 statements are compared as they are. A change here needs a migration that re-creates the
-object (see :func:`ledger.store.base.SchemaObject`); a batch ``ALTER`` of ``memory_records``
-drops its triggers, and must re-create them from here (:func:`on_table`).
+object on existing databases (the test holds each statement's digest and the revision that
+created it, and fails until both are updated); a batch ``ALTER`` of ``memory_records`` drops
+its triggers, and must re-create them from here (:func:`on_table`).
 """
 
 from __future__ import annotations

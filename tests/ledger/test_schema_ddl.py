@@ -281,3 +281,58 @@ def test_the_dialect_objects_each_have_a_distinct_name() -> None:
     assert [o.name for o in sqlite_ddl.on_table("memory_records")] == [
         o.name for o in sqlite_ddl.OBJECTS if o.kind == "trigger"
     ]
+
+
+# --------------------------------------------------------------------------- existing databases
+# Each statement as the migration that creates it on an existing database last created it: the
+# revision, and the statement's SHA-256 (its first 16 hex digits). A fresh database follows the
+# store (the migrations take its statements), but one already past that revision keeps the old
+# object: changing a statement needs a migration that drops and re-creates it (the older revision
+# then keeps the old text, as 0001_ledger keeps its unstemmed FTS5 table); then update the entry.
+CREATED = {
+    ("sqlite", "memory_fts"): ("0004_store", "23453ed042ac0f2e"),
+    ("sqlite", "memory_fts_ai"): ("0004_store", "5de72617b5ac3eef"),
+    ("sqlite", "memory_fts_ad"): ("0004_store", "b1ea559b7f79e8aa"),
+    ("sqlite", "memory_fts_au"): ("0004_store", "1116e44f1b533e34"),
+    ("sqlite", "memory_records_no_delete"): ("0001_ledger", "c3455217ec2f7706"),
+    ("sqlite", "memory_records_count_ai"): ("0009_scope_counts", "0050c1eaf0a0e1e5"),
+    ("sqlite", "memory_records_count_au"): ("0009_scope_counts", "5a401d7b0d5e2fee"),
+    ("postgresql", "ix_memory_records_fts"): ("0001_ledger", "c7fd6a8d30b311c8"),
+    ("postgresql", "memory_records_no_delete"): ("0001_ledger", "8d60cce7670d672a 225ee6203bd604eb"),
+    ("postgresql", "memory_records_count"): ("0009_scope_counts", "cc4879016fdee969 099d2b62c9291ad2"),
+}
+
+
+def _digests(ddl: tuple[SchemaObject, ...]) -> dict[str, str]:
+    import hashlib
+
+    found: dict[str, list[str]] = {}
+    for obj in ddl:
+        found.setdefault(obj.name, []).append(hashlib.sha256(obj.sql.encode()).hexdigest()[:16])
+    return {name: " ".join(digests) for name, digests in found.items()}
+
+
+def test_a_changed_statement_comes_with_a_migration_that_re_creates_it() -> None:
+    from ledger.db import MIGRATIONS_DIR
+    from ledger.store import postgres_ddl, sqlite_ddl
+
+    found = {
+        (dialect, name): digest
+        for dialect, ddl in (("sqlite", sqlite_ddl.OBJECTS), ("postgresql", postgres_ddl.OBJECTS))
+        for name, digest in _digests(ddl).items()
+    }
+    assert set(found) == set(CREATED), "a new object: add it here with the migration that creates it"
+    for key, (revision, digest) in CREATED.items():
+        assert found[key] == digest, (
+            f"{key[1]} ({key[0]}) changed since {revision} created it: an existing database keeps the old one. "
+            "Write a migration that drops and re-creates it, and record that migration and the new digest here."
+        )
+        assert (MIGRATIONS_DIR / "versions" / f"{revision}.py").exists(), revision
+
+
+def test_the_digest_check_sees_a_changed_statement() -> None:
+    from ledger.store import sqlite_ddl
+
+    changed = _mutated(sqlite_ddl.OBJECTS, "memory_records_count_ai", _bump)
+    assert _digests(changed)["memory_records_count_ai"] != CREATED[("sqlite", "memory_records_count_ai")][1]
+    assert _digests(sqlite_ddl.OBJECTS)["memory_records_count_ai"] == CREATED[("sqlite", "memory_records_count_ai")][1]
