@@ -31,8 +31,8 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check ledger consolidation worker tests
-	$(VENV)/bin/ruff format --check ledger consolidation worker tests
+	$(VENV)/bin/ruff check ledger consolidation worker tools tests
+	$(VENV)/bin/ruff format --check ledger consolidation worker tools tests
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)

@@ -26,6 +26,7 @@ from ledger.db import stamp
 from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError
 from ledger.instants import Clock, require_aware, system_clock, to_micros
 from ledger.models import EventKind, Kind, MemoryRecord, Provenance, SweepStatus
+from ledger.plain_save import save_plain
 from ledger.reads import LedgerReads, check_scope
 from ledger.screening import MAX_BODY_CHARS, screen_body
 from ledger.store import store_for
@@ -254,6 +255,19 @@ class Ledger(LedgerReads):
         except LedgerError as exc:
             self._refusal(EventKind.SAVE_REFUSED, scope, now, exc)
             raise
+        if self.store.saves_plain and now is None and supersedes is None and conflict_group is None:
+            saved = save_plain(
+                self.store,
+                scope,
+                clean,
+                kind=kind,
+                expires_at=expires_at,
+                source_session_id=source_session_id,
+                clock_us=to_micros(self.now(), name="clock"),
+                default_max=self.default_max_records,
+            )
+            if saved is not None:
+                return saved
         args = dict(
             kind=kind,
             supersedes=supersedes,

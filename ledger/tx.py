@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 
 # json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
-_sorted_json = json.JSONEncoder(sort_keys=True).encode
+sorted_json = json.JSONEncoder(sort_keys=True).encode
 FORGET = "forget"  # memory_records.proposed_action of a proposal that forgets its target when accepted
 
 
@@ -150,7 +150,7 @@ class Transaction(Reader):
             "record_id": record_id,
             "reason": reason,
             "run_id": run_id,
-            "detail": _sorted_json(dict(detail or {})),
+            "detail": sorted_json(dict(detail or {})),
         }
         send(self.conn, _INSERT_EVENT, params)
 

@@ -119,7 +119,6 @@ BUILTIN_EXCEPTIONS = frozenset(
 NOT_YET_IN_ERRORS = frozenset(
     {
         "ledger/protocol.py: RpcError",
-        "worker/mcp_tools.py: ToolFailure",
         "consolidation/prompt.py: AnswerParseError",
         "consolidation/extraction/prompt.py: ProposalsParseError",
         "consolidation/harnesses/base.py: HarnessError",

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
@@ -31,14 +31,14 @@ from sqlalchemy import text
 from consolidation import ConsolidationRun, ConsolidationService
 from consolidation.harnesses import preload as preload_harnesses
 from ledger import Ledger, open_ledger
-from worker.actors import Actors, declare_actors
-from worker.broker import QueueSentinel, build_broker, ping
 from worker.config import OuterEnvironment, WorkerConfig
-from worker.janitor import Janitor
+from worker.gauges import bind_default, unbind_default
+from worker.jobs.actors import Actors, declare_actors
+from worker.jobs.broker import QueueSentinel, build_broker, ping
+from worker.jobs.janitor import Janitor
+from worker.jobs.periodic import Periodic
 from worker.metrics import Metrics, get_metrics
-from worker.ops.collector import bind_default, unbind_default
-from worker.ops.snapshot import take_snapshot
-from worker.periodic import Periodic
+from worker.snapshot import take_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,13 @@ def fault_hook_for(point: str | None) -> Any:
     return hook
 
 
+class TurnRuns(NamedTuple):
+    """The runs a chat turn created or pushed back: None for a job that is off (or extraction without a session)."""
+
+    consolidation: ConsolidationRun | None
+    extraction: ConsolidationRun | None
+
+
 @dataclass
 class Runtime:
     """Everything one process needs; build it with :func:`build_runtime`, end it with :meth:`close`."""
@@ -79,36 +86,31 @@ class Runtime:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _starting: threading.Thread | None = None
 
-    def notify_turn(self, scope_key: str | None = None, *, now: datetime | None = None) -> ConsolidationRun | None:
-        """Record a chat turn in the database; when it creates the scope's run, send the delayed message.
-
-        The database write comes first and is all that must succeed: when the queue is
-        unreachable the turn is still recorded and the janitor wakes the run once due.
-        A turn that only pushes an existing run back sends nothing: the run's message,
-        waking before the new ``due_at``, re-sends itself for it (see :mod:`worker.actors`).
-        Returns the pending run, or None when the scope's consolidation is off.
-        """
-        run = self.service.notify_turn(scope_key or self.ledger.scope_key, now=now)
-        if run is not None and run.turns == 1:
-            self.actors.send_run(run, now=now)
-        return run
-
-    def notify_turn_runs(
+    def notify_turn(
         self,
         scope_key: str | None = None,
         *,
         session_id: str | None = None,
         messages: list[dict[str, Any]] | None = None,
         now: datetime | None = None,
-    ) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
-        """A turn with its session's messages: both jobs recorded in one transaction, then a message sent for
-        each run the turn created (see :meth:`notify_turn`). Returns (consolidation run, extraction run).
+    ) -> TurnRuns:
+        """Record a chat turn (with its session's messages, when given) in the database, then send the delayed
+        message of each run the turn created.
+
+        The database write comes first and is all that must succeed: both jobs are recorded in one
+        transaction, and when the queue is unreachable the turn is still recorded and the janitor
+        wakes the run once due. A turn that only pushes an existing run back sends nothing: the
+        run's message, waking before the new ``due_at``, re-sends itself for it (see
+        :mod:`worker.jobs.actors`). A run is None when its job is off for the scope (the extraction
+        run, too, when no session is given).
 
         Raises:
             LedgerError: a malformed session id or message (nothing stored, nothing sent).
         """
-        runs = self.service.notify_turn_runs(
-            scope_key or self.ledger.scope_key, session_id=session_id, messages=messages, now=now
+        runs = TurnRuns(
+            *self.service.notify_turn_runs(
+                scope_key or self.ledger.scope_key, session_id=session_id, messages=messages, now=now
+            )
         )
         for run in runs:
             if run is not None and run.turns == 1:

@@ -105,6 +105,8 @@ class Store(ABC):
     ddl: ClassVar[tuple[SchemaObject, ...]]
     # Whether open_ledger() migrates by default: an embedded file yes; a shared server is the operator's.
     migrate_on_open: ClassVar[bool]
+    # Whether save_plain writes a plain save in one statement (else it is never called).
+    saves_plain: ClassVar[bool] = False
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -177,6 +179,12 @@ class Store(ABC):
         ``COMMIT``; its error, if any, is raised there (the transaction then rolls back).
         """
         self.run(conn, stmt, params)
+
+    def save_plain(self, params: Mapping[str, Any]) -> int | None:
+        """A plain save in one statement where the store has one (PostgreSQL: ``ledger.store.postgres_save``):
+        the instant it was written at, or None when the save is not plain (nothing was written; the
+        caller runs the full transaction). Called only where :attr:`saves_plain`."""
+        return None
 
     def flush(self, conn: Connection) -> None:  # noqa: B027 - nothing is ever held back by default
         """Wait for every statement sent and not yet answered; raise the first one's error, if any."""

@@ -28,10 +28,11 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from ledger.errors import LedgerBusy
-from ledger.models import SCOPES
+from ledger.models import RECORDS, SCOPES
 from ledger.store import postgres_ddl
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg
+from ledger.store.postgres_save import save_plain
 from ledger.store.prepared import Prepared, param
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 _RETRY_SQLSTATES = ("40001", "40P01", "55P03")
 
 
+_WRITTEN_AT = Prepared(select(RECORDS.c.valid_from).where(RECORDS.c.id == param("rid")))
 _LOCK = Prepared(select(SCOPES.c.latest_at).where(SCOPES.c.scope_key == param("s")).with_for_update())
 # Where a write transaction keeps its pipeline: the DB-API connection's info (see _Pipe).
 _PIPE = "memledger_pipe"
@@ -54,6 +56,7 @@ class PostgresStore(Store):
     dialect: ClassVar[str] = "postgresql"
     ddl = postgres_ddl.OBJECTS
     migrate_on_open: ClassVar[bool] = False
+    saves_plain: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -186,6 +189,32 @@ class PostgresStore(Store):
         except psycopg.Error as exc:
             raise DBAPIError.instance(plan.sql, values, exc, psycopg.Error) from exc
         return cur
+
+    def save_plain(self, params: Mapping[str, Any]) -> int | None:
+        """``memledger_save`` in a transaction of its own: one statement, one round trip (see
+        :mod:`ledger.store.postgres_save`).
+
+        The call is its own commit, so a connection that breaks during it leaves unknown whether
+        the record was written. The scope's lock, taken on another connection, waits for a call the
+        server is still running; then the record's id says: its instant when it was written, None
+        (write it again) when it was not.
+        """
+        with self.boundary, self._lock:
+            proxy = self.engine.raw_connection()
+            raw: psycopg.Connection[Any] = proxy.driver_connection  # type: ignore[assignment]
+            try:
+                saved: int | None = _call(lambda: save_plain(raw, params))
+                return saved
+            except DBAPIError:
+                if not raw.broken:
+                    raise
+                proxy.invalidate()
+            finally:
+                proxy.close()
+            with self._begin_write() as conn:
+                self.lock_scope(conn, params["s"])
+                found = self.rows(conn, _WRITTEN_AT, {"rid": params["id"]})
+            return int(found[0][0]) if found else None
 
     def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
         words = _WORD.findall(query)[:MAX_TERMS]

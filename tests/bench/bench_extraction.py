@@ -172,7 +172,7 @@ def test_notify_turn_with_ten_messages_against_a_redis_round_trip(runtime: Runti
         before = client.llen(delayed)
         for n in range(TURNS):
             started = time.perf_counter()
-            runtime.notify_turn_runs(SCOPE, session_id=f"c{conversation}", messages=turn_messages(n))
+            runtime.notify_turn(SCOPE, session_id=f"c{conversation}", messages=turn_messages(n))
             whole.append(time.perf_counter() - started)
         sent_total += client.llen(delayed) - before
         turns_total += TURNS

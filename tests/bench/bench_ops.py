@@ -24,9 +24,9 @@ import pytest
 from consolidation import ConsolidationService
 from ledger import Ledger, open_ledger
 from tests.bench.conftest import interleave, once, report
-from worker.ops.page import render_ops
-from worker.ops.snapshot import take_snapshot
-from worker.ops.timeline import render_svg
+from worker.http.ops_page import render_ops
+from worker.http.timeline import render_svg
+from worker.snapshot import take_snapshot
 
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(900)]
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,17 +72,26 @@ def waits(engine: Engine, tmp_path: Path) -> Iterator[Callable[[], list[str]]]:
         out.close()
 
 
-def test_a_plain_save_waits_for_the_server_three_times(pg: Ledger, tmp_path: Path) -> None:
+def test_a_plain_save_waits_for_the_server_once(pg: Ledger, tmp_path: Path) -> None:
     # Given a scope that has been written before (its settings row exists)
     pg.save("the first pin creates the scope's row")
     with waits(pg.engine, tmp_path) as sent:
         # When one more pin is saved
-        rec = pg.save("a second pin, saved in three round trips")
-        # Then the lock, the budget check and the commit are the only waits (there were eight:
-        # BEGIN, each of six statements, COMMIT)
-        assert len(sent()) == 3
-    assert pg.get(rec.id).body == "a second pin, saved in three round trips"
+        rec = pg.save("a second pin, saved in one round trip")
+        # Then its one statement is the only wait (there were eight: BEGIN, each of six statements, COMMIT)
+        assert len(sent()) == 1
+    assert pg.get(rec.id).body == "a second pin, saved in one round trip"
     assert [r.body for r in pg.list(pg.scope_key)][-1] == rec.body
+
+
+def test_a_save_at_an_explicit_instant_waits_for_the_server_three_times(pg: Ledger, clock: Any, tmp_path: Path) -> None:
+    # Given a scope that has been written before, and a save the write transaction makes (an explicit instant)
+    pg.save("the first pin creates the scope's row")
+    with waits(pg.engine, tmp_path) as sent:
+        rec = pg.save("the office is in Lisbon", now=clock.now + timedelta(seconds=1))
+        # Then the lock, the budget check and the commit are the only waits
+        assert len(sent()) == 3
+    assert pg.get(rec.id).body == "the office is in Lisbon"
 
 
 def test_a_failed_insert_in_the_pipeline_rolls_the_whole_write_back(

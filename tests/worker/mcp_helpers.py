@@ -14,7 +14,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from tests.worker.conftest import MEMLEDGER
-from worker.mcp_tools import ERROR_META_KEY
+from worker.mcp.tools import ERROR_META_KEY
 
 TOOL_NAMES = {"list_pins", "search_pins", "pins_as_of", "pin_history", "get_packet", "propose_pin"}
 INSTANT = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$"}

@@ -13,7 +13,7 @@ from consolidation import Outcome, RunState
 from ledger import Provenance
 from ledger.instants import format_rfc3339, to_micros
 from tests.worker.conftest import TWO_DUPLICATES, free_port, wait_until
-from worker.actors import CONSOLIDATE_MAX_RETRIES, SEND_RETRY_S, SWEEP_MAX_RETRIES
+from worker.jobs.actors import CONSOLIDATE_MAX_RETRIES, SEND_RETRY_S, SWEEP_MAX_RETRIES
 from worker.runtime import Runtime
 
 
@@ -42,7 +42,7 @@ def test_a_turn_wakes_its_run_at_due_at_on_the_embedded_queue(make_runtime: Call
     ids = prepare(runtime)
     runtime.start_worker(threads=2)
     # When a turn is reported
-    run = runtime.notify_turn()
+    run = runtime.notify_turn().consolidation
     assert run is not None and run.state == RunState.PENDING
     # Then the run executes once due, and the duplicates are merged
     wait_until(lambda: settled(runtime, run.id), timeout_s=5)
@@ -60,7 +60,7 @@ def test_turns_in_a_burst_make_one_run_that_waits_for_the_last(make_runtime: Cal
     prepare(runtime, debounce_s=0.4)
     # When four turns come 0.1 s apart (explicit instants: the machine's load cannot space them further)
     first = runtime.ledger.now()
-    runs = [runtime.notify_turn(now=first + timedelta(seconds=0.1 * n)) for n in range(4)]
+    runs = [runtime.notify_turn(now=first + timedelta(seconds=0.1 * n)).consolidation for n in range(4)]
     # Then they make one run, and only the turn that created it sent a message
     assert len({r.id for r in runs if r is not None}) == 1
     assert queued_messages(runtime) == 1
@@ -76,7 +76,7 @@ def test_turns_in_a_burst_make_one_run_that_waits_for_the_last(make_runtime: Cal
 def test_stale_duplicate_and_unknown_messages_do_nothing(make_runtime: Callable[..., Runtime]) -> None:
     runtime = make_runtime()
     prepare(runtime, debounce_s=0)
-    run = runtime.notify_turn()
+    run = runtime.notify_turn().consolidation
     assert run is not None
     consolidate = runtime.actors.consolidate_scope.fn
     consolidate(run.id)  # executes: due now
@@ -92,7 +92,7 @@ def test_a_run_due_while_its_scope_is_busy_is_retried_shortly(make_runtime: Call
     # Given a scope whose earlier run is still running (its worker is slow)
     runtime = make_runtime()
     prepare(runtime, debounce_s=0)
-    first = runtime.notify_turn()
+    first = runtime.notify_turn().consolidation
     assert first is not None
     with runtime.ledger.engine.begin() as conn:
         conn.execute(
@@ -125,7 +125,7 @@ def test_an_unreachable_queue_never_fails_the_turn(make_runtime: Callable[..., R
     failures = runtime.metrics.enqueue_failures._value.get()
     # When a turn is reported
     started = time.monotonic()
-    run = runtime.notify_turn()
+    run = runtime.notify_turn().consolidation
     elapsed = time.monotonic() - started
     # Then the turn is recorded, the send was retried for about a second, and the failure is counted
     assert run is not None and runtime.service.get_run(run.id).state == RunState.PENDING
@@ -159,7 +159,7 @@ def test_redis_broker_delivers_the_delayed_message_on_time(
     runtime = make_runtime(redis_url=redis_url)
     prepare(runtime, debounce_s=0.3)
     runtime.start_worker(threads=2)
-    run = runtime.notify_turn()
+    run = runtime.notify_turn().consolidation
     assert run is not None
     wait_until(lambda: settled(runtime, run.id), timeout_s=5)
     done = runtime.service.get_run(run.id)

@@ -17,8 +17,8 @@ from starlette.testclient import TestClient
 
 from consolidation import RunState
 from tests.worker.conftest import MEMLEDGER, wait_until
+from worker.http.server import create_app
 from worker.runtime import Runtime
-from worker.server import create_app
 
 SCOPE = "account:local"
 
@@ -211,7 +211,7 @@ def test_extraction_runs_on_the_redis_broker_and_the_janitor_wakes_a_lost_run(
     runtime = make_runtime(redis_url=redis_url, sweep_interval_s=0)
     runtime.service.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=0)
     # Given a turn whose message is lost (Redis flushed before any worker ran)
-    _, lost = runtime.notify_turn_runs(SCOPE, session_id="s1", messages=[{"role": "user", "text": "Call me Ana."}])
+    _, lost = runtime.notify_turn(SCOPE, session_id="s1", messages=[{"role": "user", "text": "Call me Ana."}])
     assert lost is not None
     redis.Redis.from_url(redis_url).flushdb()
     runtime.start_worker(threads=2)
@@ -221,7 +221,7 @@ def test_extraction_runs_on_the_redis_broker_and_the_janitor_wakes_a_lost_run(
     wait_until(lambda: runtime.service.get_run(lost.id).state == RunState.SETTLED, timeout_s=15)
     assert runtime.service.get_run(lost.id).ops_applied == 1
     # And a second turn goes through the queue as any other
-    _, second = runtime.notify_turn_runs(SCOPE, session_id="s2", messages=[{"role": "user", "text": "I prefer tea."}])
+    _, second = runtime.notify_turn(SCOPE, session_id="s2", messages=[{"role": "user", "text": "I prefer tea."}])
     assert second is not None
     wait_until(lambda: runtime.service.get_run(second.id).state == RunState.SETTLED, timeout_s=15)
     assert sorted(p.body for p in runtime.ledger.proposals(SCOPE)) == ["Call me Ana", "I prefer tea"]

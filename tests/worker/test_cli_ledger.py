@@ -17,7 +17,8 @@ from typer.testing import CliRunner, Result
 
 from ledger import open_ledger
 from worker.cli import app
-from worker.cli_ledger import parse_instant, serve_stdio
+from worker.cli.ledger import parse_instant
+from worker.rpc.stdio import serve_stdio
 
 SCOPE = "account:local"
 MEMLEDGER = Path(sys.executable).with_name("memledger")

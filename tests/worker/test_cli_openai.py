@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from consolidation.fake_anthropic import request_records
 from consolidation.fake_openai import FakeOpenAI
 from worker.cli import app
-from worker.cli_worker import cli_runtime
+from worker.cli.worker import cli_runtime
 
 OLLAMA_PORT = 11434
 MODEL = "qwen2.5:7b-instruct"

@@ -33,7 +33,7 @@ HEAVY = (
     "prometheus_client",
 )
 # Not even the database layer: the help screen opens nothing.
-NOT_FOR_HELP = (*HEAVY, "sqlalchemy", "ledger", "worker.cli_ledger", "worker.cli_worker")
+NOT_FOR_HELP = (*HEAVY, "sqlalchemy", "ledger", "worker.cli.ledger", "worker.cli.worker")
 
 _PROBE = """
 import json, sys

@@ -126,7 +126,7 @@ def test_the_consolidation_service_reads_no_environment(monkeypatch: pytest.Monk
 def test_the_ledger_commands_take_database_and_account_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from worker.cli_ledger import DEFAULT_DATABASE_URL, database_url_from_env, ledger_from_env
+    from worker.cli.ledger import DEFAULT_DATABASE_URL, database_url_from_env, ledger_from_env
 
     assert database_url_from_env() == DEFAULT_DATABASE_URL
     url = f"sqlite:///{tmp_path / 'ledger.db'}"

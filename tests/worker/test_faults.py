@@ -252,7 +252,7 @@ def test_one_message_delivered_many_times_to_many_workers(
     # Given two worker processes with four threads each
     workers = spawn("workers", ["memledger", "worker", "--processes", "2", "--threads", "4"], env)
     # When the run's message is sent 24 times, all due at the same instant
-    run = api.notify_turn(led.scope_key)
+    run = api.notify_turn(led.scope_key).consolidation
     assert run is not None
     for _ in range(23):
         assert api.actors.send_run(run)
@@ -339,7 +339,7 @@ def test_sqlite_busy_is_waited_out(make_runtime: Callable[..., Runtime], tmp_pat
     try:
         # When a turn is reported and its run falls due while the lock is held
         started = time.monotonic()
-        run = runtime.notify_turn()
+        run = runtime.notify_turn().consolidation
         assert run is not None and time.monotonic() - started >= 1.5
         # Then both complete once the lock is released: nothing lost, nothing doubled
         wait_until(lambda: runtime.service.get_run(run.id).state == RunState.SETTLED, timeout_s=15)
@@ -421,7 +421,7 @@ def test_sigterm_lets_the_run_in_flight_finish(
     )
     worker = spawn("worker", ["memledger", "worker", "--threads", "2"], env)
     wait_until(lambda: "memledger worker ready" in worker.err.read_text(), timeout_s=60)
-    run = api.notify_turn(led.scope_key)
+    run = api.notify_turn(led.scope_key).consolidation
     assert run is not None
     # When SIGTERM arrives while the model call is in flight
     wait_until(lambda: fake.calls >= 1, timeout_s=30)
@@ -446,7 +446,7 @@ def test_soak_sqlite_locked_past_the_busy_timeout(make_runtime: Callable[..., Ru
     release = threading.Timer(8.0, lambda: blocker.execute("COMMIT"))
     release.start()
     try:
-        run = runtime.notify_turn()
+        run = runtime.notify_turn().consolidation
         assert run is not None
         wait_until(lambda: runtime.service.get_run(run.id).state == RunState.SETTLED, timeout_s=30)
     finally:

@@ -15,7 +15,7 @@ import httpx
 from starlette.types import Receive, Scope, Send
 
 from tests.worker.flood import Flood, ordinary_requests, raise_own_file_limit, serve
-from worker.serving_limits import InFlightLimit
+from worker.http.limits import InFlightLimit
 
 FLOOD = 1_100
 REQUESTS = 20

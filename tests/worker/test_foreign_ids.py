@@ -22,7 +22,7 @@ from ledger.protocol import METHODS, dumps, handle
 from tests.conftest import Clock
 from tests.worker.mcp_helpers import stdio_session
 from worker.cli import app
-from worker.mcp_tools import TOOLS
+from worker.mcp.tools import TOOLS
 
 UNKNOWN = "mem_" + "0" * 24  # as long as a real id, so even line wrapping is the same
 MINE = "account:local"

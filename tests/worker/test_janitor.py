@@ -12,7 +12,7 @@ import redis
 from consolidation import Outcome, RunState
 from ledger import open_ledger
 from tests.worker.conftest import TWO_DUPLICATES
-from worker.broker import QUEUE_NAME
+from worker.jobs.broker import QUEUE_NAME
 from worker.runtime import Runtime
 
 
@@ -71,7 +71,7 @@ def test_a_resent_run_executes_once_even_with_its_original_message_alive(
     for body in TWO_DUPLICATES:
         runtime.ledger.save(body)
     setup_scope(runtime)
-    run = runtime.notify_turn()
+    run = runtime.notify_turn().consolidation
     assert run is not None
     runtime.janitor.run_once()
     runtime.janitor.run_once()

@@ -26,8 +26,8 @@ from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
 from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, check_pins, ok, refused, stdio_session
-from worker.mcp_server import build_server
-from worker.mcp_tools import ERROR_META_KEY, PIN_ALWAYS, TOOLS, call_tool
+from worker.mcp.server import build_server
+from worker.mcp.tools import ERROR_META_KEY, PIN_ALWAYS, TOOLS, call_tool
 
 T = TypeVar("T")
 
@@ -579,7 +579,7 @@ def test_a_failure_choosing_the_ledger_is_an_internal_error_tool_result(caplog: 
 
 def test_while_serving_stdio_stray_output_misses_the_wire(capfd: pytest.CaptureFixture[str]) -> None:
     # Given the wire memledger mcp claims from fd 1 (as the SDK would when given no stdout)
-    from worker.mcp_server import _claim_stdout
+    from worker.mcp.server import _claim_stdout
 
     with _claim_stdout() as wire:
         # When a library writes to fd 1 while the server writes to the wire

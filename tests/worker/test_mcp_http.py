@@ -26,7 +26,7 @@ from starlette.routing import Route
 from ledger import open_ledger
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, http_session, ok, refused
-from worker.mcp_server import McpHttp
+from worker.mcp.server import McpHttp
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -29,9 +29,9 @@ from tests.conftest import require_services
 from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, ok, refused, stdio_session
 from tests.worker.test_mcp_http import ACCEPT
-from worker.mcp_tools import ERROR_META_KEY, TOOLS, call_tool
+from worker.http.server import create_app
+from worker.mcp.tools import ERROR_META_KEY, TOOLS, call_tool
 from worker.runtime import Runtime
-from worker.server import create_app
 
 INSPECTOR_VERSION = "2.12.0"  # `npm view @modelcontextprotocol/inspector version` when this was written
 INSPECTOR = f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}"

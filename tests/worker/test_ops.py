@@ -28,12 +28,12 @@ from tests.worker.ops_seed import (
     SCOPE,
     seed_scope,
 )
+from worker.gauges import OTHER_SCOPES
+from worker.http.guard import guarded_wsgi, serve_guarded_metrics
+from worker.http.server import create_app
+from worker.http.tokens import TokenStore
 from worker.logging import configure_logging
-from worker.ops.collector import OTHER_SCOPES
-from worker.ops.guard import guarded_wsgi, serve_guarded_metrics
 from worker.runtime import Runtime
-from worker.server import create_app
-from worker.tokens import TokenStore
 
 LOOPBACK = {"base_url": "http://127.0.0.1:8080", "client": ("127.0.0.1", 50123)}
 TOKEN = "op-" + "x" * 30

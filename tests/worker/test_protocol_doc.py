@@ -19,9 +19,9 @@ from ledger import open_ledger
 from ledger.protocol import METHODS, handle
 from tests.conftest import tool_missing
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
-from worker.cli_worker import rpc_extra_methods
-from worker.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
-from worker.protocol_examples import fill_answers, pages_with_answers, stable_ids
+from tools.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
+from tools.protocol_doc.examples import fill_answers, pages_with_answers, stable_ids
+from worker.cli.rpc import rpc_extra_methods
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "protocol.md"
@@ -32,7 +32,7 @@ MARK = "@@memledger-example@@"
 
 
 def test_the_committed_reference_and_the_pages_showing_answers_are_not_stale() -> None:
-    assert REFERENCE.read_text(encoding="utf-8") == render(), "run: python -m worker.protocol_doc"
+    assert REFERENCE.read_text(encoding="utf-8") == render(), "run: python -m tools.protocol_doc"
     assert PACKET in pages_with_answers(ROOT / "docs")
     assert main(["--check"]) == 0
 

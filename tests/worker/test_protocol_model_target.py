@@ -22,9 +22,9 @@ from consolidation.fake_anthropic import request_records
 from consolidation.fake_openai import FakeOpenAI
 from ledger import open_ledger
 from ledger.protocol import handle
+from worker.http.server import create_app
+from worker.http.tokens import TokenStore
 from worker.runtime import Runtime
-from worker.server import create_app
-from worker.tokens import TokenStore
 
 SCOPE = "account:local"
 MODEL = "qwen2.5:7b-instruct"
@@ -142,7 +142,7 @@ def test_the_operator_points_extraction_at_a_local_server_and_a_run_uses_it(
 
 @pytest.mark.parametrize("job", list(JOBS))
 def test_memledger_rpc_is_the_operator_too(job: str, fake: FakeOpenAI, tmp_path: Any) -> None:
-    from worker.cli_worker import rpc_extra_methods
+    from worker.cli.rpc import rpc_extra_methods
 
     get, update = JOBS[job]
     led = open_ledger(f"sqlite:///{tmp_path / 'rpc.db'}")

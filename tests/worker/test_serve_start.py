@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-import worker.server
+import worker.http.server
+from worker.http.server import create_app
 from worker.runtime import Runtime
-from worker.server import create_app
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 INITIALIZE = {
@@ -59,7 +59,7 @@ def test_creating_the_app_does_not_import_the_mcp_sdk(tmp_path: Path) -> None:
 import json, sys
 from worker.config import WorkerConfig
 from worker.runtime import build_runtime
-from worker.server import create_app
+from worker.http.server import create_app
 runtime = build_runtime(WorkerConfig(database_url=sys.argv[1]))
 create_app(runtime, run_worker=False)
 runtime.close()
@@ -71,9 +71,9 @@ print(json.dumps(sorted(name for name in sys.modules if name == "mcp" or name.st
     assert done.returncode == 0, done.stderr
     # Then the MCP SDK is not loaded yet: it loads after the server listens
     assert json.loads(done.stdout.splitlines()[-1]) == []
-    from worker.mcp_server import MCP_PATH
+    from worker.mcp.server import MCP_PATH
 
-    assert worker.server.MCP_PATH == MCP_PATH
+    assert worker.http.server.MCP_PATH == MCP_PATH
 
 
 def test_livez_answers_while_the_mcp_endpoint_loads_and_mcp_waits_for_it(
@@ -83,14 +83,14 @@ def test_livez_answers_while_the_mcp_endpoint_loads_and_mcp_waits_for_it(
     runtime = make_runtime()
     release = threading.Event()
     events: list[str] = []
-    make_endpoint = worker.server.mcp_endpoint
+    make_endpoint = worker.http.server.mcp_endpoint
 
     def slow_mcp_endpoint(rt: Runtime) -> Any:
         release.wait(10)
         events.append("mcp loaded")
         return make_endpoint(rt)
 
-    monkeypatch.setattr(worker.server, "mcp_endpoint", slow_mcp_endpoint)
+    monkeypatch.setattr(worker.http.server, "mcp_endpoint", slow_mcp_endpoint)
     with TestClient(create_app(runtime, run_worker=False), base_url="http://127.0.0.1") as client:
         # Then /livez answers at once
         assert client.get("/livez").status_code == 200
@@ -110,7 +110,7 @@ def test_mcp_answers_503_when_its_endpoint_cannot_load(
     def broken(_rt: Runtime) -> Any:
         raise ImportError("no mcp here")
 
-    monkeypatch.setattr(worker.server, "mcp_endpoint", broken)
+    monkeypatch.setattr(worker.http.server, "mcp_endpoint", broken)
     with TestClient(create_app(make_runtime(), run_worker=False), base_url="http://127.0.0.1") as client:
         # Then /mcp answers 503 and the rest of the server serves on
         answer = client.post("/mcp", json=INITIALIZE, headers=ACCEPT)

@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 
 from consolidation import RunState
 from tests.worker.conftest import TWO_DUPLICATES, wait_until
+from worker.http.server import MAX_REQUEST_BYTES, create_app
 from worker.runtime import Runtime
-from worker.server import MAX_REQUEST_BYTES, create_app
 
 LOCAL = "http://127.0.0.1:8080"
 JSON = {"content-type": "application/json"}

@@ -17,9 +17,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.worker.conftest import MEMLEDGER
+from worker.errors import BindRefused
+from worker.http.admission import check_bind, is_loopback
+from worker.http.server import create_app
+from worker.http.tokens import TokenStore
 from worker.runtime import Runtime
-from worker.server import BindRefused, check_bind, create_app, is_loopback
-from worker.tokens import TokenStore
 
 LOCAL = "http://127.0.0.1:8080"
 JSON = {"content-type": "application/json"}
@@ -297,7 +299,7 @@ def test_an_internal_error_is_answered_in_json_rpc(
     served: tuple[TestClient, Runtime], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, _ = served
-    import worker.server as server
+    import worker.http.server as server
 
     def boom(*_a: Any, **_k: Any) -> Any:
         raise RuntimeError("secret detail")

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from consolidation import ConsolidationService, InvalidSettings
 from consolidation import limits as L
 from ledger import Ledger
-from worker.account_methods import UpdateConsolidationParams
-from worker.extraction_methods import UpdateExtractionParams
+from worker.rpc.account import UpdateConsolidationParams
+from worker.rpc.extraction import UpdateExtractionParams
 
 ROOT = Path(__file__).resolve().parents[2]
 SCOPE = "account:local"

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from ledger import LedgerError, open_ledger
-from worker.tokens import TokenStore
+from worker.http.tokens import TokenStore
 
 
 def test_a_database_error_in_a_token_write_comes_out_as_a_ledger_error(tmp_path: Path) -> None:

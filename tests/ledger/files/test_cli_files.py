@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import worker.output
+import worker.cli.output
 from tests.ledger.files.helpers import FIXTURES, SCOPE, entry, write_dir
 from worker.cli import app
 
@@ -149,7 +149,7 @@ def test_audit_warn_within(tmp_path: Path) -> None:
 
 
 def test_progress_bar_on_a_terminal_keeps_the_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker.output, "is_terminal", lambda: True)
+    monkeypatch.setattr(worker.cli.output, "is_terminal", lambda: True)
     write_dir(tmp_path, {f"e{i:03d}.md": entry(fact=f"Service {i} deploys to eu-west-1.") for i in range(210)})
     code, out = run("audit", str(tmp_path), "--scope", SCOPE, *AS_OF)
     assert code == 0

@@ -1,0 +1,53 @@
+"""A plain save on PostgreSQL in one statement: the server-side function ``memledger_save``.
+
+A save through :class:`ledger.tx.Transaction` waits three times (the scope's lock, the budget
+and due check, the inserts with ``COMMIT``) and costs seven statements of client work. Most
+saves are plain: no edit, no conflict group, room left under the budget, nothing due to
+expire. For those, one call of ``memledger_save`` in its own transaction does what the
+transaction would: it takes the scope's lock, computes the instant exactly as the transaction
+does from the clock reading it is given (the reading, or the scope's latest instant + 1 µs
+when the clock is not past it), moves the scope's latest instant, inserts the record and its
+``saved`` event, and returns the instant.
+
+It writes nothing and returns NULL whenever the save is not plain once the lock is held, and
+the caller then runs the full transaction, which reads the clock again after its lock and
+gives every answer a save can give (a refusal, the budget hooks on the last slot, the sweep
+of what is due):
+
+* the scope has no settings row yet;
+* the save would take the scope's last slot or go past its budget;
+* ``expires_at`` is not after the instant;
+* a record of the scope is due to expire at the instant;
+* a record of the scope was closed at an instant after this one (an expiry sweep that
+  committed while this call waited for the lock, at an instant after the clock reading).
+  The transaction reads the clock after its lock for this reason (docs/ledger.md, "Lock,
+  then instant"); here the clock was read before the call, so the call checks instead.
+
+The rows it writes are the transaction's, column for column: ``tests/ledger/test_postgres_save.py``
+saves through both paths and compares the raw rows. The function itself is in
+:mod:`ledger.store.postgres_ddl` with the rest of the dialect's own schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+CALL = (
+    "SELECT memledger_save(%(s)s, %(clock)s, %(default_max)s, %(id)s, %(kind)s, %(body)s, "
+    "%(session)s, %(expires)s, %(detail)s)"
+)
+
+
+def save_plain(raw: Any, params: Mapping[str, Any]) -> int | None:
+    """Call ``memledger_save`` on the psycopg connection ``raw`` in a transaction of its own: the instant, or
+    None when the save is not plain (nothing was written)."""
+    autocommit = raw.autocommit
+    raw.autocommit = True  # the call is the transaction: no BEGIN, no COMMIT, one round trip
+    try:
+        with raw.cursor() as cur:
+            cur.execute(CALL, params)
+            found = cur.fetchone()
+    finally:
+        raw.autocommit = autocommit
+    return None if found is None or found[0] is None else int(found[0])

@@ -1,0 +1,230 @@
+"""PostgreSQL's one-statement plain save (``memledger_save``) against the write transaction.
+
+The function stands in for :meth:`Transaction.save` on the common case, so the two must write
+the same rows: two ledgers on two schemas, one with the function and one without, make the
+same saves at the same clock readings and their raw rows are compared. Every case the function
+must leave to the transaction is checked to write nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from ledger import Ledger, MemoryRecord, open_ledger
+from ledger.errors import BudgetExceeded, InvalidInstant
+from ledger.store import Store
+from tests.conftest import PG_URL, T0, Clock, pg_schema_url
+
+pytestmark = pytest.mark.usefixtures("pg_available")
+
+
+@pytest.fixture
+def two_schemas(pg_schema: str) -> Iterator[str]:
+    """A second fresh schema beside ``pg_schema``."""
+    schema = "t2_" + pg_schema.rsplit("%3D", 1)[1]
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
+
+
+class Calls:
+    """What each call of the store's ``save_plain`` answered (the real call, counted)."""
+
+    def __init__(self, store: Store) -> None:
+        self.answers: list[int | None] = []
+        real: Callable[[Any], int | None] = store.save_plain
+
+        def counted(params: Any) -> int | None:
+            answer = real(params)
+            self.answers.append(answer)
+            return answer
+
+        store.save_plain = counted  # type: ignore[method-assign]
+
+
+@pytest.fixture
+def fast(pg_schema: str, clock: Clock) -> Iterator[Ledger]:
+    led = open_ledger(pg_schema, migrate=True, clock=clock)
+    yield led
+    led.close()
+
+
+def _raw(led: Ledger) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row a save touches, ids replaced by their order of appearance (the only difference allowed)."""
+    with led.engine.connect() as conn:
+        records = conn.execute(text("SELECT * FROM memory_records ORDER BY seq")).mappings().all()
+        events = conn.execute(text("SELECT * FROM ledger_events ORDER BY seq")).mappings().all()
+        scopes = conn.execute(
+            text("SELECT scope_key, latest_at, max_records, active_count, proposed_count FROM scope_settings")
+        ).all()
+    order = {row["id"]: f"record {n}" for n, row in enumerate(records)}
+    return {
+        "records": [tuple(order.get(v, v) for k, v in row.items() if k != "seq") for row in records],
+        "events": [tuple(order.get(v, v) for k, v in row.items() if k != "seq") for row in events],
+        "scopes": [tuple(row) for row in scopes],
+    }
+
+
+def _script(led: Ledger, clock: Clock) -> list[MemoryRecord]:
+    """Saves of every plain shape, at clock readings that move forward, stand still and go back."""
+    kept = [led.save("the first pin creates the scope's row")]
+    steps: list[tuple[timedelta, dict[str, Any]]] = [
+        (timedelta(seconds=1), {}),
+        (timedelta(0), {"kind": "preference"}),  # the same reading: latest + 1 µs
+        (timedelta(seconds=-5), {"kind": "constraint"}),  # a clock that went back: latest + 1 µs
+        (timedelta(seconds=9), {"source_session_id": "chat-7"}),
+        (timedelta(microseconds=3), {"expires_at": T0 + timedelta(days=30)}),
+        (timedelta(seconds=2), {"kind": "fact", "source_session_id": "chat-8"}),
+    ]
+    for n, (step, args) in enumerate(steps):
+        clock.advance(seconds=step.total_seconds())
+        kept.append(led.save(f"plain pin {n}: the deploy region is eu-west-1", **args))
+    return kept
+
+
+def test_a_plain_save_writes_the_rows_the_transaction_writes(fast: Ledger, clock: Clock, two_schemas: str) -> None:
+    # Given two ledgers on the same clock readings, one without the one-statement save
+    other_clock = Clock()
+    slow = open_ledger(two_schemas, migrate=True, clock=other_clock)
+    slow.store.saves_plain = False  # type: ignore[misc]
+    calls = Calls(fast.store)
+    try:
+        # When both make the same saves
+        returned = _script(fast, clock)
+        _script(slow, other_clock)
+        # Then every save after the first went through the function, and wrote the transaction's rows
+        assert len(calls.answers) == 7
+        assert calls.answers[0] is None  # no settings row yet: the transaction creates it
+        assert all(answer is not None for answer in calls.answers[1:])
+        assert _raw(fast) == _raw(slow)
+        # And the records it returned are the ones read back
+        assert returned == [fast.get(r.id) for r in returned]
+    finally:
+        slow.close()
+
+
+def _counts(led: Ledger) -> tuple[int, int, int]:
+    with led.engine.connect() as conn:
+        return (
+            conn.execute(text("SELECT count(*) FROM memory_records")).scalar_one(),
+            conn.execute(text("SELECT count(*) FROM ledger_events")).scalar_one(),
+            conn.execute(text("SELECT latest_at FROM scope_settings")).scalar_one(),
+        )
+
+
+def _call(led: Ledger, clock_us: int, **overrides: Any) -> int | None:
+    params = {
+        "s": led.scope_key,
+        "clock": clock_us,
+        "default_max": led.default_max_records,
+        "id": "mem_" + "ab" * 12,
+        "kind": "fact",
+        "body": "a plain pin",
+        "session": None,
+        "expires": None,
+        "detail": '{"provenance": "user_explicit", "supersedes": []}',
+        **overrides,
+    }
+    return led.store.save_plain(params)
+
+
+def test_the_last_slot_and_a_refusal_are_the_transactions(fast: Ledger) -> None:
+    # Given a scope whose budget leaves two slots, and a budget hook
+    fast.save("first")
+    fast.set_budget(fast.scope_key, 3)
+    reached: list[str] = []
+    fast.set_budget_hook("test", lambda tx: reached.append(tx.scope_key) or None)
+    calls = Calls(fast.store)
+    fast.save("second: room to spare")
+    # When a save takes the last slot, the transaction writes it and calls the hook
+    fast.save("third: the last slot")
+    assert calls.answers[0] is not None and calls.answers[1] is None
+    assert reached == [fast.scope_key]
+    # And a save past the budget is refused with the transaction's words, and recorded
+    with pytest.raises(BudgetExceeded, match="holds 3 of 3"):
+        fast.save("fourth: no room")
+    assert calls.answers[2] is None
+    assert [r.body for r in fast.list()] == ["first", "second: room to spare", "third: the last slot"]
+
+
+def test_an_expiry_not_after_the_instant_is_the_transactions_refusal(fast: Ledger, clock: Clock) -> None:
+    fast.save("first")
+    before = _counts(fast)
+    assert _call(fast, int(clock.now.timestamp() * 1e6) + 10, expires=int(clock.now.timestamp() * 1e6) + 10) is None
+    assert _counts(fast) == before
+    with pytest.raises(InvalidInstant, match="expires_at must be after now"):
+        fast.save("already expired", expires_at=clock.now)
+    assert _counts(fast) == before
+
+
+def test_a_record_due_to_expire_is_swept_by_the_transaction(fast: Ledger, clock: Clock) -> None:
+    # Given a record that expires in ten seconds
+    due = fast.save("short-lived", expires_at=clock.now + timedelta(seconds=10))
+    calls = Calls(fast.store)
+    clock.advance(seconds=11)
+    # When a plain save comes after its expiry
+    fast.save("after the expiry")
+    # Then the function left it to the transaction, which expired the record first
+    assert calls.answers == [None]
+    assert fast.history(due.id)[-1].status == "expired"
+    assert [r.body for r in fast.list()] == ["after the expiry"]
+
+
+def test_a_record_closed_after_the_clock_reading_sends_the_save_to_the_transaction(fast: Ledger, clock: Clock) -> None:
+    # Given a record expired by a sweep at an instant later than a writer's clock reading
+    fast.save("short-lived", expires_at=clock.now + timedelta(seconds=10))
+    fast.sweep_expired(clock.now + timedelta(seconds=20))
+    before = _counts(fast)
+    # When the function is called with that earlier reading, it writes nothing
+    assert _call(fast, int((clock.now + timedelta(seconds=5)).timestamp() * 1e6)) is None
+    assert _counts(fast) == before
+    # And with a reading past it, it writes
+    assert _call(fast, int((clock.now + timedelta(seconds=30)).timestamp() * 1e6)) is not None
+
+
+_WAITING_CALL = (
+    "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT memledger_save%' AND wait_event_type = 'Lock'"
+)
+
+
+def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger) -> None:
+    # Given a plain save whose call waits for the scope's lock, held by another transaction
+    fast.save("first")
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    holder = fast.engine.connect()
+    holder.begin()
+    holder.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": fast.scope_key})
+    saved: list[Any] = []
+    worker = threading.Thread(target=lambda: saved.append(fast.save("saved once")))
+    worker.start()
+    try:
+        # When the server ends the waiting call's connection
+        with admin.connect() as conn:
+            pids: list[int] = []
+            for _ in range(500):
+                pids = list(conn.execute(text(_WAITING_CALL)).scalars())
+                if pids:
+                    break
+                threading.Event().wait(0.01)
+            assert len(pids) == 1
+            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pids[0]})
+    finally:
+        holder.rollback()
+        holder.close()
+        admin.dispose()
+    worker.join(timeout=30)
+    # Then the save finds it was not written, writes it, and it is there once
+    assert [r.body for r in saved] == ["saved once"]
+    assert [r.body for r in fast.list()] == ["first", "saved once"]

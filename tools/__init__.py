@@ -1,0 +1,1 @@
+"""Developer tools kept out of the runtime packages (not in the wheel)."""

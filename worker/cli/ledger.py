@@ -1,0 +1,371 @@
+"""Ledger commands: pin, pins, unpin, history, as-of, search, sweep, proposals, accept, reject, budget, db, rpc.
+
+The database is ``--database-url``, else ``MEMLEDGER_DATABASE_URL``, else
+``sqlite:///./memledger.db``; the account is ``MEMLEDGER_ACCOUNT`` (``local``).
+Every read takes ``--json`` (the protocol's camelCase, RFC 3339 forms). Instants
+on the command line are RFC 3339 (``2026-01-01T09:00:00Z``) or a plain date
+(``2026-01-01``, midnight UTC).
+
+Exit status: 0 done; 1 the ledger refused or failed (a red message on stderr,
+never a traceback); 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from ledger import Kind, Ledger, LedgerError, MemoryRecord, open_ledger
+from ledger.db import current_revision, head_revision, make_engine, upgrade
+from ledger.errors import InvalidInstant
+from ledger.instants import format_rfc3339, parse_rfc3339
+from ledger.protocol import ExtraMethod
+from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
+from worker.cli.output import emit_json, fail, print_message, print_records, progress
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATABASE_URL = "sqlite:///./memledger.db"
+DEFAULT_ACCOUNT = "local"
+MAX_RPC_LINE_BYTES = 1 << 20
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+ExtraMethodsFactory = Callable[[Ledger], Mapping[str, ExtraMethod]]
+
+
+# ---------------------------------------------------------------------- configuration
+def database_url_from_env(database_url: str | None = None) -> str:
+    """``database_url`` if given, else ``MEMLEDGER_DATABASE_URL``, else the embedded SQLite file."""
+    from worker.config import LedgerAccess
+
+    return database_url or LedgerAccess().database_url or DEFAULT_DATABASE_URL
+
+
+def ledger_from_env(database_url: str | None = None) -> Ledger:
+    """Open the ledger the command line works on (database and account from the environment, through the configuration).
+
+    Raises:
+        LedgerError: bad URL or account, or a PostgreSQL schema behind the code.
+        SQLAlchemyError: the database cannot be reached.
+    """
+    from worker.config import LedgerAccess
+
+    account = LedgerAccess().account or DEFAULT_ACCOUNT
+    return open_ledger(database_url_from_env(database_url), account=account)
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password masked, for messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable database URL>"
+
+
+def parse_instant(text: str) -> datetime:
+    """An RFC 3339 instant, or ``YYYY-MM-DD`` meaning midnight UTC. Raises :class:`typer.BadParameter`."""
+    text = text.strip()
+    try:
+        if _DATE.fullmatch(text):
+            return datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+        return parse_rfc3339(text)
+    except (ValueError, InvalidInstant) as exc:
+        raise typer.BadParameter(
+            f"{text!r} is not an instant: use RFC 3339 with a zone (2026-01-01T09:00:00Z) or a date (2026-01-01)"
+        ) from exc
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn every failure into a red message and exit status 1: never a traceback."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, typer.BadParameter):
+        raise
+    except LedgerError as exc:
+        fail(exc.message, reason=exc.reason)
+    except SQLAlchemyError as exc:
+        log.debug("database error", exc_info=True)
+        fail(
+            f"database error ({type(exc).__name__}): check that the database is reachable and up to date",
+            reason="database_error",
+        )
+    except Exception as exc:
+        log.debug("unexpected error", exc_info=True)
+        fail(f"unexpected error ({type(exc).__name__}); nothing more was done", reason="internal_error")
+
+
+@contextmanager
+def cli_ledger(database_url: str | None) -> Iterator[Ledger]:
+    """Open the ledger for one command, with :func:`cli_errors` around both the opening and the work."""
+    with cli_errors():
+        led = ledger_from_env(database_url)
+        try:
+            yield led
+        finally:
+            led.close()
+
+
+# ---------------------------------------------------------------------- options
+DbUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", help="Database URL (default: $MEMLEDGER_DATABASE_URL or ./memledger.db).", show_default=False
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3339) instead of a table.")]
+Scope = ScopeOption
+RecordIdArg = Annotated[str, typer.Argument(help="A record id (mem_…).", show_default=False)]
+InstantHelp = "RFC 3339 (2026-01-01T09:00:00Z) or a date (2026-01-01, midnight UTC)"
+
+
+# ---------------------------------------------------------------------- writes
+def pin(
+    text: Annotated[str, typer.Argument(help="The fact to remember.", show_default=False)],
+    kind: Annotated[Kind | None, typer.Option("--kind", help="preference, fact, decision or constraint.")] = None,
+    supersedes: Annotated[
+        str | None, typer.Option("--supersedes", help="Edit: the active record this replaces.", show_default=False)
+    ] = None,
+    expires: Annotated[
+        datetime | None,
+        typer.Option(
+            "--expires", parser=parse_instant, metavar="INSTANT", help=f"When it stops applying: {InstantHelp}."
+        ),
+    ] = None,
+    group: Annotated[
+        str | None, typer.Option("--group", help="Conflict group: at most one active member.", show_default=False)
+    ] = None,
+    as_json: Json = False,
+    database_url: DbUrl = None,
+) -> None:
+    """Pin a fact in the account scope (or edit one with --supersedes)."""
+    with cli_ledger(database_url) as led:
+        record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+    if as_json:
+        emit_json(record)
+        return
+    replaced = f" (replaces {', '.join(record.supersedes)})" if record.supersedes else ""
+    print_message(f"Pinned {record.id}{replaced}.", style="green")
+
+
+def _change(
+    record_id: str, change: Callable[[Ledger, str], MemoryRecord], done: str, as_json: bool, url: str | None
+) -> None:
+    """Run ``change`` on one record; print it (``--json``) or ``done`` (``{id}`` filled in), in green."""
+    with cli_ledger(url) as led:
+        record = change(led, record_id)
+    if as_json:
+        emit_json(record)
+    else:
+        print_message(done.format(id=record.id), style="green")
+
+
+def unpin(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
+    """Forget a record: a tombstone that erases its body and its earlier revisions' bodies."""
+    done = "Forgot {id}; its text (and that of its earlier revisions) is erased."
+    _change(record_id, lambda led, rid: led.delete(rid), done, as_json, database_url)
+
+
+def accept(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
+    """Accept a proposal: it becomes active now, closing what it supersedes."""
+    _change(record_id, lambda led, rid: led.accept(rid), "Accepted {id}; it is active now.", as_json, database_url)
+
+
+def reject(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
+    """Reject a proposal; it never applies."""
+    _change(record_id, lambda led, rid: led.reject(rid), "Rejected {id}.", as_json, database_url)
+
+
+def sweep(
+    now: Annotated[
+        datetime | None,
+        typer.Option(
+            "--now", parser=parse_instant, metavar="INSTANT", help=f"Expire what is due at this instant: {InstantHelp}."
+        ),
+    ] = None,
+    as_json: Json = False,
+    database_url: DbUrl = None,
+) -> None:
+    """Expire every record whose expiry has passed (idempotent; run it from cron)."""
+    with cli_ledger(database_url) as led:
+        at = led.now(now)
+        with progress("Sweeping expired records") as advance:
+            expired = led.sweep_expired(at, progress=advance)
+    if as_json:
+        emit_json({"expired": expired, "now": format_rfc3339(at)})
+    else:
+        print_message(f"Expired {expired} record{'s' if expired != 1 else ''} as of {format_rfc3339(at)}.")
+
+
+def budget(
+    positional_scope: ScopePositional = None,
+    set_to: Annotated[
+        int | None,
+        typer.Option(
+            "--set", min=0, max=1_000_000, metavar="N", help="New max_records (never evicts).", show_default=False
+        ),
+    ] = None,
+    as_json: Json = False,
+    scope: Scope = None,
+    database_url: DbUrl = None,
+) -> None:
+    """Show a scope's budget and what it holds, or change it with --set."""
+    with cli_ledger(database_url) as led:
+        key = pick_scope(positional_scope, scope, default=led.scope_key)
+        usage = led.budget(key) if set_to is None else led.set_budget(key, set_to)
+    if as_json:
+        emit_json(usage)
+        return
+    print_message(
+        f"{usage.scope_key} holds {usage.held} of {usage.max_records} "
+        f"({usage.active} active, {usage.proposed} proposed)."
+    )
+
+
+# ---------------------------------------------------------------------- reads
+def pins(
+    as_json: Json = False,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, max=1000, metavar="N", help="At most N pins, oldest first.", show_default=False),
+    ] = None,
+    cursor: Annotated[
+        str | None,
+        typer.Option("--cursor", metavar="CURSOR", help="Continue after a previous page.", show_default=False),
+    ] = None,
+    scope: Scope = None,
+    database_url: DbUrl = None,
+) -> None:
+    """List the active pins of a scope (--limit and --cursor page through many)."""
+    with cli_ledger(database_url) as led:
+        key = scope or led.scope_key
+        if limit is None and cursor is None:
+            records, next_cursor = led.list(key), None
+        else:
+            page = led.list_page(key, limit=limit, cursor=cursor)
+            records, next_cursor = page.records, page.next_cursor
+    if as_json and (limit is not None or cursor is not None):
+        emit_json({"scopeKey": key, "records": records, "nextCursor": next_cursor})
+        return
+    print_records(records, as_json=as_json, title=f"Pins in {key}", empty=f"No pins in {key}.")
+    if next_cursor is not None:
+        print_message(f"More pins follow: memledger pins --limit {limit} --cursor {next_cursor}")
+
+
+def history(record_id: RecordIdArg, as_json: Json = False, database_url: DbUrl = None) -> None:
+    """Show a record's whole revision chain, oldest first."""
+    with cli_ledger(database_url) as led:
+        records = led.history(record_id)
+    print_records(records, as_json=as_json, title=f"History of {record_id}", empty="No history.", detail=True)
+
+
+def as_of(
+    instant: Annotated[
+        datetime, typer.Argument(parser=parse_instant, metavar="INSTANT", help=InstantHelp, show_default=False)
+    ],
+    as_json: Json = False,
+    scope: Scope = None,
+    database_url: DbUrl = None,
+) -> None:
+    """List the records that applied at an instant."""
+    with cli_ledger(database_url) as led:
+        key = scope or led.scope_key
+        records = led.list_as_of(key, instant)
+    when = format_rfc3339(instant)
+    print_records(records, as_json=as_json, title=f"{key} as of {when}", empty=f"Nothing applied in {key} at {when}.")
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="Words to look for (any text is a valid query).", show_default=False)],
+    as_json: Json = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=200, help="At most this many results.")] = 20,
+    scope: Scope = None,
+    database_url: DbUrl = None,
+) -> None:
+    """Full-text search over the active pins, best match first."""
+    with cli_ledger(database_url) as led:
+        key = scope or led.scope_key
+        records = led.search(key, query, limit=limit)
+    print_records(records, as_json=as_json, title=f"Matches in {key}", empty="No match.")
+
+
+def proposals(as_json: Json = False, scope: Scope = None, database_url: DbUrl = None) -> None:
+    """List the proposals waiting for accept or reject."""
+    with cli_ledger(database_url) as led:
+        key = scope or led.scope_key
+        records = led.proposals(key)
+    print_records(records, as_json=as_json, title=f"Proposals in {key}", empty=f"No proposals waiting in {key}.")
+
+
+# ---------------------------------------------------------------------- db
+db_app = typer.Typer(no_args_is_help=True, help="Database schema: upgrade, compact.")
+
+
+@db_app.command("upgrade")
+def db_upgrade(database_url: DbUrl = None) -> None:
+    """Migrate the database to the head revision (safe to repeat)."""
+    url = database_url_from_env(database_url)
+    with cli_errors():
+        engine = make_engine(url)
+        try:
+            upgrade(engine)
+            revision = current_revision(engine)
+        finally:
+            engine.dispose()
+    head = " (head)" if revision == head_revision() else ""
+    print_message(f"{safe_url(url)} is at revision {revision}{head}.", style="green")
+
+
+@db_app.command("compact")
+def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
+    """Rewrite the ledger's tables so erased bodies leave the database files (VACUUM FULL + CHECKPOINT)."""
+    from ledger.compact import compact
+
+    url = database_url_from_env(database_url)
+    with cli_errors():
+        engine = make_engine(url)
+        try:
+            report = compact(engine)
+        finally:
+            engine.dispose()
+    if as_json:
+        emit_json(report.to_json())
+        return
+    print_message(
+        f"{safe_url(url)}: {len(report.tables)} tables rewritten, {report.bytes_before:,} -> "
+        f"{report.bytes_after:,} bytes{', checkpointed' if report.checkpoint else ''}.",
+        style="green",
+    )
+    for note in report.notes:
+        print_message(note)
+
+
+# ---------------------------------------------------------------------- registration
+_COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("pin", pin),
+    ("pins", pins),
+    ("unpin", unpin),
+    ("history", history),
+    ("as-of", as_of),
+    ("search", search),
+    ("sweep", sweep),
+    ("proposals", proposals),
+    ("accept", accept),
+    ("reject", reject),
+    ("budget", budget),
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Attach the ledger commands and the ``db`` group to the top-level app."""
+    for name, command in _COMMANDS:
+        app.command(name)(command)
+    app.add_typer(db_app, name="db")

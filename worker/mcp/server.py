@@ -1,0 +1,321 @@
+"""The ledger as a Model Context Protocol server (docs/mcp.md), on the official ``mcp`` SDK.
+
+Two transports, one tool table (:mod:`worker.mcp.tools`):
+
+* **stdio** — ``memledger mcp``: the process an MCP client (Claude Desktop, Claude Code,
+  an IDE) spawns; the bound account is the one the ledger was opened for
+  (``MEMLEDGER_ACCOUNT``, default ``local``).
+* **streamable HTTP** — ``/mcp`` on ``memledger serve`` (:class:`McpHttp`): stateless
+  and JSON-answered, so any API node can serve any request and no session lives in a
+  process. The account comes from the caller's request (``ledger_for``), never from
+  the tool arguments.
+
+Both are the SDK's low-level :class:`mcp.server.lowlevel.Server` with two handlers
+(``tools/list`` and ``tools/call``). Tool calls do blocking database I/O, so they run in
+a worker thread, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
+from typing import Any, BinaryIO, cast
+
+import anyio
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.types import Message, Receive, Scope, Send
+
+from ledger import Ledger
+from ledger.lines import escape_line_breaks
+from worker.errors import ToolFailure
+from worker.mcp.tools import NONCHARACTER, TOOLS, call_tool, error_result
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "memledger"
+MCP_PATH = "/mcp"
+MAX_MCP_REQUEST_BYTES = 1_000_000
+INSTRUCTIONS = (
+    "memledger holds the user's pinned memories: facts, preferences, decisions and constraints the user asked "
+    "to be remembered. Read them with list_pins, search_pins, pins_as_of and pin_history; get_packet shows what a "
+    "chat turn would be given. You cannot pin, edit, forget, accept or reject anything: propose_pin only stores a "
+    "suggestion that waits for the user's decision, and it reaches no chat until the user accepts it."
+)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+LedgerFor = Callable[[ServerRequestContext[Any, Any]], Ledger]
+"""Which ledger (which account) serves one request; called in the worker thread, may do I/O."""
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("memledger")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0"
+
+
+def build_server(ledger_for: LedgerFor) -> Server[Any]:
+    """The MCP server: ``tools/list`` lists :data:`~worker.mcp.tools.TOOLS`; ``tools/call`` runs one.
+
+    ``ledger_for(ctx)`` picks the account for each call. A failure there (say, the
+    database is unreachable) is answered as an ``internal_error`` tool result.
+    """
+    tools = [spec.describe() for spec in TOOLS.values()]
+
+    async def list_tools(
+        _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        def run() -> CallToolResult:
+            try:
+                led = ledger_for(ctx)
+            except Exception:
+                log.exception("internal error choosing the ledger for MCP tool %s", params.name[:80])
+                return error_result(ToolFailure("internal_error", "internal error: the server logged it; try again"))
+            return call_tool(led, params.name, params.arguments)
+
+        return await anyio.to_thread.run_sync(run)
+
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        title="memledger: the user's memory ledger",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+# ---------------------------------------------------------------------- stdio
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def mark_lone_surrogates(line: str) -> str:
+    """``line`` with every lone surrogate its JSON escapes (``"\\ud800"``) turned into U+FFFF.
+
+    The SDK's JSON reader refuses such a line, and on stdio it then answers nothing at
+    all, so the client would wait for ever. Python's reader accepts it; with the
+    surrogate marked, the request reaches the tool, whose argument check answers
+    ``invalid_params`` naming the field. A line without ``\\u`` escapes, or that is not
+    JSON at all, is passed on unchanged (the SDK reports the parse error as usual).
+    """
+    if "\\u" not in line:
+        return line
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return line
+    marked, changed = _mark(message)
+    return json.dumps(marked, ensure_ascii=False) + "\n" if changed else line
+
+
+def _mark(value: Any) -> tuple[Any, bool]:
+    if isinstance(value, str):
+        marked = _LONE_SURROGATE.sub(NONCHARACTER, value)
+        return marked, marked != value
+    if isinstance(value, list):
+        items = [_mark(v) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    if isinstance(value, dict):
+        pairs = [(_mark(k), _mark(v)) for k, v in value.items()]
+        return {k: v for (k, _), (v, _) in pairs}, any(ck or cv for (_, ck), (_, cv) in pairs)
+    return value, False
+
+
+class _StdinLines:
+    """The process's stdin as the async line iterator ``stdio_server`` reads, surrogates marked."""
+
+    def __init__(self) -> None:
+        self._lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._lines.readline()
+        if not line:
+            raise StopAsyncIteration
+        return mark_lone_surrogates(line)
+
+
+class _StdoutLines:
+    """The wire ``stdio_server`` writes to: each message line with U+0085, U+2028 and U+2029 escaped.
+
+    The SDK writes pydantic's JSON, which leaves those three raw inside strings; a client that
+    splits its input with ``str.splitlines()`` would read a body holding one as two lines.
+    """
+
+    def __init__(self, wire: BinaryIO) -> None:
+        self._wire = anyio.wrap_file(wire)
+
+    async def write(self, text: str) -> int:
+        await self._wire.write(escape_line_breaks(text).encode("utf-8"))
+        return len(text)
+
+    async def flush(self) -> None:
+        await self._wire.flush()
+
+
+@contextmanager
+def _claim_stdout() -> Iterator[BinaryIO]:
+    """A private duplicate of fd 1 for the wire, with fd 1 pointed at stderr while serving.
+
+    The SDK does this itself unless given its stdout: stray output of a library then lands
+    on stderr, not inside the protocol. Where fd 1 cannot be duplicated, the wire is
+    ``sys.stdout``'s own buffer.
+    """
+    sys.stdout.flush()
+    try:
+        wire_fd = os.dup(1)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        yield sys.stdout.buffer
+        return
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        os.close(wire_fd)
+        yield sys.stdout.buffer
+        return
+    wire = os.fdopen(wire_fd, "wb", closefd=False)
+    try:
+        yield wire
+    finally:
+        with suppress(OSError, ValueError):
+            wire.flush()
+        os.dup2(wire_fd, 1)
+        os.close(wire_fd)
+
+
+async def serve_stdio(led: Ledger) -> None:
+    """Serve MCP on this process's stdin/stdout until the client closes stdin."""
+    server = build_server(lambda _ctx: led)
+    stdin = cast("anyio.AsyncFile[str]", _StdinLines())  # stdio_server only iterates over its lines
+    with _claim_stdout() as wire:
+        stdout = cast("anyio.AsyncFile[str]", _StdoutLines(wire))  # stdio_server only writes and flushes
+        async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def run_stdio(led: Ledger) -> None:
+    """Blocking :func:`serve_stdio` (the body of ``memledger mcp``)."""
+    log.info("memledger mcp serving %s over stdio", led.scope_key)
+    anyio.run(serve_stdio, led)
+
+
+# ---------------------------------------------------------------------- streamable HTTP
+def loopback_security(*, extra_hosts: tuple[str, ...] = (), origins: tuple[str, ...] = ()) -> TransportSecuritySettings:
+    """Host and Origin checks for a loopback server (DNS rebinding, forged browser requests).
+
+    A ``Host`` that is not a loopback name (or one of ``extra_hosts``) is refused with 421;
+    a request with an ``Origin`` not in ``origins`` is refused with 403 (no web page is
+    allowed by default: a page on any site, local ones included, is not the user).
+    """
+    hosts = [*LOOPBACK_HOSTS, *extra_hosts]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
+        allowed_origins=list(origins),
+    )
+
+
+Admit = Callable[[Request], Awaitable[Response | bytes | None]]
+"""The host app's own checks of one ``/mcp`` request (Host, Origin, token, body): a refusal
+(a response), the body when it read it itself (bounded, with a timeout), or None to go on.
+
+It may record who the caller is on ``request.state`` for ``ledger_for`` to read
+(``ctx.request.state`` is the same state)."""
+
+
+class McpHttp:
+    """``/mcp``: the MCP server over streamable HTTP, as an ASGI app to mount on ``serve``.
+
+    Stateless (no ``Mcp-Session-Id`` kept in the process) with JSON answers, POST only,
+    bodies bounded at ``max_request_bytes``. With ``admit`` the host app checks Host,
+    Origin and the caller itself (the same checks as ``/rpc``, docs/operations.md); without it the
+    SDK's transport security allows loopback names and no web page
+    (:func:`loopback_security`). Enter :meth:`run` in the host app's lifespan.
+    """
+
+    def __init__(
+        self,
+        ledger_for: LedgerFor,
+        *,
+        admit: Admit | None = None,
+        security: TransportSecuritySettings | None = None,
+        max_request_bytes: int = MAX_MCP_REQUEST_BYTES,
+    ) -> None:
+        if security is None:
+            no_checks = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+            security = no_checks if admit is not None else loopback_security()
+        self.admit = admit
+        self.server = build_server(ledger_for)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server,
+            json_response=True,
+            stateless=True,
+            security_settings=security,
+            max_request_body_size=max_request_bytes,
+        )
+
+    def run(self) -> AbstractAsyncContextManager[None]:
+        """The session manager's task group; must be running while requests are served."""
+        return self.manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] != "POST":
+            # Stateless: there is no session to stream to or to end, so a GET (an SSE stream that
+            # would hold a connection open for nothing) or a DELETE is answered 405, as MCP allows.
+            refusal = PlainTextResponse("/mcp takes POST only", status_code=405, headers={"Allow": "POST"})
+            await refusal(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            scope = _media_type_lowercased(scope)
+        if self.admit is not None and scope["type"] == "http":
+            admitted = await self.admit(Request(scope, receive))
+            if isinstance(admitted, Response):
+                await admitted(scope, receive, send)
+                return
+            if admitted is not None:  # the host app read the body: hand the SDK the same bytes
+                receive = _replay(admitted, receive)
+        await self.manager.handle_request(scope, receive, send)
+
+
+def _media_type_lowercased(scope: Scope) -> Scope:
+    """``scope`` with the media type of its ``Content-Type`` in lower case (parameters kept).
+
+    Media types are case-insensitive (RFC 9110), and ``/rpc`` takes ``Application/JSON``;
+    the SDK compares the header with ``application/json`` exactly, so it is normalized here.
+    """
+    headers = []
+    for name, value in scope["headers"]:
+        if name.lower() == b"content-type":
+            media, sep, params = value.partition(b";")
+            value = media.lower() + sep + params
+        headers.append((name, value))
+    return {**scope, "headers": headers}
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that yields ``body`` as the whole request, then whatever the connection sends next."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed

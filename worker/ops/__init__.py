@@ -1,9 +1,0 @@
-"""Operator visibility: what the database says about scopes, runs, backlog and the sweep.
-
-* :mod:`worker.ops.snapshot` — one read of everything an operator looks at (:class:`OpsSnapshot`).
-* :mod:`worker.ops.collector` — the same as Prometheus gauges, read from the database at scrape time,
-  with a bounded label set.
-* :mod:`worker.ops.rpc` — per-method RPC metrics and structured access logs (never a body).
-* :mod:`worker.ops.timeline` — a scope's validity timeline as inline SVG.
-* :mod:`worker.ops.page` — the read-only ``GET /ops`` page of ``memledger serve`` and who may see it.
-"""
