@@ -57,9 +57,6 @@ MODULES_NOT_YET: dict[str, int] = {
 FUNCTIONS_NOT_YET: dict[str, int] = {
     "ledger/core.py:Ledger.propose": 52,
     "ledger/files/audit.py:audit_entries": 55,
-    "ledger/migrations/versions/0001_ledger.py:upgrade": 82,
-    "ledger/migrations/versions/0003_consolidation.py:upgrade": 80,
-    "ledger/migrations/versions/0007_extraction_packet.py:upgrade": 53,
 }
 
 

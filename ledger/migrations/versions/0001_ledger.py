@@ -43,6 +43,18 @@ SQLITE_FTS = [
 
 
 def upgrade() -> None:
+    _records()
+    _settings_and_events()
+    # No row is ever deleted (both databases), and PostgreSQL's search index: the store's statements.
+    if op.get_bind().dialect.name == "sqlite":
+        statements = [*SQLITE_FTS, *(o.sql for o in sqlite_ddl.NO_DELETE)]
+    else:
+        statements = [o.sql for o in (*postgres_ddl.SEARCH, *postgres_ddl.NO_DELETE)]
+    for statement in statements:
+        op.execute(statement)
+
+
+def _records() -> None:
     op.create_table(
         "memory_records",
         sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
@@ -79,6 +91,10 @@ def upgrade() -> None:
         sa.CheckConstraint("erased_at IS NULL OR status IN ('deleted','superseded')", name="ck_memory_records_erased"),
         sa.CheckConstraint("status <> 'superseded' OR superseded_by IS NOT NULL", name="ck_memory_records_successor"),
     )
+    _record_indexes()
+
+
+def _record_indexes() -> None:
     # One active member per conflict group (partial unique index; ON CONFLICT must repeat the WHERE).
     op.create_index(
         "ux_memory_records_conflict_active",
@@ -100,6 +116,9 @@ def upgrade() -> None:
         sqlite_where=sa.text("status IN ('active','proposed') AND expires_at IS NOT NULL"),
         postgresql_where=sa.text("status IN ('active','proposed') AND expires_at IS NOT NULL"),
     )
+
+
+def _settings_and_events() -> None:
     op.create_table(
         "scope_settings",
         sa.Column("scope_key", sa.Text, primary_key=True),
@@ -121,13 +140,6 @@ def upgrade() -> None:
     )
     op.create_index("ix_ledger_events_scope", "ledger_events", ["scope_key", "seq"])
     op.create_index("ix_ledger_events_record", "ledger_events", ["record_id"])
-    # No row is ever deleted (both databases), and PostgreSQL's search index: the store's statements.
-    if op.get_bind().dialect.name == "sqlite":
-        statements = [*SQLITE_FTS, *(o.sql for o in sqlite_ddl.NO_DELETE)]
-    else:
-        statements = [o.sql for o in (*postgres_ddl.SEARCH, *postgres_ddl.NO_DELETE)]
-    for statement in statements:
-        op.execute(statement)
 
 
 def downgrade() -> None:
