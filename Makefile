@@ -27,8 +27,9 @@ install: $(STAMP)
 run: $(RUN_STAMP)
 	@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
 
+# Whole files to each process, the longest first (tests/conftest.py): no process is left with a long file at the end.
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ledger consolidation worker tools tests

@@ -25,7 +25,7 @@ from consolidation.connections import Connections
 from consolidation.errors import LostRace
 from consolidation.gate import UNPARSEABLE, GateResult, check_batch
 from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
-from consolidation.lifecycle import RunLife, mine, month_spend
+from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
 from consolidation.prompt import IN_GROUP, record_chars
 from ledger import MemoryRecord, Transaction, check_scope, screen_body, to_micros
@@ -141,7 +141,7 @@ class ConsolidationJob:
         )  # fmt: skip
         # The claim and the reads go out together (one round trip on PostgreSQL); the reads are
         # wasted only when the claim is lost.
-        spent = month_spend(tx, run.scope_key, tx.now)
+        spent = R.month_spend(tx, run.scope_key, tx.now)
         records = tx.active_later()
         if not claimed.result():
             return None

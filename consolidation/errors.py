@@ -9,14 +9,29 @@
         └── RunNotFound         reason not_found
 
     Exception
+    ├── HarnessError            the model call failed; the run settles ``failed`` (usage and spend kept)
+    ├── FormatRefused           a server refused the openai harness's ``response_format`` (internal: tried again
+    │                           without it)
     └── LostRace                another caller settled the run first (internal: rolls a batch back)
 
-They subclass the ledger's root so the protocol maps them the same way; ``LostRace`` never
-leaves the package.
+    ValueError
+    ├── AnswerParseError        the model's text is not ``{"operations": [...]}`` (the run keeps the text)
+    ├── ProposalsParseError     the model's text is not ``{"proposals": [...]}`` (the run keeps the text)
+    └── UnknownHarness          a harness name that is not in the registry
+
+    LookupError
+    └── UnknownModelPrice       a model without a price, so its spend cannot be accounted
+
+The first subclass the ledger's root so the protocol maps them the same way; ``FormatRefused`` and
+``LostRace`` never leave the package, and the harness's and the parsers' errors become a run's outcome
+(``failed``, or an answer of ``None``), or an :class:`InvalidSettings` where a setting names them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from consolidation.models import Usage
 from ledger.errors import LedgerError
 
 
@@ -42,3 +57,72 @@ class InvalidExtractionInput(ConsolidationError):
 
 class LostRace(Exception):
     """Another caller settled the run first; the transaction that tried to apply its batch rolls back."""
+
+
+class HarnessError(Exception):
+    """The model call failed; the run settles ``failed``.
+
+    ``usage`` and ``spend_micro_usd`` carry whatever was observed before the failure
+    (usually nothing: a failed HTTP call reports no usage). ``retryable_exhausted`` is
+    true when every attempt met a retryable condition (429, 529, connection refused) and
+    the wall-clock cap ran out before one succeeded.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        usage: Usage | None = None,
+        spend_micro_usd: int = 0,
+        retryable_exhausted: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.usage = usage if usage is not None else Usage()
+        self.spend_micro_usd = spend_micro_usd
+        self.retryable_exhausted = retryable_exhausted
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class FormatRefused(Exception):
+    """Raised out of one attempt when the server refused the ``response_format`` form (not retried)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class AnswerParseError(ValueError):
+    """The model's text is not one JSON object with an ``operations`` list."""
+
+
+class ProposalsParseError(ValueError):
+    """The model's text is not one JSON object with a ``proposals`` list."""
+
+
+class UnknownHarness(ValueError):
+    """A harness name that is not one of :data:`consolidation.harnesses.HARNESS_NAMES`."""
+
+    def __init__(self, name: str, *, known: Iterable[str]) -> None:
+        self.name = name
+        super().__init__(f"unknown harness {str(name)[:40]!r}; choose one of: {', '.join(known)}")
+
+
+class UnknownModelPrice(LookupError):
+    """A model has no price in the table; it cannot be chosen until one is configured."""
+
+    def __init__(self, model: str, *, known: Iterable[str]) -> None:
+        self.model = model
+        self.known = tuple(sorted(known))
+        self.message = (
+            f"no price is known for model {model!r}, so its spend cannot be accounted. "
+            f"Known models: {', '.join(self.known)}. Choose one of them, or configure a price for {model!r} "
+            "(input, output, cache write and cache read in USD per million tokens, e.g. "
+            "MEMLEDGER_MODEL_PRICES or the [model_prices] table of the configuration file)."
+        )
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message

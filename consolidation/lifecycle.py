@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol
 
 from consolidation import runs as R
-from consolidation.errors import LostRace
-from consolidation.harnesses import HarnessError, HarnessResult, Usage
-from consolidation.models import ConsolidationRun, Outcome
-from ledger import Ledger, Pending, Transaction, to_micros
+from consolidation.errors import HarnessError, LostRace
+from consolidation.harnesses import HarnessResult
+from consolidation.models import ConsolidationRun, Outcome, Usage
+from ledger import Ledger, Transaction
 from ledger.schema import RUNS
 
 log = logging.getLogger(__name__)
@@ -46,21 +46,6 @@ class Job(Protocol):
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         """Apply a running run's stored answer and settle it; also says whether this call settled it."""
         ...
-
-
-def month_bounds(now: datetime) -> tuple[datetime, datetime]:
-    """The calendar month (UTC) holding ``now``: ``[start, end)``, the window of the spend budget."""
-    start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
-    return start, end
-
-
-def month_spend(db: R.Executor, scope_key: str, now: datetime) -> Pending[int]:
-    """What the scope's runs of both jobs started in ``now``'s month have spent, in micro-USD.
-
-    Sent now, read with ``.result()`` (statements sent before it is read share its round trip)."""
-    start, end = month_bounds(now)
-    return R.month_spend(db, scope_key, to_micros(start), to_micros(end))
 
 
 def mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:

@@ -1,7 +1,9 @@
 """The range of every numeric per-scope setting, stated once, for both jobs and every surface.
 
-Each is a pydantic type (``Annotated[..., Field(ge=..., le=...)]``): the settings of consolidation
-and extraction check changes against its bounds (:func:`bounds`), and the protocol's params
+Each is a pydantic type (``Annotated[..., Field(ge=..., le=...)]``): the settings models of consolidation
+and extraction (:class:`consolidation.models.ConsolidationSettings`,
+:class:`consolidation.extraction.settings.ExtractionSettings`) declare their fields with it, their checks
+word a refused change with its bounds (:func:`bounds`), and the protocol's params
 (``memory/update_consolidation_settings``, ``memory/update_extraction_settings``) declare them as
 their field types, so a limit changes in one place. The command line passes values through to the
 settings, which apply the same bounds (see docs/consolidation.md, "Settings").

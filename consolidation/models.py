@@ -1,4 +1,4 @@
-"""Settings and runs as the API hands them out."""
+"""Settings, runs and a call's token usage as the API hands them out."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from consolidation import limits as L
+from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
 from ledger import format_rfc3339, from_micros, opt_from_micros
 
 
@@ -56,22 +60,55 @@ ALL_OPS: tuple[str, ...] = tuple(op.value for op in Op)
 
 
 @dataclass(frozen=True, slots=True)
-class ConsolidationSettings:
+class Usage:
+    """Token counts reported by the API for one call (all zero for the offline harness)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every input token of the request: uncached, cache writes and cache reads."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+
+# Ten minutes of quiet after a turn before a run: it does not read a conversation still going on, and
+# a chatty user does not pay for a run every half minute. A run waits at most an hour after its first
+# turn (so a conversation that never pauses is still tidied), which keeps the debounce meaningful.
+DEFAULT_DEBOUNCE_S = 600.0
+DEFAULT_MAX_WAIT_S = 3600.0
+DEFAULT_CAP_S = 60.0
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+DEFAULT_SPEND_BUDGET_MICRO_USD = 5_000_000  # 5 USD per scope per calendar month
+
+
+class ConsolidationSettings(BaseModel):
+    """A scope's consolidation settings; each number in the range :mod:`consolidation.limits` states.
+
+    A field left out takes its default (mode off, every operation, the budget of 5 USD a month).
+    Built by :mod:`consolidation.settings`, which checks a change field by field first (its
+    messages say what to set); a row read back from the database is trusted as stored.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
     scope_key: str
-    mode: Mode
-    allowed_ops: list[str]
-    debounce_s: float
-    max_wait_s: float | None
+    mode: Mode = Mode.OFF
+    allowed_ops: list[str] = Field(default_factory=lambda: list(ALL_OPS))
+    debounce_s: L.DebounceS = DEFAULT_DEBOUNCE_S
+    max_wait_s: L.MaxWaitS | None = DEFAULT_MAX_WAIT_S
     harness: str
     model: str
-    wall_clock_cap_s: float
-    max_output_tokens: int
-    spend_budget_micro_usd: int
+    wall_clock_cap_s: L.WallClockCapS = DEFAULT_CAP_S
+    max_output_tokens: L.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
+    spend_budget_micro_usd: L.SpendBudgetMicroUsd = DEFAULT_SPEND_BUDGET_MICRO_USD
     allow_removal: bool = False
-    max_prompt_chars: int = 16_000
+    max_prompt_chars: L.MaxPromptChars = DEFAULT_MAX_PROMPT_CHARS
     base_url: str | None = None
-    price_in_usd_per_mtok: float | None = None
-    price_out_usd_per_mtok: float | None = None
+    price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
+    price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -18,9 +18,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from consolidation.lifecycle import month_bounds as month_bounds  # re-exported: the window overviews use
-from consolidation.models import RunState
-from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
+from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD, RunState
+from consolidation.runs import month_bounds, started_in
 from ledger import Ledger, format_rfc3339, from_micros, to_micros
 from ledger.schema import CONSOLIDATION_SETTINGS as CS
 from ledger.schema import RECORDS, RUNS, SCOPES
@@ -152,7 +151,7 @@ def _read(db: Any, a: int, b: int) -> _Figures:
         func.sum(RUNS.c.spend_micro_usd),
         func.sum(RUNS.c.input_tokens),
         func.sum(RUNS.c.output_tokens),
-    ).where(RUNS.c.started_at >= a, RUNS.c.started_at < b)
+    ).where(*started_in(a, b))
     settled_in_month = (RUNS.c.settled_at >= a, RUNS.c.settled_at < b)
     outcomes: dict[str, dict[str, int]] = {}
     for scope, outcome, count in db.execute(

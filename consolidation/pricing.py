@@ -55,6 +55,8 @@ from collections.abc import Iterable, Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation, localcontext
 from typing import Any, Protocol
 
+from consolidation.errors import UnknownModelPrice
+
 Rate = Decimal | int | float | str
 
 # Anthropic's standard cache multipliers, used when a configured price omits them.
@@ -90,24 +92,6 @@ class TokenUsage(Protocol):
     def cache_creation_input_tokens(self) -> int: ...
     @property
     def cache_read_input_tokens(self) -> int: ...
-
-
-class UnknownModelPrice(LookupError):
-    """A model has no price in the table; it cannot be chosen until one is configured."""
-
-    def __init__(self, model: str, *, known: Iterable[str]) -> None:
-        self.model = model
-        self.known = tuple(sorted(known))
-        self.message = (
-            f"no price is known for model {model!r}, so its spend cannot be accounted. "
-            f"Known models: {', '.join(self.known)}. Choose one of them, or configure a price for {model!r} "
-            "(input, output, cache write and cache read in USD per million tokens, e.g. "
-            "MEMLEDGER_MODEL_PRICES or the [model_prices] table of the configuration file)."
-        )
-        super().__init__(self.message)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _rate(value: Rate, *, field: str) -> Decimal:

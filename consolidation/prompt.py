@@ -35,6 +35,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from consolidation.errors import AnswerParseError
 from consolidation.harnesses.base import PromptRecord, Turn
 
 OPEN_TAG = "<memory_records>"
@@ -94,10 +95,6 @@ ANSWER_SCHEMA: dict[str, Any] = {
 (``additionalProperties: false`` on objects, ``minItems`` of 0 or 1, no numeric bounds):
 the finer rules (target counts, which op carries which field, 1-3650 days, 0-10000
 confidence) are the gate's to enforce."""
-
-
-class AnswerParseError(ValueError):
-    """The model's text is not one JSON object with an ``operations`` list."""
 
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "<": "\\u003c", ">": "\\u003e"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exists, func, insert, select, update
@@ -295,16 +296,31 @@ def add_usage(db: Executor, run_id: str, usage: Any, spend_micro_usd: int, *, ca
     db.run(_ADD_CALL, {"v_id": run_id, "calls": calls, **_usage_params(usage, spend_micro_usd)})
 
 
+def month_bounds(now: datetime) -> tuple[datetime, datetime]:
+    """The calendar month (UTC) holding ``now``: ``[start, end)``, the window of the spend budget."""
+    start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(month=start.month + 1)
+    return start, end
+
+
+def started_in(start_us: Any, end_us: Any) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """The runs started in ``[start_us, end_us)``: the runs whose spend counts against that month's budget."""
+    return C.started_at >= start_us, C.started_at < end_us
+
+
 _MONTH_SPEND = Prepared(
     select(func.coalesce(func.sum(C.spend_micro_usd), 0)).where(
-        C.scope_key == param("scope"), C.started_at >= param("start"), C.started_at < param("end")
+        C.scope_key == param("scope"), *started_in(param("start"), param("end"))
     )
 )
 
 
-def month_spend(db: Executor, scope_key: str, start_us: int, end_us: int) -> Pending[int]:
-    """The scope's spend in ``[start_us, end_us)``, micro-USD: sent now, read with ``.result()``."""
-    return db.query(_MONTH_SPEND, {"scope": scope_key, "start": start_us, "end": end_us}).then(_total)
+def month_spend(db: Executor, scope_key: str, now: datetime) -> Pending[int]:
+    """What the scope's runs of both jobs started in ``now``'s month have spent, in micro-USD.
+
+    Sent now, read with ``.result()`` (statements sent before it is read share its round trip)."""
+    start, end = month_bounds(now)
+    return db.query(_MONTH_SPEND, {"scope": scope_key, "start": to_micros(start), "end": to_micros(end)}).then(_total)
 
 
 def _total(found: list[tuple[Any, ...]]) -> int:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 from sqlalchemy import and_
 
 from consolidation import runs as R
-from consolidation import settings as S
 from consolidation.connections import Connections
 from consolidation.consolidate import JOB as CONSOLIDATE_JOB
 from consolidation.consolidate import ConsolidationJob
@@ -28,7 +27,7 @@ from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.harnesses import Connection, Harness
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import FaultHook, Job, RunLife
-from consolidation.models import ALL_OPS, ConsolidationRun, ConsolidationSettings, Outcome, RunState
+from consolidation.models import ALL_OPS, DEFAULT_CAP_S, ConsolidationRun, ConsolidationSettings, Outcome, RunState
 from consolidation.pricing import PriceTable, default_price_table
 from ledger import Ledger, Transaction, check_scope, to_micros
 from ledger.schema import RUNS
@@ -37,6 +36,26 @@ log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 30.0
 RC = RUNS.c
+
+
+class TurnArgs(TypedDict, total=False):
+    """What a chat turn carries besides its scope: the keyword arguments of :meth:`ConsolidationService.notify_turn`."""
+
+    session_id: str | None
+    messages: list[dict[str, Any]] | None
+    now: datetime | None
+
+
+class TurnRuns(NamedTuple):
+    """The runs a chat turn left pending: the scope's consolidation run and the session's extraction run."""
+
+    consolidation: ConsolidationRun | None
+    extraction: ConsolidationRun | None
+
+    @property
+    def run(self) -> ConsolidationRun | None:
+        """The session's extraction run when there is one, else the consolidation run."""
+        return self.extraction if self.extraction is not None else self.consolidation
 
 
 class ConsolidationService:
@@ -141,25 +160,10 @@ class ConsolidationService:
         return self.connections.connection(harness, model, base_url, price_in, price_out)
 
     # ------------------------------------------------------------------ turns
-    def notify_turn(
-        self,
-        scope_key: str,
-        *,
-        session_id: str | None = None,
-        messages: list[dict[str, Any]] | None = None,
-        now: datetime | None = None,
-    ) -> ConsolidationRun | None:
-        """Record a chat turn: the scope's pending consolidation run is created or pushed back and, with
-        ``session_id`` (and ``messages``), the session's digest is extended and its extraction run debounced.
-
-        Returns the session's pending extraction run when there is one, else the consolidation
-        run; None when both jobs are off. :meth:`notify_turn_runs` returns both.
-
-        Raises:
-            InvalidArgument, InvalidExtractionInput: a malformed session id or message (nothing stored).
-        """
-        consolidation, extraction = self.notify_turn_runs(scope_key, session_id=session_id, messages=messages, now=now)
-        return extraction if extraction is not None else consolidation
+    def notify_turn(self, scope_key: str, **turn: Unpack[TurnArgs]) -> ConsolidationRun | None:
+        """Record a chat turn (see :meth:`notify_turn_runs`); return the session's pending extraction run when
+        there is one, else the consolidation run; None when both jobs are off."""
+        return self.notify_turn_runs(scope_key, **turn).run
 
     def notify_turn_runs(
         self,
@@ -168,15 +172,21 @@ class ConsolidationService:
         session_id: str | None = None,
         messages: list[dict[str, Any]] | None = None,
         now: datetime | None = None,
-    ) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
-        """As :meth:`notify_turn`, in one transaction; returns (consolidation run, extraction run)."""
+    ) -> TurnRuns:
+        """Record a chat turn, both jobs in one transaction: the scope's pending consolidation run is created or
+        pushed back and, with ``session_id`` (and ``messages``), the session's digest is extended and its
+        extraction run debounced. Returns both runs (None for a job that is off).
+
+        Raises:
+            InvalidArgument, InvalidExtractionInput: a malformed session id or message (nothing stored).
+        """
         scope = check_scope(scope_key)
         turn = None if session_id is None and messages is None else self.extraction.check_turn(session_id, messages)
 
-        def fn(tx: Transaction) -> tuple[ConsolidationRun | None, ConsolidationRun | None]:
+        def fn(tx: Transaction) -> TurnRuns:
             consolidation = self.consolidation.notify_turn_in(tx, scope)
             extraction = None if turn is None else self.extraction.notify_turn_in(tx, scope, *turn)
-            return consolidation, extraction
+            return TurnRuns(consolidation, extraction)
 
         return self.led.run(scope, fn, now=now)
 
@@ -248,7 +258,7 @@ class ConsolidationService:
         recovered = []
         for run in stuck:
             assert run.started_at is not None
-            cap_s = run.wall_clock_cap_s if run.wall_clock_cap_s is not None else S.DEFAULT_CAP_S
+            cap_s = run.wall_clock_cap_s if run.wall_clock_cap_s is not None else DEFAULT_CAP_S
             if now_us < to_micros(run.started_at) + round(cap_s * 1_000_000) + grace_us:
                 continue
             try:

@@ -14,13 +14,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from pydantic import BaseModel, ValidationError
+
 from consolidation import limits as L
-from consolidation.errors import InvalidSettings
+from consolidation.errors import InvalidSettings, UnknownModelPrice
 from consolidation.harnesses import HARNESS_NAMES, HARNESSES
-from consolidation.pricing import PriceTable, UnknownModelPrice, scope_price
+from consolidation.pricing import PriceTable, scope_price
 
 OFFLINE_MODEL = "offline"
 PRICE_FIELDS = ("price_in_usd_per_mtok", "price_out_usd_per_mtok")
@@ -28,6 +30,7 @@ TARGET_FIELDS = ("harness", "model", "base_url", *PRICE_FIELDS)
 MAX_BASE_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 200
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
 
 def default_model(harness: str, prices: PriceTable) -> str:
@@ -188,6 +191,36 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             "price_in_usd_per_mtok and price_out_usd_per_mtok (USD per million tokens; 0 and 0 for a free local "
             f"model), e.g. --price-in-usd-per-mtok 0 --price-out-usd-per-mtok 0. Priced models: {', '.join(exc.known)}"
         ) from None
+
+
+def merged(
+    current: SettingsT,
+    changes: Mapping[Any, Any],
+    prices: PriceTable,
+    *,
+    checks: Mapping[str, Callable[[str, Any], Any]],
+    unknown: Callable[[Any], str],
+) -> SettingsT:
+    """A job's settings ``current`` with ``changes`` made: each checked by its entry of ``checks``
+    (FIELD_CHECKS and the job's own fields), the model target completed and checked, the timing checked.
+
+    Raises:
+        InvalidSettings: a change is invalid, or names no field of ``checks`` (``unknown(name)`` says so);
+            nothing is changed.
+    """
+    values = current.model_dump()
+    for name, value in changes.items():
+        check = checks.get(name) if isinstance(name, str) else None
+        if check is None:
+            raise InvalidSettings(unknown(name))
+        values[name] = check(name, value)
+    check_model_target(values, changes, prices)
+    check_timed(values)
+    try:
+        return current.model_validate(values)
+    except ValidationError as exc:  # a stored field outside today's range: every change was checked above
+        error = exc.errors()[0]
+        raise InvalidSettings(f"{'.'.join(map(str, error['loc']))} {error['msg'].lower()}: set it again") from None
 
 
 def check_timed(values: Mapping[str, Any]) -> None:

@@ -8,24 +8,15 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
 from consolidation.errors import InvalidSettings
-from consolidation.models import ALL_OPS, ConsolidationSettings, Mode
+from consolidation.models import ALL_OPS, DEFAULT_SPEND_BUDGET_MICRO_USD, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
-from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
+from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from ledger import Prepared, Transaction, param
 from ledger.schema import CONSOLIDATION_SETTINGS as TABLE
 
-# Ten minutes of quiet after a turn before a run: it does not read a conversation still going on, and
-# a chatty user does not pay for a run every half minute. A run waits at most an hour after its first
-# turn (so a conversation that never pauses is still tidied), which keeps the debounce meaningful.
-DEFAULT_DEBOUNCE_S = 600.0
-DEFAULT_MAX_WAIT_S = 3600.0
-DEFAULT_CAP_S = 60.0
-DEFAULT_MAX_OUTPUT_TOKENS = 4096
-DEFAULT_SPEND_BUDGET_MICRO_USD = 5_000_000  # 5 USD per scope per calendar month
 FIELDS = (
     "mode",
     "allowed_ops",
@@ -47,51 +38,41 @@ FIELDS = (
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ConsolidationSettings:
     """Mode off; the anthropic harness with the cheapest priced model when a key is configured, else offline."""
     harness = "anthropic" if api_key else "offline"
-    return ConsolidationSettings(
-        scope_key=scope_key,
-        mode=Mode.OFF,
-        allowed_ops=list(ALL_OPS),
-        debounce_s=DEFAULT_DEBOUNCE_S,
-        max_wait_s=DEFAULT_MAX_WAIT_S,
-        harness=harness,
-        model=default_model(harness, prices),
-        wall_clock_cap_s=DEFAULT_CAP_S,
-        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
-        spend_budget_micro_usd=DEFAULT_SPEND_BUDGET_MICRO_USD,
-        allow_removal=False,
-        max_prompt_chars=DEFAULT_MAX_PROMPT_CHARS,
-    )
+    return ConsolidationSettings(scope_key=scope_key, harness=harness, model=default_model(harness, prices))
 
 
-def _validate_field(name: str, value: Any) -> Any:
-    if name == "mode":
-        try:
-            return Mode(value)
-        except ValueError:
-            raise InvalidSettings(f"mode must be one of off, propose, apply; got {value!r}") from None
-    if name == "allowed_ops":
-        ops = [value] if isinstance(value, str) else value
-        if not isinstance(ops, list | tuple) or not ops or any(op not in ALL_OPS for op in ops):
-            raise InvalidSettings(f"allowed_ops must be a non-empty list drawn from {', '.join(ALL_OPS)}")
-        return sorted(set(ops), key=ALL_OPS.index)
-    if name == "allow_removal":
-        if not isinstance(value, bool):
-            raise InvalidSettings("allow_removal must be true or false")
-        return value
-    if name in FIELDS and name in FIELD_CHECKS:
-        return FIELD_CHECKS[name](name, value)
-    raise InvalidSettings(f"unknown setting {name!r}; settings are: {', '.join(FIELDS)}")
+def _mode(_: str, value: Any) -> Mode:
+    try:
+        return Mode(value)
+    except ValueError:
+        raise InvalidSettings(f"mode must be one of off, propose, apply; got {value!r}") from None
+
+
+def _allowed_ops(_: str, value: Any) -> list[str]:
+    ops = [value] if isinstance(value, str) else value
+    if not isinstance(ops, list | tuple) or not ops or any(op not in ALL_OPS for op in ops):
+        raise InvalidSettings(f"allowed_ops must be a non-empty list drawn from {', '.join(ALL_OPS)}")
+    return sorted(set(ops), key=ALL_OPS.index)
+
+
+def _allow_removal(_: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidSettings("allow_removal must be true or false")
+    return value
+
+
+CHECKS = {
+    **{name: check for name, check in FIELD_CHECKS.items() if name in FIELDS},
+    "mode": _mode,
+    "allowed_ops": _allowed_ops,
+    "allow_removal": _allow_removal,
+}
 
 
 def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: PriceTable) -> ConsolidationSettings:
     """Validate every changed field and return the new settings. Raises InvalidSettings; changes nothing."""
-    values = current.to_json()
-    for name, value in changes.items():
-        values[name] = _validate_field(name, value)
-    check_model_target(values, changes, prices)
-    check_timed(values)
-    values["mode"] = Mode(values["mode"])
-    return ConsolidationSettings(**values)
+    unknown = f"; settings are: {', '.join(FIELDS)}"
+    return merged(current, changes, prices, checks=CHECKS, unknown=lambda name: f"unknown setting {name!r}{unknown}")
 
 
 _NAMES = tuple(column.name for column in TABLE.c)
@@ -105,7 +86,8 @@ def load(db: Executor, scope_key: str) -> Mapping[str, Any] | None:
 
 
 def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
-    return ConsolidationSettings(
+    """The settings a stored row holds (checked when stored, so not again: this is read on every run)."""
+    return ConsolidationSettings.model_construct(
         scope_key=row["scope_key"],
         mode=Mode(row["mode"]),
         allowed_ops=list(json.loads(row["allowed_ops"])),

@@ -18,8 +18,8 @@ from ledger.options import SaveOptions
 from ledger.policy import WritePolicy
 from ledger.record_rows import NewRecord, new_row, record_of_new_row
 from ledger.screening import screen_body
+from ledger.statements import sorted_json
 from ledger.store import Store
-from ledger.tx import sorted_json
 
 
 def save_plain(

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sqlalchemy import Connection
-
-if TYPE_CHECKING:
-    from ledger.tx import Transaction
 
 # Hooks called inside the delete transaction with the ids whose bodies were erased.
 EraseHook = Callable[[Connection, Sequence[str], Sequence[str]], None]
 # Hooks called when a scope reaches its budget: ``hook(tx)`` inside the save or proposal that takes the
 # last slot, and in a transaction of its own after a save or proposal refused for the budget. A hook
 # returns a sentence for the refusal message (consolidation: "a run is scheduled to make room"), or None.
-BudgetHook = Callable[["Transaction"], "str | None"]
+# The hook takes a ledger.tx.Transaction; it is typed Any here so that this module, which tx.py imports,
+# imports nothing of tx.py.
+BudgetHook = Callable[[Any], "str | None"]
 
 
 class WritePolicy:
@@ -33,8 +32,8 @@ class WritePolicy:
         self.erase_hooks: list[EraseHook] = []
         self.budget_hooks: dict[str, BudgetHook] = {}
 
-    def budget_reached(self, tx: Transaction) -> list[str]:
-        """Call every budget hook in ``tx``; what they say, in order."""
+    def budget_reached(self, tx: Any) -> list[str]:
+        """Call every budget hook in ``tx`` (a :class:`ledger.tx.Transaction`); what they say, in order."""
         return [note for hook in list(self.budget_hooks.values()) if (note := hook(tx))]
 
     def erased(self, conn: Connection, record_ids: Sequence[str], bodies: Sequence[str]) -> None:

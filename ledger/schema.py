@@ -255,6 +255,7 @@ SWEEPS = Table(
     _big("last_expired"),
     _big("runs"),
     _big("expired_total"),
+    CheckConstraint("last_expired >= 0 AND runs >= 1 AND expired_total >= 0", name="ck_ops_sweep_counts"),
 )
 
 
@@ -303,6 +304,8 @@ EXTRACTION_SETTINGS = Table(
     Column("base_url", Text, nullable=True),
     Column("price_in_usd_per_mtok", Float, nullable=True),
     Column("price_out_usd_per_mtok", Float, nullable=True),
+    CheckConstraint("mode IN ('off','propose')", name="ck_extraction_settings_mode"),
+    CheckConstraint("debounce_s >= 0", name="ck_extraction_settings_debounce"),
 )
 
 
@@ -335,6 +338,7 @@ API_TOKENS = Table(
     _big("created_at"),
     _big("last_used_at", nullable=True),
     _big("revoked_at", nullable=True),
+    CheckConstraint("revoked_at IS NULL OR revoked_at >= created_at", name="ck_api_tokens_revoked"),
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlalchemy import Executable, bindparam, func, insert, or_, select, update
@@ -16,6 +17,8 @@ M = RECORDS.c
 _S = param("s")
 _N = param("n")
 
+# An event's detail as stored: keys sorted, so equal details are equal text (an encoder built once).
+sorted_json = json.JSONEncoder(sort_keys=True).encode
 INSERT_EVENT = Prepared(
     insert(EVENTS), column_keys=("at", "scope_key", "event", "record_id", "reason", "run_id", "detail")
 )

@@ -46,8 +46,6 @@ from ledger.sweep import SWEEP_BATCH, expire_due
 
 Row = Mapping[str, Any]
 
-# json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
-sorted_json = json.JSONEncoder(sort_keys=True).encode
 FORGET = "forget"  # memory_records.proposed_action of a proposal that forgets its target when accepted
 
 
@@ -135,7 +133,7 @@ class Transaction(Reader):
             "record_id": record_id,
             "reason": reason,
             "run_id": run_id,
-            "detail": sorted_json(dict(detail or {})),
+            "detail": Q.sorted_json(dict(detail or {})),
         }
         send(self.conn, Q.INSERT_EVENT, params)
 

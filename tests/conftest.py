@@ -6,14 +6,21 @@ without them, and fails when ``MEMLEDGER_REQUIRE_SERVICES=1`` (as CI sets).
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
+import sqlite3
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine
 
 from ledger import Ledger, open_ledger
 
@@ -35,6 +42,38 @@ def _redis_url_of_this_worker(url: str) -> str:
 
 REDIS_URL = _redis_url_of_this_worker(os.environ.get("MEMLEDGER_TEST_REDIS_URL", "redis://127.0.0.1:6379/9"))
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+# The longest test files, longest first (docs/performance.md). `make test` hands whole files to its
+# processes (`--dist loadfile`) in collection order, so the long ones start first and the short ones
+# fill in at the end, instead of one process starting a minute-long file when the others are done.
+LONGEST_FILES_FIRST = (
+    "tests/worker/test_faults.py",
+    "tests/worker/test_mcp.py",
+    "tests/ledger/test_protocol.py",
+    "tests/worker/test_e2e.py",
+    "tests/worker/test_mcp_http.py",
+    "tests/worker/test_e2e_vocabulary.py",
+    "tests/worker/test_chat_loop.py",
+    "tests/ledger/test_lifecycle.py",
+    "tests/worker/test_mcp_strict.py",
+    "tests/worker/test_flood.py",
+    "tests/worker/test_serving.py",
+    "tests/worker/test_hostile.py",
+    "tests/ledger/test_state_machine.py",
+    "tests/ledger/test_packet.py",
+    "tests/consolidation/test_runs_paid.py",
+    "tests/worker/test_protocol_doc.py",
+    "tests/ledger/test_migrations.py",
+    "tests/worker/test_actors.py",
+    "tests/ledger/test_commit_order.py",
+    "tests/ledger/test_store.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: n for n, path in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
 
 
 def require_services() -> bool:
@@ -129,6 +168,87 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
+@functools.cache
+def _migrated_sqlite_template() -> Path:
+    directory = Path(tempfile.mkdtemp(prefix="ledger-template-"))
+    atexit.register(shutil.rmtree, directory, True)
+    path = directory / "ledger.db"
+    open_ledger(f"sqlite:///{path}", migrate=True).close()
+    raw = sqlite3.connect(path)
+    try:  # everything in the main file: the copy takes that file alone
+        raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        raw.close()
+    return path
+
+
+def copy_migrated_sqlite(url: str) -> None:
+    """Put a ledger at the head revision at the SQLite ``url`` if nothing is there yet: a copy of a file the
+    migrations built once in this test process, a file copy instead of a migration per test. What the
+    migrations build is tested on files of their own (``tests/ledger/test_migrations.py``)."""
+    path = Path(url.removeprefix("sqlite:///"))
+    if url.startswith("sqlite:///") and not path.exists():
+        shutil.copyfile(_migrated_sqlite_template(), path)
+
+
+@functools.cache
+def _postgres_migration() -> tuple[tuple[str, Any], ...]:
+    """What Alembic sends to migrate an empty PostgreSQL schema to head, recorded once in this test process
+    on a schema of its own: the statements after the migration lock up to the migration's commit."""
+    schema = "tpl_" + uuid.uuid4().hex[:12]
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    recorded: list[tuple[str, Any]] = []
+    migration: dict[str, Any] = {"connection": None, "committed": False}
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        dbapi_connection = conn.connection.dbapi_connection
+        if migration["connection"] is dbapi_connection:
+            recorded.append((statement, parameters))
+        elif "pg_advisory_xact_lock" in statement and not migration["committed"]:
+            migration["connection"] = dbapi_connection
+
+    def committed(conn: Any) -> None:
+        if migration["connection"] is conn.connection.dbapi_connection:
+            migration.update(connection=None, committed=True)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    event.listen(Engine, "commit", committed)
+    try:
+        open_ledger(pg_schema_url(schema), migrate=True).close()
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+        event.remove(Engine, "commit", committed)
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
+    assert recorded and migration["committed"], "the PostgreSQL migration was not recorded"
+    return tuple(recorded)
+
+
+def migrate_postgres_schema(url: str) -> None:
+    """Bring the empty schema of ``url`` (a :func:`pg_schema` URL) to head by sending it the statements Alembic
+    sent to one schema of this process, in one transaction. Unlike Alembic it takes no migration lock, which
+    is one for the whole database: every test process's migrations queued on it. What the migrations build is
+    tested through Alembic itself (``tests/ledger/test_migrations.py``)."""
+    engine = create_engine(url)
+    try:
+        raw = engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            cursor.execute("SELECT to_regclass('alembic_version')")
+            if cursor.fetchone()[0] is not None:
+                return  # migrated already
+            for statement, parameters in _postgres_migration():
+                cursor.execute(statement, parameters)
+            raw.commit()
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
 @pytest.fixture
 def make_ledger(db_url: str, clock: Clock) -> Iterator[Callable[..., Ledger]]:
     """Factory: ``make_ledger(account="local")`` on the parametrized backend; closed after the test."""
@@ -136,6 +256,10 @@ def make_ledger(db_url: str, clock: Clock) -> Iterator[Callable[..., Ledger]]:
 
     def factory(**kwargs: object) -> Ledger:
         kwargs.setdefault("clock", clock)
+        if db_url.startswith("sqlite"):
+            copy_migrated_sqlite(db_url)
+        else:
+            migrate_postgres_schema(db_url)
         led = open_ledger(db_url, migrate=True, **kwargs)  # type: ignore[arg-type]
         opened.append(led)
         return led

@@ -120,12 +120,6 @@ BUILTIN_EXCEPTIONS = frozenset(
 NOT_YET_IN_ERRORS = frozenset(
     {
         "ledger/wire.py: RpcError",
-        "consolidation/prompt.py: AnswerParseError",
-        "consolidation/extraction/prompt.py: ProposalsParseError",
-        "consolidation/harnesses/base.py: HarnessError",
-        "consolidation/harnesses/__init__.py: UnknownHarness",
-        "consolidation/harnesses/openai.py: _FormatRefused",
-        "consolidation/pricing.py: UnknownModelPrice",
     }
 )
 

@@ -22,14 +22,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import text
 
-from consolidation import ConsolidationRun, ConsolidationService
+from consolidation import ConsolidationService
 from consolidation.harnesses import preload as preload_harnesses
+from consolidation.service import TurnRuns
 from ledger import Ledger, open_ledger
 from worker.config import OuterEnvironment, WorkerConfig
 from worker.gauges import bind_default, unbind_default
@@ -59,13 +60,6 @@ def fault_hook_for(point: str | None) -> Any:
             os._exit(FAULT_EXIT_CODE)
 
     return hook
-
-
-class TurnRuns(NamedTuple):
-    """The runs a chat turn created or pushed back: None for a job that is off (or extraction without a session)."""
-
-    consolidation: ConsolidationRun | None
-    extraction: ConsolidationRun | None
 
 
 @dataclass
@@ -107,10 +101,8 @@ class Runtime:
         Raises:
             LedgerError: a malformed session id or message (nothing stored, nothing sent).
         """
-        runs = TurnRuns(
-            *self.service.notify_turn_runs(
-                scope_key or self.ledger.scope_key, session_id=session_id, messages=messages, now=now
-            )
+        runs = self.service.notify_turn_runs(
+            scope_key or self.ledger.scope_key, session_id=session_id, messages=messages, now=now
         )
         for run in runs:
             if run is not None and run.turns == 1:

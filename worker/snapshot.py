@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from consolidation import ConsolidationRun, ConsolidationService
+from consolidation import ConsolidationRun, ConsolidationService, RunState
+from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD
 from consolidation.overview import Overview, scope_overview
-from consolidation.settings import DEFAULT_SPEND_BUDGET_MICRO_USD
 from ledger import Ledger, SweepStatus, format_rfc3339
 
 RECENT_RUNS = 20
@@ -105,7 +105,7 @@ class OpsSnapshot:
                 "start": format_rfc3339(self.overview.month_start),
                 "end": format_rfc3339(self.overview.month_end),
             },
-            "backlog": {"pending": self.overview.pending, "running": self.overview.running},
+            "backlog": {RunState.PENDING.value: self.overview.pending, RunState.RUNNING.value: self.overview.running},
             "scopes": [scope.to_json() for scope in self.overview.scopes],
             "runs": [run.to_json() for run in self.runs],
             "sweep": None

@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from consolidation.errors import ProposalsParseError
 from consolidation.extraction.digest import DigestMessage
 from consolidation.harnesses.base import Turn
 from ledger import escape_line_breaks
@@ -81,10 +82,6 @@ ANSWER_SCHEMA: dict[str, Any] = {
     "required": ["proposals"],
     "additionalProperties": False,
 }
-
-
-class ProposalsParseError(ValueError):
-    """The model's text is not one JSON object with a ``proposals`` list."""
 
 
 def _encode(value: str) -> str:

@@ -33,7 +33,7 @@ from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResu
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
 from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
-from consolidation.lifecycle import RunLife, mine, month_spend
+from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, Outcome, RunState
 from ledger import (
     EventKind,
@@ -248,7 +248,7 @@ class ExtractionJobs:
         found = tx.rows(_DIGEST_TAKE, key)
         stored = found[0][0] if found else None
         tx.run(_DIGEST_DROP, key)
-        spent, budget = month_spend(tx, run.scope_key, tx.now).result(), S.spend_budget(tx, run.scope_key)
+        spent, budget = R.month_spend(tx, run.scope_key, tx.now).result(), S.spend_budget(tx, run.scope_key)
         tx.prepare()
         pinned = _pinned(tx, run.scope_key, tx.now_us)
         digest = D.loads(stored) if stored else []

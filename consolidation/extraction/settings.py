@@ -10,15 +10,16 @@ one budget, shared with consolidation (``consolidation_settings``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select
 
+from consolidation import limits as L
 from consolidation.errors import InvalidSettings
 from consolidation.pricing import PriceTable
-from consolidation.setting_checks import FIELD_CHECKS, check_model_target, check_timed, default_model
+from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from ledger import Prepared, Reader, param
 from ledger.schema import EXTRACTION_SETTINGS as TABLE
@@ -47,60 +48,58 @@ class ExtractionMode(StrEnum):
     PROPOSE = "propose"
 
 
-@dataclass(frozen=True, slots=True)
-class ExtractionSettings:
+class ExtractionSettings(BaseModel):
+    """A scope's extraction settings; each number in the range :mod:`consolidation.limits` states.
+
+    Built by :func:`merge`, which checks a change field by field first (its messages say what to
+    set); a row read back from the database is trusted as stored.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
     scope_key: str
-    mode: ExtractionMode
+    mode: ExtractionMode = ExtractionMode.OFF
     harness: str
     model: str
-    debounce_s: float
-    max_wait_s: float | None
-    wall_clock_cap_s: float
-    max_output_tokens: int
+    debounce_s: L.DebounceS = DEFAULT_DEBOUNCE_S
+    max_wait_s: L.MaxWaitS | None = DEFAULT_MAX_WAIT_S
+    wall_clock_cap_s: L.WallClockCapS = DEFAULT_CAP_S
+    max_output_tokens: L.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
     base_url: str | None = None
-    price_in_usd_per_mtok: float | None = None
-    price_out_usd_per_mtok: float | None = None
+    price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
+    price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = self.model_dump()
         out["mode"] = self.mode.value
         return out
 
 
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ExtractionSettings:
     harness = "anthropic" if api_key else "offline"
-    return ExtractionSettings(
-        scope_key=scope_key,
-        mode=ExtractionMode.OFF,
-        harness=harness,
-        model=default_model(harness, prices),
-        debounce_s=DEFAULT_DEBOUNCE_S,
-        max_wait_s=DEFAULT_MAX_WAIT_S,
-        wall_clock_cap_s=DEFAULT_CAP_S,
-        max_output_tokens=DEFAULT_MAX_OUTPUT_TOKENS,
-    )
+    return ExtractionSettings(scope_key=scope_key, harness=harness, model=default_model(harness, prices))
 
 
-def _validate(name: str, value: Any) -> Any:
-    if name == "mode":
-        try:
-            return ExtractionMode(value)
-        except ValueError:
-            raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
-    if name in FIELDS and name in FIELD_CHECKS:
-        return FIELD_CHECKS[name](name, value)
-    raise InvalidSettings(f"unknown extraction setting {str(name)[:40]!r}; settings are: {', '.join(FIELDS)}")
+def _mode(_: str, value: Any) -> ExtractionMode:
+    try:
+        return ExtractionMode(value)
+    except ValueError:
+        raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
+
+
+CHECKS = {**{name: check for name, check in FIELD_CHECKS.items() if name in FIELDS}, "mode": _mode}
 
 
 def merge(current: ExtractionSettings, changes: Mapping[str, Any], prices: PriceTable) -> ExtractionSettings:
     """Validate every change and return the new settings. Raises InvalidSettings; changes nothing."""
-    values = current.to_json()
-    for name, value in changes.items():
-        values[name] = _validate(name, value)
-    check_model_target(values, changes, prices)
-    check_timed(values)
-    values["mode"] = ExtractionMode(values["mode"])
-    return ExtractionSettings(**values)
+    unknown = f"; settings are: {', '.join(FIELDS)}"
+    return merged(
+        current,
+        changes,
+        prices,
+        checks=CHECKS,
+        unknown=lambda name: f"unknown extraction setting {str(name)[:40]!r}{unknown}",
+    )
 
 
 def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
@@ -109,7 +108,7 @@ def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
     if not found:
         return None
     mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens, url, price_in, price_out = found[0]
-    return ExtractionSettings(
+    return ExtractionSettings.model_construct(
         scope_key=scope_key,
         mode=ExtractionMode(mode),
         harness=harness,

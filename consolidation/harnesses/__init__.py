@@ -16,17 +16,18 @@ implementations are imported on first use, so importing this package loads no SD
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from consolidation.harnesses.base import Harness, HarnessError, HarnessResult, PromptRecord, Usage
+from consolidation.errors import UnknownHarness
+from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
+from consolidation.models import Usage
 
 if TYPE_CHECKING:
     from consolidation.harnesses.anthropic import AnthropicHarness
     from consolidation.harnesses.extract_base import Extractor
     from consolidation.harnesses.offline import OfflineHarness
-    from consolidation.harnesses.openai import OpenAIHarness
     from consolidation.pricing import PriceTable
 
 __all__ = [
@@ -35,12 +36,10 @@ __all__ = [
     "AnthropicHarness",
     "Connection",
     "Harness",
-    "HarnessError",
     "HarnessResult",
     "HarnessSpec",
     "OfflineHarness",
     "PromptRecord",
-    "UnknownHarness",
     "Usage",
     "get_extractor",
     "get_harness",
@@ -61,60 +60,55 @@ class Connection:
 class HarnessSpec:
     """One row of the registry.
 
-    ``pays``: it calls a priced model (so its model needs a price); ``takes_base_url``: a
-    scope may point it at a server of its own; ``key_env`` / ``base_url_env``: the
-    environment variables the service reads at start for it; ``model_prefix``: the ids of
-    its vendor's models in the price table; ``names_default``: a scope that picks it without
-    a model gets the cheapest of them (false: the model must be named, since a server of the
-    scope's own may serve anything).
+    ``harness``: where its consolidation harness is (``module:Class``, imported on first use);
+    ``extractor``: where its extraction harness is, or None for a paying harness, whose
+    extraction turn goes through its consolidation harness
+    (:class:`~consolidation.harnesses.extract_base.OneTurnExtractor`).
+    ``pays``: it calls a priced model (so its model needs a price, and its harness takes the
+    :class:`Connection`); ``takes_base_url``: a scope may point it at a server of its own;
+    ``key_env`` / ``base_url_env``: the environment variables the service reads at start for
+    it; ``model_prefix``: the ids of its vendor's models in the price table; ``names_default``:
+    a scope that picks it without a model gets the cheapest of them (false: the model must be
+    named, since a server of the scope's own may serve anything).
     """
 
     name: str
     summary: str
-    pays: bool
-    takes_base_url: bool
-    key_env: str | None
-    base_url_env: str | None
-    model_prefix: str | None
-    names_default: bool
-    consolidation: Callable[[Connection], Harness]
-    extraction: Callable[[Connection], Extractor]
+    harness: str
+    extractor: str | None = None
+    pays: bool = True
+    takes_base_url: bool = False
+    key_env: str | None = None
+    base_url_env: str | None = None
+    model_prefix: str | None = None
+    names_default: bool = False
+
+    def consolidation(self, connection: Connection) -> Harness:
+        """The consolidation harness, sending its calls through ``connection`` (ignored when it does not pay)."""
+        implementation = _load(self.harness)
+        harness: Harness = (
+            implementation(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
+            if self.pays
+            else implementation()
+        )
+        return harness
+
+    def extraction(self, connection: Connection) -> Extractor:
+        """The extraction harness (``connection`` as for :meth:`consolidation`)."""
+        if self.extractor is not None:
+            extractor: Extractor = _load(self.extractor)()
+            return extractor
+        from consolidation.harnesses.extract_base import OneTurnExtractor
+        from consolidation.harnesses.one_turn import OneTurnHarness
+
+        transport = self.consolidation(connection)
+        assert isinstance(transport, OneTurnHarness), f"{self.name}: a paying harness sends one turn"
+        return OneTurnExtractor(transport)
 
 
-def _offline(connection: Connection) -> Harness:
-    from consolidation.harnesses.offline import OfflineHarness
-
-    return OfflineHarness()
-
-
-def _offline_extractor(connection: Connection) -> Extractor:
-    from consolidation.harnesses.extract_offline import OfflineExtractor
-
-    return OfflineExtractor()
-
-
-def _anthropic(connection: Connection) -> AnthropicHarness:
-    from consolidation.harnesses.anthropic import AnthropicHarness
-
-    return AnthropicHarness(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
-
-
-def _anthropic_extractor(connection: Connection) -> Extractor:
-    from consolidation.harnesses.extract_anthropic import AnthropicExtractor
-
-    return AnthropicExtractor(_anthropic(connection))
-
-
-def _openai(connection: Connection) -> OpenAIHarness:
-    from consolidation.harnesses.openai import OpenAIHarness
-
-    return OpenAIHarness(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
-
-
-def _openai_extractor(connection: Connection) -> Extractor:
-    from consolidation.harnesses.extract_openai import OpenAIExtractor
-
-    return OpenAIExtractor(_openai(connection))
+def _load(where: str) -> Any:
+    module, _, name = where.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 HARNESSES: dict[str, HarnessSpec] = {
@@ -123,53 +117,34 @@ HARNESSES: dict[str, HarnessSpec] = {
         HarnessSpec(
             name="anthropic",
             summary="Anthropic Messages API (official SDK); ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL",
-            pays=True,
-            takes_base_url=False,
+            harness="consolidation.harnesses.anthropic:AnthropicHarness",
             key_env="ANTHROPIC_API_KEY",
             base_url_env="ANTHROPIC_BASE_URL",
             model_prefix="claude-",
             names_default=True,
-            consolidation=_anthropic,
-            extraction=_anthropic_extractor,
         ),
         HarnessSpec(
             name="openai",
             summary="Chat Completions (official openai SDK): OpenAI, Ollama, vLLM, llama.cpp, LM Studio; "
             "OPENAI_API_KEY, base_url or OPENAI_BASE_URL",
-            pays=True,
+            harness="consolidation.harnesses.openai:OpenAIHarness",
             takes_base_url=True,
             key_env="OPENAI_API_KEY",
             base_url_env="OPENAI_BASE_URL",
             model_prefix="gpt-",
-            names_default=False,
-            consolidation=_openai,
-            extraction=_openai_extractor,
         ),
         HarnessSpec(
             name="offline",
             summary="deterministic rules, no network, no spend",
+            harness="consolidation.harnesses.offline:OfflineHarness",
+            extractor="consolidation.harnesses.extract_offline:OfflineExtractor",
             pays=False,
-            takes_base_url=False,
-            key_env=None,
-            base_url_env=None,
-            model_prefix=None,
-            names_default=False,
-            consolidation=_offline,
-            extraction=_offline_extractor,
         ),
     )
 }
 """Every harness by name: the one registry for both jobs."""
 
 HARNESS_NAMES = tuple(HARNESSES)
-
-
-class UnknownHarness(ValueError):
-    """A harness name that is not one of :data:`HARNESS_NAMES`."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        super().__init__(f"unknown harness {str(name)[:40]!r}; choose one of: {', '.join(HARNESS_NAMES)}")
 
 
 def spec(name: str) -> HarnessSpec:
@@ -180,7 +155,7 @@ def spec(name: str) -> HarnessSpec:
     """
     found = HARNESSES.get(name) if isinstance(name, str) else None
     if found is None:
-        raise UnknownHarness(name)
+        raise UnknownHarness(name, known=HARNESS_NAMES)
     return found
 
 
@@ -230,22 +205,15 @@ def preload() -> None:
     fell inside the run's wall-clock cap: a 1.5 s cap ran out before the request was sent.
     A worker calls this before it consumes.
     """
-    import consolidation.harnesses.anthropic
-    import consolidation.harnesses.extract_anthropic
-    import consolidation.harnesses.extract_offline
-    import consolidation.harnesses.extract_openai
-    import consolidation.harnesses.offline
-    import consolidation.harnesses.openai  # noqa: F401
+    for row in HARNESSES.values():
+        for where in (row.harness, row.extractor):
+            if where is not None:
+                _load(where)
+    import consolidation.harnesses.extract_base  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
     # Lazy exports: the SDKs take about a second each to import.
-    if name == "AnthropicHarness":
-        from consolidation.harnesses.anthropic import AnthropicHarness
-
-        return AnthropicHarness
-    if name == "OfflineHarness":
-        from consolidation.harnesses.offline import OfflineHarness
-
-        return OfflineHarness
+    if name in ("AnthropicHarness", "OfflineHarness"):
+        return _load(HARNESSES[name.removesuffix("Harness").lower()].harness)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

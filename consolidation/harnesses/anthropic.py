@@ -31,9 +31,11 @@ from typing import Any, ClassVar, cast
 import anthropic
 from anthropic.types import Message, TextBlock
 
-from consolidation.harnesses.base import HarnessError, HarnessResult, PromptRecord, Turn, Usage
+from consolidation.errors import HarnessError
+from consolidation.harnesses.base import HarnessResult, PromptRecord, Turn
 from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
+from consolidation.models import Usage
 from consolidation.pricing import ModelPrice, PriceTable
 from consolidation.prompt import turn as consolidation_turn
 

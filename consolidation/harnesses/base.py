@@ -10,16 +10,19 @@ Two outcomes, and only two:
 * :class:`HarnessResult` — a response arrived. ``answer`` is the parsed
   ``{"operations": [...]}`` or ``None`` when the text did not parse (``error`` says
   why); usage and spend are recorded either way, because the call was paid for.
-* :class:`HarnessError` — the call failed (timeout, HTTP error, connection, retries
+* :class:`~consolidation.errors.HarnessError` — the call failed (timeout, HTTP error, connection, retries
   exhausted inside the wall-clock cap). The run settles ``failed``.
 """
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from consolidation.models import Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,21 +33,6 @@ class PromptRecord:
     kind: str
     body: str
     conflict_group: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts reported by the API for one call (all zero for the offline harness)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-    @property
-    def prompt_tokens(self) -> int:
-        """Every input token of the request: uncached, cache writes and cache reads."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,32 +51,16 @@ class HarnessResult:
     spend_micro_usd: int
     error: str | None = None
 
-
-class HarnessError(Exception):
-    """The model call failed; the run settles ``failed``.
-
-    ``usage`` and ``spend_micro_usd`` carry whatever was observed before the failure
-    (usually nothing: a failed HTTP call reports no usage). ``retryable_exhausted`` is
-    true when every attempt met a retryable condition (429, 529, connection refused) and
-    the wall-clock cap ran out before one succeeded.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        usage: Usage | None = None,
-        spend_micro_usd: int = 0,
-        retryable_exhausted: bool = False,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.usage = usage if usage is not None else Usage()
-        self.spend_micro_usd = spend_micro_usd
-        self.retryable_exhausted = retryable_exhausted
-
-    def __str__(self) -> str:
-        return self.message
+    @classmethod
+    def free(cls, answer: dict[str, Any], *, prompt: str) -> HarnessResult:
+        """The result of a call that asks no model (the offline harnesses): the answer is its text; no spend."""
+        return cls(
+            answer=answer,
+            raw_text=json.dumps(answer, ensure_ascii=False),
+            prompt=prompt,
+            usage=Usage(),
+            spend_micro_usd=0,
+        )
 
 
 class Harness(ABC):
@@ -98,12 +70,7 @@ class Harness(ABC):
 
     @abstractmethod
     def call(
-        self,
-        records: Sequence[PromptRecord],
-        *,
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
+        self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int, wall_clock_cap_s: float
     ) -> HarnessResult:
         """Ask for consolidation operations over ``records`` and return the answer.
 

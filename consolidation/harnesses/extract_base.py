@@ -4,7 +4,7 @@ An extraction harness makes the one hidden call of an extraction run: it receive
 session's digest and up to 20 already-pinned bodies, and returns the answer
 (``{"proposals": [...]}``, or ``None`` when the text did not parse) with the tokens
 and spend the call observed, as a :class:`~consolidation.harnesses.base.HarnessResult`.
-A failed call raises :class:`~consolidation.harnesses.base.HarnessError`. It never
+A failed call raises :class:`~consolidation.errors.HarnessError`. It never
 touches the ledger; the extraction gate judges the answer. Every harness does both jobs: the
 registry (:data:`consolidation.harnesses.HARNESSES`, with :func:`~consolidation.harnesses.get_extractor`)
 is one for both.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
 
 from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.prompt import turn as extraction_turn
@@ -25,7 +24,7 @@ from consolidation.harnesses.one_turn import OneTurnHarness
 class Extractor(ABC):
     """One way to make the extraction call. Implementations are thread-safe."""
 
-    name: ClassVar[str]
+    name: str
 
     @abstractmethod
     def extract(
@@ -52,11 +51,12 @@ class OneTurnExtractor(Extractor):
     The same request discipline as the harness's consolidation call: the extraction system
     text and exactly one user message (:func:`consolidation.extraction.prompt.build_user_message`),
     the output bounded, retries only where nothing was processed, all inside the wall-clock
-    cap, no repair turn.
+    cap, no repair turn. It is named as its harness (``anthropic``, ``openai``).
     """
 
     def __init__(self, transport: OneTurnHarness) -> None:
         self._transport = transport
+        self.name = transport.name
 
     def extract(
         self,

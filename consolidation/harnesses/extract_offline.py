@@ -34,15 +34,14 @@ exact message the anthropic harness would send.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.gate import normalize
 from consolidation.extraction.prompt import build_user_message
-from consolidation.harnesses.base import HarnessResult, Usage
+from consolidation.harnesses.base import HarnessResult
 from consolidation.harnesses.extract_base import Extractor
 from ledger import screen_body
 from ledger.errors import BodyRejected
@@ -314,7 +313,7 @@ def _screened(body: str) -> bool:
 class OfflineExtractor(Extractor):
     """Deterministic extraction from the user's explicit statements; see the module docstring."""
 
-    name: ClassVar[str] = "offline"
+    name = "offline"
 
     def propose(self, digest: Sequence[DigestMessage], pinned: Sequence[str]) -> list[dict[str, Any]]:
         """The proposals for ``digest``: at most 10, none already pinned, none a credential."""
@@ -346,11 +345,6 @@ class OfflineExtractor(Extractor):
         max_output_tokens: int,
         wall_clock_cap_s: float,
     ) -> HarnessResult:
-        answer = {"proposals": self.propose(digest, pinned)}
-        return HarnessResult(
-            answer=answer,
-            raw_text=json.dumps(answer, ensure_ascii=False),
-            prompt=build_user_message(digest, pinned),
-            usage=Usage(),
-            spend_micro_usd=0,
+        return HarnessResult.free(
+            {"proposals": self.propose(digest, pinned)}, prompt=build_user_message(digest, pinned)
         )

@@ -55,11 +55,10 @@ measured without a model.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord, Usage
+from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
 from consolidation.harnesses.offline_text import NUMBER_WORDS, Features, Token, known, read_features
 from consolidation.harnesses.offline_text import clean_body as clean_body  # re-exported: a public name here
 from consolidation.prompt import MAX_OPERATIONS, MAX_TARGETS, build_user_message
@@ -241,23 +240,11 @@ class OfflineHarness(Harness):
     name: ClassVar[str] = "offline"
 
     def call(
-        self,
-        records: Sequence[PromptRecord],
-        *,
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
+        self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int, wall_clock_cap_s: float
     ) -> HarnessResult:
         """Propose merges and corrections for ``records``; never raises for any input.
 
         ``model``, ``max_output_tokens`` and ``wall_clock_cap_s`` are accepted for the
         common interface and ignored (no model is called).
         """
-        answer = {"operations": propose_operations(records)}
-        return HarnessResult(
-            answer=answer,
-            raw_text=json.dumps(answer, ensure_ascii=False),
-            prompt=build_user_message(records),
-            usage=Usage(),
-            spend_micro_usd=0,
-        )
+        return HarnessResult.free({"operations": propose_operations(records)}, prompt=build_user_message(records))

@@ -13,8 +13,10 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from consolidation.harnesses.base import Harness, HarnessError, HarnessResult, PromptRecord, Turn, Usage
-from consolidation.pricing import ModelPrice, PriceTable, UnknownModelPrice
+from consolidation.errors import HarnessError, UnknownModelPrice
+from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord, Turn
+from consolidation.models import Usage
+from consolidation.pricing import ModelPrice, PriceTable
 from consolidation.prompt import turn as consolidation_turn
 
 
@@ -26,12 +28,7 @@ class OneTurnHarness(Harness):
     """
 
     def call(
-        self,
-        records: Sequence[PromptRecord],
-        *,
-        model: str,
-        max_output_tokens: int,
-        wall_clock_cap_s: float,
+        self, records: Sequence[PromptRecord], *, model: str, max_output_tokens: int, wall_clock_cap_s: float
     ) -> HarnessResult:
         """Send the consolidation turn for ``records``; see :meth:`ask`."""
         return self.ask(

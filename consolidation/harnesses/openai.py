@@ -44,9 +44,11 @@ from urllib.parse import urlsplit
 import openai
 from openai.types.chat import ChatCompletion
 
-from consolidation.harnesses.base import HarnessError, HarnessResult, PromptRecord, Turn, Usage
+from consolidation.errors import FormatRefused, HarnessError
+from consolidation.harnesses.base import HarnessResult, PromptRecord, Turn
 from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
+from consolidation.models import Usage
 from consolidation.pricing import ModelPrice, PriceTable
 from consolidation.prompt import turn as consolidation_turn
 
@@ -119,14 +121,6 @@ def _format_refused(exc: Exception) -> bool:
     if not isinstance(exc, openai.APIStatusError) or exc.status_code not in _FORMAT_STATUSES:
         return False
     return "response_format" in f"{exc.message} {exc.body}"
-
-
-class _FormatRefused(Exception):
-    """Raised out of one attempt when the server refused the ``response_format`` form (not retried)."""
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 def _usage(completion: ChatCompletion) -> Usage:
@@ -233,7 +227,7 @@ class OpenAIHarness(OneTurnHarness):
             try:
                 completion = self.send(params, deadline=deadline, cap_s=wall_clock_cap_s)
                 break
-            except _FormatRefused as refused:
+            except FormatRefused as refused:
                 following = FORMATS[FORMATS.index(form) + 1 :]
                 if not following:  # pragma: no cover - the last form sends no response_format
                     raise HarnessError(f"{self._errors.service} refused the request: {refused}") from refused.cause
@@ -251,7 +245,7 @@ class OpenAIHarness(OneTurnHarness):
         """Make the ``chat.completions.create`` request before ``deadline`` under the shared retry policy.
 
         Raises:
-            _FormatRefused: the server refused the ``response_format`` form (nothing was processed).
+            FormatRefused: the server refused the ``response_format`` form (nothing was processed).
             HarnessError: see :func:`consolidation.harnesses.retry.within_cap`.
         """
 
@@ -267,7 +261,7 @@ class OpenAIHarness(OneTurnHarness):
                     return cast(ChatCompletion, client.chat.completions.create(**params, timeout=remaining))
                 except openai.APIStatusError as exc:
                     if "response_format" in params and _format_refused(exc):
-                        raise _FormatRefused(exc) from exc
+                        raise FormatRefused(exc) from exc
                     raise
 
             return within_cap(

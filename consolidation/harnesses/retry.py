@@ -7,7 +7,7 @@ exponential backoff with jitter (at least any ``retry-after`` the server sent), 
 every attempt's timeout is what is left of the wall-clock cap, so the whole call stays
 inside it. The SDKs' own retries are off (``max_retries=0``). A timeout, any other HTTP
 status, or a connection dropped after the request was sent raises
-:class:`~consolidation.harnesses.base.HarnessError`: the request may have been
+:class:`~consolidation.errors.HarnessError`: the request may have been
 processed, and a second paid call is worse than a failed run.
 
 The SDKs (Anthropic's and OpenAI's, generated from one template) raise the same shapes
@@ -25,7 +25,7 @@ from typing import TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_before_delay, wait_exponential_jitter
 from tenacity.stop import stop_base
 
-from consolidation.harnesses.base import HarnessError
+from consolidation.errors import HarnessError
 
 log = logging.getLogger(__name__)
 

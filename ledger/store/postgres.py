@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar
 
@@ -29,6 +29,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from ledger.errors import LedgerBusy
 from ledger.schema import RECORDS, SCOPES
+from ledger.store import postgres_ddl
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg
 from ledger.store.postgres_save import save_plain
@@ -53,6 +54,7 @@ MIGRATION_LOCK_KEY = 0x6D656D6C  # "meml"
 
 class PostgresStore(Store):
     dialect: ClassVar[str] = "postgresql"
+    ddl = postgres_ddl.OBJECTS
     migrate_on_open: ClassVar[bool] = False
     saves_plain: ClassVar[bool] = True
 
@@ -340,16 +342,17 @@ def _leave_pipeline(conn: Connection, cursor: Any, statement: str, params: Any, 
         _call(pipe.leave)
 
 
-# A value rendered at execution (constants; IN lists): ``__[POSTCOMPILE_name]``; a parameter: ``%(name)s``.
-_POSTCOMPILE = re.compile(r"(IN \()?__\[POSTCOMPILE_(\w+)\](\))?")
+# A parameter in psycopg's (pyformat) SQL: ``%(name)s``.
 _PARAM = re.compile(r"%\((\w+)\)s")
 
 
 class _Plan:
     """A :class:`Prepared` statement compiled for psycopg once: its SQL, and the constants bound with every call.
 
-    Constants that must be spelled out (``lit``) are rendered into the SQL; an ``IN`` list
-    parameter becomes ``= ANY(array)``, so the SQL does not depend on the list's length.
+    Built from SQLAlchemy's public compiler API only (:meth:`SQLCompiler.construct_expanded_state`
+    renders the constants that must be spelled out, ``lit``, into the SQL). An ``IN`` list
+    parameter becomes ``= ANY(array)`` (``NOT IN``: ``<> ALL(array)``), so the SQL does not
+    depend on the list's length.
     """
 
     __slots__ = ("constants", "sql")
@@ -365,36 +368,44 @@ class _Plan:
     def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
         """The plan, or None when the statement needs what only SQLAlchemy's path does (type processing)."""
         statement: Any = prepared.statement
-        compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
-        assert isinstance(compiled, SQLCompiler)
-        if getattr(compiled, "_bind_processors", None) or any(
-            _processed(column[3], dialect) for column in compiled._result_columns
-        ):
+        if any(_processed(column.type, dialect) for column in getattr(statement, "exported_columns", ())):
             return None
-        failed = False
-
-        def postcompile(match: re.Match[str]) -> str:
-            nonlocal failed
-            bind = compiled.binds[match.group(2)]
-            opened, closed = match.group(1) or "", match.group(3) or ""
-            if bind.required or bind.callable is not None:
-                if not (bind.expanding and opened and closed):
-                    failed = True
-                    return match.group(0)
-                cast = dialect.type_compiler_instance.process(bind.type)
-                return f"= ANY(%({match.group(2)})s::{cast}[])"
-            values = list(bind.value or ()) if bind.expanding else [bind.value]
-            return opened + ", ".join(compiled.render_literal_value(v, bind.type) for v in values) + closed
-
-        sql = _POSTCOMPILE.sub(postcompile, compiled.string)
+        compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
+        if not isinstance(compiled, SQLCompiler) or compiled.escaped_bind_names:
+            return None
+        binds = compiled.bind_names
+        if any(b.callable is not None or _bind_processor(b.type, dialect) for b in binds):
+            return None
+        lists = {name: bind for bind, name in binds.items() if bind.required and bind.expanding}
+        sample = {name: [None] if name in lists else None for bind, name in binds.items() if bind.required}
+        state = compiled.construct_expanded_state(sample, escape_names=False)
+        sql = state.statement
+        for name, bind in lists.items():
+            (one,) = state.parameter_expansion[name]  # rendered "%(one)s", with psycopg's cast: "%(one)s::VARCHAR"
+            array = f"%({name})s::{bind.type.compile(dialect=dialect)}[]"
+            sql, found = re.subn(rf"(NOT )?IN \(%\({re.escape(one)}\)s(?:::[\w ]+)?\)", _any_or_all(array), sql)
+            if found != 1:
+                return None  # a list used twice, or not as IN (...): SQLAlchemy's path expands it
         constants: dict[str, Any] = {}
         for name in set(_PARAM.findall(sql)):
-            bind = compiled.binds.get(name)
-            if bind is None or bind.callable is not None:
+            if name in lists or name in sample:
+                continue
+            if name not in state.parameters:
                 return None
-            if not bind.required:
-                constants[name] = bind.value
-        return None if failed else cls(sql, constants)
+            constants[name] = state.parameters[name]
+        return cls(sql, constants)
+
+
+def _any_or_all(array: str) -> Callable[[re.Match[str]], str]:
+    def rendered(match: re.Match[str]) -> str:
+        return f"<> ALL({array})" if match.group(1) else f"= ANY({array})"
+
+    return rendered
+
+
+def _bind_processor(type_: Any, dialect: Dialect) -> bool:
+    """Whether SQLAlchemy converts this parameter's values (then the statement keeps its path)."""
+    return type_.dialect_impl(dialect).bind_processor(dialect) is not None
 
 
 def _processed(type_: Any, dialect: Dialect) -> bool:
@@ -402,7 +413,7 @@ def _processed(type_: Any, dialect: Dialect) -> bool:
     if type(type_) is Float and not type_.asdecimal:
         return False  # psycopg returns a float8 as a float, as SQLAlchemy would
     try:
-        return type_._cached_result_processor(dialect, None) is not None
+        return type_.dialect_impl(dialect).result_processor(dialect, None) is not None
     except (TypeError, LookupError):  # a processor that depends on the column's type in the result
         return True
 

@@ -24,53 +24,14 @@ of what is due):
   then instant"); here the clock was read before the call, so the call checks instead.
 
 The rows it writes are the transaction's, column for column: ``tests/ledger/test_postgres_save.py``
-saves through both paths and compares the raw rows.
+saves through both paths and compares the raw rows. The function itself is in
+:mod:`ledger.store.postgres_ddl` with the rest of the dialect's own schema.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-# The record's columns, in the order of ledger.record_rows.NAMES after ``seq``.
-SAVE_FUNCTION = """CREATE OR REPLACE FUNCTION memledger_save(
-  p_scope text, p_clock bigint, p_default_max bigint, p_id text, p_kind text, p_body text,
-  p_session text, p_expires bigint, p_detail text
-) RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-  latest bigint;
-  budget bigint;
-  held bigint;
-  n bigint;
-BEGIN
-  SELECT latest_at, coalesce(max_records, p_default_max), active_count + proposed_count
-    INTO latest, budget, held
-    FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
-  IF NOT FOUND THEN
-    RETURN NULL;
-  END IF;
-  n := CASE WHEN latest IS NULL OR p_clock > latest THEN p_clock ELSE latest + 1 END;
-  IF held + 1 >= budget
-     OR p_expires <= n
-     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope AND m.valid_to > n)
-     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
-                AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n) THEN
-    RETURN NULL;
-  END IF;
-  UPDATE scope_settings SET latest_at = n WHERE scope_key = p_scope;
-  INSERT INTO memory_records (id, scope_key, kind, body, provenance, status, source_session_id, supersedes,
-    superseded_by, confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at,
-    created_at, updated_at)
-  VALUES (p_id, p_scope, p_kind, p_body, 'user_explicit', 'active', p_session, '[]',
-    NULL, NULL, NULL, n, NULL, p_expires, NULL, NULL, n, n);
-  INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail)
-  VALUES (n, p_scope, 'saved', p_id, NULL, NULL, p_detail);
-  RETURN n;
-END $$"""
-
-DROP_SAVE_FUNCTION = (
-    "DROP FUNCTION IF EXISTS memledger_save(text, bigint, bigint, text, text, text, text, bigint, text)"
-)
 
 CALL = (
     "SELECT memledger_save(%(s)s, %(clock)s, %(default_max)s, %(id)s, %(kind)s, %(body)s, "

@@ -30,6 +30,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
 
 from ledger.errors import LedgerBusy, LedgerError
+from ledger.store import sqlite_ddl
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 
@@ -51,6 +52,7 @@ def fts5_query(query: str) -> str:
 
 class SQLiteStore(Store):
     dialect: ClassVar[str] = "sqlite"
+    ddl = sqlite_ddl.OBJECTS
     migrate_on_open: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
@@ -371,95 +373,128 @@ def _exec_dbapi(dbapi_conn: Any, sql: str, params: Any = (), *, many: bool = Fal
         raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
 
 
-# A placeholder in SQLAlchemy's qmark SQL: ``?``, or a value rendered at execution (``IN`` lists, literals).
-_PLACEHOLDER = re.compile(r"\?|__\[POSTCOMPILE_(\w+)\]")
-_MISSING = object()
+# Most of one statement's shapes kept (one per length of its IN lists): past it, they are made again.
+_SHAPES_KEPT = 64
 
 
-class _Plan:
-    """A prepared statement compiled for SQLite: the SQL with its constants rendered in, and how to bind the rest.
+class _Shape:
+    """One SQL text of a prepared statement and how to bind it: one slot per ``?``.
 
-    ``slots`` has one entry per ``?`` of ``sql``: ``(name, None)`` takes ``params[name]``,
-    ``(None, value)`` is a constant. An expanding parameter (``IN :ids``) makes ``sql``
-    depend on how many values it gets; those statements are rebuilt per call.
+    A slot ``(name, None, None)`` takes ``params[name]``; ``(name, i, None)`` the ``i``-th
+    item of the list ``params[name]`` (an ``IN`` list); ``(None, None, value)`` is a constant.
     """
 
-    __slots__ = ("expanding", "names", "parts", "processors", "slots", "sql")
+    __slots__ = ("names", "processors", "slots", "sql")
 
     def __init__(
-        self, parts: list[str], slots: list[tuple[str | None, Any, bool]], processors: list[Callable[[Any], Any] | None]
+        self, sql: str, slots: list[tuple[str | None, int | None, Any]], processors: list[Callable[[Any], Any] | None]
     ) -> None:
-        self.parts = parts
+        self.sql = sql
         self.slots = slots
         self.processors = processors  # the type's bind processor (Float: to_float), per slot
-        self.expanding = any(expand for _name, _value, expand in slots)
-        self.sql = "?".join(parts)
         # The common case, every slot a plain parameter: one list comprehension binds it.
-        plain = all(name is not None and not expand for name, _value, expand in slots) and not any(processors)
-        self.names = tuple(name for name, _v, _e in slots if name is not None) if plain else None
-
-    @classmethod
-    def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
-        """The plan, or None when the statement needs what only SQLAlchemy's path does (type processing)."""
-        statement: Any = prepared.statement
-        compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
-        assert isinstance(compiled, SQLCompiler)
-        bind_processors: Mapping[str, Any] = getattr(compiled, "_bind_processors", {})
-        if not prepared.driver_values and any(
-            column[3]._cached_result_processor(dialect, None) for column in compiled._result_columns
-        ):
-            return None
-        names = list(compiled.positiontup or ())
-        parts: list[str] = []
-        slots: list[tuple[str | None, Any, bool]] = []
-        processors: list[Callable[[Any], Any] | None] = []
-        pending, last = "", 0
-        matches = list(_PLACEHOLDER.finditer(compiled.string))
-        if len(matches) != len(names):
-            return None  # a "?" inside a literal: let SQLAlchemy run it
-        for match, name in zip(matches, names, strict=True):
-            pending += compiled.string[last : match.start()]
-            last = match.end()
-            bind = compiled.binds[name]
-            constant = not bind.required and bind.callable is None
-            if match.group(1) is not None and constant:  # a literal: rendered into the text
-                values = list(bind.value or ()) if bind.expanding else [bind.value]
-                pending += ", ".join(compiled.render_literal_value(v, bind.type) for v in values)
-                continue
-            parts.append(pending)
-            pending = ""
-            slots.append((None if constant else name, bind.value if constant else _MISSING, bool(bind.expanding)))
-            processors.append(bind_processors.get(name))
-        parts.append(pending + compiled.string[last:])
-        return cls(parts, slots, processors)
+        plain = all(name is not None and index is None for name, index, _v in slots) and not any(processors)
+        self.names: tuple[str, ...] | None = tuple(n for n, _i, _v in slots if n is not None) if plain else None
 
     def values(self, params: Mapping[str, Any]) -> list[Any]:
         if self.names is not None:
             return [params[name] for name in self.names]
         return [
-            _processed(proc, params[name] if name is not None else value)
-            for (name, value, _expand), proc in zip(self.slots, self.processors, strict=True)
+            _processed(proc, _slot_value(params, name, index, value))
+            for (name, index, value), proc in zip(self.slots, self.processors, strict=True)
         ]
+
+
+def _slot_value(params: Mapping[str, Any], name: str | None, index: int | None, value: Any) -> Any:
+    if name is None:
+        return value
+    return params[name] if index is None else params[name][index]
+
+
+class _Plan:
+    """A prepared statement compiled for SQLite once, bound without SQLAlchemy's execution path.
+
+    Built from SQLAlchemy's public compiler API only: :meth:`SQLCompiler.construct_expanded_state`
+    renders the constants (``lit``) into the text and expands ``IN`` lists, and names each
+    ``?`` in order (``positiontup``); each parameter's type gives its bind processor. A
+    statement with an ``IN`` list has one text per length of its lists, each made on first use.
+    """
+
+    __slots__ = ("_compiled", "_dialect", "_fixed", "_lists", "_shapes", "expanding", "sql")
+
+    def __init__(self, compiled: SQLCompiler, dialect: Dialect, lists: tuple[str, ...]) -> None:
+        self._compiled = compiled
+        self._dialect = dialect
+        self._lists = lists  # the parameters that are IN lists
+        self._shapes: dict[tuple[int, ...], _Shape] = {}
+        self.expanding = bool(lists)
+        self._fixed = None if lists else self._shape(())  # the one text of a statement without IN lists
+        self.sql = "" if self._fixed is None else self._fixed.sql
+
+    @classmethod
+    def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
+        """The plan, or None when the statement needs what only SQLAlchemy's path does (type processing)."""
+        statement: Any = prepared.statement
+        if not prepared.driver_values and any(
+            _processor(column.type, dialect, result=True) for column in getattr(statement, "exported_columns", ())
+        ):
+            return None
+        compiled = statement.compile(dialect=dialect, column_keys=prepared.column_keys)
+        if not isinstance(compiled, SQLCompiler) or compiled.positiontup is None:
+            return None
+        binds = compiled.binds
+        if any(binds[name].callable is not None for name in compiled.positiontup):
+            return None  # a value computed per execution
+        lists = tuple(dict.fromkeys(n for n in compiled.positiontup if binds[n].required and binds[n].expanding))
+        return cls(compiled, dialect, lists)
+
+    def _shape(self, lengths: tuple[int, ...]) -> _Shape:
+        found = self._shapes.get(lengths)
+        if found is None:
+            if len(self._shapes) >= _SHAPES_KEPT:
+                self._shapes.clear()
+            found = self._shapes[lengths] = self._make(lengths)
+        return found
+
+    def _make(self, lengths: tuple[int, ...]) -> _Shape:
+        compiled, binds = self._compiled, self._compiled.binds
+        sizes = dict(zip(self._lists, lengths, strict=True))
+        sample = {name: [None] * sizes[name] if name in sizes else None for name, b in binds.items() if b.required}
+        state = compiled.construct_expanded_state(sample, escape_names=False)
+        origin = {item: (name, i) for name, items in state.parameter_expansion.items() for i, item in enumerate(items)}
+        slots: list[tuple[str | None, int | None, Any]] = []
+        processors: list[Callable[[Any], Any] | None] = []
+        for position in state.positiontup or ():
+            name, index = origin.get(position, (position, None))
+            if not binds[name].required:
+                slots.append((None, None, state.parameters[position]))
+            else:
+                slots.append((name, index, None))
+            if index is not None:
+                processors.append(state.processors.get(position))
+            else:
+                processors.append(_processor(binds[name].type, self._dialect, result=False))
+        return _Shape(state.statement, slots, processors)
+
+    def values(self, params: Mapping[str, Any]) -> list[Any]:
+        """The values for ``sql`` (a statement without ``IN`` lists)."""
+        assert self._fixed is not None, "a statement with IN lists has no one text: bind() it"
+        return self._fixed.values(params)
 
     def bind(self, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
         """The SQL and the values for one execution."""
-        if not self.expanding:
-            return self.sql, self.values(params)
-        sql, values = [self.parts[0]], []
-        for (name, value, expand), proc, part in zip(self.slots, self.processors, self.parts[1:], strict=True):
-            given = params[name] if name is not None else value
-            if expand:
-                given = [_processed(proc, v) for v in given]
-                if not given:  # IN () is not SQL: an empty list matches nothing
-                    sql.append("SELECT NULL WHERE 1 = 0")
-                else:
-                    sql.append(", ".join("?" * len(given)))
-                values.extend(given)
-            else:
-                sql.append("?")
-                values.append(_processed(proc, given))
-            sql.append(part)
-        return "".join(sql), values
+        if self._fixed is not None:
+            return self.sql, self._fixed.values(params)
+        lists = {name: list(params[name]) for name in self._lists}
+        shape = self._shape(tuple(len(items) for items in lists.values()))
+        return shape.sql, shape.values({**params, **lists})
+
+
+def _processor(type_: Any, dialect: Dialect, *, result: bool) -> Callable[[Any], Any] | None:
+    """The type's bind (or result) processor on ``dialect``: what SQLAlchemy's path would apply to a value."""
+    impl = type_.dialect_impl(dialect)
+    found = impl.result_processor(dialect, None) if result else impl.bind_processor(dialect)
+    return found  # type: ignore[no-any-return]
 
 
 def _processed(processor: Callable[[Any], Any] | None, value: Any) -> Any:

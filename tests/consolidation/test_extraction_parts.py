@@ -10,13 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consolidation.errors import InvalidExtractionInput
+from consolidation.errors import InvalidExtractionInput, ProposalsParseError
 from consolidation.extraction import digest as D
 from consolidation.extraction.digest import DigestMessage, check_messages, extend
 from consolidation.extraction.gate import MAX_CONSIDERED, check_proposals, normalize
 from consolidation.extraction.prompt import (
     MAX_PINNED,
-    ProposalsParseError,
     build_user_message,
     decode_user_message,
     parse_answer,

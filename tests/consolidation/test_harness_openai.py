@@ -9,13 +9,14 @@ from datetime import timedelta
 import pytest
 
 from consolidation import Outcome
+from consolidation.errors import HarnessError
 from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.prompt import SYSTEM_PROMPT as EXTRACTION_SYSTEM_PROMPT
 from consolidation.fake_anthropic import Reply
 from consolidation.fake_openai import FakeOpenAI
-from consolidation.harnesses import HarnessError, PromptRecord, Usage
+from consolidation.harnesses import PromptRecord, Usage
 from consolidation.harnesses.anthropic import AnthropicHarness
-from consolidation.harnesses.extract_openai import OpenAIExtractor
+from consolidation.harnesses.extract_base import OneTurnExtractor
 from consolidation.harnesses.openai import OpenAIHarness, forget_formats, remembered_format, strict_schema
 from consolidation.pricing import DEFAULT_PRICES, scope_price
 from consolidation.prompt import ANSWER_SCHEMA, SYSTEM_PROMPT
@@ -186,7 +187,7 @@ def test_openais_own_api_is_asked_for_max_completion_tokens() -> None:
 def test_extraction_asks_with_its_own_schema_and_falls_back_too(fake: FakeOpenAI) -> None:
     fake.set_formats("json_object", "text")
     fake.set_proposals([{"body": "I prefer metric units", "kind": "preference"}])
-    extractor = OpenAIExtractor(OpenAIHarness(api_key=None, base_url=fake.base_url, prices=PRICES))
+    extractor = OneTurnExtractor(OpenAIHarness(api_key=None, base_url=fake.base_url, prices=PRICES))
 
     result = extractor.extract(
         [DigestMessage("m1", "user", "remember that I prefer metric units")],

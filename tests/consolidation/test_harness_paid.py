@@ -13,9 +13,10 @@ import time
 
 import pytest
 
+from consolidation.errors import HarnessError
 from consolidation.extraction.digest import DigestMessage
 from consolidation.fake_anthropic import Reply
-from consolidation.harnesses import HarnessError, PromptRecord, Usage, get_extractor, get_harness
+from consolidation.harnesses import PromptRecord, Usage, get_extractor, get_harness
 from consolidation.harnesses.anthropic import supports_structured_output
 from consolidation.harnesses.base import Harness
 from consolidation.prompt import ANSWER_SCHEMA, CLOSE_TAG, SYSTEM_PROMPT, decode_user_message

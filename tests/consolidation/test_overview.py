@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from consolidation import ConsolidationService
-from consolidation.overview import month_bounds, scope_overview
+from consolidation.overview import scope_overview
+from consolidation.runs import month_bounds
 from tests.conftest import Clock
 
 SCOPE = "account:local"

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consolidation.harnesses.base import Usage
+from consolidation.errors import UnknownModelPrice
+from consolidation.models import Usage
 from consolidation.pricing import (
     DEFAULT_PRICES,
     ModelPrice,
     PriceTable,
-    UnknownModelPrice,
     default_price_table,
     scope_price,
 )

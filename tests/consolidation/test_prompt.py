@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from consolidation.errors import AnswerParseError
 from consolidation.harnesses.base import PromptRecord
 from consolidation.models import Op
 from consolidation.prompt import (
@@ -17,7 +18,6 @@ from consolidation.prompt import (
     OPEN_TAG,
     OPERATIONS,
     SYSTEM_PROMPT,
-    AnswerParseError,
     build_user_message,
     decode_user_message,
     parse_answer,

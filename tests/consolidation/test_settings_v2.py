@@ -68,3 +68,37 @@ def test_switching_to_offline_drops_the_paid_model(make_service) -> None:  # typ
     svc.update_settings(SCOPE, harness="offline", now=T0)
 
     assert svc.settings(SCOPE).model == "offline"
+
+
+def test_the_settings_models_state_the_ranges_of_limits() -> None:
+    """Both jobs' settings declare every numeric field with its range type: one statement of the range."""
+    from pydantic import ValidationError
+
+    from consolidation import limits as L
+    from consolidation.extraction.settings import ExtractionSettings
+    from consolidation.extraction.settings import defaults as extraction_defaults
+    from consolidation.pricing import default_price_table
+    from consolidation.settings import defaults as consolidation_defaults
+
+    prices = default_price_table()
+    for settings in (
+        consolidation_defaults("s", api_key=None, prices=prices),
+        extraction_defaults("s", api_key=None, prices=prices),
+    ):
+        kinds = {"debounce_s": L.DebounceS, "wall_clock_cap_s": L.WallClockCapS, "max_output_tokens": L.MaxOutputTokens}
+        for name, kind in kinds.items():
+            _, high = L.bounds(kind)
+            with pytest.raises(ValidationError, match=name):
+                type(settings).model_validate({**settings.model_dump(), name: high + 1})
+    assert ExtractionSettings.model_fields["max_wait_s"].annotation == L.MaxWaitS | None
+
+
+def test_a_stored_value_outside_todays_range_is_refused_as_invalid_settings() -> None:
+    from consolidation.pricing import default_price_table
+    from consolidation.settings import defaults, merge
+
+    prices = default_price_table()
+    stored = defaults("s", api_key=None, prices=prices).model_copy(update={"wall_clock_cap_s": 10_000.0})
+    with pytest.raises(InvalidSettings, match=r"^wall_clock_cap_s input should be less than or equal to 900"):
+        merge(stored, {"debounce_s": 5}, prices)
+    assert merge(stored, {"wall_clock_cap_s": 30}, prices).wall_clock_cap_s == 30.0

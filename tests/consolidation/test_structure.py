@@ -1,128 +1,35 @@
-"""The shape of consolidation/: no import cycle, no oversized module or function, run states by the enum only,
-and every move of a run's state allowed by the one transitions table."""
+"""The shape of consolidation/ beyond the checks of every package (tests/test_structure.py): each module over
+400 lines has its reason, run states are named by the enum only, and every move of a run's state is allowed by
+the one transitions table."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import re
 from pathlib import Path
 
 import pytest
 
 from consolidation import runs as R
 from consolidation.models import TRANSITIONS, RunState
+from ledger.schema import RUNS
+from tests.test_structure import SOFT_MODULE_LINES, package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "consolidation"
-MAX_MODULE_LINES = 600
-SOFT_MODULE_LINES = 400
 # Modules over the soft limit, each with the reason it stays whole.
 LONG_MODULES: dict[str, str] = {
     "consolidation.fake_anthropic": "a test fake of a whole wire protocol (SSE, errors, usage), kept in one file",
     "consolidation.pricing": "the price table and the arithmetic of spend, one unit with its verified rates",
 }
-MAX_FUNCTION_LINES = 50
-# Functions over the limit, each with the reason it stays whole (none today; add one only with a reason).
-LONG_FUNCTIONS: dict[str, str] = {}
 
 
-def _modules(root: Path = PACKAGE) -> dict[str, Path]:
-    found = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = path.relative_to(root.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = path
-    return found
+def _modules() -> dict[str, Path]:
+    return package_modules(ROOT, "consolidation")
 
 
-def _imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The package modules ``name`` imports, anywhere in it (module level, functions, TYPE_CHECKING blocks)."""
-    out: set[str] = set()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            # ``from pkg import sub`` imports the submodule; ``from pkg import name`` the package.
-            out.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
-    return {m for m in out if m in known and m != name}
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
-
-
-def test_no_import_cycle_inside_consolidation() -> None:
-    known = _modules()
-    graph = {name: _imported(name, path, known) for name, path in known.items()}
-    assert _cycles(graph) == []
-
-
-def test_the_cycle_check_sees_function_level_imports(tmp_path: Path) -> None:
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "a.py").write_text("from pkg.b import x\n")
-    (pkg / "b.py").write_text("def x():\n    from pkg import a\n    return a\n")
-    known = _modules(pkg)
-    graph = {name: _imported(name, path, known) for name, path in known.items()}
-    assert _cycles(graph) == [["pkg.a", "pkg.b"]]
-
-
-def _functions(tree: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            assert node.end_lineno is not None
-            yield f"{prefix}.{node.name}", node.end_lineno - node.lineno + 1
-            yield from _functions(node, f"{prefix}.{node.name}")
-        elif isinstance(node, ast.ClassDef):
-            yield from _functions(node, f"{prefix}.{node.name}")
-
-
-def test_no_module_over_600_lines_and_no_function_over_50() -> None:
+def test_every_module_over_400_lines_has_its_reason() -> None:
     modules = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in _modules().items()}
-    assert {name: n for name, n in modules.items() if n > MAX_MODULE_LINES} == {}
     assert sorted(name for name, n in modules.items() if n > SOFT_MODULE_LINES) == sorted(LONG_MODULES)
-    long = {
-        qualname: n
-        for name, path in _modules().items()
-        for qualname, n in _functions(ast.parse(path.read_text(encoding="utf-8")), name)
-        if n > MAX_FUNCTION_LINES
-    }
-    assert sorted(set(long) - set(LONG_FUNCTIONS)) == []
-    assert sorted(set(LONG_FUNCTIONS) - set(long)) == [], "a listed function is short now: drop it from the list"
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -148,6 +55,12 @@ def test_run_states_are_named_by_the_enum_only() -> None:
         constants = (n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in states)
         bare.extend(f"{name}:{n.lineno} {n.value!r}" for n in constants if id(n) not in docs | inside_enum)
     assert bare == []
+
+
+def test_the_schema_allows_the_states_of_the_enum() -> None:
+    """The ledger's table states the run states in its CHECK constraint (the ledger cannot import the enum)."""
+    (check,) = [c for c in RUNS.constraints if c.name == "ck_consolidation_runs_state"]
+    assert set(re.findall(r"'([a-z_]+)'", str(check.sqltext))) == {state.value for state in RunState}
 
 
 def test_the_transitions_table_allows_the_life_of_a_run_and_nothing_else() -> None:

@@ -34,7 +34,7 @@ from ledger import (
     open_ledger,
 )
 from ledger.schema import RECORDS, SCOPES
-from tests.conftest import PG_URL, pg_schema_url, service_missing
+from tests.conftest import PG_URL, copy_migrated_sqlite, pg_schema_url, service_missing
 
 SCOPE = "account:local"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -645,7 +645,9 @@ class LedgerMachine(RuleBasedStateMachine):
 # --------------------------------------------------------------------------- backends
 def _sqlite_url() -> tuple[str, Callable[[], None]]:
     tmp = tempfile.TemporaryDirectory(prefix="ledger-sm-")
-    return f"sqlite:///{Path(tmp.name) / 'ledger.db'}", tmp.cleanup
+    url = f"sqlite:///{Path(tmp.name) / 'ledger.db'}"
+    copy_migrated_sqlite(url)
+    return url, tmp.cleanup
 
 
 def _pg_url() -> tuple[str, Callable[[], None]]:

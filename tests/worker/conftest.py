@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import structlog
 
+from tests.conftest import copy_migrated_sqlite
 from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
 
@@ -76,7 +77,9 @@ def make_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
     made: list[Runtime] = []
 
     def factory(*, service_kwargs: dict[str, Any] | None = None, **config: Any) -> Runtime:
-        config.setdefault("database_url", f"sqlite:///{tmp_path / 'ledger.db'}")
+        if "database_url" not in config:
+            config["database_url"] = f"sqlite:///{tmp_path / 'ledger.db'}"
+            copy_migrated_sqlite(config["database_url"])
         config.setdefault("redis_namespace", "t" + uuid.uuid4().hex[:10])
         config.setdefault("worker_poll_ms", 10)
         config.setdefault("shutdown_timeout_s", 10)
@@ -128,12 +131,11 @@ class Proc:
             self.popen.wait(10)
 
 
-@pytest.fixture
-def base_env(tmp_path: Path) -> dict[str, str]:
-    """The environment of a memledger subprocess: a tmp SQLite DB, fast janitor, JSON logs."""
+def memledger_env(directory: Path) -> dict[str, str]:
+    """The environment of a memledger subprocess: a SQLite DB in ``directory``, fast janitor, JSON logs."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("MEMLEDGER_", "ANTHROPIC_"))}
     env.update(
-        MEMLEDGER_DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.db'}",
+        MEMLEDGER_DATABASE_URL=f"sqlite:///{directory / 'ledger.db'}",
         MEMLEDGER_LOG_FORMAT="json",
         MEMLEDGER_LOG_LEVEL="INFO",
         MEMLEDGER_JANITOR_INTERVAL_S="0.5",
@@ -147,16 +149,27 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
+def base_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a memledger subprocess: a tmp SQLite DB, fast janitor, JSON logs."""
+    return memledger_env(tmp_path)
+
+
+def start_process(name: str, args: list[str], env: dict[str, str], directory: Path) -> Proc:
+    """Start ``args`` (``memledger …`` runs the CLI) in ``directory``, its output in files there."""
+    argv = [MEMLEDGER, *args[1:]] if args and args[0] == "memledger" else args
+    out, err = directory / f"{name}.out", directory / f"{name}.err"
+    with out.open("wb") as fo, err.open("wb") as fe:
+        popen = subprocess.Popen(argv, env=env, stdout=fo, stderr=fe, cwd=directory)
+    return Proc(name, popen, out, err, env)
+
+
+@pytest.fixture
 def spawn(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Proc]]:
     """Factory: ``spawn(name, [args…], env)``; ``args`` starting with ``memledger`` run the CLI."""
     procs: list[Proc] = []
 
     def factory(name: str, args: list[str], env: dict[str, str]) -> Proc:
-        argv = [MEMLEDGER, *args[1:]] if args and args[0] == "memledger" else args
-        out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
-        with out.open("wb") as fo, err.open("wb") as fe:
-            popen = subprocess.Popen(argv, env=env, stdout=fo, stderr=fe, cwd=tmp_path)
-        proc = Proc(name, popen, out, err, env)
+        proc = start_process(name, args, env, tmp_path)
         procs.append(proc)
         return proc
 

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from ledger import open_ledger
 from worker.cli import app, every_command
-from worker.cli.conventions import DATA_KEYED
+from worker.cli.output import DATA_KEYED
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMEL = re.compile(r"^[a-z][a-zA-Z0-9]*$")

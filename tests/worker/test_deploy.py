@@ -178,7 +178,7 @@ def test_shutdown_wait_fits_inside_every_platform_stop_timeout(services: dict[st
         "k8s": config_map["data"]["MEMLEDGER_SHUTDOWN_TIMEOUT_S"],
         "systemd": re.search(r"^MEMLEDGER_SHUTDOWN_TIMEOUT_S=(\d+)$", env_example, re.MULTILINE).group(1),  # type: ignore[union-attr]
     }
-    from consolidation.settings import DEFAULT_CAP_S
+    from consolidation.models import DEFAULT_CAP_S
 
     # Then each outlasts a default-capped run and ends before the platform's kill timeout
     for where, wait in waits.items():

@@ -92,6 +92,18 @@ def api_on(
     return env, api
 
 
+def unacknowledged(redis_url: str, namespace: str) -> int:
+    """Messages sent under ``namespace`` (or a namespace that starts with it) that no worker has acknowledged:
+    delayed, queued or being run. Dramatiq keeps each in a ``.msgs`` hash until its ack; once there are none,
+    every duplicate of a message has run, so whatever it could do twice is done."""
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = [key for key in client.scan_iter(f"{namespace}*.msgs") if not key.endswith(b".XQ.msgs")]
+        return sum(int(client.hlen(key)) for key in keys)
+    finally:
+        client.close()
+
+
 def settled_all(runtime: Runtime, scopes: list[str]) -> bool:
     return all(run_of(runtime, s).state == RunState.SETTLED for s in scopes)
 
@@ -229,7 +241,7 @@ def test_redis_losing_everything_loses_no_run(
     client.close()
     # Then every run executes exactly once
     wait_until(lambda: settled_all(api, scopes), timeout_s=30)
-    time.sleep(1.0)  # any duplicate message has had its chance to run twice
+    wait_until(lambda: unacknowledged(redis_url, env["MEMLEDGER_REDIS_NAMESPACE"]) == 0, timeout_s=30)
     for scope in scopes:
         (run,) = api.service.runs(scope)
         assert run.outcome == Outcome.APPLIED and run.ops_applied == 1
@@ -257,7 +269,7 @@ def test_one_message_delivered_many_times_to_many_workers(
     for _ in range(23):
         assert api.actors.send_run(run)
     wait_until(lambda: api.service.get_run(run.id).state == RunState.SETTLED, timeout_s=60)
-    time.sleep(1.0)
+    wait_until(lambda: unacknowledged(redis_url, env["MEMLEDGER_REDIS_NAMESPACE"]) == 0, timeout_s=60)  # all 24 ran
     # Then one execution, one paid call, one settlement, one merge
     done = api.service.get_run(run.id)
     assert done.outcome == Outcome.APPLIED and done.model_calls == 1 and fake.calls == 1
@@ -309,7 +321,8 @@ def test_a_slow_failing_or_garbled_model_fails_the_run_once(
         own.notify_turn(led.scope_key)
         services[name] = own
     wait_until(lambda: all(settled_all(own, [scopes[n][0].scope_key]) for n, own in services.items()), timeout_s=30)
-    time.sleep(1.0)  # no retry storm: nothing more arrives after settlement
+    # No retry storm: every message (a retry is one) has run, so the model's call counts are final
+    wait_until(lambda: unacknowledged(redis_url, runtime.config.redis_namespace) == 0, timeout_s=30)
     for name, (led, fake) in scopes.items():
         run = run_of(runtime, led.scope_key)
         assert (name, run.outcome) == (name, Outcome.FAILED), run.error
@@ -558,7 +571,7 @@ def test_a_restarted_and_flushed_redis_loses_no_run(
         client.close()
         # Then every pending run still executes, exactly once
         wait_until(lambda: settled_all(api, scopes), timeout_s=90)
-        time.sleep(1.0)  # a duplicate message would have run by now
+        wait_until(lambda: unacknowledged(url, env["MEMLEDGER_REDIS_NAMESPACE"]) == 0, timeout_s=30)
         for scope in scopes:
             (run,) = api.service.runs(scope)
             assert run.outcome == Outcome.APPLIED and run.ops_applied == 1

@@ -17,8 +17,9 @@ import json
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from hypothesis import strategies as st
 
 from ledger import Status, open_ledger
 from ledger.protocol import METHODS
-from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
+from tests.worker.conftest import MEMLEDGER, Proc, free_port, memledger_env, start_process, wait_until
 
 SCOPE = "account:local"
 NASTY = [
@@ -100,29 +101,45 @@ class Served:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
 
 
-@pytest.fixture
-def served(spawn: Callable[..., Proc], base_env: dict[str, str], tmp_path: Path) -> Iterator[Served]:
+@pytest.fixture(scope="module")
+def server_of_the_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One ``memledger serve`` for every test here: none needs an empty ledger (the invariants hold on any), and
+    starting a server, and stopping it once its worker has started, was most of what each test took."""
+    directory = tmp_path_factory.mktemp("served")
     port = free_port()
     env = {
-        **base_env,
+        **memledger_env(directory),
         "MEMLEDGER_HEADER_TIMEOUT_S": "1",
         "MEMLEDGER_BODY_TIMEOUT_S": "1",
         "MEMLEDGER_MAX_REQUEST_BYTES": "65536",
         "MEMLEDGER_SWEEP_INTERVAL_S": "0",
     }
-    proc = spawn("serve", ["memledger", "serve", "--port", str(port)], env)
+    proc = start_process("serve", ["memledger", "serve", "--port", str(port)], env, directory)
+    try:
 
-    def healthy() -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return True
-        except OSError:
-            return proc.popen.poll() is not None
+        def healthy() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return True
+            except OSError:
+                return proc.popen.poll() is not None
 
-    wait_until(healthy, timeout_s=30)
-    assert proc.popen.poll() is None, proc.text()
-    yield Served(proc, port, tmp_path / "ledger.db")
-    assert proc.terminate() == 0, proc.text()[-3000:]
+        wait_until(healthy, timeout_s=30)
+        assert proc.popen.poll() is None, proc.text()
+        yield Served(proc, port, directory / "ledger.db")
+        assert proc.terminate() == 0, proc.text()[-3000:]
+    finally:
+        proc.kill()
+
+
+@pytest.fixture
+def served(server_of_the_module: Served, request: pytest.FixtureRequest) -> Iterator[Served]:
+    """The module's server, which must still be serving after each test (its log is shown when one fails)."""
+    yield server_of_the_module
+    proc = server_of_the_module.proc
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        sys.stderr.write(f"\n----- serve (pid {proc.pid}) -----\n{proc.text()[-6000:]}\n")
+    assert proc.popen.poll() is None, f"the server stopped during this test: {proc.text()[-3000:]}"
 
 
 def post(conn: http.client.HTTPConnection, body: bytes) -> tuple[int, bytes, str | None]:

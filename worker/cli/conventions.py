@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
@@ -113,29 +113,6 @@ def pick_scope(positional: str | None, option: str | None, *, default: str) -> s
     if positional is not None and option is not None and positional != option:
         raise typer.BadParameter(f"SCOPE {positional!r} and --scope {option!r} differ: give one", param_hint="--scope")
     return option or positional or default
-
-
-# Keys whose values are maps keyed by data (reasons, outcomes), not field names: left as they are.
-DATA_KEYED = frozenset({"refusals", "runsByOutcome", "byReason", "counts"})
-
-
-def camel(name: str) -> str:
-    """``scope_key`` -> ``scopeKey`` (already camelCase names are unchanged)."""
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def camel_keys(value: Any) -> Any:
-    """A JSON value with every object key in camelCase, except inside maps keyed by data (:data:`DATA_KEYED`)."""
-    if isinstance(value, Mapping):
-        out = {}
-        for key, item in value.items():
-            name = camel(str(key))
-            out[name] = dict(item) if name in DATA_KEYED and isinstance(item, Mapping) else camel_keys(item)
-        return out
-    if isinstance(value, list | tuple):
-        return [camel_keys(item) for item in value]
-    return value
 
 
 _installed = False

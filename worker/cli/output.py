@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
@@ -52,12 +52,33 @@ def stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False)
 
 
+# Keys whose values are maps keyed by data (reasons, outcomes), not field names: left as they are.
+DATA_KEYED = frozenset({"refusals", "runsByOutcome", "byReason", "counts"})
+
+
+def camel(name: str) -> str:
+    """``scope_key`` -> ``scopeKey`` (already camelCase names are unchanged)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def camel_keys(value: Any) -> Any:
+    """A JSON value with every object key in camelCase, except inside maps keyed by data (:data:`DATA_KEYED`)."""
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            name = camel(str(key))
+            out[name] = dict(item) if name in DATA_KEYED and isinstance(item, Mapping) else camel_keys(item)
+        return out
+    if isinstance(value, list | tuple):
+        return [camel_keys(item) for item in value]
+    return value
+
+
 def emit_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON on stdout: the protocol's forms (records, usage, instants, enums), and
     every field name in camelCase, as the protocol (maps keyed by data, like refusal reasons, are left as
     they are)."""
-    from worker.cli.conventions import camel_keys
-
     typer.echo(json.dumps(camel_keys(to_jsonable(obj)), indent=2, ensure_ascii=False))
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from ledger.store import postgres_ddl, sqlite_ddl
+
 revision = "0001_ledger"
 down_revision = None
 branch_labels = None
@@ -19,8 +21,9 @@ KINDS = "('preference','fact','decision','constraint')"
 PROVENANCES = "('user_explicit','model_proposal','model_consolidation')"
 STATUSES = "('active','proposed','rejected','superseded','expired','deleted')"
 
-# SQLite FTS5 external-content index over *active* bodies only. The delete command of an
-# external-content table must carry the old values, so every trigger passes old.body.
+# This revision's SQLite FTS5 index (unstemmed), as it was: 0004_store re-creates it from
+# ledger.store.sqlite_ddl. The delete command of an external-content table must carry the old
+# values, so every trigger passes old.body.
 SQLITE_FTS = [
     "CREATE VIRTUAL TABLE memory_fts USING fts5(body, content='memory_records', content_rowid='seq')",
     """CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_records WHEN new.status = 'active' BEGIN
@@ -36,23 +39,22 @@ SQLITE_FTS = [
          INSERT INTO memory_fts(memory_fts, rowid, body) SELECT 'delete', old.seq, old.body WHERE old.status = 'active';
          INSERT INTO memory_fts(rowid, body) SELECT new.seq, new.body WHERE new.status = 'active';
        END""",
-    # No row is ever deleted: the database refuses it.
-    """CREATE TRIGGER memory_records_no_delete BEFORE DELETE ON memory_records BEGIN
-         SELECT RAISE(ABORT, 'memory_records rows are never deleted');
-       END""",
-]
-
-POSTGRES_FTS = [
-    "CREATE INDEX ix_memory_records_fts ON memory_records "
-    "USING gin (to_tsvector('english', coalesce(body, ''))) WHERE status = 'active'",
-    """CREATE FUNCTION memory_records_no_delete() RETURNS trigger AS $$
-       BEGIN RAISE EXCEPTION 'memory_records rows are never deleted'; END $$ LANGUAGE plpgsql""",
-    "CREATE TRIGGER memory_records_no_delete BEFORE DELETE ON memory_records "
-    "FOR EACH ROW EXECUTE FUNCTION memory_records_no_delete()",
 ]
 
 
 def upgrade() -> None:
+    _records()
+    _settings_and_events()
+    # No row is ever deleted (both databases), and PostgreSQL's search index: the store's statements.
+    if op.get_bind().dialect.name == "sqlite":
+        statements = [*SQLITE_FTS, *(o.sql for o in sqlite_ddl.NO_DELETE)]
+    else:
+        statements = [o.sql for o in (*postgres_ddl.SEARCH, *postgres_ddl.NO_DELETE)]
+    for statement in statements:
+        op.execute(statement)
+
+
+def _records() -> None:
     op.create_table(
         "memory_records",
         sa.Column("seq", sa.Integer, primary_key=True, autoincrement=True),
@@ -89,6 +91,10 @@ def upgrade() -> None:
         sa.CheckConstraint("erased_at IS NULL OR status IN ('deleted','superseded')", name="ck_memory_records_erased"),
         sa.CheckConstraint("status <> 'superseded' OR superseded_by IS NOT NULL", name="ck_memory_records_successor"),
     )
+    _record_indexes()
+
+
+def _record_indexes() -> None:
     # One active member per conflict group (partial unique index; ON CONFLICT must repeat the WHERE).
     op.create_index(
         "ux_memory_records_conflict_active",
@@ -110,6 +116,9 @@ def upgrade() -> None:
         sqlite_where=sa.text("status IN ('active','proposed') AND expires_at IS NOT NULL"),
         postgresql_where=sa.text("status IN ('active','proposed') AND expires_at IS NOT NULL"),
     )
+
+
+def _settings_and_events() -> None:
     op.create_table(
         "scope_settings",
         sa.Column("scope_key", sa.Text, primary_key=True),
@@ -131,17 +140,14 @@ def upgrade() -> None:
     )
     op.create_index("ix_ledger_events_scope", "ledger_events", ["scope_key", "seq"])
     op.create_index("ix_ledger_events_record", "ledger_events", ["record_id"])
-    statements = SQLITE_FTS if op.get_bind().dialect.name == "sqlite" else POSTGRES_FTS
-    for statement in statements:
-        op.execute(statement)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
         op.execute("DROP TABLE IF EXISTS memory_fts")
     else:
-        op.execute("DROP TRIGGER IF EXISTS memory_records_no_delete ON memory_records")
-        op.execute("DROP FUNCTION IF EXISTS memory_records_no_delete()")
+        for obj in reversed(postgres_ddl.NO_DELETE):
+            op.execute(postgres_ddl.drop(obj))
     op.drop_table("ledger_events")
     op.drop_table("scope_settings")
     op.drop_table("memory_records")

@@ -24,6 +24,12 @@ OUTCOMES = "('applied','proposed','cancelled','skipped_budget','failed','abandon
 
 
 def upgrade() -> None:
+    _settings()
+    _runs()
+    _run_indexes()
+
+
+def _settings() -> None:
     op.create_table(
         "consolidation_settings",
         sa.Column("scope_key", sa.Text, primary_key=True),
@@ -45,6 +51,9 @@ def upgrade() -> None:
         sa.CheckConstraint("max_output_tokens > 0", name="ck_consolidation_settings_tokens"),
         sa.CheckConstraint("spend_budget_micro_usd >= 0", name="ck_consolidation_settings_budget"),
     )
+
+
+def _runs() -> None:
     op.create_table(
         "consolidation_runs",
         sa.Column("id", sa.Text, primary_key=True),
@@ -85,6 +94,9 @@ def upgrade() -> None:
             "state = 'pending' OR started_at IS NOT NULL OR outcome = 'cancelled'", name="ck_consolidation_runs_started"
         ),
     )
+
+
+def _run_indexes() -> None:
     # At most one pending and one running run per scope.
     for state in ("pending", "running"):
         op.create_index(

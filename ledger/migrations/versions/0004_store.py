@@ -17,40 +17,27 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from ledger.store import sqlite_ddl
+
 revision = "0004_store"
 down_revision = "0003_consolidation"
 branch_labels = None
 depends_on = None
 
-_TRIGGERS = ("memory_fts_ai", "memory_fts_ad", "memory_fts_au")
+# What the downgrade restores: the unstemmed index of 0001_ledger (the triggers stay the store's).
+_UNSTEMMED = (
+    "CREATE VIRTUAL TABLE memory_fts USING fts5(body, content='memory_records', content_rowid='seq', "
+    "tokenize='unicode61')"
+)
+_FILL = "INSERT INTO memory_fts(rowid, body) SELECT seq, body FROM memory_records WHERE status = 'active'"
 
 
-def _fts(tokenize: str) -> list[str]:
-    return [
-        f"CREATE VIRTUAL TABLE memory_fts USING fts5(body, content='memory_records', content_rowid='seq', "
-        f"tokenize='{tokenize}')",
-        """CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_records WHEN new.status = 'active' BEGIN
-             INSERT INTO memory_fts(rowid, body) VALUES (new.seq, new.body);
-           END""",
-        """CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_records WHEN old.status = 'active' BEGIN
-             INSERT INTO memory_fts(memory_fts, rowid, body) VALUES ('delete', old.seq, old.body);
-           END""",
-        """CREATE TRIGGER memory_fts_au AFTER UPDATE OF status, body ON memory_records
-           WHEN old.status = 'active' OR new.status = 'active' BEGIN
-             INSERT INTO memory_fts(memory_fts, rowid, body)
-               SELECT 'delete', old.seq, old.body WHERE old.status = 'active';
-             INSERT INTO memory_fts(rowid, body) SELECT new.seq, new.body WHERE new.status = 'active';
-           END""",
-        "INSERT INTO memory_fts(rowid, body) SELECT seq, body FROM memory_records WHERE status = 'active'",
-    ]
-
-
-def _rebuild_fts(tokenize: str) -> None:
-    for trigger in _TRIGGERS:
-        op.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-    op.execute("DROP TABLE IF EXISTS memory_fts")
-    for statement in _fts(tokenize):
+def _rebuild_fts(statements: list[str]) -> None:
+    for obj in reversed(sqlite_ddl.FTS):
+        op.execute(sqlite_ddl.drop(obj))
+    for statement in statements:
         op.execute(statement)
+    op.execute(_FILL)
 
 
 def upgrade() -> None:
@@ -70,12 +57,12 @@ def upgrade() -> None:
     )
     op.create_index("ix_derived_texts_record_id", "derived_texts", ["record_id"])
     if op.get_bind().dialect.name == "sqlite":
-        _rebuild_fts("porter unicode61")
+        _rebuild_fts([o.sql for o in sqlite_ddl.FTS])  # the store's: the stemmed index
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "sqlite":
-        _rebuild_fts("unicode61")
+        _rebuild_fts([_UNSTEMMED, *(o.sql for o in sqlite_ddl.FTS[1:])])
     op.drop_index("ix_derived_texts_record_id", table_name="derived_texts")
     op.drop_table("derived_texts")
     with op.batch_alter_table("scope_settings") as batch:

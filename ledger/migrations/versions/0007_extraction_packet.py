@@ -23,6 +23,12 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _runs_per_job()
+    _extraction_tables()
+    _packet_tables()
+
+
+def _runs_per_job() -> None:
     op.add_column("consolidation_runs", sa.Column("job", sa.Text, nullable=False, server_default="consolidate"))
     op.add_column("consolidation_runs", sa.Column("session_id", sa.Text, nullable=False, server_default=""))
     op.drop_index("ux_consolidation_runs_pending", table_name="consolidation_runs")
@@ -34,6 +40,9 @@ def upgrade() -> None:
         sqlite_where=sa.text("state = 'pending'"),
         postgresql_where=sa.text("state = 'pending'"),
     )
+
+
+def _extraction_tables() -> None:
     op.create_table(
         "extraction_settings",
         sa.Column("scope_key", sa.Text, primary_key=True),
@@ -59,6 +68,9 @@ def upgrade() -> None:
         sa.Column("next_seq", sa.Integer, nullable=False),
         sa.Column("updated_at", sa.BigInteger, nullable=False),
     )
+
+
+def _packet_tables() -> None:
     op.create_table(
         "packet_audits",
         sa.Column("scope_key", sa.Text, primary_key=True),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from ledger.store.postgres_save import DROP_SAVE_FUNCTION, SAVE_FUNCTION
+from ledger.store import postgres_ddl
 
 revision = "0011_save_function"
 down_revision = "0010_model_target"
@@ -23,9 +23,11 @@ depends_on = None
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(SAVE_FUNCTION)
+        for obj in postgres_ddl.SAVE:
+            op.execute(obj.sql)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(DROP_SAVE_FUNCTION)
+        for obj in postgres_ddl.SAVE:
+            op.execute(postgres_ddl.drop(obj))

@@ -1,0 +1,143 @@
+"""The PostgreSQL schema the tables cannot state (:data:`OBJECTS`): the search index, the triggers, the save function.
+
+The tables and their indexes are the Core tables of :mod:`ledger.models`; what is here is
+written once, in PostgreSQL's own words, and every path that makes a schema takes it from
+here: the migrations that create or re-create an object (its latest revision), and the test
+that compares a migrated database with these statements and those tables
+(``tests/ledger/test_schema_ddl.py``, through ``pg_get_functiondef``, ``pg_get_triggerdef``
+and ``pg_get_indexdef``). A change here needs a migration that re-creates the object on
+existing databases (the test holds each statement's digest and the revision that created it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ledger.store.base import SchemaObject
+
+# The search: a GIN index over the active bodies' tsvector (see PostgresStore.search).
+SEARCH = (
+    SchemaObject(
+        "index",
+        "ix_memory_records_fts",
+        "memory_records",
+        "CREATE INDEX ix_memory_records_fts ON memory_records "
+        "USING gin (to_tsvector('english', coalesce(body, ''))) WHERE status = 'active'",
+    ),
+)
+
+# No row is ever deleted: the database refuses it.
+NO_DELETE = (
+    SchemaObject(
+        "function",
+        "memory_records_no_delete",
+        "",
+        """CREATE FUNCTION memory_records_no_delete() RETURNS trigger AS $$
+       BEGIN RAISE EXCEPTION 'memory_records rows are never deleted'; END $$ LANGUAGE plpgsql""",
+    ),
+    SchemaObject(
+        "trigger",
+        "memory_records_no_delete",
+        "memory_records",
+        "CREATE TRIGGER memory_records_no_delete BEFORE DELETE ON memory_records "
+        "FOR EACH ROW EXECUTE FUNCTION memory_records_no_delete()",
+    ),
+)
+
+_HELD = "('active','proposed')"
+
+# Each scope's active and proposed counts, moved in the statement that changes a status.
+COUNTS = (
+    SchemaObject(
+        "function",
+        "memory_records_count",
+        "",
+        f"""CREATE FUNCTION memory_records_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP = 'INSERT' THEN
+        IF NEW.status IN {_HELD} THEN
+          UPDATE scope_settings SET active_count = active_count + (NEW.status = 'active')::int,
+            proposed_count = proposed_count + (NEW.status = 'proposed')::int
+          WHERE scope_key = NEW.scope_key;
+        END IF;
+      ELSIF OLD.status IS DISTINCT FROM NEW.status AND (OLD.status IN {_HELD} OR NEW.status IN {_HELD}) THEN
+        UPDATE scope_settings SET
+          active_count = active_count + (NEW.status = 'active')::int - (OLD.status = 'active')::int,
+          proposed_count = proposed_count + (NEW.status = 'proposed')::int - (OLD.status = 'proposed')::int
+        WHERE scope_key = NEW.scope_key;
+      END IF;
+      RETURN NULL;
+    END $$""",
+    ),
+    SchemaObject(
+        "trigger",
+        "memory_records_count",
+        "memory_records",
+        """CREATE TRIGGER memory_records_count AFTER INSERT OR UPDATE OF status ON memory_records
+    FOR EACH ROW EXECUTE FUNCTION memory_records_count()""",
+    ),
+)
+
+# A plain save in one statement (ledger/store/postgres_save.py calls it). The record's columns,
+# in the order of ledger.record_rows.NAMES after ``seq``.
+SAVE = (
+    SchemaObject(
+        "function",
+        "memledger_save",
+        "",
+        """CREATE OR REPLACE FUNCTION memledger_save(
+  p_scope text, p_clock bigint, p_default_max bigint, p_id text, p_kind text, p_body text,
+  p_session text, p_expires bigint, p_detail text
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  latest bigint;
+  budget bigint;
+  held bigint;
+  n bigint;
+BEGIN
+  SELECT latest_at, coalesce(max_records, p_default_max), active_count + proposed_count
+    INTO latest, budget, held
+    FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  n := CASE WHEN latest IS NULL OR p_clock > latest THEN p_clock ELSE latest + 1 END;
+  IF held + 1 >= budget
+     OR p_expires <= n
+     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope AND m.valid_to > n)
+     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
+                AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n) THEN
+    RETURN NULL;
+  END IF;
+  UPDATE scope_settings SET latest_at = n WHERE scope_key = p_scope;
+  INSERT INTO memory_records (id, scope_key, kind, body, provenance, status, source_session_id, supersedes,
+    superseded_by, confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at,
+    created_at, updated_at)
+  VALUES (p_id, p_scope, p_kind, p_body, 'user_explicit', 'active', p_session, '[]',
+    NULL, NULL, NULL, n, NULL, p_expires, NULL, NULL, n, n);
+  INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail)
+  VALUES (n, p_scope, 'saved', p_id, NULL, NULL, p_detail);
+  RETURN n;
+END $$""",
+    ),
+)
+
+# Everything, in the order it can be created (a function before its trigger).
+OBJECTS: tuple[SchemaObject, ...] = (*SEARCH, *NO_DELETE, *COUNTS, *SAVE)
+
+
+_ARGUMENTS = re.compile(r"FUNCTION\s+\w+\s*\((.*?)\)\s*RETURNS", re.S)
+
+
+def drop(obj: SchemaObject) -> str:
+    """The statement that drops ``obj`` when it exists (a function: by its arguments, as it was created)."""
+    if obj.kind == "trigger":
+        return f"DROP TRIGGER IF EXISTS {obj.name} ON {obj.table}"
+    if obj.kind == "function":
+        found = _ARGUMENTS.search(obj.sql)
+        arguments = " ".join(found.group(1).split()) if found else ""
+        return f"DROP FUNCTION IF EXISTS {obj.name}({arguments})"
+    return f"DROP {obj.kind.upper()} IF EXISTS {obj.name}"
+
+
+__all__ = ["COUNTS", "NO_DELETE", "OBJECTS", "SAVE", "SEARCH", "drop"]

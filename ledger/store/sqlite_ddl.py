@@ -1,0 +1,115 @@
+"""The SQLite schema the tables cannot state (:data:`OBJECTS`): full-text search and the triggers.
+
+The tables and their indexes are the Core tables of :mod:`ledger.models`; what is here is
+written once, in SQLite's own words, and every path that makes a schema takes it from here:
+the migrations that create or re-create an object (its latest revision), and the test that
+compares a migrated database with these statements and those tables
+(``tests/ledger/test_schema_ddl.py``). SQLite keeps a trigger's text as written, so the
+statements are compared as they are. A change here needs a migration that re-creates the
+object on existing databases (the test holds each statement's digest and the revision that
+created it, and fails until both are updated); a batch ``ALTER`` of ``memory_records`` drops
+its triggers, and must re-create them from here (:func:`on_table`).
+"""
+
+from __future__ import annotations
+
+from ledger.store.base import SchemaObject
+
+# FTS5 external-content index over *active* bodies only, stemmed (``porter``) as PostgreSQL's
+# ``english`` configuration is. The delete command of an external-content table must carry the
+# old values, so every trigger passes old.body.
+FTS = (
+    SchemaObject(
+        "table",
+        "memory_fts",
+        "",
+        "CREATE VIRTUAL TABLE memory_fts USING fts5(body, content='memory_records', content_rowid='seq', "
+        "tokenize='porter unicode61')",
+    ),
+    SchemaObject(
+        "trigger",
+        "memory_fts_ai",
+        "memory_records",
+        """CREATE TRIGGER memory_fts_ai AFTER INSERT ON memory_records WHEN new.status = 'active' BEGIN
+             INSERT INTO memory_fts(rowid, body) VALUES (new.seq, new.body);
+           END""",
+    ),
+    SchemaObject(
+        "trigger",
+        "memory_fts_ad",
+        "memory_records",
+        """CREATE TRIGGER memory_fts_ad AFTER DELETE ON memory_records WHEN old.status = 'active' BEGIN
+             INSERT INTO memory_fts(memory_fts, rowid, body) VALUES ('delete', old.seq, old.body);
+           END""",
+    ),
+    # One trigger, delete before insert: SQLite fires separate triggers newest first, so two
+    # triggers would re-insert and then delete an active row that stays active (emptying its entry).
+    SchemaObject(
+        "trigger",
+        "memory_fts_au",
+        "memory_records",
+        """CREATE TRIGGER memory_fts_au AFTER UPDATE OF status, body ON memory_records
+           WHEN old.status = 'active' OR new.status = 'active' BEGIN
+             INSERT INTO memory_fts(memory_fts, rowid, body)
+               SELECT 'delete', old.seq, old.body WHERE old.status = 'active';
+             INSERT INTO memory_fts(rowid, body) SELECT new.seq, new.body WHERE new.status = 'active';
+           END""",
+    ),
+)
+
+# No row is ever deleted: the database refuses it.
+NO_DELETE = (
+    SchemaObject(
+        "trigger",
+        "memory_records_no_delete",
+        "memory_records",
+        """CREATE TRIGGER memory_records_no_delete BEFORE DELETE ON memory_records BEGIN
+         SELECT RAISE(ABORT, 'memory_records rows are never deleted');
+       END""",
+    ),
+)
+
+_HELD = "('active','proposed')"
+
+# Each scope's active and proposed counts, moved in the statement that changes a status.
+COUNTS = (
+    SchemaObject(
+        "trigger",
+        "memory_records_count_ai",
+        "memory_records",
+        f"""CREATE TRIGGER memory_records_count_ai AFTER INSERT ON memory_records
+    WHEN new.status IN {_HELD} BEGIN
+      UPDATE scope_settings SET active_count = active_count + (new.status = 'active'),
+        proposed_count = proposed_count + (new.status = 'proposed')
+      WHERE scope_key = new.scope_key;
+    END""",
+    ),
+    SchemaObject(
+        "trigger",
+        "memory_records_count_au",
+        "memory_records",
+        f"""CREATE TRIGGER memory_records_count_au AFTER UPDATE OF status ON memory_records
+    WHEN old.status <> new.status AND (old.status IN {_HELD} OR new.status IN {_HELD}) BEGIN
+      UPDATE scope_settings SET
+        active_count = active_count + (new.status = 'active') - (old.status = 'active'),
+        proposed_count = proposed_count + (new.status = 'proposed') - (old.status = 'proposed')
+      WHERE scope_key = new.scope_key;
+    END""",
+    ),
+)
+
+# Everything, in the order it can be created (the FTS table before its triggers).
+OBJECTS: tuple[SchemaObject, ...] = (*FTS, *NO_DELETE, *COUNTS)
+
+
+def on_table(table: str) -> tuple[SchemaObject, ...]:
+    """The triggers on ``table``: what a batch ``ALTER`` of it (a table rebuild) drops and must re-create."""
+    return tuple(obj for obj in OBJECTS if obj.kind == "trigger" and obj.table == table)
+
+
+def drop(obj: SchemaObject) -> str:
+    """The statement that drops ``obj`` when it exists."""
+    return f"DROP {obj.kind.upper()} IF EXISTS {obj.name}"
+
+
+__all__ = ["COUNTS", "FTS", "NO_DELETE", "OBJECTS", "drop", "on_table"]

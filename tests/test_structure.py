@@ -1,0 +1,323 @@
+"""The shape of the three packages, read from the source (ast): a test fails when one grows out of it.
+
+* No import cycle inside ``ledger/``, ``consolidation/`` or ``worker/`` (each package on its own). An import
+  anywhere counts: module level, inside a function (a lazy import), under ``if TYPE_CHECKING:``.
+* No module over 600 lines, no function or method over 50: past them is a sign to split.
+
+The offenders other work is taking apart now are listed in the ``*_NOT_YET`` tables below, each checked
+to offend still, so an entry goes once it is fixed; ``consolidation/`` has none. The figures of all four
+measures (with the modules over 400 lines and the private imports across packages) print with
+``python -m tests.test_structure [CHECKOUT]``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_seams import crossings
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ledger", "consolidation", "worker")
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 50
+SOFT_MODULE_LINES = 400  # only counted (the figures); a package may hold its own list of modules over it
+
+# Import cycles (each the sorted modules of one strongly connected component) being broken by other work.
+CYCLES_NOT_YET: dict[str, list[list[str]]] = {
+    "ledger": [
+        # core -> slash -> core (slash.py imports core.Ledger under TYPE_CHECKING; core imports slash lazily in
+        # Ledger.handle_slash)
+        ["ledger.core", "ledger.slash"],
+        # record_rows -> store (the package, which imports base, postgres, sqlite, scope) -> base -> record_rows
+        # (base.prefixed_columns imports record_rows.NAMES lazily)
+        [
+            "ledger.record_rows",
+            "ledger.store",
+            "ledger.store.base",
+            "ledger.store.postgres",
+            "ledger.store.postgres_ddl",
+            "ledger.store.scope",
+            "ledger.store.sqlite",
+            "ledger.store.sqlite_ddl",
+        ],
+    ],
+    "consolidation": [],
+    "worker": [],
+}
+# Modules over MAX_MODULE_LINES being split by other work (path -> lines when listed).
+MODULES_NOT_YET: dict[str, int] = {}
+# Functions over MAX_FUNCTION_LINES being split by other work (path:qualname -> lines when listed).
+FUNCTIONS_NOT_YET: dict[str, int] = {}
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+
+def package_modules(root: Path, package: str) -> dict[str, Path]:
+    """Every module of ``package`` under ``root`` by dotted name (a package by its own name, not ``__init__``)."""
+    found = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports anywhere (module level, functions, TYPE_CHECKING).
+
+    ``from pkg import sub`` imports the submodule ``pkg.sub``; ``from pkg import name`` the package ``pkg``;
+    relative imports are resolved against ``name``'s package. A string naming a module (``"pkg.sub"``, or
+    ``"pkg.sub:Name"`` as import tables write it) counts too: it is there to be imported by name (a dotted one only).
+    """
+    out: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(_parse(path)):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = parts[: len(parts) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            out.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+            out.add(node.value.partition(":")[0])  # a dotted name: a bare "ledger" is more often a word
+    return {module for module in out if module in known and module != name}
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    known = package_modules(root, package)
+    return {name: imported(name, path, known) for name, path in known.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted, in sorted order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def cycle_path(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """One closed import path through ``component`` (first module to itself), to show where to cut."""
+    members = set(component)
+    start = component[0]
+    # Breadth-first from start's successors back to start, inside the component.
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for v in frontier:
+            for w in sorted(graph[v] & members):
+                if w == start:
+                    path = [w, v]
+                    while v != start:
+                        v = previous[v]
+                        path.append(v)
+                    return path[::-1]
+                if w not in previous:
+                    previous[w] = v
+                    following.append(w)
+        frontier = following
+    return []
+
+
+def functions(tree: ast.AST, prefix: str) -> Iterator[tuple[str, int]]:
+    """Every function and method (nested ones too) as (qualified name, lines from ``def`` to its end)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            assert node.end_lineno is not None
+            yield f"{prefix}.{node.name}", node.end_lineno - node.lineno + 1
+            yield from functions(node, f"{prefix}.{node.name}")
+        elif isinstance(node, ast.ClassDef):
+            yield from functions(node, f"{prefix}.{node.name}")
+
+
+def module_lines(root: Path, package: str) -> dict[str, int]:
+    """Lines of every module of ``package``, by path relative to ``root``."""
+    return {
+        path.relative_to(root).as_posix(): len(path.read_text(encoding="utf-8").splitlines())
+        for path in package_modules(root, package).values()
+    }
+
+
+def function_lines(root: Path, package: str) -> dict[str, int]:
+    """Lines of every function of ``package``, by ``path:qualname`` (``worker/server.py:serve.handler``)."""
+    found: dict[str, int] = {}
+    for path in package_modules(root, package).values():
+        relative = path.relative_to(root).as_posix()
+        for qualname, lines in functions(_parse(path), ""):
+            found[f"{relative}:{qualname[1:]}"] = lines
+    return found
+
+
+def over(sizes: dict[str, int], limit: int) -> dict[str, int]:
+    return {name: lines for name, lines in sizes.items() if lines > limit}
+
+
+# ---------------------------------------------------------------------------------------------- self-tests
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def test_the_cycle_check_sees_lazy_type_checking_relative_and_by_name_imports(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg.b import x\n",
+            "pkg/b.py": "def x():\n    from pkg import a\n    return a\n",
+            "pkg/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.d import D\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/d.py": "from .. import c\n",
+            "pkg/e.py": "import pkg.a\n",
+            "pkg/f.py": "import importlib\nTABLE = {'g': 'pkg.g:G'}\n",
+            "pkg/g.py": "def h():\n    import pkg.f\n",
+        },
+    )
+    graph = import_graph(root, "pkg")
+    assert cycles(graph) == [["pkg.a", "pkg.b"], ["pkg.c", "pkg.sub.d"], ["pkg.f", "pkg.g"]]
+    assert cycle_path(graph, ["pkg.a", "pkg.b"]) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+def test_the_size_check_sees_a_long_module_and_a_long_method(tmp_path: Path) -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES - 1))
+    root = _package(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/long.py": "x = 1\n" * (MAX_MODULE_LINES + 1),
+            "pkg/ok.py": "x = 1\n" * MAX_MODULE_LINES,
+            "pkg/m.py": f"class C:\n    def long(self):\n    {body.replace(chr(10), chr(10) + '    ')}"
+            f"    return 1\n\ndef fits():\n{body}",
+        },
+    )
+    assert over(module_lines(root, "pkg"), MAX_MODULE_LINES) == {"pkg/long.py": MAX_MODULE_LINES + 1}
+    assert over(function_lines(root, "pkg"), MAX_FUNCTION_LINES) == {"pkg/m.py:C.long": MAX_FUNCTION_LINES + 1}
+
+
+# ---------------------------------------------------------------------------------------------- the checks
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_inside_a_package(package: str) -> None:
+    graph = import_graph(ROOT, package)
+    found = cycles(graph)
+    allowed = CYCLES_NOT_YET[package]
+    new = [f"{', '.join(c)} (e.g. {' -> '.join(cycle_path(graph, c))})" for c in found if c not in allowed]
+    assert new == [], f"an import cycle in {package}/ (cut one of these imports):\n" + "\n".join(new)
+    assert [c for c in allowed if c not in found] == [], "gone or changed: update CYCLES_NOT_YET"
+
+
+def test_consolidation_has_no_allowance() -> None:
+    assert CYCLES_NOT_YET["consolidation"] == []
+    assert [name for name in (*MODULES_NOT_YET, *FUNCTIONS_NOT_YET) if name.startswith("consolidation/")] == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_over_600_lines(package: str) -> None:
+    long = over(module_lines(ROOT, package), MAX_MODULE_LINES)
+    allowed = {name for name in MODULES_NOT_YET if name.startswith(f"{package}/")}
+    assert sorted(set(long) - allowed) == [], "split it into modules with one job each"
+    assert sorted(allowed - set(long)) == [], "short enough now: take it off MODULES_NOT_YET"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_function_over_50_lines(package: str) -> None:
+    long = over(function_lines(ROOT, package), MAX_FUNCTION_LINES)
+    allowed = {name for name in FUNCTIONS_NOT_YET if name.startswith(f"{package}/")}
+    assert sorted(set(long) - allowed) == [], "split it into functions with one job each"
+    assert sorted(allowed - set(long)) == [], "short enough now: take it off FUNCTIONS_NOT_YET"
+
+
+# ---------------------------------------------------------------------------------------------- figures
+
+
+def private_imports(root: Path) -> list[str]:
+    """Imports that reach another package's private module or name (or go the wrong way), as tests/test_seams.py."""
+    found = []
+    for package in PACKAGES:
+        for path in package_modules(root, package).values():
+            relative = path.relative_to(root).as_posix()
+            found += [f"{relative}:{line}: {what}" for line, what in crossings(package, _parse(path))]
+    return found
+
+
+def figures(root: Path) -> dict[str, object]:
+    """The measures of a checkout: per package, modules over 400 and 600 lines, functions over 50, cycles."""
+    out: dict[str, object] = {}
+    for package in PACKAGES:
+        modules = module_lines(root, package)
+        graph = import_graph(root, package)
+        out[package] = {
+            "modules": len(modules),
+            f"modules over {SOFT_MODULE_LINES}": over(modules, SOFT_MODULE_LINES),
+            f"modules over {MAX_MODULE_LINES}": over(modules, MAX_MODULE_LINES),
+            f"functions over {MAX_FUNCTION_LINES}": over(function_lines(root, package), MAX_FUNCTION_LINES),
+            "cycles": [f"{', '.join(c)} (e.g. {' -> '.join(cycle_path(graph, c))})" for c in cycles(graph)],
+        }
+    out["private imports across packages"] = private_imports(root)
+    return out
+
+
+def _show(root: Path) -> None:
+    every = figures(root)
+    for package in PACKAGES:
+        measures = every[package]
+        assert isinstance(measures, dict)
+        print(f"{package}/ ({measures.pop('modules')} modules)")
+        for what, found in measures.items():
+            print(f"  {what}: {len(found)}")
+            items = found.items() if isinstance(found, dict) else ((line, None) for line in found)
+            for name, lines in items:
+                print(f"    {name}" + ("" if lines is None else f" ({lines})"))
+    private = every["private imports across packages"]
+    assert isinstance(private, list)
+    print(f"private imports across packages: {len(private)}", *private, sep="\n  ")
+
+
+if __name__ == "__main__":
+    _show(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT)
