@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 
 from consolidation.gate import BODY_REJECTED, BUDGET_EXCEEDED, NOT_ACTIVE, GatedOp, GateResult
 from consolidation.models import Mode, Op
+from ledger import EventKind, MemoryRecord, Provenance, Transaction
 from ledger.errors import BodyRejected, BudgetExceeded, InvalidTransition, LedgerError
-from ledger.models import EventKind, MemoryRecord, Provenance
-from ledger.tx import Transaction
 
 
 @dataclass(slots=True)

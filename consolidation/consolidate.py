@@ -28,11 +28,7 @@ from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
 from consolidation.prompt import IN_GROUP, record_chars
-from ledger import MemoryRecord
-from ledger.instants import to_micros
-from ledger.reads import check_scope
-from ledger.screening import screen_body
-from ledger.tx import Transaction
+from ledger import MemoryRecord, Transaction, check_scope, screen_body, to_micros
 
 JOB = "consolidate"
 

@@ -31,8 +31,8 @@ from typing import Any
 
 from consolidation.models import Op
 from consolidation.prompt import MAX_AFTER_DAYS, MAX_OPERATIONS, MAX_SUBJECT_CHARS, MAX_TARGETS
+from ledger import Kind, MemoryRecord, Status
 from ledger.errors import BodyRejected
-from ledger.models import Kind, MemoryRecord, Status
 
 # Refusal reasons (stable: they are metric labels, event reasons and keys of a run's `refusals`).
 UNKNOWN_OP = "unknown_op"

@@ -26,9 +26,8 @@ from consolidation import runs as R
 from consolidation.errors import HarnessError, LostRace
 from consolidation.harnesses import HarnessResult
 from consolidation.models import ConsolidationRun, Outcome, Usage
-from ledger import Ledger
-from ledger.models import RUNS
-from ledger.tx import Transaction
+from ledger import Ledger, Transaction
+from ledger.schema import RUNS
 
 log = logging.getLogger(__name__)
 

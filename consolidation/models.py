@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from consolidation import limits as L
 from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
-from ledger.instants import format_rfc3339, from_micros, opt_from_micros
+from ledger import format_rfc3339, from_micros, opt_from_micros
 
 
 class Mode(StrEnum):

@@ -20,10 +20,9 @@ from sqlalchemy import func, select
 
 from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD, RunState
 from consolidation.runs import month_bounds, started_in
-from ledger import Ledger
-from ledger.instants import format_rfc3339, from_micros, to_micros
-from ledger.models import CONSOLIDATION_SETTINGS as CS
-from ledger.models import RECORDS, RUNS, SCOPES
+from ledger import Ledger, format_rfc3339, from_micros, to_micros
+from ledger.schema import CONSOLIDATION_SETTINGS as CS
+from ledger.schema import RECORDS, RUNS, SCOPES
 
 OUTCOMES: tuple[str, ...] = ("applied", "proposed", "cancelled", "skipped_budget", "failed", "abandoned")
 

@@ -4,7 +4,7 @@ A run moves ``pending → running → settled`` (or ``pending → settled`` when
 cancelled), as :data:`consolidation.models.TRANSITIONS` allows. Every move is an UPDATE
 guarded by the state it expects (built by :func:`move`), so exactly one caller wins each
 move however many workers race for it. Statements are
-SQLAlchemy Core over :data:`ledger.models.RUNS`, run through a ledger read or write
+SQLAlchemy Core over :data:`ledger.schema.RUNS`, run through a ledger read or write
 transaction: the moves of every run (read, claim, store, settle) are :class:`ledger.Prepared`
 (``tx.rows`` / ``tx.run``, the store's direct path), the rest ``tx.execute``.
 """
@@ -21,9 +21,8 @@ from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exis
 from sqlalchemy.orm import aliased
 
 from consolidation.models import TRANSITIONS, ConsolidationRun, ConsolidationSettings, Outcome, RunState, run_from_row
-from ledger import Pending, Prepared, param
-from ledger.instants import to_micros
-from ledger.models import RUNS
+from ledger import Pending, Prepared, param, to_micros
+from ledger.schema import RUNS
 
 C = RUNS.c
 _NAMES = tuple(column.name for column in RUNS.c)

@@ -29,11 +29,8 @@ from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import FaultHook, Job, RunLife
 from consolidation.models import ALL_OPS, DEFAULT_CAP_S, ConsolidationRun, ConsolidationSettings, Outcome, RunState
 from consolidation.pricing import PriceTable, default_price_table
-from ledger import Ledger
-from ledger.instants import to_micros
-from ledger.models import RUNS
-from ledger.reads import check_scope
-from ledger.tx import Transaction
+from ledger import Ledger, Transaction, check_scope, to_micros
+from ledger.schema import RUNS
 
 log = logging.getLogger(__name__)
 

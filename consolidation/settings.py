@@ -14,9 +14,8 @@ from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from ledger import Prepared, param
-from ledger.models import CONSOLIDATION_SETTINGS as TABLE
-from ledger.tx import Transaction
+from ledger import Prepared, Transaction, param
+from ledger.schema import CONSOLIDATION_SETTINGS as TABLE
 
 FIELDS = (
     "mode",

@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
-from ledger.core import DEFAULT_MAX_RECORDS, Ledger, ScopeUsage
-from ledger.db import make_engine, upgrade
+from ledger.audit import check_session_id
+from ledger.compact import CompactReport, compact
+from ledger.core import DEFAULT_MAX_RECORDS, Ledger
+from ledger.db import current_revision, head_revision, make_engine, upgrade
 from ledger.errors import (
     BodyRejected,
     BudgetExceeded,
@@ -19,20 +21,37 @@ from ledger.errors import (
     RecordNotFound,
     ScopeError,
 )
-from ledger.instants import Clock, system_clock
-from ledger.models import Kind, LedgerEvent, MemoryRecord, Provenance, Status, SweepStatus
-from ledger.packet import Packet
+from ledger.instants import (
+    Clock,
+    format_rfc3339,
+    from_micros,
+    opt_from_micros,
+    parse_rfc3339,
+    require_aware,
+    system_clock,
+    to_micros,
+)
+from ledger.lines import escape_line_breaks
+from ledger.models import EventKind, Kind, LedgerEvent, MemoryRecord, Provenance, ScopeUsage, Status, SweepStatus
+from ledger.packet import CITATION_CHARS, Packet
 from ledger.paging import Page
-from ledger.reads import ScopeView
+from ledger.reader import Reader
+from ledger.reads import ScopeView, check_scope
+from ledger.screening import find_credential, screen_body
 from ledger.slash import SlashResult
 from ledger.store import Pending, Prepared, lit, param
-from ledger.txparts import Reader
+from ledger.tx import Transaction
 
+# The front door: consolidation/ and worker/ import from here, and from ledger.schema (the tables),
+# ledger.errors, ledger.protocol and ledger.files; tests/test_seams.py holds them to it.
 __all__ = [
+    "CITATION_CHARS",
     "DEFAULT_MAX_RECORDS",
     "BodyRejected",
     "BudgetExceeded",
     "Clock",
+    "CompactReport",
+    "EventKind",
     "InvalidArgument",
     "InvalidInstant",
     "InvalidTransition",
@@ -55,9 +74,27 @@ __all__ = [
     "SlashResult",
     "Status",
     "SweepStatus",
+    "Transaction",
+    "check_scope",
+    "check_session_id",
+    "compact",
+    "current_revision",
+    "escape_line_breaks",
+    "find_credential",
+    "format_rfc3339",
+    "from_micros",
+    "head_revision",
     "lit",
+    "make_engine",
     "open_ledger",
+    "opt_from_micros",
     "param",
+    "parse_rfc3339",
+    "require_aware",
+    "screen_body",
+    "system_clock",
+    "to_micros",
+    "upgrade",
 ]
 
 
@@ -79,8 +116,6 @@ def open_ledger(
         ScopeError: the account name cannot form a scope key.
         LedgerError: the URL is unsupported, or the database is behind the code.
     """
-    from ledger.db import current_revision, head_revision
-    from ledger.reads import check_scope
     from ledger.store import store_for
 
     check_scope(f"account:{account}")  # before any connection is opened

@@ -22,8 +22,8 @@ from sqlalchemy import Connection, Table, delete, insert, or_, select, update
 
 from ledger.errors import InvalidArgument
 from ledger.instants import from_micros, to_micros
-from ledger.models import INJECTION, PACKET_AUDITS
 from ledger.packet import HEADER, Packet, citation
+from ledger.schema import INJECTION, PACKET_AUDITS
 
 AUDITS: Table = PACKET_AUDITS
 SESSION_MAX_CHARS = 200

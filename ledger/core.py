@@ -12,28 +12,30 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_before_delay, wait_random_exponential
 
 from ledger.audit import store_injection
 from ledger.capabilities import CapabilityProvider, base_capabilities, merge_capabilities
-from ledger.db import stamp
 from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError
 from ledger.instants import Clock, require_aware, system_clock, to_micros
-from ledger.models import EventKind, Kind, MemoryRecord, Provenance, SweepStatus
+from ledger.models import EventKind, MemoryRecord, ScopeUsage, SweepStatus
+from ledger.options import ProposeOptions, SaveOptions
 from ledger.plain_save import save_plain
+from ledger.policy import BudgetHook, EraseHook, WritePolicy
+from ledger.reader import Reader
 from ledger.reads import LedgerReads, check_scope
-from ledger.screening import MAX_BODY_CHARS, screen_body
-from ledger.store import store_for
+from ledger.screening import MAX_BODY_CHARS
+from ledger.statements import USAGE
+from ledger.store import enter_scope, store_for
 from ledger.sweep import SWEEP_BATCH, expire_due, last_sweep, record_sweep
-from ledger.tx import ScopeUsage, Transaction
-from ledger.txparts import _USAGE, Reader
-from ledger.validate import new_record_id, storable_body
+from ledger.tx import Transaction
+from ledger.validate import new_record_id
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +43,6 @@ T = TypeVar("T")
 DEFAULT_MAX_RECORDS = 200
 WRITE_RETRY_BUDGET_S = 30.0
 WRITE_ATTEMPTS = 50
-
-# Hooks called inside the delete transaction with the ids whose bodies were erased.
-EraseHook = Callable[[Connection, Sequence[str], Sequence[str]], None]
-# Hooks called when a scope reaches its budget: ``hook(tx)`` inside the save or proposal that takes the
-# last slot, and in a transaction of its own after a save or proposal refused for the budget. A hook
-# returns a sentence for the refusal message (consolidation: "a run is scheduled to make room"), or None.
-BudgetHook = Callable[[Transaction], "str | None"]
 
 __all__ = ["DEFAULT_MAX_RECORDS", "EraseHook", "Ledger", "ScopeUsage", "new_record_id"]
 
@@ -72,12 +67,19 @@ class Ledger(LedgerReads):
         self.engine = engine
         self.scope_key = check_scope(f"account:{account}")
         self.clock = clock
-        self.max_body_chars = max_body_chars
-        self.default_max_records = default_max_records
+        self.policy = WritePolicy(max_body_chars=max_body_chars, default_max_records=default_max_records)
         self.store = store_for(engine)
-        self._erase_hooks: list[EraseHook] = []
         self._capability_providers: list[CapabilityProvider] = []
-        self._budget_hooks: dict[str, BudgetHook] = {}
+
+    @property
+    def max_body_chars(self) -> int:
+        """The longest body a save or proposal stores (characters, after stripping)."""
+        return self.policy.max_body_chars
+
+    @property
+    def default_max_records(self) -> int:
+        """A scope's budget until one is set."""
+        return self.policy.default_max_records
 
     # ------------------------------------------------------------------ plumbing
     def close(self) -> None:
@@ -95,7 +97,7 @@ class Ledger(LedgerReads):
 
     def add_erase_hook(self, hook: EraseHook) -> None:
         """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
-        self._erase_hooks.append(hook)
+        self.policy.erase_hooks.append(hook)
 
     def add_capability_provider(self, provider: CapabilityProvider) -> None:
         """Let another package (consolidation) add what it offers to :meth:`capabilities`."""
@@ -114,19 +116,16 @@ class Ledger(LedgerReads):
     def set_budget_hook(self, name: str, hook: BudgetHook | None) -> None:
         """Register (or with None remove) the budget hook called ``name`` (see :data:`BudgetHook`)."""
         if hook is None:
-            self._budget_hooks.pop(name, None)
+            self.policy.budget_hooks.pop(name, None)
         else:
-            self._budget_hooks[name] = hook
-
-    def _budget_reached(self, tx: Transaction) -> list[str]:
-        return [note for hook in list(self._budget_hooks.values()) if (note := hook(tx))]
+            self.policy.budget_hooks[name] = hook
 
     def _refused_for_budget(self, exc: BudgetExceeded) -> BudgetExceeded:
         """``exc`` with what the budget hooks say, run in a transaction of their own (the refusal wrote nothing)."""
-        if not self._budget_hooks:
+        if not self.policy.budget_hooks:
             return exc
         try:
-            notes = self.run(exc.scope_key, self._budget_reached)
+            notes = self.run(exc.scope_key, self.policy.budget_reached)
         except LedgerError as failed:  # the refusal is what the caller must see
             log.warning("budget hooks failed for %s: %s", exc.scope_key, failed)
             return exc
@@ -141,9 +140,7 @@ class Ledger(LedgerReads):
         )
 
     @contextmanager
-    def transaction(
-        self, scope_key: str | None = None, *, now: datetime | None = None, _create: bool = True
-    ) -> Iterator[Transaction]:
+    def transaction(self, scope_key: str | None = None, *, now: datetime | None = None) -> Iterator[Transaction]:
         """One write transaction on ``scope_key`` (default: the bound scope), at one instant.
 
         The scope's lock is held before the instant is read. Without ``now`` the instant is
@@ -153,44 +150,43 @@ class Ledger(LedgerReads):
         Commits when the block ends, rolls back when it raises; database errors come out
         as :class:`LedgerError` (busy: :class:`LedgerBusy`).
         """
+        with self._transaction(scope_key, now, create=True) as tx:
+            yield tx
+
+    @contextmanager
+    def _transaction(self, scope_key: str | None, now: datetime | None, *, create: bool) -> Iterator[Transaction]:
+        """:meth:`transaction`; ``create=False`` leaves a scope without a settings row without one."""
         scope = check_scope(scope_key or self.scope_key)
         explicit = None if now is None else to_micros(now, name="now")
         with self.store.write() as conn:
-            locked = self.store.lock_scope(conn, scope)
-            clock_us = explicit if explicit is not None else to_micros(self.now(), name="clock")
-            now_us = stamp(
+            now_us = enter_scope(
+                self.store,
                 conn,
                 scope,
-                default_max=self.default_max_records,
-                clock_us=clock_us,
-                explicit=explicit is not None,
-                create=_create,
-                locked=locked,
+                explicit_us=explicit,
+                clock_us=lambda: to_micros(self.now(), name="clock"),
+                default_max=self.policy.default_max_records,
+                create=create,
             )
-            tx = Transaction(self, conn, scope, now_us)
+            tx = Transaction(conn, scope, now_us, policy=self.policy, store=self.store)
             yield tx
-        for fn in tx._after_commit:
-            fn()
+        tx.committed()
 
-    def run(
-        self,
-        scope_key: str | None,
-        fn: Callable[[Transaction], T],
-        *,
-        now: datetime | None = None,
-        _create: bool = True,
-    ) -> T:
+    def run(self, scope_key: str | None, fn: Callable[[Transaction], T], *, now: datetime | None = None) -> T:
         """``fn(tx)`` in :meth:`transaction`, run again (a new transaction, a new instant) while the
         database is busy. Raises LedgerBusy past the retry budget, or what ``fn`` raised."""
+        return self._run(scope_key, fn, now, create=True)
+
+    def _run(self, scope_key: str | None, fn: Callable[[Transaction], T], now: datetime | None, *, create: bool) -> T:
         started = time.monotonic()
         try:
             # The uncontended write pays for no retry machinery.
-            with self.transaction(scope_key, now=now, _create=_create) as tx:
+            with self._transaction(scope_key, now, create=create) as tx:
                 return fn(tx)
         except LedgerBusy:
             pass
         for attempt in _busy_retries(started):
-            with attempt, self.transaction(scope_key, now=now, _create=_create) as tx:
+            with attempt, self._transaction(scope_key, now, create=create) as tx:
                 return fn(tx)
         raise LedgerBusy("the ledger database stayed busy; try again in a moment")  # pragma: no cover
 
@@ -215,7 +211,7 @@ class Ledger(LedgerReads):
         info = {k: v for k, v in exc.context.items() if k in ("why", "budget", "active", "proposed", "detail")}
         info.update(detail)
         try:
-            self.run(scope_key, lambda tx: tx.event(event, reason=exc.reason, detail=info), now=now, _create=False)
+            self._run(scope_key, lambda tx: tx.event(event, reason=exc.reason, detail=info), now, create=False)
         except LedgerError as failed:  # the refusal is what the caller must see
             log.warning("could not record a %s event: %s", event, failed)
 
@@ -226,120 +222,70 @@ class Ledger(LedgerReads):
         return self.scope_key
 
     # ------------------------------------------------------------------ writes
-    def save(
-        self,
-        body: str,
-        *,
-        kind: Kind | str | None = None,
-        supersedes: str | None = None,
-        expires_at: datetime | None = None,
-        conflict_group: str | None = None,
-        source_session_id: str | None = None,
-        now: datetime | None = None,
-    ) -> MemoryRecord:
+    def save(self, body: str, *, now: datetime | None = None, **options: Unpack[SaveOptions]) -> MemoryRecord:
         """Pin ``body`` in the bound account scope; ``supersedes=id`` edits an active record.
 
-        See :meth:`ledger.tx.Transaction.save`. A refusal of the body or of the budget is
-        recorded as ``save_refused``.
+        See :meth:`ledger.tx.Transaction.save` (the options are :class:`ledger.options.SaveOptions`).
+        A refusal of the body or of the budget is recorded as ``save_refused``.
 
         Raises:
             BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition,
             InvalidInstant, InvalidArgument, LedgerBusy.
         """
-        if now is not None:
-            require_aware(now, name="now")
-        scope = self.scope_key
-        try:
-            clean = screen_body(body, max_chars=self.max_body_chars)
-            storable_body(clean)
-        except LedgerError as exc:
-            self._refusal(EventKind.SAVE_REFUSED, scope, now, exc)
-            raise
-        if now is None and supersedes is None and conflict_group is None:
-            saved = self._save_plain(clean, kind=kind, expires_at=expires_at, source_session_id=source_session_id)
+        plain = options.get("supersedes") is None and options.get("conflict_group") is None
+        if self.store.saves_plain and now is None and plain:
+            saved = save_plain(
+                self.store,
+                self.scope_key,
+                body,
+                options,
+                clock_us=to_micros(self.now(), name="clock"),
+                policy=self.policy,
+            )
             if saved is not None:
                 return saved
-        args = dict(
-            kind=kind,
-            supersedes=supersedes,
-            expires_at=expires_at,
-            conflict_group=conflict_group,
-            source_session_id=source_session_id,
-            _screened=True,
-        )
-        try:
-            return self.run(scope, lambda tx: tx.save(clean, **args), now=now)  # type: ignore[arg-type]
-        except BudgetExceeded as exc:
-            self._refusal(EventKind.SAVE_REFUSED, scope, now, exc)
-            raise self._refused_for_budget(exc) from None
-
-    def _save_plain(
-        self, body: str, *, kind: Kind | str | None, expires_at: datetime | None, source_session_id: str | None
-    ) -> MemoryRecord | None:
-        """A save with no edit, group or explicit instant, in one statement where the store has one (see
-        :mod:`ledger.plain_save`); None when it wrote nothing and the write transaction must run."""
-        if not self.store.saves_plain:
-            return None
-        return save_plain(
-            self.store,
-            self.scope_key,
-            body,
-            kind=kind,
-            expires_at=expires_at,
-            source_session_id=source_session_id,
-            clock_us=to_micros(self.now(), name="clock"),
-            default_max=self.default_max_records,
-        )
+        return self._grow(EventKind.SAVE_REFUSED, None, now, {}, lambda tx: tx.save(body, **options))
 
     def propose(
         self,
         body: str,
         *,
-        kind: Kind | str = Kind.FACT,
-        confidence_bps: int | None = None,
-        rationale: str | None = None,
-        source_session_id: str | None = None,
-        conflict_group: str | None = None,
-        expires_at: datetime | None = None,
-        supersedes: Iterable[str] = (),
         now: datetime | None = None,
-        provenance: Provenance | str = Provenance.MODEL_PROPOSAL,
         scope_key: str | None = None,
-        run_id: str | None = None,
+        **options: Unpack[ProposeOptions],
     ) -> MemoryRecord:
         """Store a proposal (status ``proposed``, empty interval) that waits for accept/reject.
 
+        See :meth:`ledger.tx.Transaction.propose` (the options are :class:`ledger.options.ProposeOptions`).
         A proposal is growth: over the budget it is refused before it is stored, and
         the refusal is recorded as ``proposal_refused`` (so is a refused body).
 
         Raises:
             BodyRejected, BudgetExceeded, InvalidArgument, InvalidInstant, LedgerBusy.
         """
+        supersedes = options.get("supersedes", ())
+        if not isinstance(supersedes, str):
+            options["supersedes"] = list(supersedes)  # read once: a retry reads it again
+        detail = {"run_id": options.get("run_id")}
+        return self._grow(EventKind.PROPOSAL_REFUSED, scope_key, now, detail, lambda tx: tx.propose(body, **options))
+
+    def _grow(
+        self,
+        refused: EventKind,
+        scope_key: str | None,
+        now: datetime | None,
+        detail: dict[str, Any],
+        write: Callable[[Transaction], MemoryRecord],
+    ) -> MemoryRecord:
+        """``write`` (a save or a proposal) in :meth:`run`; a refused body or budget is recorded as ``refused``,
+        and a budget refusal carries what the budget hooks say."""
         if now is not None:
             require_aware(now, name="now")
         scope = check_scope(scope_key or self.scope_key)
         try:
-            clean = screen_body(body, max_chars=self.max_body_chars)
-            storable_body(clean)
-        except LedgerError as exc:
-            self._refusal(EventKind.PROPOSAL_REFUSED, scope, now, exc, run_id=run_id)
-            raise
-        args = dict(
-            kind=kind,
-            confidence_bps=confidence_bps,
-            rationale=rationale,
-            source_session_id=source_session_id,
-            conflict_group=conflict_group,
-            expires_at=expires_at,
-            supersedes=list(supersedes) if not isinstance(supersedes, str) else supersedes,
-            provenance=provenance,
-            run_id=run_id,
-            _screened=True,
-        )
-        try:
-            return self.run(scope, lambda tx: tx.propose(clean, **args), now=now)  # type: ignore[arg-type]
-        except (BudgetExceeded, BodyRejected) as exc:
-            self._refusal(EventKind.PROPOSAL_REFUSED, scope, now, exc, run_id=run_id)
+            return self.run(scope, write, now=now)
+        except (BodyRejected, BudgetExceeded) as exc:
+            self._refusal(refused, scope, now, exc, **detail)
             if isinstance(exc, BudgetExceeded):
                 raise self._refused_for_budget(exc) from None
             raise
@@ -405,10 +351,10 @@ class Ledger(LedgerReads):
     def budget(self, scope_key: str) -> ScopeUsage:
         scope = check_scope(scope_key)
         with self._reading() as conn:
-            ((budget, active, proposed),) = self.store.rows(conn, _USAGE, {"s": scope})
+            ((budget, active, proposed),) = self.store.rows(conn, USAGE, {"s": scope})
         return ScopeUsage(
             scope_key=scope,
-            max_records=self.default_max_records if budget is None else int(budget),
+            max_records=self.policy.default_max_records if budget is None else int(budget),
             active=int(active),
             proposed=int(proposed),
         )

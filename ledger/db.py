@@ -1,4 +1,4 @@
-"""Migrations (Alembic) and the scope stamp; everything dialect-specific is in :mod:`ledger.store`.
+"""Migrations (Alembic); everything dialect-specific, the scope's lock and instant too, is in :mod:`ledger.store`.
 
 Alembic is imported only to migrate: opening a ledger reads the database's revision with one
 query (:func:`current_revision`) and compares it with the head found in the migration files
@@ -13,28 +13,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import (
     Column,
-    Connection,
     Engine,
-    Executable,
     MetaData,
     String,
     Table,
-    bindparam,
-    case,
     inspect,
-    or_,
     select,
-    update,
 )
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ledger.errors import LedgerError
-from ledger.models import SCOPES
-from ledger.store import Locked, Prepared, Store, param, store_for
+from ledger.store import store_for
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -49,79 +42,6 @@ def make_engine(url: str) -> Engine:
     from ledger.store import make_engine as _make
 
     return _make(url)
-
-
-_T = param("t")
-_LATEST = SCOPES.c.latest_at
-
-
-def _next_latest(clock: Any) -> Any:
-    """Past ``clock`` when the clock is ahead of the latest instant, else one microsecond past the latest
-    (an explicit instant, ``x = 1``, never moves it backwards)."""
-    return case(
-        (or_(_LATEST.is_(None), clock > _LATEST), clock),
-        (bindparam("x") == 1, _LATEST),
-        else_=_LATEST + 1,
-    )
-
-
-def _stamp(store: Store) -> Executable:
-    """Create the scope's settings row if missing (PostgreSQL: and lock it) and move its latest instant
-    forward, in one statement."""
-    new = store.upsert(SCOPES).values(
-        scope_key=bindparam("s"), max_records=bindparam("m"), created_at=_T, updated_at=_T, latest_at=_T
-    )
-    stmt = new.on_conflict_do_update(
-        index_elements=[SCOPES.c.scope_key], set_={"latest_at": _next_latest(new.excluded.latest_at)}
-    )
-    return stmt.returning(_LATEST)  # type: ignore[no-any-return]
-
-
-# A scope without a settings row keeps none (a refusal's event).
-_STAMP_EXISTING = Prepared(
-    update(SCOPES).where(SCOPES.c.scope_key == bindparam("s")).values(latest_at=_next_latest(_T)).returning(_LATEST)
-)
-
-
-# The scope's latest instant when the lock has read it already (PostgreSQL).
-_SET_LATEST = Prepared(update(SCOPES).where(SCOPES.c.scope_key == bindparam("s")).values(latest_at=_T))
-
-
-def next_instant(latest_us: int | None, clock_us: int, *, explicit: bool) -> int:
-    """The scope's latest instant after a write at ``clock_us``: what :func:`_next_latest` computes in SQL."""
-    if latest_us is None or clock_us > latest_us:
-        return clock_us
-    return latest_us if explicit else latest_us + 1
-
-
-def stamp(
-    conn: Connection,
-    scope_key: str,
-    *,
-    default_max: int,
-    clock_us: int,
-    explicit: bool,
-    create: bool = True,
-    locked: Locked | None = None,
-) -> int:
-    """Lock ``scope_key`` for this transaction and return its instant (docs/ledger.md, "Lock, then instant").
-
-    Without an explicit instant the result is ``clock_us`` or, when the clock is at or before
-    the scope's latest instant, that instant + 1 µs: strictly increasing in commit order.
-    An explicit instant is returned as given (and recorded when it is the latest).
-    ``create=False`` leaves a scope without a settings row without one (a refusal's event).
-    ``locked``: the lock already read the scope's latest instant (its row exists and is held), so
-    the new one is computed here and the update is sent without waiting for it.
-    """
-    store = store_for(conn.engine)
-    if locked is not None:
-        latest = next_instant(locked.latest_us, clock_us, explicit=explicit)
-        if latest != locked.latest_us:
-            store.send(conn, _SET_LATEST, {"s": scope_key, "t": latest})
-        return clock_us if explicit else latest
-    params = {"s": scope_key, "m": default_max, "t": clock_us, "x": int(explicit)}
-    found = store.rows(conn, store.built(_stamp) if create else _STAMP_EXISTING, params)
-    return clock_us if explicit or not found else int(found[0][0])
 
 
 def alembic_config(url: str | None = None) -> Config:

@@ -8,10 +8,11 @@ from typing import Any
 
 from sqlalchemy import Connection, or_, update
 
-from ledger import rows
+from ledger import record_rows as rows
 from ledger.audit import scrub_audits
-from ledger.derived import erase_derived
-from ledger.models import RECORDS, Status
+from ledger.derived_text import erase_derived
+from ledger.models import Status
+from ledger.schema import RECORDS
 from ledger.store import Prepared, lit, param, store_for
 
 log = logging.getLogger(__name__)

@@ -29,9 +29,10 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Select, tuple_
 
-from ledger import rows as rowsmod
+from ledger import record_rows as rowsmod
 from ledger.errors import InvalidArgument
-from ledger.models import RECORDS, Kind, MemoryRecord, Provenance
+from ledger.models import Kind, MemoryRecord, Provenance
+from ledger.schema import RECORDS
 from ledger.validate import group as check_group
 
 MAX_LIMIT = 1000
@@ -141,7 +142,7 @@ def decode_cursor(cursor: object, listing: str, scope_key: str, filters: Filters
 
 
 def paged(stmt: Select[Any], after: tuple[int, int] | None, limit: int | None) -> Select[Any]:
-    """``stmt`` (a :data:`ledger.rows.SELECT_RECORDS` query) ordered by sort key, after ``after``, one row
+    """``stmt`` (a :data:`ledger.record_rows.SELECT_RECORDS` query) ordered by sort key, after ``after``, one row
     more than ``limit`` (to know whether another page follows)."""
     stmt = stmt.order_by(M.valid_from, M.seq)
     if after is not None:
@@ -150,7 +151,7 @@ def paged(stmt: Select[Any], after: tuple[int, int] | None, limit: int | None) -
 
 
 def page_of(found: list[tuple[Any, ...]], listing: str, scope_key: str, filters: Filters, limit: int | None) -> Page:
-    """The page from rows in :data:`ledger.rows.NAMES` order (``seq`` first)."""
+    """The page from rows in :data:`ledger.record_rows.NAMES` order (``seq`` first)."""
     more = limit is not None and len(found) > limit
     kept = found[:limit] if more else found
     records = [rowsmod.record_from_tuple(row) for row in kept]

@@ -1,45 +1,42 @@
 """A plain save in one statement where the store offers one (PostgreSQL), else nothing.
 
 :meth:`ledger.Ledger.save` tries this first for a save without an edit, a conflict group or an
-explicit instant. It builds the row exactly as :meth:`ledger.tx.Transaction.save` would and
-hands it to :meth:`ledger.store.base.Store.save_plain`; whenever that declines (a store without
-the statement, a save that is not plain once the scope's lock is held, a busy database) or a
-value would be refused, the caller runs the full transaction, which gives every answer.
+explicit instant. It screens the body and builds the row exactly as :meth:`ledger.tx.Transaction.save`
+would and hands it to :meth:`ledger.store.base.Store.save_plain`; whenever that declines (a store
+without the statement, a save that is not plain once the scope's lock is held, a busy database) or
+a value would be refused, the caller runs the full transaction, which screens again and gives every
+answer (a refused body included).
 """
 
 from __future__ import annotations
-
-from datetime import datetime
 
 from ledger import validate as V
 from ledger.errors import LedgerBusy, LedgerError
 from ledger.instants import to_micros
 from ledger.models import Kind, MemoryRecord, Provenance, Status
-from ledger.rows import record_from_tuple
+from ledger.options import SaveOptions
+from ledger.policy import WritePolicy
+from ledger.record_rows import NewRecord, new_row, record_of_new_row
+from ledger.screening import screen_body
+from ledger.statements import sorted_json
 from ledger.store import Store
-from ledger.txparts import _NewRecord, _values, sorted_json
 
 
 def save_plain(
-    store: Store,
-    scope: str,
-    body: str,
-    *,
-    kind: Kind | str | None,
-    expires_at: datetime | None,
-    source_session_id: str | None,
-    clock_us: int,
-    default_max: int,
+    store: Store, scope: str, body: object, options: SaveOptions, *, clock_us: int, policy: WritePolicy
 ) -> MemoryRecord | None:
     """The saved record, or None: nothing was written, and the full transaction must run."""
+    kind, expires_at = options.get("kind"), options.get("expires_at")
     try:
-        new = _NewRecord(
-            body,
+        clean = screen_body(body, max_chars=policy.max_body_chars)
+        V.storable_body(clean)
+        new = NewRecord(
+            clean,
             Kind.FACT if kind is None else V.kind(kind),
             Provenance.USER_EXPLICIT,
             Status.ACTIVE,
             expires_at=None if expires_at is None else to_micros(expires_at, name="expires_at"),
-            source_session_id=V.opt_text(source_session_id, "source_session_id"),
+            source_session_id=V.opt_text(options.get("source_session_id"), "source_session_id"),
         )
     except LedgerError:
         return None  # the transaction refuses it, with its own words
@@ -47,7 +44,7 @@ def save_plain(
     params = {
         "s": scope,
         "clock": clock_us,
-        "default_max": default_max,
+        "default_max": policy.default_max_records,
         "id": record_id,
         "kind": new.kind.value,
         "body": new.body,
@@ -61,4 +58,4 @@ def save_plain(
         return None  # the transaction retries
     if now_us is None:
         return None
-    return record_from_tuple((None, *_values(record_id, scope, new, now_us, ()).values()))
+    return record_of_new_row(new_row(record_id, scope, new, now_us, ()))

@@ -14,21 +14,24 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy import Connection, Engine, bindparam, or_, select
 
 from ledger import audit
-from ledger import rows as rowsmod
+from ledger import record_rows as rowsmod
 from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
-from ledger.models import EVENTS, RECORDS, SCOPES, LedgerEvent, MemoryRecord, Status
+from ledger.models import LedgerEvent, MemoryRecord, Status
+from ledger.options import PageOptions
 from ledger.packet import Packet, build_packet, empty_packet
 from ledger.paging import Filters, Page, check_limit, decode_cursor, page_of, paged
+from ledger.reader import Reader
+from ledger.schema import EVENTS, RECORDS, SCOPES
 from ledger.search import search_active
+from ledger.statements import ACTIVE_AT, ACTIVE_NOW
 from ledger.store import Prepared, Store, lit, param
 from ledger.tx import Transaction
-from ledger.txparts import ACTIVE_AT, ACTIVE_NOW, Reader
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 
@@ -178,56 +181,26 @@ class LedgerReads:
             now_us = self._read_us(conn, scope, now)
             return rowsmod.fetch_active(conn, ACTIVE_NOW, scope, {"s": scope, "n": now_us})
 
-    def list_page(
-        self,
-        scope_key: str | None = None,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        kind: str | None = None,
-        provenance: str | None = None,
-        conflict_group: str | None = None,
-        now: datetime | None = None,
-    ) -> Page:
-        """One page of :meth:`list`, oldest first, filtered; see :mod:`ledger.paging` for what a cursor
-        guarantees while others write.
+    def list_page(self, scope_key: str | None = None, **options: Unpack[PageOptions]) -> Page:
+        """One page of :meth:`list`, oldest first, filtered (:class:`ledger.options.PageOptions`); see
+        :mod:`ledger.paging` for what a cursor guarantees while others write.
 
         Raises:
             ScopeError, InvalidArgument (a bad limit, filter or cursor, or a cursor of another scope).
         """
-        return self._page(
-            "active", scope_key, limit, cursor, Filters.of(kind, provenance, conflict_group), now, ACTIVE_AT
-        )
+        return self._page("active", scope_key, options, ACTIVE_AT)
 
-    def proposals_page(
-        self,
-        scope_key: str | None = None,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        kind: str | None = None,
-        provenance: str | None = None,
-        conflict_group: str | None = None,
-        now: datetime | None = None,
-    ) -> Page:
+    def proposals_page(self, scope_key: str | None = None, **options: Unpack[PageOptions]) -> Page:
         """One page of :meth:`proposals`, oldest first, filtered; as :meth:`list_page`."""
-        return self._page(
-            "proposed", scope_key, limit, cursor, Filters.of(kind, provenance, conflict_group), now, _PROPOSED_AT
-        )
+        return self._page("proposed", scope_key, options, _PROPOSED_AT)
 
-    def _page(
-        self,
-        listing: str,
-        scope_key: str | None,
-        limit: object,
-        cursor: object,
-        filters: Filters,
-        now: datetime | None,
-        where: tuple[Any, ...],
-    ) -> Page:
+    def _page(self, listing: str, scope_key: str | None, options: PageOptions, where: tuple[Any, ...]) -> Page:
+        filters = Filters.of(options.get("kind"), options.get("provenance"), options.get("conflict_group"))
         scope = check_scope(self.scope_key if scope_key is None else scope_key)
-        size = check_limit(limit)
+        size = check_limit(options.get("limit"))
+        cursor = options.get("cursor")
         after = None if cursor is None else decode_cursor(cursor, listing, scope, filters)
+        now = options.get("now")
         if now is not None:
             require_aware(now, name="now")
         stmt = paged(rowsmod.SELECT_RECORDS.where(*where, *filters.where()), after, size)

@@ -19,7 +19,8 @@ from sqlalchemy import (
 )
 
 from ledger.instants import from_micros
-from ledger.models import EVENTS, RECORDS, SCOPES, SWEEPS, EventKind, Status, SweepStatus
+from ledger.models import EventKind, Status, SweepStatus
+from ledger.schema import EVENTS, RECORDS, SCOPES, SWEEPS
 from ledger.store import Prepared, Store, lit, param, store_for
 
 SWEEP_BATCH = 1000

@@ -16,11 +16,13 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Unpack
 
 from sqlalchemy import Connection, Table
 
-from ledger import derived, rows
+from ledger import derived_text
+from ledger import record_rows as rows
+from ledger import statements as Q
 from ledger import validate as V
 from ledger.erasure import erase_chain
 from ledger.errors import (
@@ -31,44 +33,19 @@ from ledger.errors import (
     RecordNotFound,
 )
 from ledger.instants import from_micros, to_micros
-from ledger.models import EventKind, Kind, MemoryRecord, Provenance, Status
+from ledger.models import EventKind, Kind, MemoryRecord, Provenance, ScopeUsage, Status
+from ledger.options import ProposeOptions, SaveOptions
+from ledger.policy import WritePolicy
+from ledger.reader import Reader
+from ledger.record_rows import NewRecord
 from ledger.screening import screen_body
-from ledger.store import Pending, run, send
+from ledger.store import Pending, Store, run, send
 from ledger.store import query as store_query
 from ledger.store import rows as store_rows
 from ledger.sweep import SWEEP_BATCH, expire_due
-from ledger.txparts import (
-    _ACCEPT,
-    _CLOSE,
-    _DELETE,
-    _GROUP_MEMBER,
-    _INSERT_EVENT,
-    _INSERT_RECORD,
-    _PROPOSED_ACTION,
-    _REJECT,
-    _SET_ACTION,
-    _SET_BUDGET,
-    _SET_EXPIRY,
-    _USAGE,
-    ACTIVE_NOW,
-    Reader,
-    Row,
-    ScopeUsage,
-    _check_transition,
-    _NewRecord,
-    _replace_expiry,
-    _replace_status,
-    _values,
-    due_now,
-    sorted_json,
-    usage_and_due,
-)
 
-if TYPE_CHECKING:
-    from ledger.core import Ledger
+Row = Mapping[str, Any]
 
-
-# json.dumps(..., sort_keys=True) builds a new encoder on every call; this one is built once.
 FORGET = "forget"  # memory_records.proposed_action of a proposal that forgets its target when accepted
 
 
@@ -80,9 +57,10 @@ class Transaction(Reader):
         now: the transaction's instant (aware UTC); ``now_us`` the same in microseconds.
     """
 
-    def __init__(self, ledger: Ledger, conn: Connection, scope_key: str, now_us: int) -> None:
+    def __init__(self, conn: Connection, scope_key: str, now_us: int, *, policy: WritePolicy, store: Store) -> None:
         super().__init__(conn)
-        self.ledger = ledger
+        self.policy = policy
+        self.store = store
         self.scope_key = scope_key
         self.now_us = now_us
         self.now: datetime = from_micros(now_us)
@@ -93,13 +71,18 @@ class Transaction(Reader):
         """Call ``fn()`` once the transaction has committed (never if it rolls back)."""
         self._after_commit.append(fn)
 
+    def committed(self) -> None:
+        """What the ledger calls once the transaction has committed: the :meth:`after_commit` functions."""
+        for fn in self._after_commit:
+            fn()
+
     @contextmanager
     def savepoint(self) -> Iterator[None]:
         """A nested transaction: an exception inside rolls back only what ran inside, then propagates."""
         nested = self.conn.begin_nested()
         try:
             yield
-            self.ledger.store.flush(self.conn)  # a statement sent inside fails inside (PostgreSQL's pipeline)
+            self.store.flush(self.conn)  # a statement sent inside fails inside (PostgreSQL's pipeline)
         except BaseException:
             nested.rollback()
             raise
@@ -118,12 +101,12 @@ class Transaction(Reader):
 
         Forgetting any of those records (or a record of their chains) sets ``columns`` of
         that row to NULL in the delete's own transaction; if one is already forgotten, they
-        are cleared now. ``owner`` is a table from :mod:`ledger.models` or a table name.
+        are cleared now. ``owner`` is a table from :mod:`ledger.schema` or a table name.
 
         Raises:
             InvalidArgument: a name is not a plain SQL identifier, or not a column of ``owner``.
         """
-        derived.register(
+        derived_text.register(
             self.conn,
             owner=owner,
             key=key,
@@ -150,9 +133,9 @@ class Transaction(Reader):
             "record_id": record_id,
             "reason": reason,
             "run_id": run_id,
-            "detail": sorted_json(dict(detail or {})),
+            "detail": Q.sorted_json(dict(detail or {})),
         }
-        send(self.conn, _INSERT_EVENT, params)
+        send(self.conn, Q.INSERT_EVENT, params)
 
     def prepare(self) -> None:
         """Expire what is due in the scope at ``tx.now``, so no write acts on an expired record."""
@@ -161,7 +144,7 @@ class Transaction(Reader):
 
     def _prepare_usage(self) -> ScopeUsage:
         """:meth:`prepare`, then :meth:`usage`: one statement when nothing is due (a save's common case)."""
-        stmt = self.ledger.store.built(usage_and_due, driver_values=True)  # ``due`` is tested for truth
+        stmt = self.store.built(Q.usage_and_due, driver_values=True)  # ``due`` is tested for truth
         ((budget, active, proposed, due),) = store_rows(self.conn, stmt, {"s": self.scope_key, "n": self.now_us})
         if due:
             self.prepare()
@@ -169,13 +152,13 @@ class Transaction(Reader):
         return self._usage(budget, active, proposed)
 
     def usage(self) -> ScopeUsage:
-        ((budget, active, proposed),) = store_rows(self.conn, _USAGE, {"s": self.scope_key})
+        ((budget, active, proposed),) = store_rows(self.conn, Q.USAGE, {"s": self.scope_key})
         return self._usage(budget, active, proposed)
 
     def _usage(self, budget: int | None, active: int, proposed: int) -> ScopeUsage:
         return ScopeUsage(
             scope_key=self.scope_key,
-            max_records=self.ledger.default_max_records if budget is None else int(budget),
+            max_records=self.policy.default_max_records if budget is None else int(budget),
             active=int(active),
             proposed=int(proposed),
         )
@@ -190,7 +173,7 @@ class Transaction(Reader):
         use = self.usage() if usage is None else usage
         if use.held + 1 <= use.max_records:
             if notify and use.held + 1 == use.max_records:
-                self.ledger._budget_reached(self)
+                self.policy.budget_reached(self)
             return
         raise BudgetExceeded(
             f"{self.scope_key} holds {use.held} of {use.max_records} "
@@ -205,7 +188,7 @@ class Transaction(Reader):
 
     def active(self) -> list[MemoryRecord]:
         """The scope's active set at ``tx.now``."""
-        return rows.fetch_active(self.conn, ACTIVE_NOW, self.scope_key, {"s": self.scope_key, "n": self.now_us})
+        return rows.fetch_active(self.conn, Q.ACTIVE_NOW, self.scope_key, {"s": self.scope_key, "n": self.now_us})
 
     def active_later(self) -> Pending[list[MemoryRecord]]:
         """:meth:`prepare`, then :meth:`active`: sent now, read with ``.result()`` (see :meth:`query`).
@@ -214,8 +197,8 @@ class Transaction(Reader):
         expired first, so both questions go out together and the expiry runs only when needed.
         """
         params = {"s": self.scope_key, "n": self.now_us}
-        due = store_query(self.conn, self.ledger.store.built(due_now, driver_values=True), params)
-        found = store_query(self.conn, ACTIVE_NOW, params)
+        due = store_query(self.conn, self.store.built(Q.due_now, driver_values=True), params)
+        found = store_query(self.conn, Q.ACTIVE_NOW, params)
 
         def result() -> list[MemoryRecord]:
             if due.result()[0][0]:
@@ -241,36 +224,30 @@ class Transaction(Reader):
         return exp_us
 
     def _screen(self, body: object) -> str:
-        clean = screen_body(body, max_chars=self.ledger.max_body_chars)
+        clean = screen_body(body, max_chars=self.policy.max_body_chars)
         V.storable_body(clean)
         return clean
 
     # ------------------------------------------------------------------ record writes
-    def save(
-        self,
-        body: str,
-        *,
-        kind: Kind | str | None = None,
-        supersedes: str | None = None,
-        expires_at: datetime | None = None,
-        conflict_group: str | None = None,
-        source_session_id: str | None = None,
-        _screened: bool = False,
-    ) -> MemoryRecord:
+    def save(self, body: str, **options: Unpack[SaveOptions]) -> MemoryRecord:
         """Pin ``body`` (provenance ``user_explicit``); ``supersedes=id`` edits an active record.
 
         An edit, or a save into a conflict group whose member is active, replaces rather
         than grows, so it works at the budget ceiling; either keeps the replaced record's
-        kind (and an edit its conflict group) unless new ones are given.
+        kind (and an edit its conflict group) unless new ones are given. The options are
+        :class:`ledger.options.SaveOptions`.
 
         Raises:
             BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition, InvalidInstant, InvalidArgument.
         """
-        clean = body if _screened else self._screen(body)
-        group = V.group(conflict_group)
-        session = V.opt_text(source_session_id, "source_session_id")
+        clean = self._screen(body)
+        group = V.group(options.get("conflict_group"))
+        session = V.opt_text(options.get("source_session_id"), "source_session_id")
+        supersedes = options.get("supersedes")
         if supersedes is not None and not isinstance(supersedes, str):
             raise InvalidArgument("supersedes must be one record id (a string)")
+        kind = options.get("kind")
+        expires_at = options.get("expires_at")
         new_kind = None if kind is None else V.kind(kind)
         exp_us = self._expiry(expires_at)
         use = self._prepare_usage()
@@ -286,7 +263,7 @@ class Transaction(Reader):
             new_kind = new_kind or Kind(member["kind"])
         if not replaced:
             self.check_growth(notify=True, usage=use)  # nothing was written since the usage was read
-        new = _NewRecord(
+        new = NewRecord(
             clean,
             new_kind or Kind.FACT,
             Provenance.USER_EXPLICIT,
@@ -306,54 +283,50 @@ class Transaction(Reader):
             )
         return target
 
-    def propose(
-        self,
-        body: str,
-        *,
-        kind: Kind | str = Kind.FACT,
-        confidence_bps: int | None = None,
-        rationale: str | None = None,
-        source_session_id: str | None = None,
-        conflict_group: str | None = None,
-        expires_at: datetime | None = None,
-        supersedes: Iterable[str] | str = (),
-        provenance: Provenance | str = Provenance.MODEL_PROPOSAL,
-        run_id: str | None = None,
-        _screened: bool = False,
-    ) -> MemoryRecord:
+    def propose(self, body: str, **options: Unpack[ProposeOptions]) -> MemoryRecord:
         """Store a proposal (status ``proposed``, empty interval); growth, so the budget applies.
+
+        The options are :class:`ledger.options.ProposeOptions`.
 
         Raises:
             BodyRejected, BudgetExceeded, InvalidArgument, InvalidInstant.
         """
         new = self._proposal(
-            body, kind, confidence_bps, rationale, source_session_id, conflict_group, provenance, run_id, _screened
+            body,
+            kind=options.get("kind", Kind.FACT),
+            provenance=options.get("provenance", Provenance.MODEL_PROPOSAL),
+            confidence_bps=options.get("confidence_bps"),
+            rationale=options.get("rationale"),
+            session=options.get("source_session_id"),
+            group=options.get("conflict_group"),
+            run_id=options.get("run_id"),
         )
-        targets = V.record_ids(supersedes)
-        new = _replace_expiry(new, self._expiry(expires_at))
+        targets = V.record_ids(options.get("supersedes", ()))
+        new = new.with_expiry(self._expiry(options.get("expires_at")))
         self.check_growth(notify=True, usage=self._prepare_usage())
         return self._write_record(new, supersedes=targets)
 
     def _proposal(
         self,
         body: object,
+        *,
         kind: object,
-        confidence_bps: object,
-        rationale: object,
-        session: object,
-        group: object,
         provenance: object,
-        run_id: str | None,
-        screened: bool,
-    ) -> _NewRecord:
+        confidence_bps: object = None,
+        rationale: object = None,
+        session: object = None,
+        group: object = None,
+        run_id: str | None = None,
+    ) -> NewRecord:
+        """A proposal's record, screened (first) and validated."""
+        clean = self._screen(body)
         try:
             prov = Provenance(str(provenance))
         except ValueError:
             raise InvalidArgument(f"unknown provenance {provenance!r}") from None
         if prov == Provenance.USER_EXPLICIT:
             raise InvalidArgument("a proposal comes from a model: provenance cannot be user_explicit")
-        clean = body if screened and isinstance(body, str) else self._screen(body)
-        return _NewRecord(
+        return NewRecord(
             clean,
             V.kind(kind),
             prov,
@@ -361,7 +334,7 @@ class Transaction(Reader):
             conflict_group=V.group(group),
             source_session_id=V.opt_text(session, "source_session_id"),
             confidence_bps=V.confidence(confidence_bps),
-            rationale=V.opt_text(rationale, "rationale", limit=self.ledger.max_body_chars),
+            rationale=V.opt_text(rationale, "rationale", limit=self.policy.max_body_chars),
             run_id=run_id,
         )
 
@@ -389,10 +362,18 @@ class Transaction(Reader):
         Raises:
             InvalidTransition (a target is no longer active), BodyRejected, BudgetExceeded, InvalidArgument.
         """
-        why = None if rationale is None else str(rationale)[: self.ledger.max_body_chars]
-        new = self._proposal(body, kind, confidence_bps, why, None, conflict_group, provenance, run_id, False)
+        why = None if rationale is None else str(rationale)[: self.policy.max_body_chars]
+        new = self._proposal(
+            body,
+            kind=kind,
+            provenance=provenance,
+            confidence_bps=confidence_bps,
+            rationale=why,
+            group=conflict_group,
+            run_id=run_id,
+        )
         exp_us = None if expires_at is None else to_micros(expires_at, name="expires_at")
-        new = _replace_expiry(new, exp_us if exp_us is None or exp_us > self.now_us else None)
+        new = new.with_expiry(exp_us if exp_us is None or exp_us > self.now_us else None)
         targets = V.record_ids(target_ids)
         found = {r["id"]: r for r in rows.fetch_many(self.conn, targets)}
         for tid in targets:
@@ -406,7 +387,7 @@ class Transaction(Reader):
         member = self._active_in_group(new.conflict_group)
         if member is not None and member["id"] not in found:
             replaced.append(member)
-        return self._write_record(_replace_status(new, Status.ACTIVE), replaced=replaced)
+        return self._write_record(new.with_status(Status.ACTIVE), replaced=replaced)
 
     def accept(self, record_id: str, *, run_id: str | None = None) -> MemoryRecord:
         """Activate a proposal at ``tx.now``, closing what it supersedes and its group's active member.
@@ -416,7 +397,7 @@ class Transaction(Reader):
         """
         self.prepare()
         row = self._row(record_id)
-        _check_transition(row, Status.ACTIVE, "accept")
+        V.transition(row, Status.ACTIVE, "accept")
         if _proposed_action(self.conn, record_id) == FORGET:
             return self._accept_forget(row, run_id)
         wanted = json.loads(row["supersedes"])
@@ -434,7 +415,7 @@ class Transaction(Reader):
             replaced.append(member)
         for target in replaced:
             self._close(target, record_id)
-        run(self.conn, _ACCEPT, {"n": self.now_us, "rid": record_id, "sup": json.dumps([t["id"] for t in replaced])})
+        run(self.conn, Q.ACCEPT, {"n": self.now_us, "rid": record_id, "sup": json.dumps([t["id"] for t in replaced])})
         self.event(EventKind.ACCEPTED, record_id=record_id, run_id=run_id)
         return self._fresh(record_id)
 
@@ -442,8 +423,8 @@ class Transaction(Reader):
         """Turn a proposal down; its interval stays empty. Raises RecordNotFound, InvalidTransition."""
         self.prepare()
         row = self._row(record_id)
-        _check_transition(row, Status.REJECTED, "reject")
-        run(self.conn, _REJECT, {"n": self.now_us, "rid": record_id})
+        V.transition(row, Status.REJECTED, "reject")
+        run(self.conn, Q.REJECT, {"n": self.now_us, "rid": record_id})
         self.event(EventKind.REJECTED, record_id=record_id)
         return self._fresh(record_id)
 
@@ -463,20 +444,19 @@ class Transaction(Reader):
                 f"{record_id} was superseded by {row['superseded_by']}; forget {row['superseded_by']} instead "
                 "(forgetting the head erases the whole chain)"
             )
-        _check_transition(row, Status.DELETED, "forget")
+        V.transition(row, Status.DELETED, "forget")
         end_us = row["valid_to"]
         if row["status"] == Status.ACTIVE:
             if row["valid_from"] > self.now_us:
                 raise InvalidInstant("cannot forget a record at an instant before it took effect")
             end_us = self.now_us
-        run(self.conn, _DELETE, {"end": end_us, "n": self.now_us, "rid": record_id})
+        run(self.conn, Q.DELETE, {"end": end_us, "n": self.now_us, "rid": record_id})
         self.event(EventKind.DELETED, record_id=record_id)
         erased_ids, bodies = erase_chain(self.conn, row, self.now_us)
         for erased in erased_ids:
             self.event(EventKind.ERASED, record_id=erased)
-        for hook in self.ledger._erase_hooks:
-            hook(self.conn, erased_ids, bodies)
-        self.after_commit(self.ledger.store.scrub_files)
+        self.policy.erased(self.conn, erased_ids, bodies)
+        self.after_commit(self.store.scrub_files)
         return self._fresh(record_id)
 
     def set_expiry(self, record_id: str, expires_at: datetime) -> MemoryRecord:
@@ -495,7 +475,7 @@ class Transaction(Reader):
         if row is None or row["scope_key"] != self.scope_key or row["status"] != Status.ACTIVE:
             raise InvalidTransition(f"record {record_id} is no longer active in {self.scope_key}")
         if row["expires_at"] is None or row["expires_at"] > exp_us:
-            run(self.conn, _SET_EXPIRY, {"e": exp_us, "n": self.now_us, "rid": record_id})
+            run(self.conn, Q.SET_EXPIRY, {"e": exp_us, "n": self.now_us, "rid": record_id})
         return self._fresh(record_id)
 
     def propose_forget(
@@ -517,22 +497,18 @@ class Transaction(Reader):
         target = rows.fetch_one(self.conn, target_id)
         if target is None or target["scope_key"] != self.scope_key or target["status"] != Status.ACTIVE:
             raise InvalidTransition(f"record {target_id} is no longer active in {self.scope_key}")
-        why = None if rationale is None else str(rationale)[: self.ledger.max_body_chars]
+        why = None if rationale is None else str(rationale)[: self.policy.max_body_chars]
         new = self._proposal(
             # The id as /pins shows it: a whole id is long and random enough to look like a secret to screening.
             f"Forget the pin {target_id[:8]} (it names the pin in supersedes)",
-            target["kind"],
-            None,
-            why,
-            None,
-            None,
-            provenance,
-            run_id,
-            False,
+            kind=target["kind"],
+            provenance=provenance,
+            rationale=why,
+            run_id=run_id,
         )
         self.check_growth()
         record = self._write_record(new, supersedes=[target_id])
-        run(self.conn, _SET_ACTION, {"a": FORGET, "rid": record.id})
+        run(self.conn, Q.SET_ACTION, {"a": FORGET, "rid": record.id})
         return record
 
     def _accept_forget(self, row: Row, run_id: str | None) -> MemoryRecord:
@@ -552,7 +528,7 @@ class Transaction(Reader):
         """Set the scope's ``max_records``. Never evicts. Raises InvalidArgument (not 0 to 1,000,000)."""
         if isinstance(max_records, bool) or not isinstance(max_records, int) or not 0 <= max_records <= 1_000_000:
             raise InvalidArgument("max_records must be an integer from 0 to 1000000")
-        run(self.conn, _SET_BUDGET, {"m": max_records, "n": self.now_us, "s": self.scope_key})
+        run(self.conn, Q.SET_BUDGET, {"m": max_records, "n": self.now_us, "s": self.scope_key})
         self.event(EventKind.BUDGET_SET, detail={"max_records": max_records})
         return self.usage()
 
@@ -565,7 +541,7 @@ class Transaction(Reader):
     def _active_in_group(self, group: str | None) -> Row | None:
         if group is None:
             return None
-        found = rows.fetch_rows(self.conn, _GROUP_MEMBER, {"s": self.scope_key, "g": group})
+        found = rows.fetch_rows(self.conn, Q.GROUP_MEMBER, {"s": self.scope_key, "g": group})
         return found[0] if found else None
 
     def _close(self, row: Row, successor: str) -> None:
@@ -575,13 +551,13 @@ class Transaction(Reader):
                 f"cannot supersede {row['id']} at an instant before it took effect "
                 f"({from_micros(row['valid_from']).isoformat()})"
             )
-        done = run(self.conn, _CLOSE, {"n": self.now_us, "succ": successor, "rid": row["id"]})
+        done = run(self.conn, Q.CLOSE, {"n": self.now_us, "succ": successor, "rid": row["id"]})
         if done != 1:
             raise InvalidTransition(f"record {row['id']} is no longer active")
         self.event(EventKind.SUPERSEDED, record_id=row["id"], detail={"superseded_by": successor})
 
     def _write_record(
-        self, new: _NewRecord, *, replaced: Sequence[Row] = (), supersedes: Sequence[str] | None = None
+        self, new: NewRecord, *, replaced: Sequence[Row] = (), supersedes: Sequence[str] | None = None
     ) -> MemoryRecord:
         """Close ``replaced`` at ``tx.now``, insert the new record, log the event. Every write path ends here.
 
@@ -591,16 +567,16 @@ class Transaction(Reader):
         for row in replaced:
             self._close(row, new_id)
         names = [r["id"] for r in replaced] if supersedes is None else list(supersedes)
-        values = _values(new_id, self.scope_key, new, self.now_us, names)
-        send(self.conn, _INSERT_RECORD, values)
+        values = rows.new_row(new_id, self.scope_key, new, self.now_us, names)
+        send(self.conn, Q.INSERT_RECORD, values)
         event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
         detail = {"supersedes": names, "provenance": new.provenance.value}
         self.event(event, record_id=new_id, run_id=new.run_id, detail=detail)
-        return rows.record_from_tuple((None, *values.values()))  # _values() is in NAMES order, after seq
+        return rows.record_of_new_row(values)
 
 
 def _proposed_action(conn: Connection, record_id: str) -> str | None:
-    found = store_rows(conn, _PROPOSED_ACTION, {"rid": record_id})
+    found = store_rows(conn, Q.PROPOSED_ACTION, {"rid": record_id})
     return None if not found else found[0][0]
 
 

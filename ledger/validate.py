@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from ledger.errors import BodyRejected, InvalidArgument
-from ledger.models import Kind
+from ledger.errors import BodyRejected, InvalidArgument, InvalidTransition
+from ledger.models import TRANSITIONS, Kind, Status
 
 GROUP_MAX_CHARS = 200
 
@@ -75,3 +76,10 @@ def record_ids(value: Iterable[object] | str) -> list[str]:
     if any(not isinstance(t, str) for t in targets) or len(set(targets)) != len(targets):
         raise InvalidArgument("supersedes must be a list of distinct record ids")
     return [str(t) for t in targets]
+
+
+def transition(row: Mapping[str, Any], to: Status, verb: str) -> None:
+    """Raise :class:`InvalidTransition` unless ``row``'s status may move to ``to``."""
+    current = Status(row["status"])
+    if to not in TRANSITIONS[current]:
+        raise InvalidTransition(f"cannot {verb} {row['id']}: it is {current.value}")

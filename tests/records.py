@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ledger.models import Kind, MemoryRecord, Provenance, Status
+from ledger import Kind, MemoryRecord, Provenance, Status
 from tests.conftest import T0
 
 

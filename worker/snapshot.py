@@ -13,8 +13,7 @@ from typing import Any
 from consolidation import ConsolidationRun, ConsolidationService, RunState
 from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD
 from consolidation.overview import Overview, scope_overview
-from ledger import Ledger, SweepStatus
-from ledger.instants import format_rfc3339
+from ledger import Ledger, SweepStatus, format_rfc3339
 
 RECENT_RUNS = 20
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from consolidation.errors import InvalidExtractionInput
-from ledger.screening import find_credential
+from ledger import find_credential
 
 MAX_MESSAGES = 30
 MAX_CHARS = 24_000

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from consolidation.extraction.digest import DigestMessage
+from ledger import Kind
 from ledger.errors import BodyRejected
-from ledger.models import Kind
 
 MAX_CONSIDERED = 10
 

@@ -30,7 +30,7 @@ from typing import Any
 from consolidation.errors import ProposalsParseError
 from consolidation.extraction.digest import DigestMessage
 from consolidation.harnesses.base import Turn
-from ledger.lines import escape_line_breaks
+from ledger import escape_line_breaks
 
 OPEN_CONVERSATION, CLOSE_CONVERSATION = "<conversation>", "</conversation>"
 OPEN_PINNED, CLOSE_PINNED = "<already_pinned>", "</already_pinned>"

@@ -35,13 +35,19 @@ from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, Outcome, RunState
-from ledger import Prepared, param
-from ledger.audit import check_session_id
+from ledger import (
+    EventKind,
+    Prepared,
+    Provenance,
+    Reader,
+    Transaction,
+    check_scope,
+    check_session_id,
+    param,
+    screen_body,
+)
 from ledger.errors import BudgetExceeded, InvalidArgument
-from ledger.models import DIGESTS, RECORDS, RUNS, EventKind, Provenance
-from ledger.reads import check_scope
-from ledger.screening import screen_body
-from ledger.tx import Reader, Transaction
+from ledger.schema import DIGESTS, RECORDS, RUNS
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +314,6 @@ class ExtractionJobs:
                     source_session_id=run.session_id or None,
                     provenance=Provenance.MODEL_PROPOSAL,
                     run_id=run.id,
-                    _screened=True,
                 )
             except BudgetExceeded as exc:
                 detail = {"budget": exc.budget, "active": exc.active, "proposed": exc.proposed, "job": JOB}

@@ -21,9 +21,8 @@ from consolidation.errors import InvalidSettings
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from ledger import Prepared, param
-from ledger.models import EXTRACTION_SETTINGS as TABLE
-from ledger.tx import Reader
+from ledger import Prepared, Reader, param
+from ledger.schema import EXTRACTION_SETTINGS as TABLE
 
 DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 300.0

@@ -43,8 +43,8 @@ from consolidation.extraction.gate import normalize
 from consolidation.extraction.prompt import build_user_message
 from consolidation.harnesses.base import HarnessResult
 from consolidation.harnesses.extract_base import Extractor
+from ledger import screen_body
 from ledger.errors import BodyRejected
-from ledger.screening import screen_body
 
 REMEMBER_CONFIDENCE_BPS = 9_000
 STATED_CONFIDENCE_BPS = 8_000

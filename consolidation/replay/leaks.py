@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from consolidation.replay.score import find_secrets
 from ledger import Ledger
-from ledger.models import RECORDS
+from ledger.schema import RECORDS
 
 
 def _text(value: Any) -> str | None:

@@ -19,7 +19,10 @@ and :mod:`~ledger.files.exchange` (export to / import from the database ledger).
 
 from __future__ import annotations
 
-from ledger.errors import AuditUsageError, EntryUnreadable
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ledger.errors import AuditUsageError, DateError, EntryUnreadable
 from ledger.files.audit import (
     AuditReport,
     Candidate,
@@ -29,25 +32,90 @@ from ledger.files.audit import (
     parse_context,
 )
 from ledger.files.entry import parse_entry, read_entry, validate
+from ledger.files.explain import explain  # eager: the module's name is the function's
 from ledger.files.markdown import audit_markdown
 from ledger.files.model import RULE_IDS, Entry, Problem, ScopeLevel, SourceKind
 
+if TYPE_CHECKING:
+    from ledger.files.dates import parse_day, parse_now
+    from ledger.files.exchange import DEFAULT_REVIEW_DAYS, ExportResult, ImportResult, export_scope, import_directory
+    from ledger.files.graph import graph_dot, graph_mermaid
+    from ledger.files.render import (
+        FileResult,
+        audit_json,
+        audit_text,
+        explain_json,
+        explain_text,
+        validate_json,
+        validate_text,
+    )
+    from ledger.files.sarif import audit_sarif
+
+# These load on first use: the command line's output formats and the exchange with the database ledger.
+_WHERE = {
+    "parse_day": "ledger.files.dates",
+    "parse_now": "ledger.files.dates",
+    "DEFAULT_REVIEW_DAYS": "ledger.files.exchange",
+    "ExportResult": "ledger.files.exchange",
+    "ImportResult": "ledger.files.exchange",
+    "export_scope": "ledger.files.exchange",
+    "import_directory": "ledger.files.exchange",
+    "graph_dot": "ledger.files.graph",
+    "graph_mermaid": "ledger.files.graph",
+    "FileResult": "ledger.files.render",
+    "audit_json": "ledger.files.render",
+    "audit_text": "ledger.files.render",
+    "explain_json": "ledger.files.render",
+    "explain_text": "ledger.files.render",
+    "validate_json": "ledger.files.render",
+    "validate_text": "ledger.files.render",
+    "audit_sarif": "ledger.files.sarif",
+}
+
 __all__ = [
+    "DEFAULT_REVIEW_DAYS",
     "RULE_IDS",
     "AuditReport",
     "AuditUsageError",
     "Candidate",
+    "DateError",
     "Entry",
     "EntryUnreadable",
+    "ExportResult",
+    "FileResult",
     "Finding",
+    "ImportResult",
     "Problem",
     "ScopeLevel",
     "SourceKind",
     "audit_directory",
+    "audit_json",
     "audit_markdown",
+    "audit_sarif",
+    "audit_text",
     "entry_files",
+    "explain",
+    "explain_json",
+    "explain_text",
+    "export_scope",
+    "graph_dot",
+    "graph_mermaid",
+    "import_directory",
     "parse_context",
+    "parse_day",
     "parse_entry",
+    "parse_now",
     "read_entry",
     "validate",
+    "validate_json",
+    "validate_text",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value

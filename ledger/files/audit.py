@@ -295,12 +295,7 @@ def audit_entries(
         for name, e in valid.items()
         if e.authorize and name not in blocked
     ]
-    notices: list[Notice] = []
-    if warn_within_days is not None:
-        until = as_of + timedelta(days=warn_within_days)
-        for name, e in valid.items():
-            if name not in chains.superseded:
-                notices.extend(_notices(e, as_of, until))
+    notices = [] if warn_within_days is None else _upcoming(valid, chains, as_of, warn_within_days)
     order = {name: i for i, name in enumerate(entries)}
     findings = sorted(lists.findings, key=lambda f: (order.get(f.file, len(order)), f.line))
     return AuditReport(
@@ -319,6 +314,14 @@ def audit_entries(
         candidates=candidates,
         notices=notices,
     )
+
+
+def _upcoming(valid: dict[str, Entry], chains: Chains, as_of: date, within_days: int) -> list[Notice]:
+    """The notices of what comes due within ``within_days`` of ``as_of``, for every entry still at a chain's head."""
+    until = as_of + timedelta(days=within_days)
+    return [
+        notice for name, e in valid.items() if name not in chains.superseded for notice in _notices(e, as_of, until)
+    ]
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from ledger.models import METADATA
+from ledger.schema import METADATA
 from ledger.store.base import include_object
 
 config = context.config
@@ -13,7 +13,7 @@ config = context.config
 
 def _run(connection: Connection) -> None:
     # The FTS5 shadow tables and the PostgreSQL GIN index are written by hand in the migrations;
-    # autogenerate compares everything else against the tables of ledger.models (the one schema).
+    # autogenerate compares everything else against the tables of ledger.schema (the one schema).
     context.configure(
         connection=connection,
         target_metadata=METADATA,

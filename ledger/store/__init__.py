@@ -13,6 +13,7 @@ from ledger.errors import LedgerError
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, include_object
 from ledger.store.postgres import PostgresStore
 from ledger.store.prepared import Prepared, lit, param
+from ledger.store.scope import enter_scope
 from ledger.store.sqlite import SQLiteStore
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Rows",
     "SQLiteStore",
     "Store",
+    "enter_scope",
     "include_object",
     "lit",
     "make_engine",

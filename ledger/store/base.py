@@ -75,7 +75,7 @@ Rows = list[tuple[Any, ...]]
 
 def prefixed_columns(alias: str) -> str:
     """The ``memory_records`` columns a record is built from, in table order, qualified by ``alias``."""
-    from ledger.rows import NAMES
+    from ledger.record_rows import NAMES
 
     return ", ".join(f"{alias}.{name}" for name in NAMES)
 
@@ -122,7 +122,7 @@ class Store(ABC):
     # ------------------------------------------------------------------ transactions
     @abstractmethod
     def _begin_write(self) -> AbstractContextManager[Connection]:
-        """A write transaction that serializes writers (at least those of one scope, with :func:`stamp`)."""
+        """A write transaction that serializes writers (at least those of one scope, with :func:`enter_scope`)."""
 
     @abstractmethod
     def _begin_read(self) -> AbstractContextManager[Connection]:
@@ -223,7 +223,7 @@ class Store(ABC):
 
     def scope_hint(self) -> ColumnElement[bool]:
         """The sweep's scope predicate, bound as ``s`` (SQLite needs a planner hint)."""
-        from ledger.models import RECORDS
+        from ledger.schema import RECORDS
 
         return RECORDS.c.scope_key == bindparam("s")
 

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from ledger.errors import LedgerBusy
-from ledger.models import RECORDS, SCOPES
+from ledger.schema import RECORDS, SCOPES
 from ledger.store import postgres_ddl
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg

@@ -79,7 +79,7 @@ COUNTS = (
 )
 
 # A plain save in one statement (ledger/store/postgres_save.py calls it). The record's columns,
-# in the order of ledger.rows.NAMES after ``seq``.
+# in the order of ledger.record_rows.NAMES after ``seq``.
 SAVE = (
     SchemaObject(
         "function",

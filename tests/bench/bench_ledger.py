@@ -26,9 +26,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, event
 
-from ledger import Ledger, open_ledger
-from ledger.instants import to_micros
-from ledger.screening import screen_body
+from ledger import Ledger, open_ledger, screen_body, to_micros
 from ledger.store import sqlite as ledger_sqlite
 from tests.bench.conftest import Sample, interleave, median, note, once, per_op, report
 

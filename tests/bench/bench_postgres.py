@@ -19,8 +19,7 @@ import pytest
 
 from consolidation import ConsolidationService, Outcome
 from consolidation import runs as R
-from ledger import Ledger, open_ledger
-from ledger.tx import Transaction
+from ledger import Ledger, Transaction, open_ledger
 from tests.bench.conftest import Sample, interleave, median, note, per_op, report
 from tests.conftest import PG_URL
 

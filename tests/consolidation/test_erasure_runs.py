@@ -21,8 +21,7 @@ from sqlalchemy import text
 from consolidation import ConsolidationRun, ConsolidationService, Outcome
 from consolidation.fake_anthropic import FakeAnthropic
 from consolidation.prompt import decode_user_message
-from ledger import Ledger, open_ledger
-from ledger.models import Provenance
+from ledger import Ledger, Provenance, open_ledger
 from tests.conftest import T0, Clock
 from tests.consolidation.conftest import SCOPE, at
 

@@ -20,7 +20,7 @@ from consolidation.extraction.prompt import (
     decode_user_message,
     parse_answer,
 )
-from ledger.screening import screen_body
+from ledger import screen_body
 
 
 # --------------------------------------------------------------------------- digest

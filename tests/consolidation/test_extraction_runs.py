@@ -17,8 +17,7 @@ from consolidation import ConsolidationService, InvalidSettings, Outcome, RunSta
 from consolidation.errors import InvalidExtractionInput
 from consolidation.extraction.prompt import SYSTEM_PROMPT, decode_user_message
 from consolidation.fake_anthropic import FakeModelServer, Reply
-from ledger import InvalidArgument, Ledger
-from ledger.models import Provenance, Status
+from ledger import InvalidArgument, Ledger, Provenance, Status
 from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at
 from tests.consolidation.vendors import Vendor, backends_only, content, stack_fixtures, system_text

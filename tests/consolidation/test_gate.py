@@ -8,9 +8,8 @@ import pytest
 
 from consolidation import gate as G
 from consolidation.models import Op
+from ledger import Kind, MemoryRecord, Status, screen_body
 from ledger.errors import BodyRejected
-from ledger.models import Kind, MemoryRecord, Status
-from ledger.screening import screen_body
 from tests.conftest import T0
 from tests.records import active_record
 

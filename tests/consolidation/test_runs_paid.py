@@ -20,8 +20,7 @@ from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunSt
 from consolidation.fake_anthropic import FakeModelServer
 from consolidation.harnesses import Harness, Usage
 from consolidation.prompt import CLOSE_TAG, IN_GROUP, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
-from ledger import Ledger
-from ledger.models import Kind, Provenance, Status
+from ledger import Kind, Ledger, Provenance, Status
 from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at, race_execute
 from tests.consolidation.vendors import Vendor, content, stack_fixtures, system_text
@@ -651,7 +650,7 @@ def test_a_slow_model_answer_is_applied_at_its_own_instant(
     make_anthropic: Callable[..., ConsolidationService], fake: FakeModelServer, make_ledger: Callable[..., Ledger]
 ) -> None:
     # Given two duplicates on the real clock and a model that takes 1.5 s to answer
-    from ledger.instants import system_clock
+    from ledger import system_clock
 
     led = make_ledger(clock=system_clock)
     svc = make_anthropic(led)

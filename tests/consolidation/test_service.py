@@ -7,8 +7,7 @@ from datetime import timedelta
 import pytest
 
 from consolidation import ConsolidationService, InvalidSettings, Mode, Outcome, RunNotFound, RunState
-from ledger import ScopeError
-from ledger.models import Provenance, Status
+from ledger import Provenance, ScopeError, Status
 from tests.conftest import T0, Clock
 from tests.consolidation.conftest import SCOPE, race_execute
 

@@ -12,7 +12,7 @@ import pytest
 
 from consolidation import runs as R
 from consolidation.models import TRANSITIONS, RunState
-from ledger.models import RUNS
+from ledger.schema import RUNS
 from tests.test_structure import SOFT_MODULE_LINES, package_modules
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,7 @@ import pytest
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunState
 from consolidation.fake_anthropic import FakeModelServer, request_records
-from ledger import BudgetExceeded, Ledger
-from ledger.models import Provenance, Status
+from ledger import BudgetExceeded, Ledger, Provenance, Status
 from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at
 from tests.consolidation.vendors import Vendor, content, stack_fixtures

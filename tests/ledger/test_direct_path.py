@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from ledger import Ledger, Prepared, lit, param
-from ledger.models import RECORDS
+from ledger.schema import RECORDS
 from ledger.store import store_for
 
 STORE = Path(__file__).resolve().parents[2] / "ledger" / "store"

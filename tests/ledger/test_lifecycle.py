@@ -1039,7 +1039,7 @@ def test_an_explicit_now_before_what_it_closes_is_refused(led: Ledger, clock: An
 def test_the_transaction_reads_its_instant_after_the_lock(led: Ledger, clock: Any) -> None:
     with led.transaction(SCOPE) as tx:
         a = tx.save("one", conflict_group="g")
-        b = tx.save("two", conflict_group="g", _screened=False)
+        b = tx.save("two", conflict_group="g")
         assert a.valid_from == b.valid_from == tx.now
     with led.transaction(SCOPE) as tx2:
         assert tx2.now > tx.now

@@ -10,7 +10,7 @@ from alembic import command
 from sqlalchemy import Engine, inspect, text
 
 from ledger.db import alembic_config, current_revision, head_revision, make_engine, upgrade
-from ledger.models import DIGESTS, EXTRACTION_SETTINGS, INJECTION, PACKET_AUDITS
+from ledger.schema import DIGESTS, EXTRACTION_SETTINGS, INJECTION, PACKET_AUDITS
 
 REVISION = "0007_extraction_packet"
 TABLES = (PACKET_AUDITS, INJECTION, EXTRACTION_SETTINGS, DIGESTS)

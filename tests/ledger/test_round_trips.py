@@ -23,7 +23,7 @@ from consolidation import ConsolidationService, Outcome
 from consolidation import runs as R
 from ledger import Ledger, Prepared, lit, open_ledger, param, validate
 from ledger.errors import LedgerError
-from ledger.models import RECORDS
+from ledger.schema import RECORDS
 from ledger.store import PostgresStore, store_for
 from ledger.store.postgres import _Plan
 from tests.conftest import PG_URL

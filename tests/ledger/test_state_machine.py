@@ -33,7 +33,7 @@ from ledger import (
     RecordNotFound,
     open_ledger,
 )
-from ledger.models import RECORDS, SCOPES
+from ledger.schema import RECORDS, SCOPES
 from tests.conftest import PG_URL, copy_migrated_sqlite, pg_schema_url, service_missing
 
 SCOPE = "account:local"

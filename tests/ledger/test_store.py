@@ -17,7 +17,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from ledger import InvalidArgument, Ledger, LedgerBusy, LedgerError, open_ledger
-from ledger.models import METADATA, RUNS, SCOPES
+from ledger.schema import METADATA, RUNS, SCOPES
 from ledger.store import include_object
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
@@ -219,7 +219,7 @@ def test_sql_text_and_dialect_branches_live_only_in_the_store_modules() -> None:
     root = Path(__file__).resolve().parents[2]
     found = _sql_offences(root / "ledger", ("store/", "migrations/"))
     # The schema's own DDL predicates (partial-index WHERE clauses) are written once, in the declared tables.
-    assert [f for f in found if not (f.startswith("models.py:") and f.endswith(" text()"))] == []
+    assert [f for f in found if not (f.startswith("schema.py:") and f.endswith(" text()"))] == []
     assert _sql_offences(root / "consolidation", ()) == []
 
 
@@ -248,8 +248,8 @@ def test_every_prepared_ledger_statement_takes_sqlites_direct_path() -> None:
 
     dialect = sqlite_dialect()
     seen = 0
-    modules = ("ledger.rows", "ledger.txparts", "ledger.reads", "ledger.sweep", "ledger.erasure", "ledger.db")
-    for name in (*modules, "ledger.derived"):
+    modules = ("ledger.record_rows", "ledger.statements", "ledger.reads", "ledger.sweep", "ledger.erasure")
+    for name in (*modules, "ledger.store.scope", "ledger.derived_text"):
         for attr, value in vars(importlib.import_module(name)).items():
             if isinstance(value, Prepared):
                 seen += 1
@@ -260,11 +260,12 @@ def test_every_prepared_ledger_statement_takes_sqlites_direct_path() -> None:
 def test_a_new_rows_values_are_in_the_order_records_are_read() -> None:
     """The record a write returns is built from the values it inserted, in the read's column order."""
     from ledger.models import Kind, Provenance, Status
-    from ledger.rows import NAMES
-    from ledger.txparts import _NewRecord, _values
+    from ledger.record_rows import NAMES, NewRecord, new_row, record_of_new_row
 
-    new = _NewRecord("b", Kind.FACT, Provenance.USER_EXPLICIT, Status.ACTIVE)
-    assert tuple(_values("mem_x", SCOPE, new, 1, [])) == NAMES[1:]
+    new = NewRecord("b", Kind.FACT, Provenance.USER_EXPLICIT, Status.ACTIVE)
+    values = new_row("mem_x", SCOPE, new, 1, [])
+    assert tuple(values) == NAMES[1:]
+    assert (record_of_new_row(values).id, record_of_new_row(values).body) == ("mem_x", "b")
 
 
 def test_each_thread_keeps_its_write_connection_and_an_idle_one_holds_nothing(tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def test_a_refused_sweep_records_nothing(led: Ledger) -> None:
 def test_the_migration_matches_the_table_class(led: Ledger) -> None:
     from sqlalchemy import inspect
 
-    from ledger.models import SWEEPS
+    from ledger.schema import SWEEPS
 
     migrated = {c["name"]: c for c in inspect(led.engine).get_columns("ops_sweep")}
     declared = SWEEPS.columns

@@ -10,8 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from consolidation import Outcome, RunState
-from ledger import Provenance
-from ledger.instants import format_rfc3339, to_micros
+from ledger import Provenance, format_rfc3339, to_micros
 from tests.worker.conftest import TWO_DUPLICATES, free_port, wait_until
 from worker.jobs.actors import CONSOLIDATE_MAX_RETRIES, SEND_RETRY_S, SWEEP_MAX_RETRIES
 from worker.runtime import Runtime

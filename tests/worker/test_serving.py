@@ -413,7 +413,7 @@ def _token_table_drift(engine: Any) -> list[Any]:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from ledger.models import METADATA
+    from ledger.schema import METADATA
 
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), METADATA)

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ledger.packet import CITATION_CHARS
+from ledger import CITATION_CHARS
 
 DOC_INSTANT = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 SETUP_BODY = "my deploy region is eu-west-1"  # what the reference's set-up saves ($ID)

@@ -74,8 +74,8 @@ def check_scope_option(value: str | None) -> str | None:
     """A ``--scope`` callback: the same validation (and usage error) for every command."""
     if value is None:
         return None
+    from ledger import check_scope
     from ledger.errors import ScopeError
-    from ledger.reads import check_scope
 
     try:
         return check_scope(value)

@@ -24,23 +24,33 @@ from typing import Annotated
 import typer
 
 from ledger.errors import AuditUsageError, DateError, EntryUnreadable
-from ledger.files.audit import AuditReport, audit_directory, entry_files, parse_context
-from ledger.files.dates import parse_day, parse_now
-from ledger.files.entry import read_entry, validate
-from ledger.files.exchange import DEFAULT_REVIEW_DAYS, ExportResult, ImportResult, export_scope, import_directory
-from ledger.files.explain import explain
-from ledger.files.graph import graph_dot, graph_mermaid
-from ledger.files.markdown import audit_markdown
-from ledger.files.render import (
+from ledger.files import (
+    DEFAULT_REVIEW_DAYS,
+    AuditReport,
+    ExportResult,
     FileResult,
+    ImportResult,
+    audit_directory,
     audit_json,
+    audit_markdown,
+    audit_sarif,
     audit_text,
+    entry_files,
+    explain,
     explain_json,
     explain_text,
+    export_scope,
+    graph_dot,
+    graph_mermaid,
+    import_directory,
+    parse_context,
+    parse_day,
+    parse_now,
+    read_entry,
+    validate,
     validate_json,
     validate_text,
 )
-from ledger.files.sarif import audit_sarif
 from worker.cli.output import emit_json_error, json_errors_on, print_error, progress
 
 app = typer.Typer(no_args_is_help=True)

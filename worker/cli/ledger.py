@@ -23,10 +23,20 @@ import typer
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from ledger import Kind, Ledger, LedgerError, MemoryRecord, open_ledger
-from ledger.db import current_revision, head_revision, make_engine, upgrade
+from ledger import (
+    Kind,
+    Ledger,
+    LedgerError,
+    MemoryRecord,
+    current_revision,
+    format_rfc3339,
+    head_revision,
+    make_engine,
+    open_ledger,
+    parse_rfc3339,
+    upgrade,
+)
 from ledger.errors import InvalidInstant
-from ledger.instants import format_rfc3339, parse_rfc3339
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
@@ -327,7 +337,7 @@ def db_upgrade(database_url: DbUrl = None) -> None:
 @db_app.command("compact")
 def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
     """Rewrite the ledger's tables so erased bodies leave the database files (VACUUM FULL + CHECKPOINT)."""
-    from ledger.compact import compact
+    from ledger import compact
 
     url = database_url_from_env(database_url)
     with cli_errors():

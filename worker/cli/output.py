@@ -26,8 +26,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 from rich.text import Text
 
-from ledger.lines import escape_line_breaks
-from ledger.models import MemoryRecord
+from ledger import MemoryRecord, escape_line_breaks
 from ledger.protocol import to_jsonable
 
 ERASED = "[erased]"

@@ -19,10 +19,8 @@ from typing import Any
 import jinja2
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from ledger import Ledger
+from ledger import Ledger, check_scope, format_rfc3339
 from ledger.errors import ScopeError
-from ledger.instants import format_rfc3339
-from ledger.reads import check_scope
 from worker.http.timeline import COLOURS, FORGOTTEN, render_svg
 from worker.snapshot import OpsSnapshot
 

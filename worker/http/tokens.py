@@ -1,7 +1,7 @@
 """API tokens (docs/operations.md): one token names one account; only its SHA-256 is stored.
 
 A token is ``mlt_`` followed by 43 URL-safe characters (256 random bits). ``memledger tokens
-create ACCOUNT`` prints it once; the ``api_tokens`` table (:data:`ledger.models.API_TOKENS`)
+create ACCOUNT`` prints it once; the ``api_tokens`` table (:data:`ledger.schema.API_TOKENS`)
 keeps its id, account, hash and times. With ``MEMLEDGER_AUTH=tokens`` every HTTP request needs
 ``Authorization: Bearer <token>`` and the token alone decides the account.
 
@@ -24,11 +24,9 @@ from typing import Any
 
 from sqlalchemy import Row, insert, select, update
 
-from ledger import Ledger, Reader
+from ledger import Clock, Ledger, Reader, check_scope, format_rfc3339, opt_from_micros, to_micros
 from ledger.errors import LedgerError
-from ledger.instants import Clock, format_rfc3339, opt_from_micros, to_micros
-from ledger.models import API_TOKENS
-from ledger.reads import check_scope
+from ledger.schema import API_TOKENS
 from worker.errors import TokenNotFound
 
 log = logging.getLogger(__name__)

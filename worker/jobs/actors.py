@@ -40,8 +40,7 @@ from dramatiq.errors import BrokerError
 from tenacity import Retrying, retry_if_exception_type, stop_before_delay, wait_exponential
 
 from consolidation import ConsolidationRun, ConsolidationService, RunNotFound, RunState
-from ledger import Ledger
-from ledger.instants import format_rfc3339, parse_rfc3339
+from ledger import Ledger, format_rfc3339, parse_rfc3339
 from worker.jobs.broker import QUEUE_NAME
 from worker.logging import bind_run
 from worker.metrics import Metrics

@@ -37,8 +37,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ledger import Ledger
-from ledger.lines import escape_line_breaks
+from ledger import Ledger, escape_line_breaks
 from worker.errors import ToolFailure
 from worker.mcp.tools import NONCHARACTER, TOOLS, call_tool, error_result
 

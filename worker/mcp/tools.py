@@ -40,8 +40,7 @@ from typing import Annotated, Any, Literal
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
-from ledger import Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound
-from ledger.instants import parse_rfc3339
+from ledger import Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound, parse_rfc3339
 from ledger.protocol import record_to_json, to_jsonable
 from worker.errors import ToolFailure
 

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field, StrictStr
 
 from consolidation import ConsolidationRun
-from ledger import Ledger
-from ledger.instants import format_rfc3339
+from ledger import Ledger, format_rfc3339
 from ledger.protocol import INVALID_PARAMS, ExtraMethod, Params, RpcError
 
 if TYPE_CHECKING:

@@ -1,17 +1,23 @@
-"""Reading rows: conversion to domain objects and the shared SELECTs."""
+"""Rows of ``memory_records``: the column order (:data:`NAMES`, from the table), the shared SELECTs, a new
+record's row and the conversion of rows to :class:`~ledger.models.MemoryRecord`.
+
+The order is stated once, here: a SELECT reads :data:`NAMES`, :func:`new_row` writes them in that order
+(checked at import) and :func:`record_from_tuple` unpacks them in that order.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
 from ledger.instants import EPOCH
-from ledger.models import RECORDS, Kind, MemoryRecord, Provenance, Status
+from ledger.models import Kind, MemoryRecord, Provenance, Status
+from ledger.schema import RECORDS
 from ledger.store import Prepared, rows
 from ledger.store.base import Statement
 
@@ -178,3 +184,58 @@ def chain_head(conn: Connection, row: Mapping[Any, Any]) -> Mapping[Any, Any]:
             return current
         current = nxt
     raise RuntimeError("supersession chain does not end")  # pragma: no cover
+
+
+@dataclass(slots=True)  # not frozen: a frozen __init__ pays object.__setattr__ per field, on every save
+class NewRecord:
+    """What a write path hands to the write transaction's insert (screened and validated); never changed."""
+
+    body: str
+    kind: Kind
+    provenance: Provenance
+    status: Status
+    expires_at: int | None = None
+    conflict_group: str | None = None
+    source_session_id: str | None = None
+    confidence_bps: int | None = None
+    rationale: str | None = None
+    run_id: str | None = None
+
+    def with_expiry(self, expires_at: int | None) -> NewRecord:
+        return replace(self, expires_at=expires_at)
+
+    def with_status(self, status: Status) -> NewRecord:
+        return replace(self, status=status)
+
+
+def new_row(record_id: str, scope: str, new: NewRecord, now_us: int, supersedes: Sequence[str]) -> dict[str, Any]:
+    """The new row's columns, in :data:`NAMES` order after ``seq`` (:func:`record_of_new_row` reads them so)."""
+    return {
+        "id": record_id,
+        "scope_key": scope,
+        "kind": new.kind.value,
+        "body": new.body,
+        "provenance": new.provenance.value,
+        "status": new.status.value,
+        "source_session_id": new.source_session_id,
+        "supersedes": json.dumps(list(supersedes)) if supersedes else "[]",
+        "superseded_by": None,
+        "confidence_bps": new.confidence_bps,
+        "rationale": new.rationale,
+        "valid_from": now_us,
+        "valid_to": None if new.status == Status.ACTIVE else now_us,
+        "expires_at": new.expires_at,
+        "conflict_group": new.conflict_group,
+        "erased_at": None,
+        "created_at": now_us,
+        "updated_at": now_us,
+    }
+
+
+def record_of_new_row(values: Mapping[str, Any]) -> MemoryRecord:
+    """The record a :func:`new_row` inserted, without reading it back."""
+    return record_from_tuple((None, *values.values()))
+
+
+_SAMPLE = NewRecord("", Kind.FACT, Provenance.USER_EXPLICIT, Status.ACTIVE)
+assert tuple(new_row("", "", _SAMPLE, 0, ())) == NAMES[1:], "new_row() must follow the table's column order"

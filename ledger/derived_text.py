@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import Connection, Table, column, insert, select, table, update
 
 from ledger.errors import InvalidArgument
-from ledger.models import DERIVED, RECORDS
+from ledger.schema import DERIVED, RECORDS
 from ledger.store import Prepared, param, run
 from ledger.store import rows as store_rows
 

@@ -1,0 +1,42 @@
+"""What a write transaction takes from the ledger that opens it: :class:`WritePolicy` (limits and hooks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+# Hooks called inside the delete transaction with the ids whose bodies were erased.
+EraseHook = Callable[[Connection, Sequence[str], Sequence[str]], None]
+# Hooks called when a scope reaches its budget: ``hook(tx)`` inside the save or proposal that takes the
+# last slot, and in a transaction of its own after a save or proposal refused for the budget. A hook
+# returns a sentence for the refusal message (consolidation: "a run is scheduled to make room"), or None.
+# The hook takes a ledger.tx.Transaction; it is typed Any here so that this module, which tx.py imports,
+# imports nothing of tx.py.
+BudgetHook = Callable[[Any], "str | None"]
+
+
+class WritePolicy:
+    """The limits and hooks every write transaction of a ledger applies.
+
+    One per ledger, shared with the ledger's twins (:meth:`ledger.Ledger.for_account`): a hook
+    added through any of them is called by the transactions of all.
+    """
+
+    __slots__ = ("budget_hooks", "default_max_records", "erase_hooks", "max_body_chars")
+
+    def __init__(self, *, max_body_chars: int, default_max_records: int) -> None:
+        self.max_body_chars = max_body_chars
+        self.default_max_records = default_max_records  # a scope's budget until one is set
+        self.erase_hooks: list[EraseHook] = []
+        self.budget_hooks: dict[str, BudgetHook] = {}
+
+    def budget_reached(self, tx: Any) -> list[str]:
+        """Call every budget hook in ``tx`` (a :class:`ledger.tx.Transaction`); what they say, in order."""
+        return [note for hook in list(self.budget_hooks.values()) if (note := hook(tx))]
+
+    def erased(self, conn: Connection, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
+        """Call every erase hook, inside the delete's transaction."""
+        for hook in self.erase_hooks:
+            hook(conn, record_ids, bodies)

@@ -1,0 +1,345 @@
+"""The tables (SQLAlchemy Core, on :data:`METADATA`): the one schema, which Alembic is checked against.
+
+Storage keeps instants as integer microseconds since the epoch; the domain objects they are
+read into are in :mod:`ledger.models`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    false,
+    text,
+)
+
+from ledger.models import Kind, Provenance, Status
+
+# Every table of the ledger (and so what Alembic compares the migrations against). The index naming
+# convention is the one the tables were first created with.
+METADATA = MetaData(naming_convention={"ix": "ix_%(column_0_label)s"})
+
+
+def _big(name: str, *, nullable: bool = False) -> Column[int]:
+    return Column(name, BigInteger, nullable=nullable)
+
+
+def _partial(name: str, *columns: str, where: str, unique: bool = False) -> Index:
+    """A partial index, the same on both databases."""
+    return Index(name, *columns, unique=unique, sqlite_where=text(where), postgresql_where=text(where))
+
+
+def _in(column: str, values: type[StrEnum] | tuple[str, ...]) -> str:
+    names = values if isinstance(values, tuple) else tuple(v.value for v in values)
+    return f"{column} IN ({', '.join(repr(v) for v in names)})"
+
+
+# One row of ``memory_records``. ``seq`` is the FTS rowid; ``id`` is public.
+RECORDS = Table(
+    "memory_records",
+    METADATA,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("id", Text, nullable=False, unique=True),
+    Column("scope_key", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("body", Text, nullable=True),
+    Column("provenance", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("source_session_id", Text, nullable=True),
+    Column("supersedes", Text, nullable=False),
+    Column("superseded_by", Text, nullable=True),
+    Column("confidence_bps", Integer, nullable=True),
+    Column("rationale", Text, nullable=True),
+    _big("valid_from"),
+    _big("valid_to", nullable=True),
+    _big("expires_at", nullable=True),
+    Column("conflict_group", Text, nullable=True),
+    _big("erased_at", nullable=True),
+    _big("created_at"),
+    _big("updated_at"),
+    # 'forget' on a proposal whose acceptance forgets the record it names (consolidation's retire, propose mode).
+    Column("proposed_action", Text, nullable=True),
+    CheckConstraint(_in("kind", Kind), name="ck_memory_records_kind"),
+    CheckConstraint(_in("provenance", Provenance), name="ck_memory_records_provenance"),
+    CheckConstraint(_in("status", Status), name="ck_memory_records_status"),
+    CheckConstraint("valid_to IS NULL OR valid_to >= valid_from", name="ck_memory_records_interval"),
+    CheckConstraint("(status = 'active') = (valid_to IS NULL)", name="ck_memory_records_active_open"),
+    CheckConstraint(
+        "status NOT IN ('proposed','rejected') OR valid_to = valid_from", name="ck_memory_records_proposal_empty"
+    ),
+    CheckConstraint(
+        "confidence_bps IS NULL OR (confidence_bps BETWEEN 0 AND 10000)", name="ck_memory_records_confidence"
+    ),
+    CheckConstraint("body IS NOT NULL OR erased_at IS NOT NULL", name="ck_memory_records_body_or_erased"),
+    CheckConstraint("erased_at IS NULL OR status IN ('deleted','superseded')", name="ck_memory_records_erased"),
+    CheckConstraint("status <> 'superseded' OR superseded_by IS NOT NULL", name="ck_memory_records_successor"),
+    # One active member per conflict group (docs/ledger.md).
+    _partial(
+        "ux_memory_records_conflict_active",
+        "scope_key",
+        "conflict_group",
+        where="status = 'active' AND conflict_group IS NOT NULL",
+        unique=True,
+    ),
+    # As-of reads: open records (valid_to IS NULL) and those closed after the instant.
+    Index("ix_memory_records_asof", "scope_key", "valid_to", "valid_from"),
+    # The active set and the budget count.
+    Index("ix_memory_records_scope_status", "scope_key", "status"),
+    # The sweep: only what can still expire, ordered by when.
+    _partial("ix_memory_records_due", "expires_at", where="status IN ('active','proposed') AND expires_at IS NOT NULL"),
+)
+
+
+# One row per scope; also the lock that serializes a scope's writes.
+SCOPES = Table(
+    "scope_settings",
+    METADATA,
+    Column("scope_key", Text, primary_key=True),
+    Column("max_records", Integer, nullable=False),
+    _big("created_at"),
+    _big("updated_at"),
+    # The scope's latest write instant: the next write's instant is strictly after it.
+    _big("latest_at", nullable=True),
+    # How many of its records are active and proposed: kept by triggers on memory_records (0009).
+    Column("active_count", BigInteger, nullable=False, server_default="0"),
+    Column("proposed_count", BigInteger, nullable=False, server_default="0"),
+    CheckConstraint("max_records >= 0", name="ck_scope_settings_max_records"),
+)
+
+
+# Append-only event log. Never holds a body.
+EVENTS = Table(
+    "ledger_events",
+    METADATA,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    _big("at"),
+    Column("scope_key", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("record_id", Text, nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("run_id", Text, nullable=True),
+    Column("detail", Text, nullable=False),
+    Index("ix_ledger_events_scope", "scope_key", "seq"),
+    Index("ix_ledger_events_record", "record_id"),
+)
+
+
+def _zero(name: str, kind: type[BigInteger] | type[Integer] = BigInteger) -> Column[int]:
+    return Column(name, kind, nullable=False, server_default="0")
+
+
+# Per-scope consolidation settings (written by ``consolidation/`` through a ledger transaction).
+CONSOLIDATION_SETTINGS = Table(
+    "consolidation_settings",
+    METADATA,
+    Column("scope_key", Text, primary_key=True),
+    Column("mode", Text, nullable=False),
+    Column("allowed_ops", Text, nullable=False),
+    Column("debounce_s", Float, nullable=False),
+    Column("max_wait_s", Float, nullable=True),
+    Column("harness", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("wall_clock_cap_s", Float, nullable=False),
+    Column("max_output_tokens", Integer, nullable=False),
+    _big("spend_budget_micro_usd"),
+    _big("created_at"),
+    _big("updated_at"),
+    Column("allow_removal", Boolean, nullable=False, server_default=false()),  # retire passes the gate only when on
+    Column("max_prompt_chars", Integer, nullable=False, server_default="16000"),
+    Column("rotation_cursor", Text, nullable=True),  # candidate rotation
+    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
+    Column("base_url", Text, nullable=True),
+    Column("price_in_usd_per_mtok", Float, nullable=True),
+    Column("price_out_usd_per_mtok", Float, nullable=True),
+    CheckConstraint("mode IN ('off','propose','apply')", name="ck_consolidation_settings_mode"),
+    CheckConstraint("debounce_s >= 0", name="ck_consolidation_settings_debounce"),
+    CheckConstraint("max_wait_s IS NULL OR max_wait_s >= debounce_s", name="ck_consolidation_settings_wait"),
+    CheckConstraint("wall_clock_cap_s > 0", name="ck_consolidation_settings_cap"),
+    CheckConstraint("max_output_tokens > 0", name="ck_consolidation_settings_tokens"),
+    CheckConstraint("spend_budget_micro_usd >= 0", name="ck_consolidation_settings_budget"),
+)
+
+
+# One consolidation run (docs/consolidation.md). ``prompt``/``answer``/``answer_raw`` hold bodies.
+RUNS = Table(
+    "consolidation_runs",
+    METADATA,
+    Column("id", Text, primary_key=True),
+    Column("scope_key", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("outcome", Text, nullable=True),
+    Column("mode", Text, nullable=True),
+    Column("turns", Integer, nullable=False),
+    _big("created_at"),
+    _big("due_at"),
+    _big("started_at", nullable=True),
+    _big("settled_at", nullable=True),
+    Column("harness", Text, nullable=True),
+    Column("model", Text, nullable=True),
+    Column("wall_clock_cap_s", Float, nullable=True),
+    _zero("input_tokens"),
+    _zero("output_tokens"),
+    _zero("cache_creation_input_tokens"),
+    _zero("cache_read_input_tokens"),
+    _zero("spend_micro_usd"),
+    _zero("model_calls", Integer),
+    _zero("ops_proposed", Integer),
+    _zero("ops_applied", Integer),
+    _zero("ops_refused", Integer),
+    Column("refusals", Text, nullable=False, server_default="{}"),
+    Column("error", Text, nullable=True),
+    Column("prompt", Text, nullable=True),
+    Column("answer", Text, nullable=True),
+    Column("answer_raw", Text, nullable=True),
+    _big("answer_stored_at", nullable=True),
+    # Both jobs share the table (docs/extraction.md): "consolidate" or "extract", and an extraction run's session.
+    Column("job", Text, nullable=False, server_default="consolidate"),
+    Column("session_id", Text, nullable=False, server_default=""),
+    CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
+    CheckConstraint(
+        "(state = 'settled') = (outcome IS NOT NULL) AND (outcome IS NULL OR outcome IN "
+        "('applied','proposed','cancelled','skipped_budget','failed','abandoned'))",
+        name="ck_consolidation_runs_outcome",
+    ),
+    CheckConstraint("(state = 'settled') = (settled_at IS NOT NULL)", name="ck_consolidation_runs_settled"),
+    CheckConstraint(
+        "state = 'pending' OR started_at IS NOT NULL OR outcome = 'cancelled'", name="ck_consolidation_runs_started"
+    ),
+    # At most one pending run per scope, job and session (migration 0007), one running per scope.
+    _partial("ux_consolidation_runs_pending", "scope_key", "job", "session_id", where="state = 'pending'", unique=True),
+    _partial("ux_consolidation_runs_running", "scope_key", where="state = 'running'", unique=True),
+    _partial("ix_consolidation_runs_due", "due_at", where="state = 'pending'"),
+    Index("ix_consolidation_runs_scope", "scope_key", "created_at"),
+)
+
+
+# Text derived from records (a run's prompt, a packet audit, a digest), by the record ids it contains.
+#
+# ``owner`` names a table the ledger knows, ``key`` that table's primary key value, and
+# ``columns`` (a JSON list) the columns that hold the derived text: forgetting one of
+# ``record_id``'s chain clears those columns of that row (see :meth:`ledger.tx.Transaction.register_derived`).
+DERIVED = Table(
+    "derived_texts",
+    METADATA,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("owner", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("record_id", Text, nullable=False, index=True),
+    Column("columns", Text, nullable=False),
+    _big("created_at"),
+)
+
+
+# The expiry sweep's last run, one row per sweep name (``expiry``), so a stopped cron shows.
+#
+# ``last_now`` is the instant swept to (``--now``, else the clock); ``last_started_at`` and
+# ``last_finished_at`` are the ledger clock's readings around the run. ``runs`` and
+# ``expired_total`` only grow.
+SWEEPS = Table(
+    "ops_sweep",
+    METADATA,
+    Column("name", Text, primary_key=True),
+    _big("last_started_at"),
+    _big("last_finished_at"),
+    _big("last_now"),
+    _big("last_expired"),
+    _big("runs"),
+    _big("expired_total"),
+    CheckConstraint("last_expired >= 0 AND runs >= 1 AND expired_total >= 0", name="ck_ops_sweep_counts"),
+)
+
+
+# The packet audit (docs/packet.md): one row per session, replaced when its packet is built again.
+#
+# ``selected`` is a JSON list of ``{id, kind, reason, body}`` (the body as sent, frozen;
+# null once the record is forgotten); ``excluded`` a JSON list of ``{id, code}``.
+PACKET_AUDITS = Table(
+    "packet_audits",
+    METADATA,
+    Column("scope_key", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    _big("built_at"),
+    Column("max_chars", Integer, nullable=False),
+    Column("token_estimate", Integer, nullable=False),
+    Column("selected", Text, nullable=False),
+    Column("excluded", Text, nullable=False),
+)
+
+
+# The injection switch per scope; no row means on (the default).
+INJECTION = Table(
+    "memory_injection",
+    METADATA,
+    Column("scope_key", Text, primary_key=True),
+    Column("enabled", Boolean, nullable=False),
+    _big("updated_at"),
+)
+
+
+# Extraction settings per scope (used only by ``consolidation/``; same migration chain).
+EXTRACTION_SETTINGS = Table(
+    "extraction_settings",
+    METADATA,
+    Column("scope_key", Text, primary_key=True),
+    Column("mode", Text, nullable=False),
+    Column("harness", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("debounce_s", Float, nullable=False),
+    Column("max_wait_s", Float, nullable=True),
+    Column("wall_clock_cap_s", Float, nullable=False),
+    Column("max_output_tokens", Integer, nullable=False),
+    _big("created_at"),
+    _big("updated_at"),
+    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
+    Column("base_url", Text, nullable=True),
+    Column("price_in_usd_per_mtok", Float, nullable=True),
+    Column("price_out_usd_per_mtok", Float, nullable=True),
+    CheckConstraint("mode IN ('off','propose')", name="ck_extraction_settings_mode"),
+    CheckConstraint("debounce_s >= 0", name="ck_extraction_settings_debounce"),
+)
+
+
+# A session's bounded digest of recent messages (JSON list); taken into its run at claim.
+#
+# ``digest_id`` is the single-column key the derived-text registry names (forgetting a
+# record a message quoted sets ``messages`` to NULL).
+DIGESTS = Table(
+    "extraction_digests",
+    METADATA,
+    Column("scope_key", Text, primary_key=True),
+    Column("session_id", Text, primary_key=True),
+    Column("digest_id", Text, nullable=False, unique=True),
+    Column("messages", Text, nullable=True),
+    Column("chars", Integer, nullable=False),
+    Column("next_seq", Integer, nullable=False),
+    _big("updated_at"),
+)
+
+
+# ---------------------------------------------------------------------- API tokens (docs/operations.md)
+# The table of worker/tokens.py: it is here so that the one metadata (and so Alembic) holds it.
+# One API token: only the SHA-256 of the token is stored; the token itself is shown once.
+API_TOKENS = Table(
+    "api_tokens",
+    METADATA,
+    Column("id", Text, primary_key=True),
+    Column("account", Text, nullable=False, index=True),
+    Column("hash", Text, nullable=False, unique=True),
+    _big("created_at"),
+    _big("last_used_at", nullable=True),
+    _big("revoked_at", nullable=True),
+    CheckConstraint("revoked_at IS NULL OR revoked_at >= created_at", name="ck_api_tokens_revoked"),
+)
+
+
+# ---------------------------------------------------------------------- end of API tokens

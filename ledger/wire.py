@@ -1,0 +1,242 @@
+"""The wire's forms of the record protocol (:mod:`ledger.protocol`): the JSON-RPC error codes and
+:class:`RpcError`, ledger objects as JSON, strict text and RFC 3339 instants as the wire carries
+them, and quoting any input safely in a message."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from ledger.errors import LedgerError
+from ledger.instants import format_rfc3339, require_aware
+from ledger.lines import escape_line_breaks
+from ledger.models import MemoryRecord, ScopeUsage
+from ledger.packet import Packet
+from ledger.slash import SlashResult
+
+JSONRPC_VERSION = "2.0"
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+# data.reason -> JSON-RPC code for LedgerError subclasses; anything unlisted gets LEDGER_ERROR.
+LEDGER_ERROR = -32000
+REASON_CODES: dict[str, int] = {
+    "invalid_params": INVALID_PARAMS,
+    "scope_error": INVALID_PARAMS,
+    "body_rejected": -32001,
+    "budget_exceeded": -32002,
+    "not_found": -32003,
+    "invalid_transition": -32004,
+    "busy": -32005,
+}
+MAX_QUOTE_CHARS = 80
+# Lone surrogates and C0/C1 control characters (tab, LF and CR are allowed where text may span lines).
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+BAD_ANYWHERE = re.compile(r"[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+BAD_IN_LINE = re.compile(r"[\ud800-\udfff\x00-\x1f\x7f-\x9f]")
+_RFC3339 = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[Tt ](?P<time>\d{2}:\d{2}:\d{2})(?:\.(?P<frac>\d+))?(?P<offset>[Zz]|[+-]\d{2}:\d{2})"
+)
+_INSTANT_HINT = 'an RFC 3339 instant with an offset, e.g. "2026-01-01T00:00:00Z" or "2026-01-01T09:30:00.25+02:00"'
+
+
+def quote(value: object, *, limit: int = MAX_QUOTE_CHARS) -> str:
+    """``value`` as a JSON string of at most ``limit`` of its characters, safe to put in any message.
+
+    Control characters, U+2028 / U+2029 and lone surrogates come out escaped; a longer value is cut and says how
+    long it was, so an error never grows with its input.
+    """
+    text = value if isinstance(value, str) else type(value).__name__
+    shown = json.dumps(text[:limit], ensure_ascii=False)
+    shown = escape_line_breaks(BAD_ANYWHERE.sub(lambda m: f"\\u{ord(m.group()):04x}", shown))
+    return shown if len(text) <= limit else f'{shown[:-1]}…" ({len(text):,} characters)'
+
+
+def char_problem(found: str, where: str) -> str:
+    code = f"U+{ord(found):04X}"
+    if SURROGATE.match(found):
+        return f"{where} is not valid Unicode: it holds a lone surrogate ({code}); send UTF-8 text"
+    return f"{where} holds the control character {code}, which is not allowed; send plain text"
+
+
+class RpcError(Exception):
+    """A protocol-level refusal with its JSON-RPC code and ``data.reason``."""
+
+    def __init__(self, code: int, message: str, *, reason: str, **data: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data: dict[str, Any] = {"reason": reason, **data}
+
+
+def scan(value: Any, path: str) -> None:
+    """Refuse a lone surrogate or a control character (other than tab, LF, CR) in any string of ``value``."""
+    if isinstance(value, str):
+        found = BAD_ANYWHERE.search(value)
+        if found:
+            raise RpcError(
+                INVALID_PARAMS, f"invalid params: {char_problem(found.group(), path)}", reason="invalid_params",
+                field=path,
+            )  # fmt: skip
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            name = key if isinstance(key, str) else str(key)
+            if BAD_ANYWHERE.search(name):
+                shown = quote(name)
+                raise RpcError(
+                    INVALID_PARAMS, f"invalid params: the param name {shown} is not plain text",
+                    reason="invalid_params", field=shown[1:-1],
+                )  # fmt: skip
+            scan(item, name if path == "params" else f"{path}.{name}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            scan(item, f"{path}[{index}]")
+
+
+# ---------------------------------------------------------------------- serialization
+def record_to_json(record: MemoryRecord) -> dict[str, Any]:
+    """A record as the protocol (and ``memledger … --json``) shows it: camelCase, RFC 3339 instants."""
+    return {
+        "id": record.id,
+        "scopeKey": record.scope_key,
+        "kind": record.kind.value,
+        "body": record.body,
+        "provenance": record.provenance.value,
+        "status": record.status.value,
+        "sourceSessionId": record.source_session_id,
+        "supersedes": list(record.supersedes),
+        "supersededBy": record.superseded_by,
+        "confidenceBps": record.confidence_bps,
+        "rationale": record.rationale,
+        "validFrom": format_rfc3339(record.valid_from),
+        "validTo": format_rfc3339(record.valid_to),
+        "expiresAt": format_rfc3339(record.expires_at),
+        "conflictGroup": record.conflict_group,
+        "createdAt": format_rfc3339(record.created_at),
+        "updatedAt": format_rfc3339(record.updated_at),
+        "erased": record.erased,
+    }
+
+
+def usage_to_json(usage: ScopeUsage) -> dict[str, Any]:
+    """A scope's budget and what it holds."""
+    return {
+        "scopeKey": usage.scope_key,
+        "maxRecords": usage.max_records,
+        "active": usage.active,
+        "proposed": usage.proposed,
+        "held": usage.held,
+    }
+
+
+def slash_to_json(result: SlashResult) -> dict[str, Any]:
+    """``{handled, reply, ok, reason?, records}``; ``reason`` only when the command was refused."""
+    out: dict[str, Any] = {
+        "handled": result.handled,
+        "reply": result.reply,
+        "ok": result.ok,
+        "records": [record_to_json(r) for r in result.records],
+    }
+    if result.reason is not None:
+        out["reason"] = result.reason
+    return out
+
+
+def packet_to_json(packet: Packet) -> dict[str, Any]:
+    """The injected text, what it holds and how each was sent, what it left out and why (docs/packet.md)."""
+    return {
+        "text": packet.text,
+        "records": [record_to_json(r) for r in packet.records],
+        "selected": [{"id": e.id, "kind": e.kind, "reason": e.reason, "body": e.body} for e in packet.selected],
+        "excluded": [{"id": e.id, "code": e.code} for e in packet.excluded],
+        "omitted": [record_to_json(r) for r in packet.omitted],
+        "tokenEstimate": packet.token_estimate,
+        "maxChars": packet.max_chars,
+        "builtAt": None if packet.built_at is None else format_rfc3339(packet.built_at),
+        "sessionId": packet.session_id,
+        "injection": packet.injection,
+    }
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn ledger objects (records, usage, packets, slash results, instants, enums) into JSON values.
+
+    Raises:
+        TypeError: a value with no JSON form (a bug in the method that returned it).
+    """
+    if isinstance(value, Enum):
+        return value.value
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, datetime):
+        return format_rfc3339(value)
+    for kind, convert in _CONVERTERS:
+        if isinstance(value, kind):
+            return convert(value)
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    raise TypeError(f"no JSON form for {type(value).__name__}")
+
+
+_CONVERTERS: tuple[tuple[type[Any], Callable[[Any], Any]], ...] = (
+    (MemoryRecord, record_to_json),
+    (ScopeUsage, usage_to_json),
+    (SlashResult, slash_to_json),
+    (Packet, packet_to_json),
+)
+
+
+# ---------------------------------------------------------------------- text and instants
+def parse_wire_instant(value: object) -> datetime:
+    """An RFC 3339 instant as the wire carries it: ``YYYY-MM-DDTHH:MM:SS[.ffffff](Z|±HH:MM)``.
+
+    Basic format, week and ordinal dates, a missing offset and more than 6 fractional digits
+    are refused (never cut). Raises ValueError with a message that says what a valid value is.
+    """
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string holding {_INSTANT_HINT}")
+    m = _RFC3339.fullmatch(value)
+    if m is None:
+        raise ValueError(f"must be {_INSTANT_HINT}; got {quote(value)}")
+    frac = m.group("frac") or ""
+    if len(frac) > 6:
+        raise ValueError(
+            f"has {len(frac)} fractional digits and at most 6 (microseconds) are kept; "
+            f"round it, e.g. {quote(value[: m.start('frac') + 6] + value[m.end('frac') :])}"
+        )
+    offset = m.group("offset").upper().replace("Z", "+00:00")
+    iso = f"{m.group('date')}T{m.group('time')}{'.' + frac.ljust(6, '0') if frac else ''}{offset}"
+    try:
+        parsed = datetime.fromisoformat(iso)
+        return require_aware(parsed)
+    except (ValueError, LedgerError):
+        raise ValueError(f"is not a real instant (check the month, day, hour and offset); got {quote(value)}") from None
+
+
+def line_text(value: object) -> str:
+    """One line of text: a string with no control character at all (no newline either)."""
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    found = BAD_IN_LINE.search(value)
+    if found:
+        raise ValueError(char_problem(found.group(), "the text") + " on one line (no newline or tab)")
+    return value
+
+
+def body_text(value: object) -> str:
+    """Free text: a string; newline, carriage return and tab are allowed (the scan refused the rest)."""
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    found = BAD_ANYWHERE.search(value)
+    if found:
+        raise ValueError(char_problem(found.group(), "the text"))
+    return value
