@@ -17,14 +17,12 @@ from sqlalchemy import Connection, bindparam, select
 
 from ledger.instants import EPOCH
 from ledger.models import Kind, MemoryRecord, Provenance, Status
-from ledger.schema import RECORDS
+from ledger.schema import RECORD_NAMES, RECORDS
 from ledger.store import Prepared, rows
 from ledger.store.base import Statement
 
-# Columns the write paths keep for themselves; a MemoryRecord does not carry them.
-INTERNAL = frozenset({"proposed_action"})
-# The columns a MemoryRecord is built from, in table order, from the table (the one schema).
-NAMES = tuple(column.name for column in RECORDS.c if column.name not in INTERNAL)
+# The columns a MemoryRecord is built from, in table order (stated with the table).
+NAMES = RECORD_NAMES
 M = RECORDS.c
 # Every read of records selects these columns (in NAMES order): SELECT_RECORDS.where(...).
 SELECT_RECORDS = select(*(M[name] for name in NAMES))

@@ -343,3 +343,7 @@ API_TOKENS = Table(
 
 
 # ---------------------------------------------------------------------- end of API tokens
+
+# The columns of memory_records a MemoryRecord is built from, in table order: all but those the write paths
+# keep for themselves (``proposed_action``). ``ledger.record_rows`` reads and writes records in this order.
+RECORD_NAMES = tuple(column.name for column in RECORDS.c if column.name != "proposed_action")

@@ -14,19 +14,36 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ledger.errors import AmbiguousId, InvalidArgument, LedgerError, RecordNotFound
 from ledger.models import MemoryRecord
 from ledger.packet import CITATION_CHARS, flatten
 
-if TYPE_CHECKING:
-    from ledger.core import Ledger
-
 ID_PREFIX = "mem_"
 MIN_PREFIX_CHARS = 4  # after "mem_": the citation's own length
 _PREFIX = re.compile(rf"^(?:mem_)?([0-9a-f]{{{MIN_PREFIX_CHARS},24}})$")
 _UNPIN_USAGE = "Usage: /unpin <id> (the id or its first characters, as /pins shows them)"
+
+
+Records = list[MemoryRecord]
+
+
+class Ledger(Protocol):
+    """What a slash command uses of :class:`ledger.Ledger` (named here, so this module needs nothing of it)."""
+
+    @property
+    def scope_key(self) -> str: ...
+
+    def save(self, body: str, *, now: datetime | None = None) -> MemoryRecord: ...
+
+    def delete(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord: ...
+
+    def list(self, scope_key: str | None = None, *, now: datetime | None = None) -> Records: ...
+
+    def proposals(self, scope_key: str | None = None, *, now: datetime | None = None) -> Records: ...
+
+    def get(self, record_id: str) -> MemoryRecord | None: ...
 
 
 @dataclass(frozen=True, slots=True)

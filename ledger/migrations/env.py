@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import Connection, create_engine
 
 from ledger.schema import METADATA
-from ledger.store.base import include_object
+from ledger.store.ddl import include_object
 
 config = context.config
 

@@ -10,7 +10,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import make_url
 
 from ledger.errors import LedgerError
-from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, include_object
+from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store
+from ledger.store.ddl import include_object
 from ledger.store.postgres import PostgresStore
 from ledger.store.prepared import Prepared, lit, param
 from ledger.store.scope import enter_scope

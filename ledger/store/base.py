@@ -19,25 +19,14 @@ from sqlalchemy import ColumnElement, Connection, Engine, Executable, RowMapping
 from sqlalchemy.exc import DBAPIError, StatementError
 
 from ledger.errors import InvalidArgument, LedgerBusy, LedgerError
+from ledger.schema import RECORD_NAMES
 from ledger.store.prepared import Prepared
+from ledger.store.schema_object import SchemaObject
 
 T = TypeVar("T")
 U = TypeVar("U")
 Statement = Prepared | Executable
 Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
-
-
-class SchemaObject(NamedTuple):
-    """One object of the schema the Core tables cannot state, in its dialect's own words.
-
-    Each dialect lists its own in one place (:mod:`ledger.store.sqlite_ddl`,
-    :mod:`ledger.store.postgres_ddl`); the migrations and the schema test take them from there.
-    """
-
-    kind: str  # "table" (SQLite's FTS5), "trigger", "function" or "index"
-    name: str
-    table: str  # what a trigger or an index is on ("" otherwise)
-    sql: str
 
 
 class Locked(NamedTuple):
@@ -75,26 +64,11 @@ Rows = list[tuple[Any, ...]]
 
 def prefixed_columns(alias: str) -> str:
     """The ``memory_records`` columns a record is built from, in table order, qualified by ``alias``."""
-    from ledger.record_rows import NAMES
-
-    return ", ".join(f"{alias}.{name}" for name in NAMES)
+    return ", ".join(f"{alias}.{name}" for name in RECORD_NAMES)
 
 
 def _statement(stmt: Statement) -> Executable:
     return stmt.statement if isinstance(stmt, Prepared) else stmt
-
-
-def dialect_objects() -> tuple[str, ...]:
-    """The tables and indexes of the dialects' own schema (and the prefix of FTS5's shadow tables)."""
-    from ledger.store import postgres_ddl, sqlite_ddl
-
-    return tuple(o.name for o in (*sqlite_ddl.OBJECTS, *postgres_ddl.OBJECTS) if o.kind in ("table", "index"))
-
-
-def include_object(obj: object, name: str | None, type_: str, reflected: bool, compare_to: object) -> bool:
-    """Alembic's filter: the FTS5 table (and its shadow tables) and the PostgreSQL GIN index are dialect
-    features, compared by ``tests/ledger/test_schema_ddl.py`` instead."""
-    return not (name is not None and name.startswith(dialect_objects()))
 
 
 class Store(ABC):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ledger.store.base import SchemaObject
+from ledger.store.schema_object import SchemaObject
 
 # The search: a GIN index over the active bodies' tsvector (see PostgresStore.search).
 SEARCH = (

@@ -13,7 +13,7 @@ its triggers, and must re-create them from here (:func:`on_table`).
 
 from __future__ import annotations
 
-from ledger.store.base import SchemaObject
+from ledger.store.schema_object import SchemaObject
 
 # FTS5 external-content index over *active* bodies only, stemmed (``porter``) as PostgreSQL's
 # ``english`` configuration is. The delete command of an external-content table must carry the

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, Engine, create_engine, inspect, text
 from ledger.db import make_engine, upgrade
 from ledger.schema import METADATA
 from ledger.store import store_for
-from ledger.store.base import SchemaObject
+from ledger.store.schema_object import SchemaObject
 from tests.conftest import PG_URL, pg_schema_url, service_missing
 
 Snapshot = dict[str, Any]
