@@ -148,14 +148,64 @@ def test_bad_params_are_invalid_params_and_change_nothing(
     assert runtime.ledger.injection(SCOPE) is True
 
 
-def _rpc_lines(env: dict[str, str], *requests: dict[str, Any]) -> list[dict[str, Any]]:
-    lines = b"\n".join(json.dumps({"jsonrpc": "2.0", "id": n, **r}).encode() for n, r in enumerate(requests))
-    done = subprocess.run([MEMLEDGER, "rpc"], input=lines + b"\n", env=env, capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr.decode()
-    return [json.loads(line) for line in done.stdout.decode().splitlines()]
+class StdioRpc:
+    """One ``memledger rpc`` process for the whole conversation, as a chat backend keeps it: a request line
+    out, its answer line back (a process per exchange would pay the start-up each time)."""
+
+    def __init__(self, env: dict[str, str], stderr: Path) -> None:
+        self._stderr = stderr
+        with stderr.open("wb") as err:
+            self._popen = subprocess.Popen(
+                [MEMLEDGER, "rpc"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+            )
+        self._next_id = 0
+
+    def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self._popen.stdin is not None and self._popen.stdout is not None
+        self._next_id += 1
+        request = {"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params}
+        self._popen.stdin.write(json.dumps(request).encode() + b"\n")
+        self._popen.stdin.flush()
+        line = self._popen.stdout.readline()  # the per-test timeout bounds a server that never answers
+        assert line, self._stderr.read_text()
+        answer: dict[str, Any] = json.loads(line)
+        assert answer["id"] == self._next_id, answer
+        return answer
+
+    def close(self) -> int:
+        """End of input: the server exits; its status."""
+        assert self._popen.stdin is not None and self._popen.stdout is not None
+        self._popen.stdin.close()
+        status = self._popen.wait(60)
+        self._popen.stdout.close()
+        return status
+
+    def kill(self) -> None:
+        if self._popen.poll() is None:
+            self._popen.kill()
+            self._popen.wait()
+        for pipe in (self._popen.stdin, self._popen.stdout):
+            if pipe is not None:
+                pipe.close()
 
 
-def test_the_loop_over_stdio_and_the_operator_commands(base_env: dict[str, str], tmp_path: Path) -> None:
+@pytest.fixture
+def stdio_rpc(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], StdioRpc]]:
+    """Factory of ``memledger rpc`` processes, killed after the test if still running."""
+    started: list[StdioRpc] = []
+
+    def start(env: dict[str, str]) -> StdioRpc:
+        started.append(StdioRpc(env, tmp_path / f"rpc-{len(started)}.err"))
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+def test_the_loop_over_stdio_and_the_operator_commands(
+    base_env: dict[str, str], stdio_rpc: Callable[[dict[str, str]], StdioRpc]
+) -> None:
     env = {**base_env, "MEMLEDGER_LOG_LEVEL": "WARNING"}
 
     def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
@@ -170,31 +220,25 @@ def test_the_loop_over_stdio_and_the_operator_commands(base_env: dict[str, str],
     bad = cli("extraction", "set", SCOPE, "--harness", "gpt")
     assert bad.returncode == 1 and "harness" in bad.stderr.decode()
     # The chat backend reports a turn over stdio
-    [turn] = _rpc_lines(
-        env,
-        {"method": "memory/notify_turn", "params": {"sessionId": "s1", "messages": [
-            {"role": "user", "text": "Call me Sam. What's the weather like?"}]}},
-    )  # fmt: skip
+    chat = stdio_rpc(env)
+    turn = chat.ask("memory/notify_turn", {"sessionId": "s1", "messages": [
+        {"role": "user", "text": "Call me Sam. What's the weather like?"}]})  # fmt: skip
     assert turn["result"]["extraction"]["scheduled"] is True
     assert cli("consolidation", "run-due").returncode == 0  # `memledger serve` would run it; here by hand
     runs = json.loads(cli("runs", "--json").stdout)
     assert [(r["job"], r["outcome"], r["sessionId"]) for r in runs] == [("extract", "proposed", "s1")]
     status = json.loads(cli("extraction", "status", SCOPE, "--json").stdout)
     assert [r["id"] for r in status["runs"]] == [runs[0]["id"]]
-    listed, packet = _rpc_lines(
-        env,
-        {"method": "memory/list_proposed_memory_records", "params": {"scopeKey": SCOPE}},
-        {"method": "memory/build_packet", "params": {"scopeKey": SCOPE, "sessionId": "s1"}},
-    )
+    # The same rpc process sees what the other process wrote
+    listed = chat.ask("memory/list_proposed_memory_records", {"scopeKey": SCOPE})
+    packet = chat.ask("memory/build_packet", {"scopeKey": SCOPE, "sessionId": "s1"})
     [proposal] = listed["result"]["records"]
     assert proposal["body"] == "Call me Sam"
     assert packet["result"]["excluded"] == [{"id": proposal["id"], "code": "proposed"}]
-    accepted, packet, audit = _rpc_lines(
-        env,
-        {"method": "memory/accept_proposed_memory_record", "params": {"id": proposal["id"]}},
-        {"method": "memory/build_packet", "params": {"scopeKey": SCOPE, "sessionId": "s1"}},
-        {"method": "memory/get_packet_audit", "params": {"sessionId": "s1"}},
-    )
+    accepted = chat.ask("memory/accept_proposed_memory_record", {"id": proposal["id"]})
+    packet = chat.ask("memory/build_packet", {"scopeKey": SCOPE, "sessionId": "s1"})
+    audit = chat.ask("memory/get_packet_audit", {"sessionId": "s1"})
+    assert chat.close() == 0
     assert accepted["result"]["status"] == "active"
     assert packet["result"]["text"].endswith("preference: Call me Sam")
     assert audit["result"]["selected"][0]["body"] == "Call me Sam"

@@ -28,6 +28,7 @@ from consolidation.fake_anthropic import FakeAnthropic, Reply, request_records
 from ledger import Ledger, Provenance, Status, open_ledger
 from ledger.store import PostgresStore
 from tests.worker.conftest import TWO_DUPLICATES, Proc, wait_until
+from worker.jobs.broker import SENTINEL_KEY
 from worker.runtime import FAULT_EXIT_CODE, Runtime
 
 MODEL = "claude-haiku-4-5"
@@ -161,8 +162,11 @@ def test_kill_a_worker_at_each_step_of_a_run(
         )
     # Given one worker per step, each in its own queue namespace, each dying at its step
     senders = []
+    client = redis.Redis.from_url(redis_url)
     for case in cases:
         namespace = f"{case.point}-{id(case)}"
+        # The queue has lost nothing: no worker's start-up janitor pass re-sends another step's run into its queue
+        client.set(f"{namespace}:{SENTINEL_KEY}", "kept")
         env = {
             **base_env,
             "MEMLEDGER_REDIS_URL": redis_url,
@@ -178,7 +182,7 @@ def test_kill_a_worker_at_each_step_of_a_run(
     for case in cases:
         assert case.worker is not None
         wait_until(lambda w=case.worker: "memledger worker ready" in w.err.read_text(), timeout_s=60)
-    time.sleep(0.5)  # each worker's start-up janitor pass is over: from now on only its own queue feeds it
+    client.close()
     for case, sender in zip(cases, senders, strict=True):
         sender.notify_turn(case.scope)
     # When each reaches its step: the fault point exits the process; the call in flight is killed by us
@@ -236,7 +240,7 @@ def test_redis_losing_everything_loses_no_run(
     wait_until(lambda: "memledger worker ready" in worker.err.read_text(), timeout_s=60)
     for scope in scopes[2:]:
         api.notify_turn(scope)
-    time.sleep(0.3)
+    assert unacknowledged(redis_url, env["MEMLEDGER_REDIS_NAMESPACE"]) >= 2  # their messages wait in Redis
     client.flushdb()
     client.close()
     # Then every run executes exactly once

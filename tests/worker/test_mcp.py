@@ -24,6 +24,7 @@ from mcp.client._memory import InMemoryTransport
 
 from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
+from tests.conftest import copy_migrated_sqlite, migrate_postgres_schema
 from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, check_pins, ok, refused, stdio_session
 from worker.mcp.server import build_server
@@ -47,7 +48,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def led(db_url: str) -> Any:
-    ledger = open_ledger(db_url, migrate=True)  # PostgreSQL: the schema memledger mcp then opens
+    # A migrated copy (SQLite) or the recorded migration (PostgreSQL): the database memledger mcp then opens
+    if db_url.startswith("sqlite"):
+        copy_migrated_sqlite(db_url)
+    else:
+        migrate_postgres_schema(db_url)
+    ledger = open_ledger(db_url, migrate=True)
     yield ledger
     ledger.close()
 
