@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -31,6 +32,7 @@ MAX_BASE_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 200
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
+M = TypeVar("M", bound=StrEnum)
 
 
 def default_model(harness: str, prices: PriceTable) -> str:
@@ -48,6 +50,26 @@ def default_model(harness: str, prices: PriceTable) -> str:
             "(e.g. --model qwen2.5:7b-instruct for Ollama, or --model gpt-4.1-mini for OpenAI)"
         )
     return prices.cheapest(prefix=spec.model_prefix)
+
+
+def default_target(api_key: str | None, prices: PriceTable) -> dict[str, str]:
+    """The harness and model a scope starts with: anthropic with the cheapest priced model when a key is
+    configured, else offline."""
+    harness = "anthropic" if api_key else "offline"
+    return {"harness": harness, "model": default_model(harness, prices)}
+
+
+def mode_check(enum: type[M], what: str) -> Callable[[str, Any], M]:
+    """The check of a job's ``mode``: the member of ``enum``, or InvalidSettings naming ``what`` and the choices."""
+
+    def check(_: str, value: Any) -> M:
+        try:
+            return enum(value)
+        except ValueError:
+            choices = ", ".join(member.value for member in enum)
+            raise InvalidSettings(f"{what} must be one of {choices}; got {str(value)[:40]!r}") from None
+
+    return check
 
 
 def seconds(name: str, value: object, kind: Any) -> float:

@@ -12,7 +12,7 @@ from consolidation.errors import InvalidSettings
 from consolidation.models import ALL_OPS, DEFAULT_SPEND_BUDGET_MICRO_USD, ConsolidationSettings, Mode
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
-from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
+from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, mode_check
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from ledger import Prepared, Transaction, param
 from ledger.schema import CONSOLIDATION_SETTINGS as TABLE
@@ -37,15 +37,10 @@ FIELDS = (
 
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ConsolidationSettings:
     """Mode off; the anthropic harness with the cheapest priced model when a key is configured, else offline."""
-    harness = "anthropic" if api_key else "offline"
-    return ConsolidationSettings(scope_key=scope_key, harness=harness, model=default_model(harness, prices))
+    return ConsolidationSettings(scope_key=scope_key, **default_target(api_key, prices))
 
 
-def _mode(_: str, value: Any) -> Mode:
-    try:
-        return Mode(value)
-    except ValueError:
-        raise InvalidSettings(f"mode must be one of off, propose, apply; got {value!r}") from None
+_mode = mode_check(Mode, "mode")
 
 
 def _allowed_ops(_: str, value: Any) -> list[str]:

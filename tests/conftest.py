@@ -14,6 +14,7 @@ import sqlite3
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -138,12 +139,9 @@ def pg_schema_url(schema: str) -> str:
     return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture
-def pg_schema(pg_available: BaseException | None) -> Iterator[str]:
-    """A fresh PostgreSQL schema for one test; its URL points search_path at it."""
-    if pg_available is not None:
-        service_missing("PostgreSQL", pg_available)
-    schema = "t_" + uuid.uuid4().hex[:12]
+@contextmanager
+def fresh_pg_schema(schema: str) -> Iterator[str]:
+    """A new PostgreSQL schema called ``schema`` for the block, dropped after it; its URL points search_path at it."""
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
@@ -153,6 +151,15 @@ def pg_schema(pg_available: BaseException | None) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
         admin.dispose()
+
+
+@pytest.fixture
+def pg_schema(pg_available: BaseException | None) -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test; its URL points search_path at it."""
+    if pg_available is not None:
+        service_missing("PostgreSQL", pg_available)
+    with fresh_pg_schema("t_" + uuid.uuid4().hex[:12]) as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

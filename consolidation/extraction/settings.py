@@ -17,9 +17,8 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select
 
 from consolidation import limits as L
-from consolidation.errors import InvalidSettings
 from consolidation.pricing import PriceTable
-from consolidation.setting_checks import FIELD_CHECKS, default_model, merged
+from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, mode_check
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from ledger import Prepared, Reader, param
 from ledger.schema import EXTRACTION_SETTINGS as TABLE
@@ -76,15 +75,11 @@ class ExtractionSettings(BaseModel):
 
 
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ExtractionSettings:
-    harness = "anthropic" if api_key else "offline"
-    return ExtractionSettings(scope_key=scope_key, harness=harness, model=default_model(harness, prices))
+    """Mode off; the anthropic harness with the cheapest priced model when a key is configured, else offline."""
+    return ExtractionSettings(scope_key=scope_key, **default_target(api_key, prices))
 
 
-def _mode(_: str, value: Any) -> ExtractionMode:
-    try:
-        return ExtractionMode(value)
-    except ValueError:
-        raise InvalidSettings(f"extraction mode must be off or propose; got {str(value)[:40]!r}") from None
+_mode = mode_check(ExtractionMode, "extraction mode")
 
 
 CHECKS = {**{name: check for name, check in FIELD_CHECKS.items() if name in FIELDS}, "mode": _mode}

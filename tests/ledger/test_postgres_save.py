@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 from ledger import Ledger, MemoryRecord, open_ledger
 from ledger.errors import BudgetExceeded, InvalidInstant
 from ledger.store import Store
-from tests.conftest import PG_URL, T0, Clock, pg_schema_url
+from tests.conftest import PG_URL, T0, Clock, fresh_pg_schema
 
 pytestmark = pytest.mark.usefixtures("pg_available")
 
@@ -27,16 +27,8 @@ pytestmark = pytest.mark.usefixtures("pg_available")
 @pytest.fixture
 def two_schemas(pg_schema: str) -> Iterator[str]:
     """A second fresh schema beside ``pg_schema``."""
-    schema = "t2_" + pg_schema.rsplit("%3D", 1)[1]
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    try:
-        yield pg_schema_url(schema)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        admin.dispose()
+    with fresh_pg_schema("t2_" + pg_schema.rsplit("%3D", 1)[1]) as url:
+        yield url
 
 
 class Calls:
