@@ -22,7 +22,11 @@ The memory files (:mod:`ledger.files`) raise errors that never cross the protoco
     Exception
     └── EntryUnreadable              a file could not be read at all
 
-``ledger.protocol.RpcError`` (a JSON-RPC error answer) is defined beside the protocol.
+The protocol's own refusals, before any ledger call (a malformed request, unknown method or bad
+params), are not ledger errors: they carry their JSON-RPC code themselves::
+
+    Exception
+    └── RpcError                     a JSON-RPC error answer: ``code``, ``message``, ``data.reason``
 
 Messages say what the user can do next. Third-party errors (SQLAlchemy, sqlite3,
 psycopg) are translated at the boundary and never reach a caller.
@@ -166,3 +170,13 @@ class EntryUnreadable(Exception):
         super().__init__(f"{path}: cannot read: {reason}")
         self.path = path
         self.reason = reason
+
+
+class RpcError(Exception):
+    """A protocol-level refusal with its JSON-RPC code and ``data.reason`` (exported by :mod:`ledger.protocol`)."""
+
+    def __init__(self, code: int, message: str, *, reason: str, **data: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data: dict[str, Any] = {"reason": reason, **data}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.core import Ledger
-from ledger.errors import RecordNotFound
+from ledger.errors import RecordNotFound, RpcError
 from ledger.paging import Page
 from ledger.params import (
     AsOfParams,
@@ -27,7 +27,7 @@ from ledger.params import (
     SlashParams,
 )
 from ledger.reads import SCOPE_RE
-from ledger.wire import INVALID_PARAMS, RpcError, quote
+from ledger.wire import INVALID_PARAMS, quote
 
 # Record ids are "mem_" + 24 hex digits; anything much longer cannot be one, so it is not looked up.
 MAX_ID_CHARS = 100

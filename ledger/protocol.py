@@ -82,7 +82,7 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from ledger.core import Ledger
-from ledger.errors import LedgerError, RecordNotFound
+from ledger.errors import LedgerError, RecordNotFound, RpcError
 from ledger.lines import escape_line_breaks
 from ledger.methods import MAX_ID_CHARS, METHODS, Method, not_found
 from ledger.params import Instant, Line, NoParams, Params, RecordId, Text
@@ -99,7 +99,6 @@ from ledger.wire import (
     PARSE_ERROR,
     REASON_CODES,
     SURROGATE,
-    RpcError,
     parse_wire_instant,
     quote,
     record_to_json,

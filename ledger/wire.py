@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from ledger.errors import LedgerError
+from ledger.errors import LedgerError, RpcError
 from ledger.instants import format_rfc3339, require_aware
 from ledger.lines import escape_line_breaks
 from ledger.models import MemoryRecord, ScopeUsage
@@ -64,16 +64,6 @@ def char_problem(found: str, where: str) -> str:
     if SURROGATE.match(found):
         return f"{where} is not valid Unicode: it holds a lone surrogate ({code}); send UTF-8 text"
     return f"{where} holds the control character {code}, which is not allowed; send plain text"
-
-
-class RpcError(Exception):
-    """A protocol-level refusal with its JSON-RPC code and ``data.reason``."""
-
-    def __init__(self, code: int, message: str, *, reason: str, **data: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data: dict[str, Any] = {"reason": reason, **data}
 
 
 def scan(value: Any, path: str) -> None:
