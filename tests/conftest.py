@@ -134,9 +134,19 @@ def clock() -> Clock:
     return Clock()
 
 
+# Tests commit without waiting for the WAL flush: no test crashes the server, and the flush was most of
+# each PostgreSQL test's wait. A benchmark of commits takes it off (DURABLE_COMMITS).
+ASYNC_COMMITS = "-csynchronous_commit%3Doff%20"
+
+
 def pg_schema_url(schema: str) -> str:
     sep = "&" if "?" in PG_URL else "?"
-    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+    return f"{PG_URL}{sep}options={ASYNC_COMMITS}-csearch_path%3D{schema}"
+
+
+def durable(url: str) -> str:
+    """``url`` with every commit waiting for its WAL flush, as in production."""
+    return url.replace(ASYNC_COMMITS, "")
 
 
 @contextmanager

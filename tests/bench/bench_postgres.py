@@ -21,7 +21,7 @@ from consolidation import ConsolidationService, Outcome
 from consolidation import runs as R
 from ledger import Ledger, Transaction, open_ledger
 from tests.bench.conftest import Sample, interleave, median, note, per_op, report
-from tests.conftest import PG_URL
+from tests.conftest import PG_URL, durable
 
 pytestmark = pytest.mark.bench
 
@@ -31,7 +31,7 @@ ROUNDS = 15
 
 @pytest.fixture
 def pg(pg_schema: str) -> Iterator[Ledger]:
-    led = open_ledger(pg_schema, migrate=True)
+    led = open_ledger(durable(pg_schema), migrate=True)
     led.set_budget(led.scope_key, 1_000_000)
     yield led
     led.close()
