@@ -17,7 +17,6 @@ from ledger.models import Kind, MemoryRecord, Provenance, Status
 from ledger.options import SaveOptions
 from ledger.policy import WritePolicy
 from ledger.record_rows import NewRecord, new_row, record_of_new_row
-from ledger.screening import screen_body
 from ledger.statements import sorted_json
 from ledger.store import Store
 
@@ -28,10 +27,8 @@ def save_plain(
     """The saved record, or None: nothing was written, and the full transaction must run."""
     kind, expires_at = options.get("kind"), options.get("expires_at")
     try:
-        clean = screen_body(body, max_chars=policy.max_body_chars)
-        V.storable_body(clean)
         new = NewRecord(
-            clean,
+            V.stored_body(body, max_chars=policy.max_body_chars),
             Kind.FACT if kind is None else V.kind(kind),
             Provenance.USER_EXPLICIT,
             Status.ACTIVE,

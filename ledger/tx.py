@@ -38,7 +38,6 @@ from ledger.options import ProposeOptions, SaveOptions
 from ledger.policy import WritePolicy
 from ledger.reader import Reader
 from ledger.record_rows import NewRecord
-from ledger.screening import screen_body
 from ledger.store import Pending, Store, run, send
 from ledger.store import query as store_query
 from ledger.store import rows as store_rows
@@ -223,11 +222,6 @@ class Transaction(Reader):
             raise InvalidInstant("expires_at must be after now: a record that is already expired cannot be written")
         return exp_us
 
-    def _screen(self, body: object) -> str:
-        clean = screen_body(body, max_chars=self.policy.max_body_chars)
-        V.storable_body(clean)
-        return clean
-
     # ------------------------------------------------------------------ record writes
     def save(self, body: str, **options: Unpack[SaveOptions]) -> MemoryRecord:
         """Pin ``body`` (provenance ``user_explicit``); ``supersedes=id`` edits an active record.
@@ -240,7 +234,7 @@ class Transaction(Reader):
         Raises:
             BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition, InvalidInstant, InvalidArgument.
         """
-        clean = self._screen(body)
+        clean = V.stored_body(body, max_chars=self.policy.max_body_chars)
         group = V.group(options.get("conflict_group"))
         session = V.opt_text(options.get("source_session_id"), "source_session_id")
         supersedes = options.get("supersedes")
@@ -319,7 +313,7 @@ class Transaction(Reader):
         run_id: str | None = None,
     ) -> NewRecord:
         """A proposal's record, screened (first) and validated."""
-        clean = self._screen(body)
+        clean = V.stored_body(body, max_chars=self.policy.max_body_chars)
         try:
             prov = Provenance(str(provenance))
         except ValueError:

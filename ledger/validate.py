@@ -8,6 +8,7 @@ from typing import Any
 
 from ledger.errors import BodyRejected, InvalidArgument, InvalidTransition
 from ledger.models import TRANSITIONS, Kind, Status
+from ledger.screening import screen_body
 
 GROUP_MAX_CHARS = 200
 
@@ -59,6 +60,17 @@ def storable(value: str, name: str) -> None:
         raise InvalidArgument(
             f"{name} contains a character that cannot be stored (a lone UTF-16 surrogate); send valid Unicode text"
         ) from None
+
+
+def stored_body(body: object, *, max_chars: int) -> str:
+    """``body`` as a record stores it: screened (:func:`ledger.screening.screen_body`) and storable.
+
+    Raises:
+        BodyRejected.
+    """
+    clean = screen_body(body, max_chars=max_chars)
+    storable_body(clean)
+    return clean
 
 
 def storable_body(body: str) -> None:
