@@ -14,7 +14,7 @@ import logging
 from datetime import datetime
 from typing import Any, NamedTuple, TypedDict, Unpack
 
-from sqlalchemy import and_
+from sqlalchemy import and_, select, union
 
 from consolidation import runs as R
 from consolidation.connections import Connections
@@ -27,9 +27,19 @@ from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.harnesses import Connection, Harness
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import FaultHook, Job, RunLife
-from consolidation.models import ALL_OPS, DEFAULT_CAP_S, ConsolidationRun, ConsolidationSettings, Outcome, RunState
+from consolidation.models import (
+    ALL_OPS,
+    DEFAULT_CAP_S,
+    ConsolidationRun,
+    ConsolidationSettings,
+    Mode,
+    Outcome,
+    RunState,
+)
 from consolidation.pricing import PriceTable, default_price_table
 from ledger import Ledger, Transaction, check_scope, to_micros
+from ledger.schema import CONSOLIDATION_SETTINGS as CS
+from ledger.schema import EXTRACTION_SETTINGS as ES
 from ledger.schema import RUNS
 
 log = logging.getLogger(__name__)
@@ -213,6 +223,15 @@ class ConsolidationService:
 
     def pending_runs(self, *, limit: int = 1000) -> list[ConsolidationRun]:
         return self._select(R.PENDING, (RC.due_at, RC.id), limit)
+
+    def harnesses_on(self) -> set[str]:
+        """The harnesses some scope has on, for either job (a worker preloads them)."""
+        on = union(
+            select(CS.c.harness).where(CS.c.mode != Mode.OFF.value),
+            select(ES.c.harness).where(ES.c.mode != ExtractionMode.OFF.value),
+        )
+        with self.led.reading() as db:
+            return {str(name) for (name,) in db.execute(on)}
 
     def run_due(self, *, now: datetime | None = None, limit: int = 100) -> list[ConsolidationRun]:
         """Execute every due pending run; returns the runs this call settled."""

@@ -112,7 +112,7 @@ class Runtime:
     def start_worker(self, *, threads: int | None = None) -> None:
         """Start dramatiq worker threads on this process's broker (stopped by :meth:`close`)."""
         if self.worker is None:
-            preload_harnesses()  # the SDK's import is paid here, not inside the first run's cap
+            preload_harnesses(self.service.harnesses_on())  # the SDKs its scopes use, before the first run
             self.worker = dramatiq.Worker(
                 self.broker,
                 worker_threads=threads or self.config.worker_threads,

@@ -17,6 +17,7 @@ implementations are imported on first use, so importing this package loads no SD
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -197,19 +198,24 @@ def get_extractor(
     return spec(name).extraction(_connection(api_key, base_url, prices))
 
 
-def preload() -> None:
-    """Import every harness implementation now (the model SDKs among them).
+def preload(names: Iterable[str] | None = None) -> None:
+    """Import the implementations of the harnesses ``names`` (None: every harness) now, the model SDKs among them.
 
-    The Anthropic SDK takes 1 s to import on a quiet 2-core machine and over 3 s beside busy
-    worker threads (the openai SDK about as long). Imported on a run's first use, that time
-    fell inside the run's wall-clock cap: a 1.5 s cap ran out before the request was sent.
-    A worker calls this before it consumes.
+    The Anthropic SDK takes 1 s of CPU to import on a quiet 2-core machine and over 3 s beside
+    busy worker threads (the openai SDK about half as long). A worker preloads the harnesses its
+    scopes have on, so its first run does not wait on the import; one a scope turns on later is
+    imported by its first run, before the wall-clock cap starts (the cap's deadline is taken when
+    the request is sent). Unknown names are skipped: a stored setting names a harness that exists.
     """
-    for row in HARNESSES.values():
+    for name in HARNESSES if names is None else names:
+        row = HARNESSES.get(name)
+        if row is None:
+            continue
         for where in (row.harness, row.extractor):
             if where is not None:
                 _load(where)
-    import consolidation.harnesses.extract_base  # noqa: F401
+        if row.extractor is None:
+            import consolidation.harnesses.extract_base  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:

@@ -81,7 +81,7 @@ def make_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
             config["database_url"] = f"sqlite:///{tmp_path / 'ledger.db'}"
             copy_migrated_sqlite(config["database_url"])
         config.setdefault("redis_namespace", "t" + uuid.uuid4().hex[:10])
-        config.setdefault("worker_poll_ms", 10)
+        config.setdefault("worker_poll_ms", 50)
         config.setdefault("shutdown_timeout_s", 10)
         runtime = build_runtime(WorkerConfig(**config), service_kwargs=service_kwargs)
         made.append(runtime)
@@ -140,7 +140,7 @@ def memledger_env(directory: Path) -> dict[str, str]:
         MEMLEDGER_LOG_LEVEL="INFO",
         MEMLEDGER_JANITOR_INTERVAL_S="0.5",
         MEMLEDGER_JANITOR_RESEND_AFTER_S="0.5",
-        MEMLEDGER_WORKER_POLL_MS="10",
+        MEMLEDGER_WORKER_POLL_MS="50",
         MEMLEDGER_WORKER_THREADS="4",
         MEMLEDGER_REDIS_NAMESPACE="t" + uuid.uuid4().hex[:10],
         PYTHONUNBUFFERED="1",

@@ -166,8 +166,12 @@ def test_redis_broker_delivers_the_delayed_message_on_time(
     assert timedelta(0) <= done.started_at - run.due_at < timedelta(seconds=1)
 
 
-def test_a_worker_imports_the_model_sdk_before_it_consumes(base_env: dict[str, str]) -> None:
-    # On first use the SDK's import (1-3 s here) fell inside the first run's wall-clock cap.
+@pytest.mark.parametrize(("harness", "imported"), [("anthropic", "True"), ("offline", "False")])
+def test_a_worker_imports_the_model_sdk_its_scopes_use_before_it_consumes(
+    base_env: dict[str, str], harness: str, imported: str
+) -> None:
+    # On first use the SDK's import (1-3 s here) fell inside the first run's wall-clock cap; a worker
+    # whose scopes use no SDK does not pay for one (a second or more of CPU at every start).
     import subprocess
     import sys
 
@@ -176,11 +180,12 @@ def test_a_worker_imports_the_model_sdk_before_it_consumes(base_env: dict[str, s
         "from worker.config import load_config\n"
         "from worker.runtime import build_runtime\n"
         "runtime = build_runtime(load_config())\n"
+        f"runtime.service.update_settings('account:local', mode='apply', harness={harness!r})\n"
         "before = 'anthropic' in sys.modules\n"
         "runtime.start_worker(threads=1)\n"
-        "print(before, 'anthropic' in sys.modules)\n"
+        "print(before, 'anthropic' in sys.modules, 'openai' in sys.modules)\n"
         "runtime.close()\n"
     )
     done = subprocess.run([sys.executable, "-c", code], env=base_env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "True"]
+    assert done.stdout.split() == ["False", imported, "False"]
