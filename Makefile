@@ -31,8 +31,10 @@ run: $(RUN_STAMP)
 	@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
 
 # Whole files to each process, the longest first (tests/conftest.py): no process is left with a long file at the end.
+# Bytecode is cached even where the environment turns it off (PYTHONDONTWRITEBYTECODE): the suite starts hundreds of
+# Python processes, and each compiled every module it imports again, and pytest rewrote every test module in each process.
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ledger consolidation worker tools tests
@@ -44,7 +46,7 @@ bench: $(STAMP)
 	$(PY) -m pytest -q -s -m bench tests/bench -p no:cacheprovider
 
 soak: $(STAMP)
-	$(PY) -m pytest -q -m soak
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -m soak
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache
