@@ -63,6 +63,8 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Mod
         fnmatch.fnmatch(file_path.name, pattern) for pattern in parent.config.getini("python_files")
     ):
         return None  # pytest's own collector takes it (named on the command line, or matched): not twice
+    if "not bench" in (parent.config.option.markexpr or ""):
+        return None  # deselected anyway (`make test`): importing it loaded its peers in every test process
     module: pytest.Module = pytest.Module.from_parent(parent, path=file_path)
     return module
 
