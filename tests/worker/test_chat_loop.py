@@ -210,7 +210,9 @@ def test_the_loop_over_stdio_and_the_operator_commands(
     env = {**base_env, "MEMLEDGER_LOG_LEVEL": "WARNING"}
 
     def cli(*args: str) -> Result:  # the operator's commands in this process; `memledger rpc` is the process here
-        return run_cli(env, *args)
+        result = run_cli(env, *args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception  # no crash
+        return result
 
     # The operator turns extraction on for the account, offline, with no debounce
     done = cli("extraction", "set", SCOPE, "--mode", "propose", "--harness", "offline", "--debounce-s", "0", "--json")
