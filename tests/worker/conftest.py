@@ -7,6 +7,8 @@
 * ``spawn(...)`` starts a real ``memledger`` (or any) subprocess with its output in
   files, and kills whatever is left at teardown (by pid, nothing else).
 * ``fake_model(...)`` starts ``python -m consolidation.fake_anthropic`` as its own process.
+* ``run_cli(env, ...)`` runs a ``memledger`` command in this process with ``env``'s settings, for tests
+  whose subject is not the command line as a process (each ``memledger`` subprocess costs a start-up).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 import pytest
 import structlog
+from typer.testing import CliRunner, Result
 
 from tests.conftest import copy_migrated_sqlite
 from worker.config import WorkerConfig
@@ -152,6 +155,14 @@ def memledger_env(directory: Path) -> dict[str, str]:
 def base_env(tmp_path: Path) -> dict[str, str]:
     """The environment of a memledger subprocess: a tmp SQLite DB, fast janitor, JSON logs."""
     return memledger_env(tmp_path)
+
+
+def run_cli(env: dict[str, str], *args: str) -> Result:
+    """``memledger <args>`` run in this process with the ``MEMLEDGER_*``/``ANTHROPIC_*`` settings of ``env``."""
+    from worker.cli import app
+
+    settings = {k: v for k, v in env.items() if k.upper().startswith(("MEMLEDGER_", "ANTHROPIC_"))}
+    return CliRunner().invoke(app, list(args), env=settings)
 
 
 def start_process(name: str, args: list[str], env: dict[str, str], directory: Path) -> Proc:

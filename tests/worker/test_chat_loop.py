@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from typer.testing import Result
 
 from consolidation import RunState
-from tests.worker.conftest import MEMLEDGER, wait_until
+from tests.worker.conftest import MEMLEDGER, run_cli, wait_until
 from worker.http.server import create_app
 from worker.runtime import Runtime
 
@@ -208,23 +209,25 @@ def test_the_loop_over_stdio_and_the_operator_commands(
 ) -> None:
     env = {**base_env, "MEMLEDGER_LOG_LEVEL": "WARNING"}
 
-    def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run([MEMLEDGER, *args], env=env, capture_output=True, timeout=120)
+    def cli(*args: str) -> Result:  # the operator's commands in this process; `memledger rpc` is the process here
+        result = run_cli(env, *args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception  # no crash
+        return result
 
     # The operator turns extraction on for the account, offline, with no debounce
     done = cli("extraction", "set", SCOPE, "--mode", "propose", "--harness", "offline", "--debounce-s", "0", "--json")
-    assert done.returncode == 0, done.stderr.decode()
+    assert done.exit_code == 0, (done.stderr, done.exception)
     assert json.loads(done.stdout)["settings"]["mode"] == "propose"
     bad = cli("extraction", "set", SCOPE, "--mode", "apply")
-    assert bad.returncode == 2
+    assert bad.exit_code == 2
     bad = cli("extraction", "set", SCOPE, "--harness", "gpt")
-    assert bad.returncode == 1 and "harness" in bad.stderr.decode()
+    assert bad.exit_code == 1 and "harness" in bad.stderr
     # The chat backend reports a turn over stdio
     chat = stdio_rpc(env)
     turn = chat.ask("memory/notify_turn", {"sessionId": "s1", "messages": [
         {"role": "user", "text": "Call me Sam. What's the weather like?"}]})  # fmt: skip
     assert turn["result"]["extraction"]["scheduled"] is True
-    assert cli("consolidation", "run-due").returncode == 0  # `memledger serve` would run it; here by hand
+    assert cli("consolidation", "run-due").exit_code == 0  # `memledger serve` would run it; here by hand
     runs = json.loads(cli("runs", "--json").stdout)
     assert [(r["job"], r["outcome"], r["sessionId"]) for r in runs] == [("extract", "proposed", "s1")]
     status = json.loads(cli("extraction", "status", SCOPE, "--json").stdout)
@@ -243,7 +246,7 @@ def test_the_loop_over_stdio_and_the_operator_commands(
     assert packet["result"]["text"].endswith("preference: Call me Sam")
     assert audit["result"]["selected"][0]["body"] == "Call me Sam"
     table = cli("runs")
-    assert table.returncode == 0 and "extract" in table.stdout.decode()
+    assert table.exit_code == 0 and "extract" in table.stdout
 
 
 @pytest.mark.redis

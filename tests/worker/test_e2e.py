@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.worker.conftest import MEMLEDGER, TWO_DUPLICATES, Proc, free_port, wait_until
+from tests.worker.conftest import TWO_DUPLICATES, Proc, free_port, run_cli, wait_until
 
 
 def rpc(base: str, method: str, params: dict[str, Any] | None = None) -> Any:
@@ -37,9 +36,10 @@ def active(base: str) -> list[dict[str, Any]]:
 
 
 def cli(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([MEMLEDGER, *args], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    """An operator's command, run in this process: the processes under test are ``serve`` and ``worker``."""
+    result = run_cli(env, *args)
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    return result.stdout
 
 
 def chat_session(base: str, env: dict[str, str]) -> None:
@@ -77,6 +77,7 @@ def test_embedded_serve_is_a_complete_single_machine_service(
     base = f"http://127.0.0.1:{port}"
     serve = spawn("serve", ["memledger", "serve", "--port", str(port)], base_env)
     wait_until(lambda: healthy(base), timeout_s=60)
+    assert serve.out.read_text() == ""  # no banner when not on a terminal (its output is a file here)
     chat_session(base, base_env)
     assert 'memledger_runs_settled_total{outcome="applied"} 1.0' in httpx.get(f"{base}/metrics").text
     assert serve.terminate(timeout_s=20) == 0

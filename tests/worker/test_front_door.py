@@ -78,18 +78,8 @@ def test_serve_banner_names_the_account_the_reference_and_a_working_curl(
     assert '"status":"active"' in answer.stdout and '"scopeKey":"account:alice"' in answer.stdout
 
 
-def test_serve_prints_no_banner_when_not_on_a_terminal(spawn: Callable[..., Proc], base_env: dict[str, str]) -> None:
-    port = free_port()
-    serve = spawn("serve", ["memledger", "serve", "--port", str(port)], {**base_env, "MEMLEDGER_SWEEP_INTERVAL_S": "0"})
-
-    def up() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout_s=30)
-    assert serve.out.read_text() == ""
+# That serve prints no banner when not on a terminal is checked on the serve of
+# tests/worker/test_e2e.py::test_embedded_serve_is_a_complete_single_machine_service (a serve less to start).
 
 
 def test_a_port_in_use_is_one_line_and_exit_status_1_before_anything_starts(base_env: dict[str, str]) -> None:

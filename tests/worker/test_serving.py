@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
+from typer.testing import Result
 
-from tests.worker.conftest import MEMLEDGER
+from tests.worker.conftest import MEMLEDGER, run_cli
 from worker.errors import BindRefused
 from worker.http.admission import check_bind, is_loopback
 from worker.http.server import create_app
@@ -244,22 +245,27 @@ def test_tokens_are_stored_hashed(token_server: tuple[TestClient, Runtime, Token
 
 
 def test_token_commands(tmp_path: Any) -> None:
-    env = {"MEMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}", "PATH": "/usr/bin:/bin"}
-    created = subprocess.run([MEMLEDGER, "tokens", "create", "alice"], env=env, capture_output=True, text=True)
-    assert created.returncode == 0, created.stderr
+    # In this process (the command line as a process is tested in test_cli_*): a crash would be an exception
+    # other than SystemExit, where a subprocess would print a traceback.
+    env = {"MEMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'ledger.db'}"}
+
+    def cli(*args: str) -> Result:
+        result = run_cli(env, "tokens", *args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        return result
+
+    created = cli("create", "alice")
+    assert created.exit_code == 0, created.stderr
     token = created.stdout.strip()
     assert token.startswith("mlt_") and "tok_" in created.stderr
-    listed = json.loads(subprocess.run([MEMLEDGER, "tokens", "list", "--json"], env=env, capture_output=True,
-                                       text=True).stdout)  # fmt: skip
+    listed = json.loads(cli("list", "--json").stdout)
     assert [(t["account"], t["active"]) for t in listed] == [("alice", True)] and token not in json.dumps(listed)
-    revoked = subprocess.run([MEMLEDGER, "tokens", "revoke", listed[0]["id"], "--json"], env=env, capture_output=True,
-                             text=True)  # fmt: skip
-    assert revoked.returncode == 0 and json.loads(revoked.stdout)["active"] is False
-    missing = subprocess.run([MEMLEDGER, "tokens", "revoke", "tok_000000000000"], env=env, capture_output=True,
-                             text=True)  # fmt: skip
-    assert missing.returncode == 1 and "no API token" in missing.stderr and "Traceback" not in missing.stderr
-    bad = subprocess.run([MEMLEDGER, "tokens", "create", "bad account!"], env=env, capture_output=True, text=True)
-    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    revoked = cli("revoke", listed[0]["id"], "--json")
+    assert revoked.exit_code == 0 and json.loads(revoked.stdout)["active"] is False
+    missing = cli("revoke", "tok_000000000000")
+    assert missing.exit_code == 1 and "no API token" in missing.stderr and "Traceback" not in missing.stderr
+    bad = cli("create", "bad account!")
+    assert bad.exit_code == 1 and "Traceback" not in bad.stderr
 
 
 # ---------------------------------------------------------------------- bounded requests
