@@ -109,6 +109,7 @@ class SchemaPool:
         self._idle: list[str] = []
         self.leased: set[str] = set()
         self.replaced = 0  # schemas a test changed or locked for good, dropped and made anew
+        atexit.register(self.close)
 
     # ------------------------------------------------------------------ public
     def lease(self) -> str:
@@ -143,9 +144,8 @@ class SchemaPool:
 
     # ------------------------------------------------------------------ making and resetting
     def _admin(self) -> psycopg.Connection[tuple[object, ...]]:
-        if self._conn is None or self._conn.closed:
+        if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = psycopg.connect(self._conninfo, options="-csynchronous_commit=off")
-            atexit.register(self.close)
         return self._conn
 
     def _make(self) -> str:
