@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, event, make_url, text
 from sqlalchemy.engine import Engine
 
 from ledger import Ledger, open_ledger
+from tests.pg_pool import SchemaPool
 
 PG_URL = os.environ.get("MEMLEDGER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -140,8 +141,10 @@ ASYNC_COMMITS = "-csynchronous_commit%3Doff%20"
 
 
 def pg_schema_url(schema: str) -> str:
+    """The URL of ``schema``: search_path points at it, and its connections are named after it (``application_name``),
+    so that the pool of schemas (``tests/pg_pool.py``) can end the ones a test left behind."""
     sep = "&" if "?" in PG_URL else "?"
-    return f"{PG_URL}{sep}options={ASYNC_COMMITS}-csearch_path%3D{schema}"
+    return f"{PG_URL}{sep}options={ASYNC_COMMITS}-capplication_name%3D{schema}%20-csearch_path%3D{schema}"
 
 
 def durable(url: str) -> str:
@@ -165,16 +168,60 @@ def fresh_pg_schema(schema: str) -> Iterator[str]:
 
 @pytest.fixture
 def pg_schema(pg_available: BaseException | None) -> Iterator[str]:
-    """A fresh PostgreSQL schema for one test; its URL points search_path at it."""
+    """A new, empty PostgreSQL schema for one test; its URL points search_path at it.
+
+    For the tests of the migrations themselves and of opening an unmigrated database; the others take
+    :func:`pg_migrated`."""
     if pg_available is not None:
         service_missing("PostgreSQL", pg_available)
     with fresh_pg_schema("t_" + uuid.uuid4().hex[:12]) as url:
         yield url
 
 
+def make_pg_pool(**options: Any) -> SchemaPool:
+    """A pool of schemas migrated by :func:`migrate_postgres_schema` (``tests/pg_pool.py``)."""
+    conninfo = make_url(PG_URL).set(drivername="postgresql").render_as_string(hide_password=False)
+    return SchemaPool(conninfo, lambda schema: migrate_postgres_schema(pg_schema_url(schema)), **options)
+
+
+@functools.cache
+def pg_pool() -> SchemaPool:
+    """This process's pool of migrated schemas (dropped when the process ends)."""
+    return make_pg_pool()
+
+
+@contextmanager
+def leased_pg_schema() -> Iterator[str]:
+    """The URL of a schema of the pool, at the state the migrations leave, for the block."""
+    pool = pg_pool()
+    schema = pool.lease()
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        pool.give_back(schema)
+
+
+@pytest.fixture
+def pg_migrated(pg_available: BaseException | None) -> Iterator[str]:
+    """A PostgreSQL schema at the head revision for one test, from this process's pool (``tests/pg_pool.py``):
+    as the migrations left it, whatever the tests before did in it."""
+    if pg_available is not None:
+        service_missing("PostgreSQL", pg_available)
+    with leased_pg_schema() as url:
+        yield url
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh database URL on each backend."""
+    """A database URL on each backend: a new SQLite file (empty), a PostgreSQL schema at the head revision."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    return str(request.getfixturevalue("pg_migrated"))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database on each backend: a new SQLite file, a new PostgreSQL schema (the migrations' tests)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.db'}"
     return str(request.getfixturevalue("pg_schema"))
@@ -249,6 +296,8 @@ def migrate_postgres_schema(url: str) -> None:
     sent to one schema of this process, in one transaction. Unlike Alembic it takes no migration lock, which
     is one for the whole database: every test process's migrations queued on it. What the migrations build is
     tested through Alembic itself (``tests/ledger/test_migrations.py``)."""
+    if pg_pool.cache_info().currsize and url.rpartition("%3D")[2] in pg_pool().leased:
+        return  # a schema of the pool is at head
     engine = create_engine(url)
     try:
         raw = engine.raw_connection()

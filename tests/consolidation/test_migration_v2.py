@@ -14,6 +14,12 @@ REVISION = "0006_consolidation_v2"
 
 
 @pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """An empty database on each backend: these tests run the migrations themselves."""
+    return empty_db_url
+
+
+@pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
     eng = make_engine(db_url)
     yield eng

@@ -124,7 +124,7 @@ def stack_fixtures() -> tuple[Any, Any, Any, Any]:
     def db_url(stack: tuple[str, str], request: pytest.FixtureRequest, tmp_path: Any) -> str:
         if stack[1] == "sqlite":
             return f"sqlite:///{tmp_path / 'ledger.db'}"
-        return str(request.getfixturevalue("pg_schema"))
+        return str(request.getfixturevalue("pg_migrated"))
 
     @pytest.fixture
     def fake(vendor: Vendor) -> Any:

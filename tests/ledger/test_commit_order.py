@@ -223,7 +223,7 @@ URLS = ["sqlite", "postgres"]
 def shared_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.db'}"
-    return str(request.getfixturevalue("pg_schema"))
+    return str(request.getfixturevalue("pg_migrated"))
 
 
 def test_processes_and_threads_on_one_scope_keep_commit_order(shared_url: str) -> None:

@@ -20,6 +20,12 @@ SCOPE = "account:local"
 
 
 @pytest.fixture
+def db_url(empty_db_url: str) -> str:
+    """An empty database on each backend: these tests run the migrations themselves."""
+    return empty_db_url
+
+
+@pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
     eng = make_engine(db_url)
     yield eng

@@ -19,15 +19,15 @@ from sqlalchemy import create_engine, text
 from ledger import Ledger, MemoryRecord, open_ledger
 from ledger.errors import BudgetExceeded, InvalidInstant
 from ledger.store import Store
-from tests.conftest import PG_URL, T0, Clock, fresh_pg_schema
+from tests.conftest import PG_URL, T0, Clock, leased_pg_schema
 
 pytestmark = pytest.mark.usefixtures("pg_available")
 
 
 @pytest.fixture
-def two_schemas(pg_schema: str) -> Iterator[str]:
-    """A second fresh schema beside ``pg_schema``."""
-    with fresh_pg_schema("t2_" + pg_schema.rsplit("%3D", 1)[1]) as url:
+def two_schemas(pg_migrated: str) -> Iterator[str]:
+    """A second migrated schema beside ``pg_migrated``."""
+    with leased_pg_schema() as url:
         yield url
 
 
@@ -47,8 +47,8 @@ class Calls:
 
 
 @pytest.fixture
-def fast(pg_schema: str, clock: Clock) -> Iterator[Ledger]:
-    led = open_ledger(pg_schema, migrate=True, clock=clock)
+def fast(pg_migrated: str, clock: Clock) -> Iterator[Ledger]:
+    led = open_ledger(pg_migrated, migrate=True, clock=clock)
     yield led
     led.close()
 

@@ -30,8 +30,8 @@ from tests.conftest import PG_URL
 
 
 @pytest.fixture
-def pg(pg_schema: str, clock: Any) -> Iterator[Ledger]:
-    led = open_ledger(pg_schema, migrate=True, clock=clock)
+def pg(pg_migrated: str, clock: Any) -> Iterator[Ledger]:
+    led = open_ledger(pg_migrated, migrate=True, clock=clock)
     yield led
     led.close()
 

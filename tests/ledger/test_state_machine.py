@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import tempfile
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -22,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import func, select, text
 
 from ledger import (
     BudgetExceeded,
@@ -34,7 +33,7 @@ from ledger import (
     open_ledger,
 )
 from ledger.schema import RECORDS, SCOPES
-from tests.conftest import PG_URL, copy_migrated_sqlite, pg_schema_url, service_missing
+from tests.conftest import copy_migrated_sqlite, pg_pool, pg_schema_url, service_missing
 
 SCOPE = "account:local"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -651,17 +650,9 @@ def _sqlite_url() -> tuple[str, Callable[[], None]]:
 
 
 def _pg_url() -> tuple[str, Callable[[], None]]:
-    schema = "sm_" + uuid.uuid4().hex[:12]
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-
-    def cleanup() -> None:
-        with admin.connect() as conn:
-            conn.execute(text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        admin.dispose()
-
-    return pg_schema_url(schema), cleanup
+    """A migrated schema of the pool per example (as the migrations left it)."""
+    schema = pg_pool().lease()
+    return pg_schema_url(schema), lambda: pg_pool().give_back(schema)
 
 
 def _machine(open_url: Callable[[], tuple[str, Callable[[], None]]]) -> type[LedgerMachine]:

@@ -60,8 +60,8 @@ def test_a_bad_episode_count_is_a_usage_error(episodes: str) -> None:
 
 
 @pytest.mark.postgres
-def test_database_url_plays_in_postgres(pg_schema: str) -> None:
-    report = json.loads(bench("--episodes", "2", "--format", "json", "--database-url", pg_schema).stdout)
+def test_database_url_plays_in_postgres(pg_migrated: str) -> None:
+    report = json.loads(bench("--episodes", "2", "--format", "json", "--database-url", pg_migrated).stdout)
     assert report["episodes"] == 2 and report["erased_leaks"] == 0 and report["as_of_exact"] == 1.0
     assert report["runs"] > 0 and report["classes"]["duplicate"]["recall"] > 0
     assert report["baselines"]["keep_all"]["episodes"] == 2

@@ -131,10 +131,10 @@ KILL_STEPS = {
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def worker_db(request: pytest.FixtureRequest, base_env: dict[str, str]) -> str:
-    """The database the worker processes share: the tmp SQLite file, or a fresh PostgreSQL schema."""
+    """The database the worker processes share: the tmp SQLite file, or a migrated PostgreSQL schema."""
     if request.param == "sqlite":
         return base_env["MEMLEDGER_DATABASE_URL"]
-    url = str(request.getfixturevalue("pg_schema"))
+    url = str(request.getfixturevalue("pg_migrated"))
     open_ledger(url, migrate=True).close()
     base_env["MEMLEDGER_DATABASE_URL"] = url
     return url
@@ -373,10 +373,10 @@ def test_sqlite_busy_is_waited_out(make_runtime: Callable[..., Runtime], tmp_pat
 
 @pytest.mark.postgres
 def test_postgres_serialization_failures_are_retried(
-    make_runtime: Callable[..., Runtime], pg_schema: str, monkeypatch: pytest.MonkeyPatch
+    make_runtime: Callable[..., Runtime], pg_migrated: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given PostgreSQL at SERIALIZABLE isolation, where concurrent writers fail with SQLSTATE 40001
-    url = pg_schema.replace("options=", "options=-cdefault_transaction_isolation%3Dserializable%20")
+    url = pg_migrated.replace("options=", "options=-cdefault_transaction_isolation%3Dserializable%20")
     from ledger import open_ledger as _open
 
     _open(url, migrate=True).close()

@@ -40,9 +40,9 @@ BOTH_BACKENDS = pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indire
 
 @pytest.fixture
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """SQLite unless a test asks for both backends (``BOTH_BACKENDS``): then also a fresh PostgreSQL schema."""
+    """SQLite unless a test asks for both backends (``BOTH_BACKENDS``): then also a migrated PostgreSQL schema."""
     if getattr(request, "param", "sqlite") == "postgres":
-        return str(request.getfixturevalue("pg_schema"))
+        return str(request.getfixturevalue("pg_migrated"))
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 

@@ -396,12 +396,12 @@ def test_deployments_have_tokens_on_and_publish_only_the_api() -> None:
 
 
 @pytest.mark.postgres
-def test_tokens_on_postgres(pg_schema: str) -> None:
+def test_tokens_on_postgres(pg_migrated: str) -> None:
     from sqlalchemy import inspect
 
     from ledger import open_ledger
 
-    led = open_ledger(pg_schema, migrate=True)
+    led = open_ledger(pg_migrated, migrate=True)
     try:
         columns = {c["name"] for c in inspect(led.engine).get_columns("api_tokens")}
         assert columns == {"id", "account", "hash", "created_at", "last_used_at", "revoked_at"}
