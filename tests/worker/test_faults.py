@@ -1,8 +1,9 @@
 """Fault tests with real processes, real Redis (db 9), real SQLite/PostgreSQL and the fake model over HTTP.
 
 Workers are ``memledger worker`` processes; the model is
-:class:`consolidation.fake_anthropic.FakeAnthropic` served from the test process (so
-killing a worker never takes the model down), reached through the real SDK.
+:class:`consolidation.fake_anthropic.FakeAnthropic` (or, for the openai harness,
+:class:`consolidation.fake_openai.FakeOpenAI`) served from the test process (so killing a worker
+never takes the model down), reached through the real SDK.
 ``MEMLEDGER_FAULT_POINT`` makes a worker ``os._exit`` at a named step of a run.
 """
 
@@ -24,9 +25,10 @@ import redis
 from sqlalchemy import text
 
 from consolidation import ConsolidationRun, Outcome, RunState
-from consolidation.fake_anthropic import FakeAnthropic, Reply, request_records
+from consolidation.fake_anthropic import FakeAnthropic, FakeModelServer, Reply, request_records
 from ledger import Ledger, Provenance, Status, open_ledger
 from ledger.store import PostgresStore
+from tests.consolidation.vendors import VENDORS, Vendor
 from tests.worker.conftest import TWO_DUPLICATES, Proc, wait_until
 from worker.jobs.broker import SENTINEL_KEY
 from worker.runtime import FAULT_EXIT_CODE, Runtime
@@ -75,6 +77,12 @@ def assert_ledger_sound(led: Ledger, scope: str) -> None:
     assert len(consolidated) <= 1, "a batch was applied twice"
 
 
+def vendor_env(vendor: Vendor, base_url: str) -> dict[str, str]:
+    """The environment that points a ``memledger worker`` at ``vendor``'s fake (a key and the fake's URL)."""
+    prefix = "OPENAI" if vendor.name == "openai" else "ANTHROPIC"
+    return {f"{prefix}_API_KEY": "test-key", f"{prefix}_BASE_URL": base_url}
+
+
 def run_of(runtime: Runtime, scope: str) -> ConsolidationRun:
     (run,) = runtime.service.runs(scope)
     return run
@@ -114,7 +122,7 @@ class Case:
     point: str
     scope: str
     led: Ledger
-    fake: FakeAnthropic
+    fake: FakeModelServer
     worker: Proc | None = None
 
 
@@ -129,10 +137,9 @@ KILL_STEPS = {
 }
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def worker_db(request: pytest.FixtureRequest, base_env: dict[str, str]) -> str:
+def shared_db(request: pytest.FixtureRequest, base_env: dict[str, str], backend: str) -> str:
     """The database the worker processes share: the tmp SQLite file, or a migrated PostgreSQL schema."""
-    if request.param == "sqlite":
+    if backend == "sqlite":
         return base_env["MEMLEDGER_DATABASE_URL"]
     url = str(request.getfixturevalue("pg_migrated"))
     open_ledger(url, migrate=True).close()
@@ -140,26 +147,37 @@ def worker_db(request: pytest.FixtureRequest, base_env: dict[str, str]) -> str:
     return url
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def worker_db(request: pytest.FixtureRequest, base_env: dict[str, str]) -> str:
+    return shared_db(request, base_env, request.param)
+
+
+# Each paying harness on one backend: the steps of a run do not depend on the SDK, and each worker process
+# pays its SDK's import (the Anthropic one about 5 s of CPU here, the openai one under 2 s).
+KILL_STACKS = [("anthropic", "sqlite"), pytest.param(("openai", "postgres"), marks=pytest.mark.postgres)]
+
+
 @pytest.mark.redis
+@pytest.mark.parametrize("stack", KILL_STACKS, ids=lambda s: f"{s[0]}-{s[1]}")
 def test_kill_a_worker_at_each_step_of_a_run(
+    request: pytest.FixtureRequest,
     make_runtime: Callable[..., Runtime],
     spawn: Callable[..., Proc],
     base_env: dict[str, str],
-    worker_db: str,
+    stack: tuple[str, str],
     redis_url: str,
-    fakes: Callable[..., FakeAnthropic],
 ) -> None:
-    api = make_runtime(redis_url=redis_url, database_url=worker_db)
+    vendor = {v.name: v for v in VENDORS}[stack[0]]
+    api = make_runtime(redis_url=redis_url, database_url=shared_db(request, base_env, stack[1]))
     db_url = api.config.database_url
     cases = []
     for i, point in enumerate(KILL_STEPS):
         led, _ = seed(db_url, f"kill{i}")
         # The call in flight hangs long enough to be killed in it; the others answer at once.
-        fake = fakes(operations=merge_all, delay_s=30 if point == "in_call" else 0)
+        fake = vendor.fake(operations=merge_all, delay_s=30 if point == "in_call" else 0).start()
+        request.addfinalizer(fake.stop)
         cases.append(Case(point, led.scope_key, led, fake))
-        api.service.update_settings(
-            led.scope_key, mode="apply", harness="anthropic", model=MODEL, debounce_s=0, wall_clock_cap_s=3
-        )
+        api.service.update_settings(led.scope_key, mode="apply", **vendor.settings(), debounce_s=0, wall_clock_cap_s=3)
     # Given one worker per step, each in its own queue namespace, each dying at its step
     senders = []
     client = redis.Redis.from_url(redis_url)
@@ -171,8 +189,7 @@ def test_kill_a_worker_at_each_step_of_a_run(
             **base_env,
             "MEMLEDGER_REDIS_URL": redis_url,
             "MEMLEDGER_REDIS_NAMESPACE": namespace,
-            "ANTHROPIC_API_KEY": "test-key",
-            "ANTHROPIC_BASE_URL": case.fake.base_url,
+            **vendor_env(vendor, case.fake.base_url),
             "MEMLEDGER_JANITOR_INTERVAL_S": "3600",
         }
         if case.point != "in_call":
@@ -205,7 +222,7 @@ def test_kill_a_worker_at_each_step_of_a_run(
         database_url=db_url,
         janitor_grace_s=0.5,
         janitor_interval_s=0.5,
-        service_kwargs={"api_key": "test-key", "base_url": "http://127.0.0.1:9"},
+        service_kwargs=vendor.service_kwargs("http://127.0.0.1:9"),
     )
     recovery.start_janitor()
     wait_until(lambda: settled_all(api, [c.scope for c in cases]), timeout_s=60)
