@@ -6,6 +6,8 @@
   fresh SQLite file (or any URL given), closed after the test.
 * ``spawn(...)`` starts a real ``memledger`` (or any) subprocess with its output in
   files, and kills whatever is left at teardown (by pid, nothing else).
+* ``shared_mcp_sqlite`` / ``shared_mcp_postgres``: one ``memledger mcp`` per test process for the
+  MCP tests that can share it (each test calls ``fresh()`` first: its accounts start empty).
 * ``fake_model(...)`` starts ``python -m consolidation.fake_anthropic`` as its own process.
 * ``run_cli(env, ...)`` runs a ``memledger`` command in this process with ``env``'s settings, for tests
   whose subject is not the command line as a process (each ``memledger`` subprocess costs a start-up).
@@ -25,15 +27,18 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
 from typer.testing import CliRunner, Result
 
-from tests.conftest import copy_migrated_sqlite
+from tests.conftest import copy_migrated_sqlite, fresh_pg_schema, migrate_postgres_schema, service_missing
 from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
+
+if TYPE_CHECKING:
+    from tests.worker.mcp_helpers import SharedStdio
 
 VENV_BIN = Path(sys.executable).parent
 MEMLEDGER = str(VENV_BIN / "memledger")
@@ -232,3 +237,31 @@ def fake_model(spawn: Callable[..., Proc], tmp_path: Path) -> Callable[..., Fake
         return FakeModel(proc, first[0].strip(), counter)
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def shared_mcp_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedStdio]:
+    """One ``memledger mcp`` on a SQLite file, shared by the MCP tests of this test process."""
+    from tests.worker.mcp_helpers import shared_stdio
+
+    directory = tmp_path_factory.mktemp("shared-mcp")
+    url = f"sqlite:///{directory / 'ledger.db'}"
+    copy_migrated_sqlite(url)
+    with shared_stdio(url, directory / "mcp.err") as shared:
+        yield shared
+
+
+@pytest.fixture(scope="session")
+def shared_mcp_postgres(
+    tmp_path_factory: pytest.TempPathFactory, pg_available: BaseException | None
+) -> Iterator[SharedStdio]:
+    """One ``memledger mcp`` on a PostgreSQL schema, shared by the MCP tests of this test process."""
+    from tests.worker.mcp_helpers import shared_stdio
+
+    if pg_available is not None:
+        service_missing("PostgreSQL", pg_available)
+    directory = tmp_path_factory.mktemp("shared-mcp-pg")
+    with fresh_pg_schema("t_" + uuid.uuid4().hex[:12]) as url:
+        migrate_postgres_schema(url)
+        with shared_stdio(url, directory / "mcp.err") as shared:
+            yield shared

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from jsonschema import Draft202012Validator
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
+from ledger import make_engine
+from ledger.schema import METADATA
 from tests.worker.conftest import MEMLEDGER
 from worker.mcp.tools import ERROR_META_KEY
 
@@ -118,3 +123,56 @@ async def http_session(url: str, *, headers: dict[str, str] | None = None) -> As
     ):
         await session.initialize()
         yield session
+
+
+Scenario = Callable[[ClientSession], Awaitable[None]]
+
+
+def retire_accounts(database_url: str) -> None:
+    """Move every account's rows on ``database_url`` to a scope of its own that nothing reads.
+
+    Each ``account:…`` scope becomes ``retired-<n>:account:…`` in every table that has a scope key
+    (records, settings and their counts, events, audits, runs), in one transaction: the rows stay
+    consistent with each other, and every account starts empty again, as on a new database. Records
+    are never deleted (a trigger refuses it), so this is how tests sharing one server start afresh.
+    """
+    prefix = f"retired-{uuid.uuid4().hex[:8]}:"
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as conn:
+            for table in METADATA.sorted_tables:
+                if "scope_key" in table.c:
+                    column = table.c.scope_key
+                    conn.execute(table.update().where(column.like("account:%")).values(scope_key=prefix + column))
+    finally:
+        engine.dispose()
+
+
+@dataclass
+class SharedStdio:
+    """One ``memledger mcp`` for many tests: the SDK's client session, held open on a portal's event loop.
+
+    A test calls :meth:`fresh` first (its accounts start empty: :func:`retire_accounts`), then drives
+    the session with :meth:`run`. The server is bound to account ``local`` as usual.
+    """
+
+    url: str
+    errlog: Path
+    portal: BlockingPortal
+    session: ClientSession
+
+    def fresh(self) -> None:
+        retire_accounts(self.url)
+
+    def run(self, scenario: Scenario) -> None:
+        self.portal.call(scenario, self.session)
+
+
+@contextmanager
+def shared_stdio(database_url: str, errlog: Path) -> Iterator[SharedStdio]:
+    """A :class:`SharedStdio` on ``database_url`` (migrated already) for the block."""
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(stdio_session(database_url, errlog)) as session,
+    ):
+        yield SharedStdio(database_url, errlog, portal, session)

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
+from mcp import ClientSession
 from typer.testing import CliRunner
 
 from ledger import Ledger, open_ledger
 from ledger.protocol import METHODS, dumps, handle
 from tests.conftest import Clock
-from tests.worker.mcp_helpers import stdio_session
+from tests.worker.mcp_helpers import SharedStdio
 from worker.cli import app
 from worker.mcp.tools import TOOLS
 
@@ -117,22 +117,21 @@ def test_rpc_answers_another_accounts_id_as_an_unknown_one(make_ledger: Callable
     assert state(led, MINE) == before and state(other, "account:other") == theirs
 
 
-def test_mcp_answers_another_accounts_id_as_an_unknown_one(tmp_path: Path, clock: Clock) -> None:
+def test_mcp_answers_another_accounts_id_as_an_unknown_one(shared_mcp_sqlite: SharedStdio, clock: Clock) -> None:
     # Given a ledger file holding another account's records, served to account "local" by `memledger mcp`
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    other = open_ledger(url, account="other", clock=clock)
+    shared_mcp_sqlite.fresh()
+    other = open_ledger(shared_mcp_sqlite.url, account="other", clock=clock)
     foreign_ids = other_account(other, clock)
     theirs = state(other, "account:other")
     answers: dict[tuple[str, str], str] = {}
 
-    async def main() -> None:
-        async with stdio_session(url, tmp_path / "mcp.err") as session:
-            for tool in sorted(MCP_ID_TOOLS):
-                for rid in [UNKNOWN, *foreign_ids.values()]:
-                    result = await session.call_tool(tool, {"id": rid})
-                    answers[tool, rid] = result.model_dump_json()
+    async def ask(session: ClientSession) -> None:
+        for tool in sorted(MCP_ID_TOOLS):
+            for rid in [UNKNOWN, *foreign_ids.values()]:
+                result = await session.call_tool(tool, {"id": rid})
+                answers[tool, rid] = result.model_dump_json()
 
-    anyio.run(main)
+    shared_mcp_sqlite.run(ask)
     # Then every foreign id gets the unknown id's answer
     for tool in MCP_ID_TOOLS:
         unknown = answers[tool, UNKNOWN]

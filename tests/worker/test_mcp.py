@@ -1,8 +1,10 @@
 """``memledger mcp`` over stdio, driven by the mcp SDK's own client (``stdio_client`` + ``ClientSession``).
 
-The server is the real command from the project's ``.venv``; the records are seeded and
-checked through the ledger on the same SQLite file, and proposals through the record
-protocol (``memory/list_proposed_memory_records``).
+The server is the real command from the project's ``.venv``, one per test process and backend
+(``shared_mcp_sqlite``, ``shared_mcp_postgres``): each test starts with its accounts empty (their
+earlier rows moved to retired scopes) and drives the server through the same client session. The
+records are seeded and checked through the ledger on the same database, and proposals through the
+record protocol (``memory/list_proposed_memory_records``).
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
@@ -26,29 +28,41 @@ from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
 from tests.conftest import copy_migrated_sqlite, migrate_postgres_schema
 from tests.worker.conftest import MEMLEDGER
-from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, check_pins, ok, refused, stdio_session
+from tests.worker.mcp_helpers import (
+    TOOL_NAMES,
+    Scenario,
+    SharedStdio,
+    check_as_strict_client,
+    check_pins,
+    ok,
+    refused,
+)
 from worker.mcp.server import build_server
 from worker.mcp.tools import ERROR_META_KEY, PIN_ALWAYS, TOOLS, call_tool
 
-T = TypeVar("T")
-
-Scenario = Callable[[ClientSession], Awaitable[None]]
+BOTH_BACKENDS = pytest.mark.parametrize("mcp", ["sqlite", "postgres"], indirect=True)
 
 
-BOTH_BACKENDS = pytest.mark.parametrize("db_url", ["sqlite", "postgres"], indirect=True)
+@pytest.fixture
+def mcp(request: pytest.FixtureRequest) -> SharedStdio:
+    """The test process's ``memledger mcp`` on SQLite, or on both backends (``BOTH_BACKENDS``); its accounts
+    start empty for this test."""
+    shared: SharedStdio = request.getfixturevalue(f"shared_mcp_{getattr(request, 'param', 'sqlite')}")
+    shared.fresh()
+    return shared
 
 
 @pytest.fixture
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """SQLite unless a test asks for both backends (``BOTH_BACKENDS``): then also a migrated PostgreSQL schema."""
-    if getattr(request, "param", "sqlite") == "postgres":
-        return str(request.getfixturevalue("pg_migrated"))
+    """The shared server's database for a test that talks to it (``mcp``), else a SQLite file of its own."""
+    if "mcp" in request.fixturenames:
+        return str(request.getfixturevalue("mcp").url)
     return f"sqlite:///{tmp_path / 'ledger.db'}"
 
 
 @pytest.fixture
 def led(db_url: str) -> Any:
-    # A migrated copy (SQLite) or the recorded migration (PostgreSQL): the database memledger mcp then opens
+    # A migrated copy (SQLite) or the recorded migration (PostgreSQL), unless the database is there already
     if db_url.startswith("sqlite"):
         copy_migrated_sqlite(db_url)
     else:
@@ -59,17 +73,9 @@ def led(db_url: str) -> Any:
 
 
 @pytest.fixture
-def run_stdio(db_url: str, tmp_path: Path, led: Ledger) -> Callable[[Scenario], None]:
-    """Run one scenario against a freshly spawned ``memledger mcp``."""
-
-    def runner(scenario: Scenario) -> None:
-        async def main() -> None:
-            async with stdio_session(db_url, tmp_path / "mcp.err") as session:
-                await scenario(session)
-
-        anyio.run(main)
-
-    return runner
+def run_stdio(mcp: SharedStdio, led: Ledger) -> Callable[[Scenario], None]:
+    """Run one scenario through the client session of the shared ``memledger mcp``."""
+    return mcp.run
 
 
 def proposed_over_rpc(led: Ledger) -> list[dict[str, Any]]:
@@ -377,41 +383,64 @@ def test_memledger_mcp_that_cannot_start_says_why(tmp_path: Path, env: dict[str,
     assert says in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
 
 
-def over_stdio(db_url: str, lines: list[str], read: Callable[[IO[bytes]], T]) -> T:
-    """Write ``lines`` to a fresh ``memledger mcp``, let ``read`` read its stdout, then close it; it must exit 0."""
-    env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
-    with subprocess.Popen(
-        [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(("\n".join(lines) + "\n").encode())
-        proc.stdin.flush()
-        out = read(proc.stdout)
-        proc.stdin.close()
-        assert proc.wait(30) == 0
-    return out
+class RawStdio:
+    """A ``memledger mcp`` spoken to in raw lines (JSON that the SDK's client cannot send), initialized once."""
+
+    def __init__(self, db_url: str) -> None:
+        env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
+        self.proc = subprocess.Popen(
+            [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        self.send(
+            json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        self.initialized = self.stdout.readline()  # the answer to initialize (id 0), as it came: bytes
+
+    def send(self, *lines: str) -> None:
+        self.stdin.write(("\n".join(lines) + "\n").encode())
+        self.stdin.flush()
+
+    def close(self) -> int:
+        """Close its stdin (the client goes away) and return its exit status."""
+        self.stdin.close()
+        try:
+            return self.proc.wait(30)
+        finally:
+            self.stdout.close()
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(10)
 
 
-def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(db_url: str) -> None:
+@pytest.fixture(scope="module")
+def raw_stdio(shared_mcp_sqlite: SharedStdio) -> Iterator[RawStdio]:
+    """One raw-line ``memledger mcp`` for this module's raw tests (on the shared server's database, whose
+    accounts ``mcp`` empties for each test); it must exit 0 when its client closes stdin."""
+    raw = RawStdio(shared_mcp_sqlite.url)
+    status = 0
+    try:
+        yield raw
+    finally:
+        status = raw.close()
+    assert status == 0, f"memledger mcp exited {status} when its client closed stdin"
+
+
+def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(mcp: SharedStdio, raw_stdio: RawStdio) -> None:
     # Raw lines: the SDK's client cannot even send a lone surrogate, but JSON (and a JS client) can.
-    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
-    lines = [
-        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    raw_stdio.send(
         '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"propose_pin",'
         '"arguments":{"body":"Likes tea \\ud800","kind":"fact"}}}',
         "this line is not JSON \\u",
         json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_pins"}}),
-    ]
-
-    def three_answers(stdout: IO[bytes]) -> dict[int, Any]:
-        answers = {}
-        while len(answers) < 3:
-            answer = json.loads(stdout.readline())
-            answers[answer["id"]] = answer
-        return answers
-
-    answers = over_stdio(db_url, lines, three_answers)
+    )
+    answers: dict[Any, Any] = {}
+    while not {1, 2} <= answers.keys():
+        answer = json.loads(raw_stdio.stdout.readline())
+        answers[answer.get("id")] = answer
     surrogate = answers[1]["result"]
     assert surrogate["isError"] is True and surrogate["_meta"][ERROR_META_KEY]["reason"] == "invalid_params"
     assert "structuredContent" not in surrogate
@@ -419,14 +448,13 @@ def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(db_url: 
     assert answers[2]["result"]["structuredContent"]["count"] == 0
 
 
-def test_mcp_stdio_lines_hold_no_character_splitlines_breaks_on(db_url: str, led: Ledger) -> None:
+def test_mcp_stdio_lines_hold_no_character_splitlines_breaks_on(
+    raw_stdio: RawStdio, mcp: SharedStdio, led: Ledger
+) -> None:
     # Given a pin whose body holds the line breaks JSON leaves raw (U+2028, U+2029)
     body = "tea\u2028then\u2029coffee"
     led.save(body)
-    init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
     lines = [
-        json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_pins"}}),
         json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get_packet"}}),
         json.dumps(
@@ -438,8 +466,9 @@ def test_mcp_stdio_lines_hold_no_character_splitlines_breaks_on(db_url: str, led
             }
         ),
     ]
-    # When `memledger mcp` answers them
-    raw = over_stdio(db_url, lines, lambda stdout: [stdout.readline() for _ in range(4)])  # bytes: split on b"\n" only
+    # When `memledger mcp` answers them (and initialize, before)
+    raw_stdio.send(*lines)
+    raw = [raw_stdio.initialized, *(raw_stdio.stdout.readline() for _ in range(3))]  # bytes: split on b"\n" only
     # Then a client that splits with splitlines() reads one intact message per answer
     text = b"".join(raw).decode()
     answers = [json.loads(line) for line in text.splitlines()]

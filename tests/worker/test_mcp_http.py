@@ -1,31 +1,35 @@
 """``/mcp`` on a running ``memledger serve``, driven by the mcp SDK's streamable-HTTP client.
 
-``serve`` runs as a real subprocess on a free port (as in test_e2e); proposals are checked
-through ``POST /rpc`` (``memory/list_proposed_memory_records``), and forged browser
-requests and oversized bodies with plain HTTP.
+``serve`` runs as a real subprocess on a free port (as in test_e2e): one shared by the module's
+tests, one with tokens on. Proposals are checked through ``POST /rpc``
+(``memory/list_proposed_memory_records``), and forged browser requests and oversized bodies
+with plain HTTP.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import pytest
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
+from typer.testing import CliRunner
 
 from ledger import open_ledger
-from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
+from tests.worker.conftest import Proc, free_port, memledger_env, start_process, wait_until
 from tests.worker.mcp_helpers import TOOL_NAMES, check_pins, http_session, ok, refused
+from worker.cli import app
 from worker.mcp.server import McpHttp
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -59,12 +63,35 @@ def initialize_request() -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
 
 
-def test_mcp_over_streamable_http_on_serve(spawn: Callable[..., Proc], base_env: dict[str, str]) -> None:
-    # Given: a pin saved before serve starts
-    led = open_ledger(base_env["MEMLEDGER_DATABASE_URL"])
+@dataclass
+class Served:
+    base: str
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One ``memledger serve`` (no tokens) for the tests that need nothing else of it. Of them only
+    ``test_mcp_over_streamable_http_on_serve`` writes (to account ``local``); the others write nothing."""
+    directory = tmp_path_factory.mktemp("mcp-serve")
+    env = memledger_env(directory)
+    port = free_port()
+    proc = start_process("serve", ["memledger", "serve", "--port", str(port)], env, directory)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until(lambda: healthy(base) or proc.popen.poll() is not None, timeout_s=30)
+        assert proc.popen.poll() is None, proc.text()[-6000:]
+        yield Served(base, env)
+    finally:
+        proc.kill()
+
+
+def test_mcp_over_streamable_http_on_serve(served: Served) -> None:
+    # Given: a pin saved by another process (this one) while serve runs
+    led = open_ledger(served.env["MEMLEDGER_DATABASE_URL"])
     pin = led.save("I prefer metric units", kind="preference")
     led.close()
-    base = start_serve(spawn, base_env)
+    base = served.base
     got: dict[str, Any] = {}
 
     async def scenario() -> None:
@@ -98,10 +125,8 @@ def test_mcp_over_streamable_http_on_serve(spawn: Callable[..., Proc], base_env:
     refused(got["foreign"], "not_found")
 
 
-def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(
-    spawn: Callable[..., Proc], base_env: dict[str, str]
-) -> None:
-    base = start_serve(spawn, base_env)
+def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(served: Served) -> None:
+    base = served.base
     url = f"{base}/mcp"
     forged = [
         ({"Origin": "https://evil.example"}, 403),
@@ -125,10 +150,8 @@ def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(
         assert answer.status_code == 200, (host, answer.text)
 
 
-def test_mcp_http_answers_a_lone_surrogate_with_a_clean_error(
-    spawn: Callable[..., Proc], base_env: dict[str, str]
-) -> None:
-    base = start_serve(spawn, base_env)
+def test_mcp_http_answers_a_lone_surrogate_with_a_clean_error(served: Served) -> None:
+    base = served.base
     call = {
         "jsonrpc": "2.0",
         "id": 2,
@@ -153,12 +176,15 @@ def test_mcp_http_answers_a_lone_surrogate_with_a_clean_error(
     assert answer.status_code == 200 and answer.json()["result"]["isError"] is False, answer.text
 
 
+def tokens_command(env: dict[str, str], *args: str) -> str:
+    """``memledger tokens …`` (run in this process: the command is the same, without a Python start-up)."""
+    done = CliRunner().invoke(app, ["tokens", *args], env=env)
+    assert done.exit_code == 0, (done.stdout, done.stderr)
+    return done.stdout
+
+
 def create_token(env: dict[str, str], account: str) -> dict[str, Any]:
-    created = subprocess.run(
-        [MEMLEDGER, "tokens", "create", account, "--json"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert created.returncode == 0, created.stderr
-    token: dict[str, Any] = json.loads(created.stdout)
+    token: dict[str, Any] = json.loads(tokens_command(env, "create", account, "--json"))
     return token
 
 
@@ -200,10 +226,7 @@ def test_mcp_http_with_tokens_on_the_token_alone_picks_the_account(
     )["records"]
     assert [r["body"] for r in bob_waiting] == ["bob likes tea"]
     # Revoked: the next request is refused
-    revoked = subprocess.run(
-        [MEMLEDGER, "tokens", "revoke", bob["id"]], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert revoked.returncode == 0, revoked.stderr
+    tokens_command(env, "revoke", bob["id"])
     answer = httpx.post(
         url, json=initialize_request(), headers={**ACCEPT, "Authorization": f"Bearer {bob['token']}"}, timeout=10
     )

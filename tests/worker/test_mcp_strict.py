@@ -4,7 +4,7 @@ The TypeScript SDK (the MCP Inspector, Claude Desktop, Claude Code) validates ``
 against the tool's ``outputSchema`` on every ``tools/call`` result, refusals included; the Python
 SDK's client skips refusals, so the other MCP tests cannot see a refusal it would not read.
 :class:`StrictSession` validates as the TypeScript client does; the Inspector test runs the real
-Inspector CLI (pinned, installed once per cache dir with npm) against ``memledger mcp``.
+Inspector CLI (pinned, installed once per machine with npm, in the user's cache) against ``memledger mcp``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import ClientSession
 from mcp_types import CallToolResult
@@ -27,7 +26,7 @@ from starlette.testclient import TestClient
 from ledger import Ledger, open_ledger
 from tests.conftest import require_services
 from tests.worker.conftest import MEMLEDGER
-from tests.worker.mcp_helpers import TOOL_NAMES, check_as_strict_client, ok, refused, stdio_session
+from tests.worker.mcp_helpers import TOOL_NAMES, SharedStdio, check_as_strict_client, ok, refused
 from tests.worker.test_mcp_http import ACCEPT
 from worker.http.server import create_app
 from worker.mcp.tools import ERROR_META_KEY, TOOLS, call_tool
@@ -74,32 +73,31 @@ REFUSALS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-def test_every_refusal_of_every_tool_reads_in_a_strict_client(tmp_path: Path) -> None:
+def test_every_refusal_of_every_tool_reads_in_a_strict_client(shared_mcp_sqlite: SharedStdio) -> None:
     # Given: a ledger with a pin, and an account whose budget is full for the last call
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    led = open_ledger(url, migrate=True)
+    shared_mcp_sqlite.fresh()
+    led = open_ledger(shared_mcp_sqlite.url)
     pin = led.save("I prefer metric units")
     got: dict[str, Any] = {}
 
-    async def scenario() -> None:
-        async with stdio_session(url, tmp_path / "mcp.err") as session:
-            strict = StrictSession(session)
-            await strict.list_tools()
-            got["refusals"] = [await strict.call(name, args) for name, args, _ in REFUSALS]
-            got["reads"] = [
-                await strict.call("list_pins", {}),
-                await strict.call("search_pins", {"query": "metric"}),
-                await strict.call("pins_as_of", {"instant": "2030-01-01T00:00:00Z"}),
-                await strict.call("pin_history", {"id": pin.id}),
-                await strict.call("get_packet", {}),
-            ]
-            led.set_budget(led.scope_key, 1)
-            got["over_budget"] = await strict.call("propose_pin", {"body": "Likes green tea"})
-            got["checked"] = strict.checked
-            got["tools"] = set(strict.schemas)
+    async def scenario(session: ClientSession) -> None:
+        strict = StrictSession(session)
+        await strict.list_tools()
+        got["refusals"] = [await strict.call(name, args) for name, args, _ in REFUSALS]
+        got["reads"] = [
+            await strict.call("list_pins", {}),
+            await strict.call("search_pins", {"query": "metric"}),
+            await strict.call("pins_as_of", {"instant": "2030-01-01T00:00:00Z"}),
+            await strict.call("pin_history", {"id": pin.id}),
+            await strict.call("get_packet", {}),
+        ]
+        led.set_budget(led.scope_key, 1)
+        got["over_budget"] = await strict.call("propose_pin", {"body": "Likes green tea"})
+        got["checked"] = strict.checked
+        got["tools"] = set(strict.schemas)
 
     try:
-        anyio.run(scenario)
+        shared_mcp_sqlite.run(scenario)
     finally:
         led.close()
     assert got["tools"] == TOOL_NAMES and got["checked"] == len(REFUSALS) + 6
@@ -150,49 +148,51 @@ def test_mcp_takes_content_type_in_any_case_as_rpc_does(make_runtime: Callable[.
 
 
 # ---------------------------------------------------------------------- the MCP Inspector itself
-def _inspector_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the pinned Inspector is installed: the pytest cache (kept across runs), else a session dir."""
-    cache = getattr(request.config, "cache", None)
-    if cache is not None:
-        return Path(cache.mkdir(f"mcp-inspector-{INSPECTOR_VERSION}"))
-    return tmp_path_factory.getbasetemp() / f"mcp-inspector-{INSPECTOR_VERSION}"
+def inspector_cache() -> Path:
+    """Where the pinned Inspector is installed: the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``),
+    outside the checkout, so a fresh clone on the same machine (CI's) finds it installed."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "memledger" / f"mcp-inspector-{INSPECTOR_VERSION}"
 
 
 @pytest.fixture(scope="session")
-def inspector(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The pinned Inspector, installed once (npm) and reused; fails in CI when node is missing."""
-    npm, npx = shutil.which("npm"), shutil.which("npx")
-    if npm is None or npx is None:
-        message = "node (npm and npx) is not on the PATH: the MCP Inspector test needs it"
+def inspector() -> Path:
+    """The pinned Inspector's command, installed once per machine (npm) and reused; fails in CI when node is
+    missing."""
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        message = "node (and npm) is not on the PATH: the MCP Inspector test needs it"
         if require_services() or os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
             pytest.fail(message + " (CI, or MEMLEDGER_REQUIRE_SERVICES=1)")
         pytest.skip(message)
-    where = _inspector_dir(request, tmp_path_factory)
+    where = inspector_cache()
     where.mkdir(parents=True, exist_ok=True)
-    installed = where / "node_modules" / "@modelcontextprotocol" / "inspector" / "package.json"
+    package = where / "node_modules" / "@modelcontextprotocol" / "inspector"
     with (where / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs at once install it once
+        installed = package / "package.json"
         if not installed.exists() or json.loads(installed.read_text())["version"] != INSPECTOR_VERSION:
             done = subprocess.run(
-                [npm, "install", "--no-audit", "--no-fund", "--prefix", str(where), INSPECTOR],
+                [npm, "install", "--no-audit", "--no-fund", "--prefer-offline", "--prefix", str(where), INSPECTOR],
                 capture_output=True,
                 text=True,
                 timeout=300,
             )
             assert done.returncode == 0, f"npm install {INSPECTOR} failed:\n{done.stderr[-2000:]}"
-    return where
+    bin_name = json.loads((package / "package.json").read_text())["bin"]["inspector"]
+    return package / bin_name
 
 
-def run_inspector(where: Path, server_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """``npx -y @modelcontextprotocol/inspector@<pinned> --cli memledger mcp …`` from the install dir.
+def run_inspector(command: Path, server_env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``inspector --cli memledger mcp …``: the pinned Inspector's own command (what ``npx`` would run).
 
     The Inspector starts the server with a minimal environment of its own, plus ``-e`` pairs.
     """
-    npx = shutil.which("npx")
-    assert npx is not None
+    node = shutil.which("node")
+    assert node is not None
     pairs = [arg for key, value in server_env.items() for arg in ("-e", f"{key}={value}")]
-    command = [npx, "-y", INSPECTOR, "--cli", *pairs, MEMLEDGER, "mcp", *args]
-    return subprocess.run(command, cwd=where, capture_output=True, text=True, timeout=90)
+    argv = [node, str(command), "--cli", *pairs, MEMLEDGER, "mcp", *args]
+    return subprocess.run(argv, cwd=command.parent, capture_output=True, text=True, timeout=90)
 
 
 def test_the_mcp_inspector_shows_memledgers_refusal(inspector: Path, base_env: dict[str, str]) -> None:

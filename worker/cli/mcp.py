@@ -19,11 +19,14 @@ def mcp(database_url: DbUrl = None) -> None:
     """Serve the MCP tools (list_pins, search_pins, pins_as_of, pin_history, get_packet, propose_pin) on stdio."""
     from worker.cli.worker import cli_config
     from worker.logging import configure_logging
-    from worker.mcp.server import run_stdio
 
     config = cli_config()
     configure_logging(fmt=config.log_format, level=config.log_level)
     with cli_ledger(database_url) as led:
+        # The MCP SDK is most of the start-up's CPU: imported once the configuration and the ledger are
+        # known to be good, so a server that cannot start says why without paying for it.
+        from worker.mcp.server import run_stdio
+
         try:
             run_stdio(led)
         except KeyboardInterrupt:
