@@ -30,13 +30,13 @@ def _make_dry_run(target: str, venv: Path) -> str:
 
 def test_make_run_installs_only_the_runtime_dependencies(tmp_path: Path) -> None:
     run = _make_dry_run("run", tmp_path / "venv")
-    installs = re.findall(r"pip install -q -e (\S+)", run)
+    installs = re.findall(r"pip install -q --python \S+ -e (\S+)", run)
     assert installs == ["."], run  # no [dev]: no mypy, ruff, hypothesis or validators just to run
     assert "memledger serve --banner" in run
     assert "--port" not in run  # MEMLEDGER_PORT, else 8080
     assert "memledger serve --banner --port 8081" in _make_dry_run("run PORT=8081", tmp_path / "venv")
     test = _make_dry_run("test", tmp_path / "venv")
-    assert re.findall(r"pip install -q -e (\S+)", test) == ["'.[dev]'"], test
+    assert re.findall(r"pip install -q --python \S+ -e (\S+)", test) == ["'.[dev]'"], test
 
 
 def test_make_run_reuses_a_venv_that_already_has_the_dev_extras(tmp_path: Path) -> None:
