@@ -279,13 +279,17 @@ def test_one_message_delivered_many_times_to_many_workers(
     spawn: Callable[..., Proc],
     base_env: dict[str, str],
     redis_url: str,
-    fakes: Callable[..., FakeAnthropic],
+    request: pytest.FixtureRequest,
 ) -> None:
     env, api = api_on(make_runtime, base_env, redis_url)
     led, _ = seed(api.config.database_url, "dup")
-    fake = fakes(operations=merge_all, delay_s=0.3)
-    env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=fake.base_url)
-    api.service.update_settings(led.scope_key, mode="apply", harness="anthropic", model=MODEL, debounce_s=2)
+    # The openai harness: each of the three worker processes imports its SDK (the Anthropic one costs three times
+    # the CPU here), and the kill-a-worker test above runs both
+    vendor = {v.name: v for v in VENDORS}["openai"]
+    fake = vendor.fake(operations=merge_all, delay_s=0.3).start()
+    request.addfinalizer(fake.stop)
+    env.update(vendor_env(vendor, fake.base_url))
+    api.service.update_settings(led.scope_key, mode="apply", **vendor.settings(), debounce_s=2)
     # Given two worker processes with four threads each
     workers = spawn("workers", ["memledger", "worker", "--processes", "2", "--threads", "4"], env)
     # When the run's message is sent 24 times, all due at the same instant

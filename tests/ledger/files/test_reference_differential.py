@@ -26,7 +26,10 @@ from tests.conftest import tool_missing
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = os.environ.get("MEMLEDGER_REFERENCE_TOOL") or str(ROOT.parent / "shared" / "reference" / "memory-ledger")
-DIRECTORIES = 60
+# Random directories audited by both tools: 30 in `make test` (a node process each, 0.4 s of CPU here),
+# 300 in `make soak`.
+DIRECTORIES = 30
+SOAK_DIRECTORIES = 300
 
 
 @pytest.fixture(autouse=True)
@@ -162,8 +165,17 @@ def comparable(report: str) -> str:
 
 
 def test_verdicts_and_reports_agree_with_the_reference_tool(tmp_path: Path) -> None:
+    agree_with_the_reference(tmp_path, range(DIRECTORIES))
+
+
+@pytest.mark.soak
+def test_verdicts_and_reports_agree_with_the_reference_tool_soak(tmp_path: Path) -> None:
+    agree_with_the_reference(tmp_path, range(DIRECTORIES, SOAK_DIRECTORIES))
+
+
+def agree_with_the_reference(tmp_path: Path, seeds: range) -> None:
     script = str((Path(REFERENCE) / "scripts" / "audit-ledger.mjs").resolve())
-    for seed in range(DIRECTORIES):
+    for seed in seeds:
         # Given a random directory of entries (ids in lower case: both tools sort them the same)
         rng = random.Random(seed)
         root = tmp_path / f"d{seed}"
