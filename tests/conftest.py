@@ -27,6 +27,8 @@ from ledger import Ledger, open_ledger
 from tests.pg_pool import SchemaPool
 
 PG_URL = os.environ.get("MEMLEDGER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+# The same server as psycopg takes it (no SQLAlchemy driver name)
+PG_CONNINFO = make_url(PG_URL).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def _redis_url_of_this_worker(url: str) -> str:
@@ -89,9 +91,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return  # a pytest-xdist process: the controller did it before starting it
     import psycopg
 
-    conninfo = make_url(PG_URL).set(drivername="postgresql").render_as_string(hide_password=False)
     try:
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(PG_CONNINFO, autocommit=True, connect_timeout=5) as conn:
             conn.execute("VACUUM " + ", ".join(f"pg_catalog.{name}" for name in CHURNED_CATALOGS))
     except psycopg.Error:
         pass  # no server: the tests that need one skip, or fail in CI, with the reason
@@ -199,8 +200,7 @@ def pg_schema(pg_available: BaseException | None) -> Iterator[str]:
 
 def make_pg_pool(**options: Any) -> SchemaPool:
     """A pool of schemas migrated by :func:`migrate_postgres_schema` (``tests/pg_pool.py``)."""
-    conninfo = make_url(PG_URL).set(drivername="postgresql").render_as_string(hide_password=False)
-    return SchemaPool(conninfo, lambda schema: migrate_postgres_schema(pg_schema_url(schema)), **options)
+    return SchemaPool(PG_CONNINFO, lambda schema: migrate_postgres_schema(pg_schema_url(schema)), **options)
 
 
 @functools.cache
