@@ -54,6 +54,11 @@ class Vendor:
             return {"openai_api_key": "test-key", "openai_base_url": base_url}
         return {"api_key": "test-key", "base_url": base_url}
 
+    def environment(self, base_url: str) -> dict[str, str]:
+        """The environment that points a ``memledger`` process at this vendor's server (a key and its URL)."""
+        prefix = "OPENAI" if self.name == "openai" else "ANTHROPIC"
+        return {f"{prefix}_API_KEY": "test-key", f"{prefix}_BASE_URL": base_url}
+
     def settings(self) -> dict[str, Any]:
         """The settings that point a scope at this vendor's model."""
         target: dict[str, Any] = {"harness": self.name, "model": self.model}

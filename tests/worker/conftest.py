@@ -8,7 +8,7 @@
   files, and kills whatever is left at teardown (by pid, nothing else).
 * ``shared_mcp_sqlite`` / ``shared_mcp_postgres``: one ``memledger mcp`` per test process for the
   MCP tests that can share it (each test calls ``fresh()`` first: its accounts start empty).
-* ``fake_model(...)`` starts ``python -m consolidation.fake_anthropic`` as its own process.
+* ``fake_model(...)`` starts ``python -m consolidation.fake_anthropic`` (or ``fake_openai``) as its own process.
 * ``run_cli(env, ...)`` runs a ``memledger`` command in this process with ``env``'s settings, for tests
   whose subject is not the command line as a process (each ``memledger`` subprocess costs a start-up).
 """
@@ -220,11 +220,14 @@ class FakeModel:
 
 @pytest.fixture
 def fake_model(spawn: Callable[..., Proc], tmp_path: Path) -> Callable[..., FakeModel]:
-    """Factory: a fake Anthropic server in its own process (``script`` is its JSON script)."""
+    """Factory: a fake Anthropic (or, with ``vendor="openai"``, Chat Completions) server in its own process
+    (``script`` is its JSON script)."""
 
-    def factory(*, script: Any = None, delay_s: float | None = None, name: str = "fake-model") -> FakeModel:
+    def factory(
+        *, script: Any = None, delay_s: float | None = None, name: str = "fake-model", vendor: str = "anthropic"
+    ) -> FakeModel:
         counter = tmp_path / f"{name}.calls"
-        args = [sys.executable, "-m", "consolidation.fake_anthropic", "--port", "0", "--counter-file", str(counter)]
+        args = [sys.executable, "-m", f"consolidation.fake_{vendor}", "--port", "0", "--counter-file", str(counter)]
         if script is not None:
             path = tmp_path / f"{name}.json"
             path.write_text(json.dumps(script))

@@ -1,8 +1,10 @@
 """The new operations end to end: `memledger turn` → a worker → the fake model (its own process) → the ledger.
 
-Embedded (`memledger serve` runs the worker in-process) and on Redis (`serve --no-worker`
-+ `memledger worker`). The fake's script names its targets by body (``target_bodies``), as
-a run's ids are per run.
+Embedded (`memledger serve` runs the worker in-process) on the anthropic harness, and on Redis
+(`serve --no-worker` + `memledger worker`) on the openai one: the operations do not depend on the
+SDK, each process that runs a paying harness imports its SDK (the Anthropic one about 0.6 s of CPU
+more here), and each SDK is run by one of them. The fake's script names its targets by body
+(``target_bodies``), as a run's ids are per run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pytest
 
 from consolidation import ConsolidationService, RunState
 from ledger import open_ledger
+from tests.consolidation.vendors import VENDORS, Vendor
 from tests.worker.conftest import FakeModel, Proc, free_port, wait_until
 from tests.worker.test_e2e import active, cli, healthy, rpc
 
@@ -26,13 +29,13 @@ SCRIPT = [
 ]
 
 
-def session(base: str, env: dict[str, str], fake: FakeModel) -> None:
+def session(base: str, env: dict[str, str], fake: FakeModel, vendor: Vendor) -> None:
     for body in (TRIP, PARIS, LYON, STALE):
         rpc(base, "memory/save_memory_record", {"body": body})
-    cli(
-        env, "consolidation", "set", "account:local", "--mode", "apply", "--harness", "anthropic",
-        "--model", "claude-haiku-4-5", "--debounce-s", "0.5", "--allow-removal",
-    )  # fmt: skip
+    # The vendor's settings as the command's options: --harness, --model and, for the openai one, its prices
+    target = [f"--{name.replace('_', '-')}={value}" for name, value in vendor.settings().items()]
+    cli(env, "consolidation", "set", "account:local", "--mode", "apply", *target, "--debounce-s", "0.5",
+        "--allow-removal")  # fmt: skip
     cli(env, "turn", "account:local")
     # Polled in this process (a `memledger runs` subprocess per poll cost a start-up each time) …
     watcher = ConsolidationService(open_ledger(env["MEMLEDGER_DATABASE_URL"]))
@@ -52,21 +55,24 @@ def session(base: str, env: dict[str, str], fake: FakeModel) -> None:
     assert records[LYON]["provenance"] == "model_consolidation"
 
 
-def fake_env(base_env: dict[str, str], fake: FakeModel) -> dict[str, str]:
-    return {**base_env, "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": fake.base_url}
+ANTHROPIC, OPENAI = ({v.name: v for v in VENDORS}[name] for name in ("anthropic", "openai"))
+
+
+def fake_env(base_env: dict[str, str], fake: FakeModel, vendor: Vendor) -> dict[str, str]:
+    return {**base_env, **vendor.environment(fake.base_url)}
 
 
 def test_expire_group_and_retire_through_the_embedded_worker(
     spawn: Callable[..., Proc], base_env: dict[str, str], fake_model: Callable[..., FakeModel]
 ) -> None:
     fake = fake_model(script={"operations": SCRIPT})
-    env = fake_env(base_env, fake)
+    env = fake_env(base_env, fake, ANTHROPIC)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     serve = spawn("serve", ["memledger", "serve", "--port", str(port)], env)
     wait_until(lambda: healthy(base), timeout_s=60)
 
-    session(base, env, fake)
+    session(base, env, fake, ANTHROPIC)
 
     assert serve.terminate(timeout_s=20) == 0
     assert STALE not in serve.err.read_text()
@@ -76,15 +82,15 @@ def test_expire_group_and_retire_through_the_embedded_worker(
 def test_expire_group_and_retire_through_worker_processes_on_redis(
     spawn: Callable[..., Proc], base_env: dict[str, str], redis_url: str, fake_model: Callable[..., FakeModel]
 ) -> None:
-    fake = fake_model(script={"operations": SCRIPT})
-    env = {**fake_env(base_env, fake), "MEMLEDGER_REDIS_URL": redis_url}
+    fake = fake_model(script={"operations": SCRIPT}, vendor=OPENAI.name)
+    env = {**fake_env(base_env, fake, OPENAI), "MEMLEDGER_REDIS_URL": redis_url}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     api = spawn("api", ["memledger", "serve", "--port", str(port), "--no-worker"], env)
     workers = spawn("worker", ["memledger", "worker", "--processes", "1", "--threads", "2"], env)
     wait_until(lambda: healthy(base), timeout_s=60)
 
-    session(base, env, fake)
+    session(base, env, fake, OPENAI)
 
     assert api.terminate(timeout_s=20) == 0
     assert workers.terminate(timeout_s=30) == 0
