@@ -116,9 +116,13 @@ def find_credential(text: str) -> str | None:
 
 def _find(text: str) -> Finding | None:
     """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex."""
-    finding = _find_in(text)
-    if finding is not None:
-        return finding
+    low = text.lower()
+    if _is_candidate(text, low):
+        finding = _layers(text, low)
+        if finding is not None:
+            return finding
+    elif text.isascii():
+        return None  # nothing to normalise, and no long token to decode (the gate looked for one)
     view = normalised(text)
     if view != text:
         finding = _find_in(view)
@@ -136,13 +140,18 @@ def _find_in(text: str) -> Finding | None:
     low = text.lower()
     if not _is_candidate(text, low):
         return None
+    return _layers(text, low)
+
+
+def _layers(text: str, low: str) -> Finding | None:
+    """The layers after the gate, on a text that passed it."""
     finding = format_rule(text, low)
     if finding is not None:
         return finding
     segments = [text] if len(text) <= _WHOLE_TEXT_CHARS else _SENTENCE_BREAK.split(text)
     for segment in segments:
-        segment_low = segment.lower() if len(segments) > 1 else low
-        if not _is_candidate(segment, segment_low):
+        # One segment is the text, which passed the gate already.
+        if len(segments) > 1 and not _is_candidate(segment, segment.lower()):
             continue
         finding = keyword_rule(segment) or intl_password_rule(segment) or detect_secrets_rule(segment)
         if finding is not None:
