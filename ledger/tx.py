@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Unpack
 
 from sqlalchemy import Connection, Table
@@ -71,10 +72,14 @@ class Transaction(Reader):
         self.store = store
         self.scope_key = scope_key
         self.now_us = now_us
-        self.now: datetime = from_micros(now_us)
         self._after_commit: list[Callable[[], object]] = []
         # What the statement that took the scope's lock read for the first _prepare_usage: budget, counts, due.
         self._read_ahead = read_ahead
+
+    @cached_property
+    def now(self) -> datetime:
+        """The transaction's instant, aware UTC (made when first read: a save never reads it)."""
+        return from_micros(self.now_us)
 
     # ------------------------------------------------------------------ plumbing
     def after_commit(self, fn: Callable[[], object]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -14,7 +14,7 @@ GROUP_MAX_CHARS = 200
 
 
 def new_record_id() -> str:
-    return "mem_" + secrets.token_hex(12)
+    return "mem_" + os.urandom(12).hex()  # secrets.token_hex(12), without its three calls
 
 
 def kind(value: object) -> Kind:
