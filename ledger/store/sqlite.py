@@ -17,7 +17,8 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -63,7 +64,8 @@ class SQLiteStore(Store):
         # This process's writers queue here rather than in SQLite's busy handler, which polls
         # with sleeps of up to 100 ms: under a steady stream of saves from other threads a
         # write could lose every poll for seconds. Other processes still meet the busy handler.
-        self._write_lock: AbstractContextManager[Any] = nullcontext() if self.memory else _WriteQueue()
+        # A write holds both: in-memory SQLite's one lock, or a file's queue (each has only one of them).
+        self._write_lock: AbstractContextManager[Any] = self._lock if self.memory else _WriteQueue()
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
@@ -105,7 +107,7 @@ class SQLiteStore(Store):
         rolled back through SQLAlchemy, which ends ours. On a file, each thread keeps its write
         connection between transactions (see :meth:`_writer`).
         """
-        with self.boundary, self._lock, self._write_lock:
+        with self.boundary, self._write_lock:
             conn, local = self._writer()
             try:
                 dbapi_conn = conn.connection.dbapi_connection
@@ -205,6 +207,16 @@ class SQLiteStore(Store):
             return int(_exec_dbapi(dbapi_conn, plan.sql, rows, many=True).rowcount)
         sql, values = plan.bind(params or {})
         return int(_exec_dbapi(dbapi_conn, sql, values).rowcount)
+
+    def send(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> None:
+        """:meth:`run` without its row count, and for one set of values of a statement without ``IN`` lists
+        (a save's two inserts) without its other turns."""
+        plan = self._plan(stmt)
+        shape = None if plan is None or type(params) is not dict else plan.fixed
+        if shape is None:
+            self.run(conn, stmt, params)
+        else:
+            _exec_dbapi(conn.connection.dbapi_connection, shape.sql, shape.values(params))  # type: ignore[arg-type]
 
     def rows(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         plan = self._plan(stmt)
@@ -387,7 +399,7 @@ class _Shape:
     item of the list ``params[name]`` (an ``IN`` list); ``(None, None, value)`` is a constant.
     """
 
-    __slots__ = ("constants", "names", "processors", "slots", "sql")
+    __slots__ = ("constants", "getter", "names", "processors", "slots", "sql")
 
     def __init__(
         self, sql: str, slots: list[tuple[str | None, int | None, Any]], processors: list[Callable[[Any], Any] | None]
@@ -398,11 +410,15 @@ class _Shape:
         # The common case, every slot a plain parameter: one list comprehension binds it.
         plain = all(name is not None and index is None for name, index, _v in slots) and not any(processors)
         self.names: tuple[str, ...] | None = tuple(n for n, _i, _v in slots if n is not None) if plain else None
+        # Two or more of them: one C call (itemgetter gives one name's value alone, not in a tuple).
+        self.getter = itemgetter(*self.names) if self.names is not None and len(self.names) > 1 else None
         # Next, plain parameters and constants (a scope's stamp): one comprehension too.
         simple = all(index is None for _n, index, _v in slots) and not any(processors)
         self.constants = tuple((name, value) for name, _i, value in slots) if simple and not plain else None
 
-    def values(self, params: Mapping[str, Any]) -> list[Any]:
+    def values(self, params: Mapping[str, Any]) -> Sequence[Any]:
+        if self.getter is not None:
+            return self.getter(params)  # type: ignore[no-any-return]
         if self.names is not None:
             return [params[name] for name in self.names]
         if self.constants is not None:
@@ -428,7 +444,7 @@ class _Plan:
     statement with an ``IN`` list has one text per length of its lists, each made on first use.
     """
 
-    __slots__ = ("_compiled", "_dialect", "_fixed", "_lists", "_shapes", "expanding", "sql")
+    __slots__ = ("_compiled", "_dialect", "_lists", "_shapes", "expanding", "fixed", "sql")
 
     def __init__(self, compiled: SQLCompiler, dialect: Dialect, lists: tuple[str, ...]) -> None:
         self._compiled = compiled
@@ -436,8 +452,8 @@ class _Plan:
         self._lists = lists  # the parameters that are IN lists
         self._shapes: dict[tuple[int, ...], _Shape] = {}
         self.expanding = bool(lists)
-        self._fixed = None if lists else self._shape(())  # the one text of a statement without IN lists
-        self.sql = "" if self._fixed is None else self._fixed.sql
+        self.fixed = None if lists else self._shape(())  # the one text of a statement without IN lists
+        self.sql = "" if self.fixed is None else self.fixed.sql
 
     @classmethod
     def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
@@ -484,15 +500,15 @@ class _Plan:
                 processors.append(_processor(binds[name].type, self._dialect, result=False))
         return _Shape(state.statement, slots, processors)
 
-    def values(self, params: Mapping[str, Any]) -> list[Any]:
+    def values(self, params: Mapping[str, Any]) -> Sequence[Any]:
         """The values for ``sql`` (a statement without ``IN`` lists)."""
-        assert self._fixed is not None, "a statement with IN lists has no one text: bind() it"
-        return self._fixed.values(params)
+        assert self.fixed is not None, "a statement with IN lists has no one text: bind() it"
+        return self.fixed.values(params)
 
-    def bind(self, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    def bind(self, params: Mapping[str, Any]) -> tuple[str, Sequence[Any]]:
         """The SQL and the values for one execution."""
-        if self._fixed is not None:
-            return self.sql, self._fixed.values(params)
+        if self.fixed is not None:
+            return self.sql, self.fixed.values(params)
         lists = {name: list(params[name]) for name in self._lists}
         shape = self._shape(tuple(len(items) for items in lists.values()))
         return shape.sql, shape.values({**params, **lists})
