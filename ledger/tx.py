@@ -73,8 +73,7 @@ class Transaction(Reader):
         self.scope_key = scope_key
         self.now_us = now_us
         self._after_commit: list[Callable[[], object]] = []
-        # What the statement that took the scope's lock read for the first _prepare_usage: budget, counts, due.
-        self._read_ahead = read_ahead
+        self._read_ahead = read_ahead  # what the statement that took the lock read for _prepare_usage
 
     @cached_property
     def now(self) -> datetime:

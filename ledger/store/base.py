@@ -102,9 +102,12 @@ class Store(ABC):
     def _begin_read(self) -> AbstractContextManager[Connection]:
         """A read transaction: one snapshot for every statement in it."""
 
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self) -> AbstractContextManager[Connection]:
         """A write transaction; commits when the block ends, rolls back when it raises."""
+        return self._writing()
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
         with self.boundary, self._lock, self._begin_write() as conn:
             yield conn
 

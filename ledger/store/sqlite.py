@@ -98,43 +98,15 @@ class SQLiteStore(Store):
         return engine
 
     # ------------------------------------------------------------------ transactions
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT`` on the DBAPI connection, errors translated; one frame (every save).
+    def write(self) -> AbstractContextManager[Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` on the DBAPI connection, errors translated (:class:`_Write`).
 
         A statement run through SQLAlchemy inside autobegins SQLAlchemy's own transaction
         (``_on_begin`` sees ours open and emits nothing); that one is then committed or
         rolled back through SQLAlchemy, which ends ours. On a file, each thread keeps its write
         connection between transactions (see :meth:`_writer`).
         """
-        with self.boundary, self._write_lock:
-            conn, local = self._writer()
-            try:
-                dbapi_conn = conn.connection.dbapi_connection
-                _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    if conn.in_transaction():
-                        conn.rollback()
-                    elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
-                        _exec_dbapi(dbapi_conn, "ROLLBACK")
-                    raise
-                if conn.in_transaction():
-                    conn.commit()
-                else:
-                    _exec_dbapi(dbapi_conn, "COMMIT")
-            except BaseException:
-                # Never hand a thread a connection mid-transaction.
-                if local is not None and (conn.invalidated or _left_open(conn)):
-                    local.conn = None
-                    self._drop_writer(conn, local.pid)
-                raise
-            finally:
-                if local is None:
-                    conn.close()
-                else:
-                    local.busy = False
+        return _Write(self)
 
     @contextmanager
     def migrating(self) -> Iterator[Connection]:
@@ -371,6 +343,71 @@ class _WriteQueue:
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()
+
+
+class _Write:
+    """One write transaction of :meth:`SQLiteStore.write`: a class, not a generator, as every save runs one.
+
+    Entering takes the write lock, this thread's write connection and ``BEGIN IMMEDIATE``; leaving commits
+    (rolls back when the block raised), gives the connection back (dropped when it is spoiled: invalidated,
+    or a transaction left open) and the lock. Every database error leaves translated (``store.boundary``).
+    """
+
+    __slots__ = ("conn", "dbapi_conn", "local", "store")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> Connection:
+        store = self.store
+        with store.boundary:
+            store._write_lock.__enter__()
+            try:
+                self.conn, self.local = store._writer()
+                try:
+                    self.dbapi_conn = self.conn.connection.dbapi_connection
+                    _exec_dbapi(self.dbapi_conn, "BEGIN IMMEDIATE")
+                except BaseException:
+                    self._give_back(failed=True)
+                    raise
+            except BaseException:
+                store._write_lock.__exit__(None, None, None)
+                raise
+        return self.conn
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        store, conn, dbapi_conn = self.store, self.conn, self.dbapi_conn
+        with store.boundary:
+            try:
+                try:
+                    if exc is not None:
+                        if conn.in_transaction():
+                            conn.rollback()
+                        elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
+                            _exec_dbapi(dbapi_conn, "ROLLBACK")
+                    elif conn.in_transaction():
+                        conn.commit()
+                    else:
+                        _exec_dbapi(dbapi_conn, "COMMIT")
+                except BaseException:
+                    self._give_back(failed=True)
+                    raise
+                self._give_back(failed=exc is not None)
+            finally:
+                store._write_lock.__exit__(None, None, None)
+        store.boundary.__exit__(kind, exc, tb)  # the block's own error, translated (else it leaves as it is)
+
+    def _give_back(self, *, failed: bool) -> None:
+        """This thread's connection back (a pooled one closed); after a failure, dropped when spoiled."""
+        conn, local = self.conn, self.local
+        if local is None:
+            conn.close()
+            return
+        # Never hand a thread a connection mid-transaction.
+        if failed and (conn.invalidated or _left_open(conn)):
+            local.conn = None
+            self.store._drop_writer(conn, local.pid)
+        local.busy = False
 
 
 def _on_begin(conn: Connection) -> None:
