@@ -69,7 +69,8 @@ def stored_body(body: object, *, max_chars: int) -> str:
         BodyRejected.
     """
     clean = screen_body(body, max_chars=max_chars)
-    storable_body(clean)
+    if not clean.isascii():  # ASCII always encodes
+        storable_body(clean)
     return clean
 
 
