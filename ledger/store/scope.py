@@ -78,9 +78,9 @@ def enter_scope(
     commit order. ``create=False`` leaves a scope without a settings row without one (a refusal's
     event); ``default_max`` is the budget of a row created here.
 
-    ``reading``: a :func:`stamp` with more columns (built with ``driver_values``), used where the
-    stamp takes the lock (SQLite) so what the write reads first comes back with the instant. Returns
-    the instant and those further columns (None where ``reading`` was not used).
+    ``reading``: a :func:`stamp` with more columns (built with ``driver_values``), used where the store
+    allows it (:attr:`Store.stamp_reads`: SQLite) so what the write reads first comes back with the
+    instant. Returns the instant and those further columns (None where ``reading`` was not used).
     """
     locked = store.lock_scope(conn, scope_key)
     explicit = explicit_us is not None
@@ -91,11 +91,12 @@ def enter_scope(
             store.send(conn, _SET_LATEST, {"s": scope_key, "t": latest})
         return (now_us if explicit else latest), None
     params = {"s": scope_key, "m": default_max, "t": now_us, "x": int(explicit)}
+    reads = reading if create and store.stamp_reads else None
     if not create:
         found = store.rows(conn, _STAMP_EXISTING, params)
+    elif reads is not None:
+        found = store.rows(conn, store.built(reads, driver_values=True), params)
     else:
-        found = store.rows(
-            conn, store.built(stamp) if reading is None else store.built(reading, driver_values=True), params
-        )
+        found = store.rows(conn, store.built(stamp), params)
     instant = now_us if explicit or not found else int(found[0][0])
-    return instant, (found[0][1:] if reading is not None and create else None)
+    return instant, (None if reads is None else found[0][1:])

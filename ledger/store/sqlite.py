@@ -55,6 +55,7 @@ class SQLiteStore(Store):
     dialect: ClassVar[str] = "sqlite"
     ddl = sqlite_ddl.OBJECTS
     migrate_on_open: ClassVar[bool] = True
+    stamp_reads: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
