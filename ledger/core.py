@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_before_delay, wait_random_exponential
 
 from ledger.audit import store_injection
@@ -31,7 +31,7 @@ from ledger.policy import BudgetHook, EraseHook, WritePolicy
 from ledger.reader import Reader
 from ledger.reads import LedgerReads, check_scope
 from ledger.screening import MAX_BODY_CHARS
-from ledger.statements import USAGE
+from ledger.statements import USAGE, stamp_and_usage
 from ledger.store import enter_scope, store_for
 from ledger.sweep import SWEEP_BATCH, expire_due, last_sweep, record_sweep
 from ledger.tx import Transaction
@@ -159,36 +159,64 @@ class Ledger(LedgerReads):
         scope = check_scope(scope_key or self.scope_key)
         explicit = None if now is None else to_micros(now, name="now")
         with self.store.write() as conn:
-            now_us = enter_scope(
-                self.store,
-                conn,
-                scope,
-                explicit_us=explicit,
-                clock_us=lambda: to_micros(self.now(), name="clock"),
-                default_max=self.policy.default_max_records,
-                create=create,
-            )
-            tx = Transaction(conn, scope, now_us, policy=self.policy, store=self.store)
+            tx = self._enter(conn, scope, explicit, create=create)
             yield tx
         tx.committed()
+
+    def _enter(
+        self, conn: Connection, scope: str, explicit: int | None, *, create: bool, reading: bool = False
+    ) -> Transaction:
+        """The transaction on ``conn``, once the scope's lock is held and its instant read. ``reading``: the
+        transaction's first statement is :meth:`Transaction.save`'s or :meth:`Transaction.propose`'s read of the
+        budget, the counts and what is due, which then comes back with the instant where the store can do so."""
+        now_us, read = enter_scope(
+            self.store,
+            conn,
+            scope,
+            explicit_us=explicit,
+            clock_us=lambda: to_micros(self.now(), name="clock"),
+            default_max=self.policy.default_max_records,
+            create=create,
+            reading=stamp_and_usage if reading else None,
+        )
+        return Transaction(conn, scope, now_us, policy=self.policy, store=self.store, read_ahead=read)
 
     def run(self, scope_key: str | None, fn: Callable[[Transaction], T], *, now: datetime | None = None) -> T:
         """``fn(tx)`` in :meth:`transaction`, run again (a new transaction, a new instant) while the
         database is busy. Raises LedgerBusy past the retry budget, or what ``fn`` raised."""
         return self._run(scope_key, fn, now, create=True)
 
-    def _run(self, scope_key: str | None, fn: Callable[[Transaction], T], now: datetime | None, *, create: bool) -> T:
+    def _run(
+        self,
+        scope_key: str | None,
+        fn: Callable[[Transaction], T],
+        now: datetime | None,
+        *,
+        create: bool,
+        reading: bool = False,
+    ) -> T:
+        """:meth:`run` (``create``, ``reading``: as :meth:`_enter`'s)."""
         started = time.monotonic()
+        scope = check_scope(scope_key or self.scope_key)
+        explicit = None if now is None else to_micros(now, name="now")
         try:
-            # The uncontended write pays for no retry machinery.
-            with self._transaction(scope_key, now, create=create) as tx:
-                return fn(tx)
+            return self._attempt(scope, explicit, fn, create, reading)  # the uncontended write: no retry machinery
         except LedgerBusy:
             pass
         for attempt in _busy_retries(started):
-            with attempt, self._transaction(scope_key, now, create=create) as tx:
-                return fn(tx)
+            with attempt:
+                return self._attempt(scope, explicit, fn, create, reading)
         raise LedgerBusy("the ledger database stayed busy; try again in a moment")  # pragma: no cover
+
+    def _attempt(
+        self, scope: str, explicit: int | None, fn: Callable[[Transaction], T], create: bool, reading: bool
+    ) -> T:
+        """One attempt of :meth:`_run`: :meth:`transaction` without its generator frame (every save runs one)."""
+        with self.store.write() as conn:
+            tx = self._enter(conn, scope, explicit, create=create, reading=reading)
+            result = fn(tx)
+        tx.committed()
+        return result
 
     @contextmanager
     def writing(self) -> Iterator[Reader]:
@@ -283,7 +311,7 @@ class Ledger(LedgerReads):
             require_aware(now, name="now")
         scope = check_scope(scope_key or self.scope_key)
         try:
-            return self.run(scope, write, now=now)
+            return self._run(scope, write, now, create=True, reading=True)
         except (BodyRejected, BudgetExceeded) as exc:
             self._refusal(refused, scope, now, exc, **detail)
             if isinstance(exc, BudgetExceeded):

@@ -59,27 +59,32 @@ _TRIGGER: Final = re.compile(
     r"|cred|auth|be(?:arer|gin)|contrase|://"
     r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord"
 )
+
+
 # The other languages' keywords: the ASCII ones are few (found with `in`, cheaper than more regex
-# branches on common letters); the others are only looked for in text that is not ASCII.
-_ASCII_LANGUAGE_WORDS: Final = ("sandi", "sifre", "siri", "haslo", "laluan", "mat kh")
+# branches on common letters, and written out: a loop over them costs twice as much); the others are
+# only looked for in text that is not ASCII.
+def _has_ascii_language_word(low: str) -> bool:
+    return "sandi" in low or "sifre" in low or "siri" in low or "haslo" in low or "laluan" in low or "mat kh" in low
+
+
 _SCRIPT_TRIGGER: Final = re.compile(
     r"парол|пин|pin[码碼]|hasło|şifre|mật kh|密码|密碼|口令|パスワード|暗証|비밀번호|암호|패스워드|번호"
     r"|पासवर्ड|कूटशब्द|पिन|পাসওয়ার্ড|পিন|கடவுச்சொல்|పాస్|รหัส|كلمة|الرقم|رمز|گذرواژه|پسورد|پاس|پن"
 )
 # A key prefix (a key pasted in pieces has no long token): sk-, sk_live_, ghp_, github_pat_, glpat-,
 # xoxb-, hf_, npm_, ntn_, whsec_, mlt_, pypi- are found from their separator; AKIA, ASIA, AIza,
-# GOCSPX, eyJ and ya29 with `in`, which is cheaper than a pattern starting with a letter.
+# GOCSPX, eyJ and ya29 with `in` (written out), which is cheaper than a pattern starting with a letter.
 _PREFIX_AT_SEPARATOR: Final = re.compile(
     r"[-_](?:(?<=sk.)|(?<=rk_live.)|(?<=gh[pousr].)|(?<=_pat.)|(?<=glpat.)|(?<=xox[a-z].)|(?<=xapp.)|(?<=hf.)"
     r"|(?<=npm.)|(?<=ntn.)|(?<=whsec.)|(?<=mlt.)|(?<=pypi.))"
 )
-_PREFIXES_WITHOUT_SEPARATOR: Final = ("AKIA", "ASIA", "AIza", "GOCSPX", "eyJ", "ya29")
 
 
 def _has_key_prefix(text: str) -> bool:
     if ("-" in text or "_" in text) and _PREFIX_AT_SEPARATOR.search(text) is not None:
         return True
-    return any(prefix in text for prefix in _PREFIXES_WITHOUT_SEPARATOR)
+    return "AKIA" in text or "ASIA" in text or "AIza" in text or "GOCSPX" in text or "eyJ" in text or "ya29" in text
 
 
 # A body longer than _WHOLE_TEXT_CHARS is cut into lines and sentences before the keyword and
@@ -97,7 +102,7 @@ def _is_candidate(text: str, low: str) -> bool:
         or has_long_token(text)
         or has_artifactory_hint(text)
         or _has_key_prefix(text)
-        or any(word in low for word in _ASCII_LANGUAGE_WORDS)
+        or _has_ascii_language_word(low)
         or (not text.isascii() and _SCRIPT_TRIGGER.search(low) is not None)
     )
 
@@ -116,9 +121,13 @@ def find_credential(text: str) -> str | None:
 
 def _find(text: str) -> Finding | None:
     """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex."""
-    finding = _find_in(text)
-    if finding is not None:
-        return finding
+    low = text.lower()
+    if _is_candidate(text, low):
+        finding = _layers(text, low)
+        if finding is not None:
+            return finding
+    elif text.isascii():
+        return None  # nothing to normalise, and no long token to decode (the gate looked for one)
     view = normalised(text)
     if view != text:
         finding = _find_in(view)
@@ -136,13 +145,18 @@ def _find_in(text: str) -> Finding | None:
     low = text.lower()
     if not _is_candidate(text, low):
         return None
+    return _layers(text, low)
+
+
+def _layers(text: str, low: str) -> Finding | None:
+    """The layers after the gate, on a text that passed it."""
     finding = format_rule(text, low)
     if finding is not None:
         return finding
     segments = [text] if len(text) <= _WHOLE_TEXT_CHARS else _SENTENCE_BREAK.split(text)
     for segment in segments:
-        segment_low = segment.lower() if len(segments) > 1 else low
-        if not _is_candidate(segment, segment_low):
+        # One segment is the text, which passed the gate already.
+        if len(segments) > 1 and not _is_candidate(segment, segment.lower()):
             continue
         finding = keyword_rule(segment) or intl_password_rule(segment) or detect_secrets_rule(segment)
         if finding is not None:

@@ -64,6 +64,12 @@ INTL_SENTENCE: Final = re.compile(
     rf"{_FOR_PHRASE}{_CONNECTOR}{_VALUE}{_CLOSE}",
     re.IGNORECASE,
 )
+# In lower-cased ASCII text, every match of INTL_SENTENCE holds one of these (a keyword's ASCII spelling,
+# or its part that is always ASCII): a text without any has no such sentence. Not for other text: ignoring
+# case, a pattern's "s" or "k" also matches "ſ" or the Kelvin sign.
+INTL_ASCII_HINT: Final = re.compile(
+    r"pin|pass|kennwort|mdp|contrase|clave|senha|palavra|parola|wachtwoord|haslo|sifre|sandi|laluan|khau|neno"
+)
 SCRIPT_NEXT: Final = re.compile(rf"[{_SCRIPTS}、。，]")
 # Words that follow "Passwort ist" / "mot de passe est" ... in prose rather than being the password.
 _INTL_PROSE_TEXT = """

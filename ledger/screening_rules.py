@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ledger.screening_languages import INTL_PROSE, INTL_SENTENCE, SCRIPT_NEXT
+from ledger.screening_languages import INTL_ASCII_HINT, INTL_PROSE, INTL_SENTENCE, SCRIPT_NEXT
 from ledger.screening_values import DETAILS, KEY, PIN, PROSE_WORDS, PW, Finding, judge, prose_word
 
 _KW_PASSWORD = r"pass(?:word|wd|phrase)s?|pass[\s-]phrase|pwd|wi-?fi\s+(?:pass|key)|network\s+key"
-_KW_PIN = (
-    r"pins?(?:\s*(?:code|number))?|passcodes?|combination|cvv|cvc"
-    r"|(?:door|gate|alarm|lock|garage|safe|security|access|entry|unlock|login|otp|verification|2fa|mfa|backup|recovery"
-    r"|one-time)\s+codes?"
+_CODE_OF = (
+    r"(?:door|gate|alarm|lock|garage|safe|security|access|entry|unlock|login|otp|verification|2fa|mfa|backup|recovery"
+    r"|one-time)\s+code"
 )
+_KW_PIN = rf"pins?(?:\s*(?:code|number))?|passcodes?|combination|cvv|cvc|{_CODE_OF}s?"
 _KW_KEY = (
     r"(?:api|access|secret|private|license|licence|signing|encryption|master|client|app|service|auth|ssh|gpg|pgp"
     r"|deploy|product|activation|serial|admin)[\s_-]?keys?|apikey|keys?"
@@ -28,6 +28,10 @@ _KW_KEY = (
 _KEYWORD: Final = re.compile(
     rf"(?<![\w-])(?:(?P<{PW}>{_KW_PASSWORD})|(?P<{PIN}>{_KW_PIN})|(?P<{KEY}>{_KW_KEY}))(?![\w-])", re.IGNORECASE
 )
+# In lower-cased ASCII text, every match of _KEYWORD and _ENV_NAME holds one of these (a keyword's
+# literal part; "code" only after its word): a text without any has nothing for them to find. Not for
+# other text: ignoring case, a pattern's "s" or "k" also matches "ſ" or the Kelvin sign.
+_KEYWORD_HINT: Final = re.compile(rf"pass|pwd|key|pin|combination|cvv|cvc|token|secret|cred|{_CODE_OF}")
 _NOT_SECRET_BEFORE: Final = re.compile(
     r"(?i)(?:public|publishable|host|primary|foreign|sort|partition|idempotency)\s*$"
 )
@@ -76,6 +80,8 @@ def keyword_rule(text: str) -> Finding | None:
             mode = "colon" if m.group("op") == ":" and m.group("sp") else "assign"
             if judge(m.group("val"), family, mode, text, m.end()):
                 return DETAILS[family, "assignment"]
+    if text.isascii() and _KEYWORD_HINT.search(text.lower()) is None:
+        return None  # no keyword here, nor a variable named for one
     for m in _KEYWORD.finditer(text):
         family = _family(m)
         if family == KEY and _NOT_SECRET_BEFORE.search(text, max(0, m.start() - 16), m.start()):
@@ -140,6 +146,8 @@ def _env_name_rule(text: str) -> Finding | None:
 
 def intl_password_rule(text: str) -> Finding | None:
     """A password or PIN stated in a sentence in one of the other languages a user may write in."""
+    if text.isascii() and INTL_ASCII_HINT.search(text.lower()) is None:
+        return None
     for m in INTL_SENTENCE.finditer(text):
         raw = m.group("val")
         if raw.strip("\"'«»「」.,;:!?").lower() in INTL_PROSE or prose_word(raw.rstrip(".,;:!?")):

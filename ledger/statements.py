@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Executable, bindparam, func, insert, or_, select, update
+from sqlalchemy import Executable, bindparam, case, func, insert, literal_column, or_, select, update
 
-from ledger.models import Status
+from ledger.models import Provenance, Status
 from ledger.record_rows import NAMES, SELECT_ACTIVE, SELECT_RECORDS
 from ledger.schema import EVENTS, RECORDS, SCOPES
 from ledger.store import Prepared, Store, lit, param
+from ledger.store.scope import stamp
 from ledger.sweep import any_due
 
 M = RECORDS.c
@@ -19,6 +21,17 @@ _N = param("n")
 
 # An event's detail as stored: keys sorted, so equal details are equal text (an encoder built once).
 sorted_json = json.JSONEncoder(sort_keys=True).encode
+# A new record's event detail without supersedes (most of them), encoded once per provenance.
+_RECORD_DETAILS = {p: sorted_json({"supersedes": [], "provenance": p.value}) for p in Provenance}
+
+
+def record_detail(supersedes: Sequence[str], provenance: Provenance) -> str:
+    """The detail of a new record's ``saved`` or ``proposed`` event, as :func:`sorted_json` encodes it."""
+    if supersedes:
+        return sorted_json({"supersedes": list(supersedes), "provenance": provenance.value})
+    return _RECORD_DETAILS[provenance]
+
+
 INSERT_EVENT = Prepared(
     insert(EVENTS), column_keys=("at", "scope_key", "event", "record_id", "reason", "run_id", "detail")
 )
@@ -48,6 +61,20 @@ def due_now(store: Store) -> Executable:
 def usage_and_due(store: Store) -> Executable:
     """:data:`USAGE` and whether anything in the scope is due at ``n``: what a save reads before it writes."""
     return select(*_USAGE_COLUMNS, any_due(store))
+
+
+# The stamp's row in a subquery of its RETURNING: SQLAlchemy would add the table to the subquery's FROM.
+_STAMPED_LATEST = literal_column(f"{SCOPES.name}.{SCOPES.c.latest_at.name}", SCOPES.c.latest_at.type)
+
+
+def stamp_and_usage(store: Store) -> Executable:
+    """The scope's stamp (:func:`ledger.store.scope.stamp`) returning what :func:`usage_and_due` reads, in one
+    statement where the stamp takes the lock (SQLite): the budget and the counts from the row it stamped (it exists
+    once stamped, so the counts need no fallback), and whether anything is due at the write's instant (the given
+    one, ``x = 1``, else the latest the stamp set)."""
+    instant = case((bindparam("x") == 1, param("t")), else_=_STAMPED_LATEST)
+    columns = (SCOPES.c.max_records, SCOPES.c.active_count, SCOPES.c.proposed_count, any_due(store, instant))
+    return stamp(store).returning(*columns)  # type: ignore[no-any-return]
 
 
 CLOSE = Prepared(

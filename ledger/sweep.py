@@ -28,11 +28,17 @@ M = RECORDS.c
 _N = param("n")
 _SEQS = param("seqs", expanding=True)
 
+
 # The WHERE repeats the partial index's predicate (its constants spelled out) so the planner can
 # use ix_memory_records_due.
-_DUE = and_(
-    M.status.in_(lit((Status.ACTIVE.value, Status.PROPOSED.value))), M.expires_at.is_not(None), M.expires_at <= _N
-)
+def _due(at: Any) -> ColumnElement[bool]:
+    """Held and expiring at or before ``at``."""
+    return and_(
+        M.status.in_(lit((Status.ACTIVE.value, Status.PROPOSED.value))), M.expires_at.is_not(None), M.expires_at <= at
+    )
+
+
+_DUE = _due(_N)
 _DUE_ORDER = (M.expires_at, M.seq)
 _DUE_ANYWHERE = Prepared(select(M.seq).where(_DUE).order_by(*_DUE_ORDER).limit(bindparam("lim")))
 
@@ -44,9 +50,10 @@ def _due_in_scope(store: Store) -> Executable:
     return select(M.seq).where(_DUE, store.scope_hint()).order_by(*_DUE_ORDER).limit(bindparam("lim"))
 
 
-def any_due(store: Store) -> ColumnElement[bool]:
-    """Whether a record of scope ``s`` is due at ``n`` (what :func:`expire_due` would expire), as one column."""
-    return exists().where(_DUE, store.scope_hint())
+def any_due(store: Store, at: Any = _N) -> ColumnElement[bool]:
+    """Whether a record of scope ``s`` is due at ``at`` (default: ``n``), what :func:`expire_due` would expire, as
+    one column."""
+    return exists().where(_due(at), store.scope_hint())
 
 
 _EVENTS = Prepared(

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Unpack
 
 from sqlalchemy import Connection, Table
@@ -38,7 +39,7 @@ from ledger.options import ProposeOptions, SaveOptions
 from ledger.policy import WritePolicy
 from ledger.reader import Reader
 from ledger.record_rows import NewRecord
-from ledger.store import Pending, Store, run, send
+from ledger.store import Pending, Store, run
 from ledger.store import query as store_query
 from ledger.store import rows as store_rows
 from ledger.sweep import SWEEP_BATCH, expire_due
@@ -56,14 +57,28 @@ class Transaction(Reader):
         now: the transaction's instant (aware UTC); ``now_us`` the same in microseconds.
     """
 
-    def __init__(self, conn: Connection, scope_key: str, now_us: int, *, policy: WritePolicy, store: Store) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        scope_key: str,
+        now_us: int,
+        *,
+        policy: WritePolicy,
+        store: Store,
+        read_ahead: Sequence[Any] | None = None,
+    ) -> None:
         super().__init__(conn)
         self.policy = policy
         self.store = store
         self.scope_key = scope_key
         self.now_us = now_us
-        self.now: datetime = from_micros(now_us)
         self._after_commit: list[Callable[[], object]] = []
+        self._read_ahead = read_ahead  # what the statement that took the lock read for _prepare_usage
+
+    @cached_property
+    def now(self) -> datetime:
+        """The transaction's instant, aware UTC (made when first read: a save never reads it)."""
+        return from_micros(self.now_us)
 
     # ------------------------------------------------------------------ plumbing
     def after_commit(self, fn: Callable[[], object]) -> None:
@@ -125,16 +140,20 @@ class Transaction(Reader):
         detail: Mapping[str, Any] | None = None,
     ) -> None:
         """Append one row to ``ledger_events`` at ``tx.now`` (never a body)."""
+        self._event(str(event), record_id, reason, run_id, Q.sorted_json(dict(detail or {})))
+
+    def _event(self, event: str, record_id: str | None, reason: str | None, run_id: str | None, detail: str) -> None:
+        """:meth:`event` with its detail already encoded."""
         params = {
             "at": self.now_us,
             "scope_key": self.scope_key,
-            "event": str(event),
+            "event": event,
             "record_id": record_id,
             "reason": reason,
             "run_id": run_id,
-            "detail": Q.sorted_json(dict(detail or {})),
+            "detail": detail,
         }
-        send(self.conn, Q.INSERT_EVENT, params)
+        self.store.send(self.conn, Q.INSERT_EVENT, params)
 
     def prepare(self) -> None:
         """Expire what is due in the scope at ``tx.now``, so no write acts on an expired record."""
@@ -142,9 +161,13 @@ class Transaction(Reader):
             pass
 
     def _prepare_usage(self) -> ScopeUsage:
-        """:meth:`prepare`, then :meth:`usage`: one statement when nothing is due (a save's common case)."""
-        stmt = self.store.built(Q.usage_and_due, driver_values=True)  # ``due`` is tested for truth
-        ((budget, active, proposed, due),) = store_rows(self.conn, stmt, {"s": self.scope_key, "n": self.now_us})
+        """:meth:`prepare`, then :meth:`usage`: one statement when nothing is due (a save's common case), none
+        when the statement that took the scope's lock read them (the transaction's first, nothing written since)."""
+        found, self._read_ahead = self._read_ahead, None
+        if found is None:
+            stmt = self.store.built(Q.usage_and_due, driver_values=True)  # ``due`` is tested for truth
+            (found,) = self.store.rows(self.conn, stmt, {"s": self.scope_key, "n": self.now_us})
+        budget, active, proposed, due = found
         if due:
             self.prepare()
             return self.usage()
@@ -562,10 +585,9 @@ class Transaction(Reader):
             self._close(row, new_id)
         names = [r["id"] for r in replaced] if supersedes is None else list(supersedes)
         values = rows.new_row(new_id, self.scope_key, new, self.now_us, names)
-        send(self.conn, Q.INSERT_RECORD, values)
+        self.store.send(self.conn, Q.INSERT_RECORD, values)
         event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
-        detail = {"supersedes": names, "provenance": new.provenance.value}
-        self.event(event, record_id=new_id, run_id=new.run_id, detail=detail)
+        self._event(event.value, new_id, None, new.run_id, Q.record_detail(names, new.provenance))
         return rows.record_of_new_row(values)
 
 

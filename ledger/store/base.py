@@ -81,6 +81,10 @@ class Store(ABC):
     migrate_on_open: ClassVar[bool]
     # Whether save_plain writes a plain save in one statement (else it is never called).
     saves_plain: ClassVar[bool] = False
+    # Whether the scope's stamp may also return what the write reads first (enter_scope's ``reading``): where the
+    # whole write transaction reads one snapshot under a lock taken before the stamp (SQLite's BEGIN IMMEDIATE).
+    # Not on PostgreSQL, where the stamp creates a new scope's row and a later statement sees a later snapshot.
+    stamp_reads: ClassVar[bool] = False
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -102,9 +106,12 @@ class Store(ABC):
     def _begin_read(self) -> AbstractContextManager[Connection]:
         """A read transaction: one snapshot for every statement in it."""
 
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self) -> AbstractContextManager[Connection]:
         """A write transaction; commits when the block ends, rolls back when it raises."""
+        return self._writing()
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
         with self.boundary, self._lock, self._begin_write() as conn:
             yield conn
 

@@ -30,16 +30,16 @@ def _next_latest(clock: Any) -> Any:
     )
 
 
-def _stamp(store: Store) -> Executable:
+def stamp(store: Store) -> Any:
     """Create the scope's settings row if missing (PostgreSQL: and lock it) and move its latest instant
-    forward, in one statement."""
+    forward, in one statement, returning that instant (more columns may be added with ``.returning()``)."""
     new = store.upsert(SCOPES).values(
         scope_key=bindparam("s"), max_records=bindparam("m"), created_at=_T, updated_at=_T, latest_at=_T
     )
     stmt = new.on_conflict_do_update(
         index_elements=[SCOPES.c.scope_key], set_={"latest_at": _next_latest(new.excluded.latest_at)}
     )
-    return stmt.returning(_LATEST)  # type: ignore[no-any-return]
+    return stmt.returning(_LATEST)
 
 
 # A scope without a settings row keeps none (a refusal's event).
@@ -68,7 +68,8 @@ def enter_scope(
     clock_us: Callable[[], int],
     default_max: int,
     create: bool = True,
-) -> int:
+    reading: Callable[[Store], Executable] | None = None,
+) -> tuple[int, tuple[Any, ...] | None]:
     """Lock ``scope_key`` for ``conn``'s write transaction, then return its instant.
 
     ``explicit_us`` (a caller's ``now``) is returned as given, and recorded when it is the
@@ -76,6 +77,10 @@ def enter_scope(
     clock is at or before the scope's latest instant, that instant + 1 µs: strictly increasing in
     commit order. ``create=False`` leaves a scope without a settings row without one (a refusal's
     event); ``default_max`` is the budget of a row created here.
+
+    ``reading``: a :func:`stamp` with more columns (built with ``driver_values``), used where the store
+    allows it (:attr:`Store.stamp_reads`: SQLite) so what the write reads first comes back with the
+    instant. Returns the instant and those further columns (None where ``reading`` was not used).
     """
     locked = store.lock_scope(conn, scope_key)
     explicit = explicit_us is not None
@@ -84,7 +89,14 @@ def enter_scope(
         latest = next_instant(locked.latest_us, now_us, explicit=explicit)
         if latest != locked.latest_us:
             store.send(conn, _SET_LATEST, {"s": scope_key, "t": latest})
-        return now_us if explicit else latest
+        return (now_us if explicit else latest), None
     params = {"s": scope_key, "m": default_max, "t": now_us, "x": int(explicit)}
-    found = store.rows(conn, store.built(_stamp) if create else _STAMP_EXISTING, params)
-    return now_us if explicit or not found else int(found[0][0])
+    reads = reading if create and store.stamp_reads else None
+    if not create:
+        found = store.rows(conn, _STAMP_EXISTING, params)
+    elif reads is not None:
+        found = store.rows(conn, store.built(reads, driver_values=True), params)
+    else:
+        found = store.rows(conn, store.built(stamp), params)
+    instant = now_us if explicit or not found else int(found[0][0])
+    return instant, (None if reads is None else found[0][1:])

@@ -17,7 +17,8 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -54,6 +55,7 @@ class SQLiteStore(Store):
     dialect: ClassVar[str] = "sqlite"
     ddl = sqlite_ddl.OBJECTS
     migrate_on_open: ClassVar[bool] = True
+    stamp_reads: ClassVar[bool] = True
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
@@ -63,7 +65,8 @@ class SQLiteStore(Store):
         # This process's writers queue here rather than in SQLite's busy handler, which polls
         # with sleeps of up to 100 ms: under a steady stream of saves from other threads a
         # write could lose every poll for seconds. Other processes still meet the busy handler.
-        self._write_lock: AbstractContextManager[Any] = nullcontext() if self.memory else _WriteQueue()
+        # A write holds both: in-memory SQLite's one lock, or a file's queue (each has only one of them).
+        self._write_lock: AbstractContextManager[Any] = self._lock if self.memory else _WriteQueue()
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
@@ -96,30 +99,15 @@ class SQLiteStore(Store):
         return engine
 
     # ------------------------------------------------------------------ transactions
-    @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT`` on the DBAPI connection, errors translated; one frame (every save).
+    def write(self) -> AbstractContextManager[Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` on the DBAPI connection, errors translated (:class:`_Write`).
 
         A statement run through SQLAlchemy inside autobegins SQLAlchemy's own transaction
         (``_on_begin`` sees ours open and emits nothing); that one is then committed or
         rolled back through SQLAlchemy, which ends ours. On a file, each thread keeps its write
         connection between transactions (see :meth:`_writer`).
         """
-        with self.boundary, self._lock, self._write_lock, self._writer() as conn:
-            dbapi_conn = conn.connection.dbapi_connection
-            _exec_dbapi(dbapi_conn, "BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction():
-                    conn.rollback()
-                elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
-                    _exec_dbapi(dbapi_conn, "ROLLBACK")
-                raise
-            if conn.in_transaction():
-                conn.commit()
-            else:
-                _exec_dbapi(dbapi_conn, "COMMIT")
+        return _Write(self)
 
     @contextmanager
     def migrating(self) -> Iterator[Connection]:
@@ -130,9 +118,9 @@ class SQLiteStore(Store):
             with conn.begin():
                 yield conn
 
-    @contextmanager
-    def _writer(self) -> Iterator[Connection]:
-        """This thread's write connection, kept checked out between its write transactions.
+    def _writer(self) -> tuple[Connection, Any]:
+        """This thread's write connection, kept checked out between its write transactions, marked busy
+        until :meth:`write` ends; and the thread's record of it (None: a pooled connection to close).
 
         A pool checkout and return cost a save about 20 µs (a tenth of it). An idle kept
         connection holds no transaction and no snapshot, so it keeps no WAL page and no lock.
@@ -143,9 +131,7 @@ class SQLiteStore(Store):
         local = self._writers
         conn: Connection | None = getattr(local, "conn", None)
         if self.memory or getattr(local, "busy", False):
-            with self.engine.connect() as conn:
-                yield conn
-            return
+            return self.engine.connect(), None
         if conn is None or local.pid != os.getpid() or conn.closed or conn.invalidated:
             conn = local.conn = self.engine.connect()
             local.pid = os.getpid()
@@ -153,15 +139,7 @@ class SQLiteStore(Store):
                 self._kept.add(conn)
             weakref.finalize(threading.current_thread(), self._drop_writer, conn, local.pid)
         local.busy = True
-        try:
-            yield conn
-        except BaseException:
-            if conn.invalidated or _left_open(conn):  # never hand a thread a connection mid-transaction
-                local.conn = None
-                self._drop_writer(conn, local.pid)
-            raise
-        finally:
-            local.busy = False
+        return conn, local
 
     def _drop_writer(self, conn: Connection, pid: int) -> None:
         with self._writers_lock:
@@ -195,13 +173,23 @@ class SQLiteStore(Store):
         if plan is None:
             return super().run(conn, stmt, params)
         dbapi_conn = conn.connection.dbapi_connection
-        if isinstance(params, Sequence):
+        if type(params) is not dict and isinstance(params, Sequence):  # a dict is no Sequence: skip the ABC's check
             if plan.expanding:  # executemany needs one SQL text
                 return super().run(conn, stmt, params)
             rows = [plan.values(p) for p in params]
             return int(_exec_dbapi(dbapi_conn, plan.sql, rows, many=True).rowcount)
         sql, values = plan.bind(params or {})
         return int(_exec_dbapi(dbapi_conn, sql, values).rowcount)
+
+    def send(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> None:
+        """:meth:`run` without its row count, and for one set of values of a statement without ``IN`` lists
+        (a save's two inserts) without its other turns."""
+        plan = self._plan(stmt)
+        shape = None if plan is None or type(params) is not dict else plan.fixed
+        if shape is None:
+            self.run(conn, stmt, params)
+        else:
+            _exec_dbapi(conn.connection.dbapi_connection, shape.sql, shape.values(params))  # type: ignore[arg-type]
 
     def rows(self, conn: Connection, stmt: Statement, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         plan = self._plan(stmt)
@@ -358,6 +346,71 @@ class _WriteQueue:
         self._lock.release()
 
 
+class _Write:
+    """One write transaction of :meth:`SQLiteStore.write`: a class, not a generator, as every save runs one.
+
+    Entering takes the write lock, this thread's write connection and ``BEGIN IMMEDIATE``; leaving commits
+    (rolls back when the block raised), gives the connection back (dropped when it is spoiled: invalidated,
+    or a transaction left open) and the lock. Every database error leaves translated (``store.boundary``).
+    """
+
+    __slots__ = ("conn", "dbapi_conn", "local", "store")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> Connection:
+        store = self.store
+        with store.boundary:
+            store._write_lock.__enter__()
+            try:
+                self.conn, self.local = store._writer()
+                try:
+                    self.dbapi_conn = self.conn.connection.dbapi_connection
+                    _exec_dbapi(self.dbapi_conn, "BEGIN IMMEDIATE")
+                except BaseException:
+                    self._give_back(failed=True)
+                    raise
+            except BaseException:
+                store._write_lock.__exit__(None, None, None)
+                raise
+        return self.conn
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        store, conn, dbapi_conn = self.store, self.conn, self.dbapi_conn
+        with store.boundary:
+            try:
+                try:
+                    if exc is not None:
+                        if conn.in_transaction():
+                            conn.rollback()
+                        elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
+                            _exec_dbapi(dbapi_conn, "ROLLBACK")
+                    elif conn.in_transaction():
+                        conn.commit()
+                    else:
+                        _exec_dbapi(dbapi_conn, "COMMIT")
+                except BaseException:
+                    self._give_back(failed=True)
+                    raise
+                self._give_back(failed=exc is not None)
+            finally:
+                store._write_lock.__exit__(None, None, None)
+        store.boundary.__exit__(kind, exc, tb)  # the block's own error, translated (else it leaves as it is)
+
+    def _give_back(self, *, failed: bool) -> None:
+        """This thread's connection back (a pooled one closed); after a failure, dropped when spoiled."""
+        conn, local = self.conn, self.local
+        if local is None:
+            conn.close()
+            return
+        # Never hand a thread a connection mid-transaction.
+        if failed and (conn.invalidated or _left_open(conn)):
+            local.conn = None
+            self.store._drop_writer(conn, local.pid)
+        local.busy = False
+
+
 def _on_begin(conn: Connection) -> None:
     """SQLAlchemy's (deferred) transaction; a write transaction the store began is left alone."""
     dbapi_conn = conn.connection.dbapi_connection
@@ -384,7 +437,7 @@ class _Shape:
     item of the list ``params[name]`` (an ``IN`` list); ``(None, None, value)`` is a constant.
     """
 
-    __slots__ = ("names", "processors", "slots", "sql")
+    __slots__ = ("constants", "getter", "names", "processors", "slots", "sql")
 
     def __init__(
         self, sql: str, slots: list[tuple[str | None, int | None, Any]], processors: list[Callable[[Any], Any] | None]
@@ -395,10 +448,19 @@ class _Shape:
         # The common case, every slot a plain parameter: one list comprehension binds it.
         plain = all(name is not None and index is None for name, index, _v in slots) and not any(processors)
         self.names: tuple[str, ...] | None = tuple(n for n, _i, _v in slots if n is not None) if plain else None
+        # Two or more of them: one C call (itemgetter gives one name's value alone, not in a tuple).
+        self.getter = itemgetter(*self.names) if self.names is not None and len(self.names) > 1 else None
+        # Next, plain parameters and constants (a scope's stamp): one comprehension too.
+        simple = all(index is None for _n, index, _v in slots) and not any(processors)
+        self.constants = tuple((name, value) for name, _i, value in slots) if simple and not plain else None
 
-    def values(self, params: Mapping[str, Any]) -> list[Any]:
+    def values(self, params: Mapping[str, Any]) -> Sequence[Any]:
+        if self.getter is not None:
+            return self.getter(params)  # type: ignore[no-any-return]
         if self.names is not None:
             return [params[name] for name in self.names]
+        if self.constants is not None:
+            return [value if name is None else params[name] for name, value in self.constants]
         return [
             _processed(proc, _slot_value(params, name, index, value))
             for (name, index, value), proc in zip(self.slots, self.processors, strict=True)
@@ -420,7 +482,7 @@ class _Plan:
     statement with an ``IN`` list has one text per length of its lists, each made on first use.
     """
 
-    __slots__ = ("_compiled", "_dialect", "_fixed", "_lists", "_shapes", "expanding", "sql")
+    __slots__ = ("_compiled", "_dialect", "_lists", "_shapes", "expanding", "fixed", "sql")
 
     def __init__(self, compiled: SQLCompiler, dialect: Dialect, lists: tuple[str, ...]) -> None:
         self._compiled = compiled
@@ -428,8 +490,8 @@ class _Plan:
         self._lists = lists  # the parameters that are IN lists
         self._shapes: dict[tuple[int, ...], _Shape] = {}
         self.expanding = bool(lists)
-        self._fixed = None if lists else self._shape(())  # the one text of a statement without IN lists
-        self.sql = "" if self._fixed is None else self._fixed.sql
+        self.fixed = None if lists else self._shape(())  # the one text of a statement without IN lists
+        self.sql = "" if self.fixed is None else self.fixed.sql
 
     @classmethod
     def build(cls, prepared: Prepared, dialect: Dialect) -> _Plan | None:
@@ -476,15 +538,15 @@ class _Plan:
                 processors.append(_processor(binds[name].type, self._dialect, result=False))
         return _Shape(state.statement, slots, processors)
 
-    def values(self, params: Mapping[str, Any]) -> list[Any]:
+    def values(self, params: Mapping[str, Any]) -> Sequence[Any]:
         """The values for ``sql`` (a statement without ``IN`` lists)."""
-        assert self._fixed is not None, "a statement with IN lists has no one text: bind() it"
-        return self._fixed.values(params)
+        assert self.fixed is not None, "a statement with IN lists has no one text: bind() it"
+        return self.fixed.values(params)
 
-    def bind(self, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
+    def bind(self, params: Mapping[str, Any]) -> tuple[str, Sequence[Any]]:
         """The SQL and the values for one execution."""
-        if self._fixed is not None:
-            return self.sql, self._fixed.values(params)
+        if self.fixed is not None:
+            return self.sql, self.fixed.values(params)
         lists = {name: list(params[name]) for name in self._lists}
         shape = self._shape(tuple(len(items) for items in lists.values()))
         return shape.sql, shape.values({**params, **lists})

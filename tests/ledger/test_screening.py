@@ -187,6 +187,39 @@ def test_ordinary_pins_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> No
         assert screen_body(body) == body
 
 
+def test_every_keyword_a_rule_finds_in_ascii_text_holds_a_word_of_its_hint() -> None:
+    # Given the rules that skip an ASCII text whose lower-cased form holds none of their hint's words
+    from ledger.screening_languages import INTL_ASCII_HINT, INTL_SENTENCE
+    from ledger.screening_rules import _ENV_NAME, _KEYWORD, _KEYWORD_HINT
+
+    spelled = [
+        "Door code 4471",
+        "the GARAGE\tcode is 1234",
+        "PIN-Code: 1234",
+        "Mot de passe : x",
+        "MAT KHAU la x",
+        "neno la siri ni x",
+        "kata sandi adalah x",
+        "Contrasena es x",
+        "palavra-passe: x",
+        "export API_TOKEN abcdef",
+        "Haslo to x",
+        "Sifrem x",
+        "creds: x",
+        "CVC 123",
+        "the combination is 1-2-3",
+    ]
+    texts = [s.body for s in CORPUS if s.body.isascii()] + spelled
+    # Then every match of theirs, in the corpus and in these spellings, holds one of its hint's words
+    found = 0
+    for text in texts:
+        for pattern, hint in ((_KEYWORD, _KEYWORD_HINT), (_ENV_NAME, _KEYWORD_HINT), (INTL_SENTENCE, INTL_ASCII_HINT)):
+            for m in pattern.finditer(text):
+                assert hint.search(m.group().lower()) is not None, (pattern.pattern[:40], m.group())
+                found += 1
+    assert found > 150
+
+
 def test_a_secret_deep_in_a_long_body_is_found() -> None:
     filler = "I prefer short answers and metric units. " * 20
     assert _rejected(filler + "My wifi password is hunter2-Blue! " + filler[:400]).why == "credential"
