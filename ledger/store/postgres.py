@@ -226,18 +226,19 @@ class PostgresStore(Store):
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
         quote = self.engine.dialect.identifier_preparer.quote
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            notes = _holding_old_rows(conn)
             for table in tables:
                 log.info("VACUUM FULL %s", table)
                 conn.exec_driver_sql(f"VACUUM FULL {quote(table)}")
             try:
                 conn.exec_driver_sql("CHECKPOINT")
             except DBAPIError:
-                note = (
+                notes.append(
                     "CHECKPOINT needs a superuser or the pg_checkpoint role; the next scheduled checkpoint "
                     "(checkpoint_timeout) does the same"
                 )
-                return False, [note]
-        return True, []
+                return False, notes
+        return True, notes
 
     def size_bytes(self, tables: Sequence[str]) -> int:
         size = text("SELECT pg_total_relation_size(:t)")
@@ -246,6 +247,37 @@ class PostgresStore(Store):
 
     def is_busy(self, exc: BaseException) -> bool:
         return getattr(getattr(exc, "orig", None), "sqlstate", None) in _RETRY_SQLSTATES
+
+
+# What keeps a dead row version through VACUUM FULL: another session of this database with a snapshot or a
+# transaction open (it may still see the version), a prepared transaction, a replication slot's horizon.
+_HOLDERS = text(
+    "SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND pid <> pg_backend_pid() AND coalesce(backend_xmin, backend_xid) IS NOT NULL), "
+    "(SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()), "
+    "(SELECT count(*) FROM pg_replication_slots WHERE xmin IS NOT NULL "
+    "AND (database IS NULL OR database = current_database()))"
+)
+
+
+def _holding_old_rows(conn: Connection) -> list[str]:
+    """A note when something may keep erased row versions through the rewrite (empty when nothing does)."""
+    sessions, prepared, slots = conn.execute(_HOLDERS).one()
+    held = [
+        f"{n} {what}"
+        for n, what in (
+            (sessions, "other session(s) with a transaction open"),
+            (prepared, "prepared transaction(s)"),
+            (slots, "replication slot(s) holding back vacuum"),
+        )
+        if n
+    ]
+    if not held:
+        return []
+    return [
+        f"{', '.join(held)} when compaction began: the row versions they can still see (a body forgotten "
+        "before they began) were kept; run `memledger db compact` again once they have ended"
+    ]
 
 
 def _call(fn: Any) -> Any:
