@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
 
@@ -21,11 +22,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pages = generated_pages(args.output, args.docs_dir)
     if args.check:
-        stale = [p for p, text in pages.items() if (p.read_text(encoding="utf-8") if p.exists() else "") != text]
-        for page in stale:
-            print(f"{page} is stale: run python -m tools.protocol_doc", file=sys.stderr)
+        stale = 0
+        for page, text in pages.items():
+            found = page.read_text(encoding="utf-8") if page.exists() else ""
+            if found != text:
+                stale += 1
+                print(f"{page} is stale: run python -m tools.protocol_doc", file=sys.stderr)
+                print(_first_lines_of_diff(found, text, page), file=sys.stderr)
         return 1 if stale else 0
     for page, text in pages.items():
         page.write_text(text, encoding="utf-8")
         print(f"wrote {page}")
     return 0
+
+
+def _first_lines_of_diff(found: str, wanted: str, page: Path, most: int = 40) -> str:
+    """What differs, as a unified diff (at most ``most`` lines)."""
+    lines = list(
+        difflib.unified_diff(
+            found.splitlines(), wanted.splitlines(), f"{page} (as it is)", f"{page} (generated)", lineterm=""
+        )
+    )
+    return "\n".join(lines[:most] + ([f"... {len(lines) - most} more lines"] if len(lines) > most else []))
