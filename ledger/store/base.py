@@ -60,6 +60,8 @@ class Pending(Generic[T]):
 
 
 Rows = list[tuple[Any, ...]]
+# What every report of a damaged full-text index ends with.
+REBUILD_INDEX_HINT = "rebuild it from the records with `memledger db rebuild-index` (safe while the service runs)"
 
 
 def prefixed_columns(alias: str) -> str:
@@ -215,6 +217,21 @@ class Store(ABC):
     def scrub_files(self) -> bool:
         """After the forget commits: best effort, never waits, never raises. Whether it completed."""
         return True
+
+    @abstractmethod
+    def search_index_problem(self, *, thorough: bool) -> str | None:
+        """What is wrong with the full-text index, or None when it is sound.
+
+        The quick check costs a lookup (the service's health check runs it); ``thorough`` reads
+        the whole index (``memledger db check``). Raises LedgerBusy when the database stays busy.
+        """
+
+    @abstractmethod
+    def rebuild_search_index(self) -> None:
+        """Build the full-text index again from the records (``memledger db rebuild-index``), beside live writers.
+
+        Raises LedgerError when the index is still damaged afterwards.
+        """
 
     @abstractmethod
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:

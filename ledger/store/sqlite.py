@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import re
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -31,13 +33,16 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
 
 from ledger.errors import LedgerBusy, LedgerError
-from ledger.store import sqlite_ddl
+from ledger.store import sqlite_ddl, sqlite_fts
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5_000
+# `memledger db compact`: how long VACUUM may wait for the write lock, and the checkpoint for readers to move on.
+COMPACT_BUSY_TIMEOUT_MS = 30_000
+COMPACT_CHECKPOINT_RETRY_S = 5.0
 MAX_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 _BUSY = ("database is locked", "database is busy", "database table is locked")
@@ -226,29 +231,30 @@ class SQLiteStore(Store):
     # ------------------------------------------------------------------ erasure
     def erase_in_transaction(self, conn: Connection) -> None:
         # Rewrite the FTS segments without the deleted entries, inside the forget's own transaction.
-        _exec_dbapi(conn.connection.dbapi_connection, "INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+        with _dbapi_errors("memory_fts optimize"):
+            sqlite_fts.erase(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+
+    def search_index_problem(self, *, thorough: bool) -> str | None:
+        # The thorough check is an FTS5 command (an INSERT): it needs the write lock, and changes nothing.
+        with self.write() if thorough else self.read() as conn, _dbapi_errors("memory_fts integrity-check"):
+            return sqlite_fts.problem(conn.connection.dbapi_connection, thorough=thorough, busy=_busy)  # type: ignore[arg-type]
+
+    def rebuild_search_index(self) -> None:
+        with self.write() as conn, _dbapi_errors("memory_fts rebuild"):
+            raw = conn.connection.dbapi_connection
+            sqlite_fts.rebuild(raw, busy=_busy)  # type: ignore[arg-type]
+            left = sqlite_fts.problem(raw, thorough=True, busy=_busy)  # type: ignore[arg-type]
+        if left is not None:
+            raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
     def scrub_files(self) -> bool:
-        """Checkpoint the WAL so old page images of erased text leave the files.
-
-        ``TRUNCATE`` is tried once without a busy handler (a checkpoint that waits for readers
-        holds the write lock meanwhile and would stall every writer); when a reader holds a
-        snapshot it falls back to ``PASSIVE``, and the next checkpoint overwrites the rest.
-        """
+        """Checkpoint the WAL so old page images of erased text leave the files (one try: :func:`_checkpoint`)."""
         if self.memory:
             return True
         try:
             with self._lock, self.engine.connect() as conn:
-                raw = conn.connection.dbapi_connection
-                assert raw is not None
-                raw.execute("PRAGMA busy_timeout=0")
-                try:
-                    busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                    if busy == 0:
-                        return True
-                    raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                finally:
-                    raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                if _checkpoint(conn.connection.dbapi_connection, retry_s=0.0):
+                    return True
         except (sqlite3.Error, DBAPIError) as exc:
             log.warning("erasure checkpoint failed (%s); the next checkpoint will finish it", type(exc).__name__)
             return False
@@ -256,14 +262,31 @@ class SQLiteStore(Store):
         return False
 
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
-        # On the DB-API connection itself, outside any transaction: VACUUM cannot run inside one.
-        raw = self.engine.raw_connection()
-        try:
-            raw.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
-            raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # type: ignore[union-attr]
-        finally:
-            raw.close()
-        return True, []
+        """``VACUUM``, then a truncating checkpoint that never makes writers wait for readers.
+
+        ``VACUUM`` takes the write lock as any writer does and rewrites the database into the WAL:
+        writers wait for it meanwhile (a save retries for up to 30 s), readers go on reading their
+        snapshots. It cannot run inside a transaction, so it runs on the DB-API connection itself.
+        """
+        with self._lock:  # in-memory SQLite's one connection (nothing on a file)
+            raw = self.engine.raw_connection()
+            driver: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
+            try:
+                driver.execute(f"PRAGMA busy_timeout={COMPACT_BUSY_TIMEOUT_MS}")  # an operator's command waits longer
+                try:
+                    driver.execute("VACUUM")
+                finally:
+                    driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                truncated = _checkpoint(driver, retry_s=COMPACT_CHECKPOINT_RETRY_S)
+            finally:
+                raw.close()
+        if truncated:
+            return True, []
+        return False, [
+            "a reader kept its snapshot of the WAL for the whole checkpoint: the WAL was checkpointed as far as it "
+            "could be but not truncated, and may still hold page images of erased text until the next checkpoint; "
+            "run `memledger db compact` again in a quieter moment"
+        ]
 
     def size_bytes(self, tables: Sequence[str]) -> int:
         path = self.engine.url.database or ""
@@ -272,6 +295,35 @@ class SQLiteStore(Store):
     # ------------------------------------------------------------------ errors
     def is_busy(self, exc: BaseException) -> bool:
         return _busy(exc)
+
+
+def _checkpoint(raw: Any, *, retry_s: float) -> bool:
+    """``wal_checkpoint(TRUNCATE)``, tried for ``retry_s`` with no busy handler, else ``PASSIVE``; if it truncated.
+
+    A checkpoint that waits for readers holds the write lock meanwhile and would stall every
+    writer for as long as a reader keeps its snapshot (the old WAL pages it may still read):
+    so no try waits, and between tries nothing is held. When a reader outlasts them all, a
+    ``PASSIVE`` checkpoint copies what it can and the next one overwrites the rest.
+    """
+    deadline = time.monotonic() + retry_s
+    raw.execute("PRAGMA busy_timeout=0")
+    try:
+        while True:
+            try:
+                busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+                busy = 1
+            if busy == 0:
+                return True
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(random.uniform(0.01, 0.05))
+        raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        return False
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 def _on_connect(memory: bool) -> Any:
@@ -315,9 +367,11 @@ def _use_wal(cur: sqlite3.Cursor) -> None:
 
 
 def _left_open(conn: Connection) -> bool:
-    """Whether a transaction is still open on ``conn`` (its rollback failed); unknown counts as open."""
+    """Whether a transaction is still on ``conn``, SQLAlchemy's or SQLite's (its rollback failed); unknown: yes."""
     try:
-        return bool(conn.in_transaction() or conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
+        if conn.get_transaction() is not None or conn.in_transaction():
+            return True
+        return bool(conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
     except Exception:
         return True
 
@@ -382,21 +436,37 @@ class _Write:
             try:
                 try:
                     if exc is not None:
-                        if conn.in_transaction():
-                            conn.rollback()
-                        elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
-                            _exec_dbapi(dbapi_conn, "ROLLBACK")
+                        self._roll_back()
                     elif conn.in_transaction():
                         conn.commit()
                     else:
                         _exec_dbapi(dbapi_conn, "COMMIT")
                 except BaseException:
+                    self._roll_back()  # a COMMIT that failed (a full disk) leaves the transaction open
                     self._give_back(failed=True)
                     raise
                 self._give_back(failed=exc is not None)
             finally:
                 store._write_lock.__exit__(None, None, None)
         store.boundary.__exit__(kind, exc, tb)  # the block's own error, translated (else it leaves as it is)
+
+    def _roll_back(self) -> None:
+        """End a failed transaction, both SQLAlchemy's and SQLite's; never raises (a connection left
+        spoiled is dropped by :meth:`_give_back`).
+
+        SQLAlchemy keeps a transaction whose ``COMMIT`` failed on the connection, inactive, and
+        refuses every later statement on it ("Can't reconnect until invalid transaction is rolled
+        back") until it is rolled back: the thread's kept connection would refuse every later
+        forget (whose statements go through SQLAlchemy) until a restart.
+        """
+        conn, dbapi_conn = self.conn, self.dbapi_conn
+        try:
+            if conn.get_transaction() is not None:
+                conn.rollback()
+            if dbapi_conn.in_transaction:  # type: ignore[union-attr]
+                dbapi_conn.execute("ROLLBACK")  # type: ignore[union-attr]
+        except Exception:
+            log.warning("rolling back a failed write failed; its connection is dropped", exc_info=True)
 
     def _give_back(self, *, failed: bool) -> None:
         """This thread's connection back (a pooled one closed); after a failure, dropped when spoiled."""
@@ -416,6 +486,15 @@ def _on_begin(conn: Connection) -> None:
     dbapi_conn = conn.connection.dbapi_connection
     if not dbapi_conn.in_transaction:  # type: ignore[union-attr]
         dbapi_conn.execute("BEGIN")  # type: ignore[union-attr]
+
+
+@contextmanager
+def _dbapi_errors(what: str) -> Iterator[None]:
+    """sqlite3 errors raised inside come out wrapped as ``conn.execute`` would raise them (the boundary translates)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(what, (), exc, sqlite3.Error) from exc
 
 
 def _exec_dbapi(dbapi_conn: Any, sql: str, params: Any = (), *, many: bool = False) -> Any:
