@@ -6,8 +6,8 @@ merge (two per forget in the ledger's use) and never removes them; past 2,000 le
 to read the record, and every statement that touches the index fails ("database disk image is
 malformed", then "vtable constructor failed: memory_fts", after a restart too). A busy ledger
 reached that after about a thousand forgets. So a forget that leaves more than
-:data:`MAX_LEVELS` levels rebuilds the index from the records (``rebuild`` writes a fresh
-structure): about three merges' work, once every few dozen forgets. Where SQLite bounds the
+:data:`MAX_LEVELS` levels rebuilds the index from the active records (``delete-all`` writes a
+fresh structure): about three merges' work, once every few dozen forgets. Where SQLite bounds the
 levels itself the rebuild never runs.
 
 Every function takes the sqlite3 connection of a transaction the caller holds (the store's).
@@ -31,7 +31,11 @@ _EMPTY_STRUCTURE = bytes(7)
 MAX_LEVELS = 64
 
 _OPTIMIZE = "INSERT INTO memory_fts(memory_fts) VALUES ('optimize')"
-_REBUILD = "INSERT INTO memory_fts(memory_fts) VALUES ('rebuild')"
+# Rebuilding: every entry dropped (the segments' rows deleted, zeroed by secure_delete, and a fresh structure
+# written), then the active records indexed again. Not FTS5's 'rebuild': it would index every row of
+# memory_records, superseded bodies too, which no trigger removes from the index when their chain is forgotten.
+_DELETE_ALL = "INSERT INTO memory_fts(memory_fts) VALUES ('delete-all')"
+_INDEX_ACTIVE = "INSERT INTO memory_fts(rowid, body) SELECT seq, body FROM memory_records WHERE status = 'active'"
 # A word no body is likely to hold: the probe opens the index and reads its structure, and finds nothing.
 _PROBE = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH '\"memledgerprobe\"' LIMIT 1"
 # Every entry of the index well formed and where its term says. (With rank 1 FTS5 would also compare the index
@@ -48,7 +52,12 @@ def erase(raw: sqlite3.Connection) -> None:
     """Merge the index's segments without the deleted entries; rebuild it when its levels pile up."""
     raw.execute(_OPTIMIZE)
     if levels(raw) > MAX_LEVELS:
-        raw.execute(_REBUILD)
+        _reindex(raw)
+
+
+def _reindex(raw: sqlite3.Connection) -> None:
+    raw.execute(_DELETE_ALL)
+    raw.execute(_INDEX_ACTIVE)
 
 
 def levels(raw: sqlite3.Connection) -> int:
@@ -98,18 +107,18 @@ def problem(raw: sqlite3.Connection, *, thorough: bool, busy: Callable[[BaseExce
 
 
 def rebuild(raw: sqlite3.Connection, *, busy: Callable[[BaseException], bool]) -> None:
-    """Build the index again from the active records (FTS5 ``rebuild``), whatever state it is in.
+    """Build the index again from the active records, whatever state it is in.
 
     When the index cannot even be opened (its structure record unreadable: "vtable constructor
-    failed"), ``rebuild`` cannot run either; the structure record is first set to that of an
-    empty index, which ``rebuild`` then discards with every other entry and fills from the records.
+    failed"), no FTS5 command can run on it; the structure record is first set to that of an
+    empty index, which the rebuild then discards with every other entry.
     """
     try:
-        raw.execute(_REBUILD)
+        _reindex(raw)
     except sqlite3.DatabaseError as exc:
         if busy(exc):
             raise
         raw.execute(
             "INSERT OR REPLACE INTO memory_fts_data(id, block) VALUES (?, ?)", (_STRUCTURE_ROWID, _EMPTY_STRUCTURE)
         )
-        raw.execute(_REBUILD)
+        _reindex(raw)
