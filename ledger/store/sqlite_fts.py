@@ -86,15 +86,22 @@ def problem(raw: sqlite3.Connection, *, thorough: bool, busy: Callable[[BaseExce
     """What is wrong with the index, or None when it is sound.
 
     The quick check opens the index and reads its structure (what every save, forget and search
-    does first). ``thorough`` also checks every entry (FTS5 ``integrity-check``, which reads the
-    whole index and needs the caller's transaction to hold the write lock) and that the indexed
-    documents are exactly the active records.
+    does first), and that it has not grown towards the levels SQLite cannot read. ``thorough``
+    also checks every entry (FTS5 ``integrity-check``, which reads the whole index and needs the
+    caller's transaction to hold the write lock) and that the indexed documents are exactly the
+    active records.
 
     Raises:
         sqlite3.OperationalError: the database is busy (``busy`` says which errors are; not a damage).
     """
     try:
         raw.execute(_PROBE).fetchall()
+        grown = levels(raw)
+        if grown > 2 * MAX_LEVELS:  # what a forget leaves is at most MAX_LEVELS; saves add a few
+            return (
+                f"the full-text index's structure has grown to {grown} levels (SQLite before 3.44 adds some at "
+                f"every forget, and cannot read the index past 2,000); {REBUILD_INDEX_HINT}"
+            )
         if thorough:
             raw.execute(_INTEGRITY)
             if raw.execute(_DOCUMENTS_DIFFER).fetchone()[0]:
