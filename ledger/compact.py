@@ -64,6 +64,5 @@ def compact(engine: Engine) -> CompactReport:
     before = store.size_bytes(tables)
     checkpoint, notes = store.compact(tables)
     after = store.size_bytes(tables)
-    return CompactReport(
-        store.dialect, tables, checkpoint, before, after, notes, store.search_index_problem(thorough=True)
-    )
+    index = store.search_index_problem(thorough=True) if "memory_records" in tables else None  # else: no ledger yet
+    return CompactReport(store.dialect, tables, checkpoint, before, after, notes, index)

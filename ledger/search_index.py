@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from ledger.db import current_revision
+from ledger.errors import LedgerError
 from ledger.store import store_for
 
 
@@ -19,8 +21,9 @@ def check_search_index(engine: Engine, *, thorough: bool = True) -> str | None:
 
     Raises:
         LedgerBusy: the database stayed busy.
-        LedgerError: the database refused (unreachable, not a ledger).
+        LedgerError: the database refused (unreachable), or holds no ledger.
     """
+    _require_schema(engine)
     return store_for(engine).search_index_problem(thorough=thorough)
 
 
@@ -28,6 +31,12 @@ def rebuild_search_index(engine: Engine) -> None:
     """Build the full-text index again from the active records, whatever state it is in; safe beside live writers.
 
     Raises:
-        LedgerError: the index is still damaged afterwards, or the database refused.
+        LedgerError: the index is still damaged afterwards, the database refused, or holds no ledger.
     """
+    _require_schema(engine)
     store_for(engine).rebuild_search_index()
+
+
+def _require_schema(engine: Engine) -> None:
+    if current_revision(engine) is None:
+        raise LedgerError("the database holds no ledger (no schema): run `memledger db upgrade` first")

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -33,16 +31,13 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
 
 from ledger.errors import LedgerBusy, LedgerError
-from ledger.store import sqlite_ddl, sqlite_fts
+from ledger.store import sqlite_ddl, sqlite_files, sqlite_fts
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5_000
-# `memledger db compact`: how long VACUUM may wait for the write lock, and the checkpoint for readers to move on.
-COMPACT_BUSY_TIMEOUT_MS = 30_000
-COMPACT_CHECKPOINT_RETRY_S = 5.0
 MAX_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 _BUSY = ("database is locked", "database is busy", "database table is locked")
@@ -248,12 +243,13 @@ class SQLiteStore(Store):
             raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
     def scrub_files(self) -> bool:
-        """Checkpoint the WAL so old page images of erased text leave the files (one try: :func:`_checkpoint`)."""
+        """Checkpoint the WAL so old page images of erased text leave the files (one try, never waiting)."""
         if self.memory:
             return True
         try:
             with self._lock, self.engine.connect() as conn:
-                if _checkpoint(conn.connection.dbapi_connection, retry_s=0.0):
+                raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
+                if sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy):
                     return True
         except (sqlite3.Error, DBAPIError) as exc:
             log.warning("erasure checkpoint failed (%s); the next checkpoint will finish it", type(exc).__name__)
@@ -262,31 +258,14 @@ class SQLiteStore(Store):
         return False
 
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
-        """``VACUUM``, then a truncating checkpoint that never makes writers wait for readers.
-
-        ``VACUUM`` takes the write lock as any writer does and rewrites the database into the WAL:
-        writers wait for it meanwhile (a save retries for up to 30 s), readers go on reading their
-        snapshots. It cannot run inside a transaction, so it runs on the DB-API connection itself.
-        """
         with self._lock:  # in-memory SQLite's one connection (nothing on a file)
-            raw = self.engine.raw_connection()
-            driver: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
+            proxy = self.engine.raw_connection()
             try:
-                driver.execute(f"PRAGMA busy_timeout={COMPACT_BUSY_TIMEOUT_MS}")  # an operator's command waits longer
-                try:
-                    driver.execute("VACUUM")
-                finally:
-                    driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-                truncated = _checkpoint(driver, retry_s=COMPACT_CHECKPOINT_RETRY_S)
+                raw: sqlite3.Connection = proxy.driver_connection  # type: ignore[assignment]
+                truncated = sqlite_files.compact(raw, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
             finally:
-                raw.close()
-        if truncated:
-            return True, []
-        return False, [
-            "a reader kept its snapshot of the WAL for the whole checkpoint: the WAL was checkpointed as far as it "
-            "could be but not truncated, and may still hold page images of erased text until the next checkpoint; "
-            "run `memledger db compact` again in a quieter moment"
-        ]
+                proxy.close()
+        return truncated, [] if truncated else [sqlite_files.WAL_KEPT]
 
     def size_bytes(self, tables: Sequence[str]) -> int:
         path = self.engine.url.database or ""
@@ -295,35 +274,6 @@ class SQLiteStore(Store):
     # ------------------------------------------------------------------ errors
     def is_busy(self, exc: BaseException) -> bool:
         return _busy(exc)
-
-
-def _checkpoint(raw: Any, *, retry_s: float) -> bool:
-    """``wal_checkpoint(TRUNCATE)``, tried for ``retry_s`` with no busy handler, else ``PASSIVE``; if it truncated.
-
-    A checkpoint that waits for readers holds the write lock meanwhile and would stall every
-    writer for as long as a reader keeps its snapshot (the old WAL pages it may still read):
-    so no try waits, and between tries nothing is held. When a reader outlasts them all, a
-    ``PASSIVE`` checkpoint copies what it can and the next one overwrites the rest.
-    """
-    deadline = time.monotonic() + retry_s
-    raw.execute("PRAGMA busy_timeout=0")
-    try:
-        while True:
-            try:
-                busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc):
-                    raise
-                busy = 1
-            if busy == 0:
-                return True
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(random.uniform(0.01, 0.05))
-        raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        return False
-    finally:
-        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 def _on_connect(memory: bool) -> Any:
