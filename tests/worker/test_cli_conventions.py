@@ -218,6 +218,7 @@ def _json_reads(record_id: str) -> dict[str, list[str]]:
         "extraction set": ["--mode", "off"],
         "tokens list": [],
         "models": [],
+        "db check": [],
     }
 
 
