@@ -393,9 +393,16 @@ _redis_used = False
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    """The test Redis (``MEMLEDGER_TEST_REDIS_URL``, db 9 by default). Its users take their namespaces from
-    :func:`tests.hygiene.redis_namespace` (``make_runtime`` and ``memledger_env`` do): after the test, every
-    key under this test process's prefix is deleted, and nothing else in the database is touched."""
+    """The test Redis (``MEMLEDGER_TEST_REDIS_URL``, db 9 by default), for one test: see :func:`redis_for_a_test`."""
+    with redis_for_a_test() as url:
+        yield url
+
+
+@contextmanager
+def redis_for_a_test() -> Iterator[str]:
+    """The test Redis's URL for the block. Its users take their namespaces from :func:`tests.hygiene.redis_namespace`
+    (``make_runtime`` and ``memledger_env`` do): after the block, every key under this test process's prefix is
+    deleted, and nothing else in the database is touched."""
     import redis
 
     global _redis_used
