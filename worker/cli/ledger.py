@@ -135,6 +135,10 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3
 Scope = ScopeOption
 RecordIdArg = Annotated[str, typer.Argument(help="A record id (mem_…).", show_default=False)]
 InstantHelp = "RFC 3339 (2026-01-01T09:00:00Z) or a date (2026-01-01, midnight UTC)"
+# How far past this machine's clock `sweep --now` may reach: the skew between two NTP-synchronised hosts
+# (a cron on one, the database's writers on another), never enough to expire a record ahead of its time
+# by more than a few seconds (docs/operations.md, "Expiry").
+SWEEP_SKEW_S = 5.0
 
 
 # ---------------------------------------------------------------------- writes
@@ -198,7 +202,10 @@ def sweep(
     now: Annotated[
         datetime | None,
         typer.Option(
-            "--now", parser=parse_instant, metavar="INSTANT", help=f"Expire what is due at this instant: {InstantHelp}."
+            "--now",
+            parser=parse_instant,
+            metavar="INSTANT",
+            help=f"Expire what was due at this past instant (not later than now): {InstantHelp}.",
         ),
     ] = None,
     as_json: Json = False,
@@ -207,6 +214,14 @@ def sweep(
     """Expire every record whose expiry has passed (idempotent; run it from cron)."""
     with cli_ledger(database_url) as led:
         at = led.now(now)
+        if (at - led.now()).total_seconds() > SWEEP_SKEW_S:
+            # A later instant would expire records that still apply now: `pins` would drop them while
+            # `as-of now` still lists them, and no later sweep could undo it.
+            raise typer.BadParameter(
+                f"{format_rfc3339(at)} is later than now ({format_rfc3339(led.now())}): the sweep expires only "
+                f"what is already due; give an instant that has passed, or omit --now",
+                param_hint="'--now'",
+            )
         with progress("Sweeping expired records") as advance:
             expired = led.sweep_expired(at, progress=advance)
     if as_json:
