@@ -63,11 +63,17 @@ class ConsolidationJob:
         scope = check_scope(scope_key)
 
         def fn(tx: Transaction) -> ConsolidationSettings:
-            new = S.merge(self.settings_in(tx, scope), changes, self.connections.prices)
+            old = self.settings_in(tx, scope)
+            new = S.merge(old, changes, self.connections.prices)
             S.store(tx, new)
             if new.mode == Mode.OFF:
                 R.cancel_pending(tx, scope, tx.now_us)
-            elif (use := tx.usage()).held >= use.max_records:
+                return new
+            # A pending run waits for the new debounce, not the one it was scheduled with.
+            R.reschedule_pending(
+                tx, scope, job=JOB, old=(old.debounce_s, old.max_wait_s), new=(new.debounce_s, new.max_wait_s)
+            )
+            if (use := tx.usage()).held >= use.max_records:
                 R.ensure_pending(tx, new, tx.now_us)  # turned on for a scope that is already full
             return new
 
