@@ -28,7 +28,7 @@ from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
 from consolidation.prompt import IN_GROUP, record_chars
-from ledger import MemoryRecord, Transaction, check_scope, screen_body, to_micros
+from ledger import MemoryRecord, Transaction, check_scope, format_rfc3339, screen_body, to_micros
 
 JOB = "consolidate"
 
@@ -86,8 +86,8 @@ class ConsolidationJob:
             return None
         run = R.ensure_pending(tx, settings, tx.now_us)
         return (
-            f"Consolidation is on: a consolidation run is scheduled ({run.id}, due {run.due_at.isoformat()}) "
-            "to merge duplicates and make room; try again after it."
+            f"Consolidation is on: run {run.id}, due {format_rfc3339(run.due_at)}, will merge duplicates to make "
+            "room; try again after it."
         )
 
     def notify_turn_in(self, tx: Transaction, scope_key: str) -> ConsolidationRun | None:

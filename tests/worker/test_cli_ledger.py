@@ -9,8 +9,8 @@ import selectors
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -253,6 +253,37 @@ def test_budget(runner: CliRunner, db_file: Path) -> None:
     assert "holds 1 of 1" in result.stderr
     run(runner, "pin", "edited", "--supersedes", first)
     assert "holds 1 of 1 (1 active, 0 proposed)" in run(runner, "budget").stdout
+
+
+def test_a_full_scope_is_refused_with_one_whole_true_message_by_pin_and_rpc(runner: CliRunner, db_file: Path) -> None:
+    # Given a full scope with consolidation on
+    run(runner, "budget", "--set", "1")
+    run(runner, "consolidation", "set", "--mode", "propose", "--harness", "offline")
+    run(runner, "pin", "I prefer tea")
+    # When `memledger pin` and the record protocol both try one more
+    pinned = " ".join(run(runner, "pin", "I prefer coffee", code=1).stderr.split())
+    request = {"jsonrpc": "2.0", "id": 1, "method": "memory/save_memory_record", "params": {"body": "I prefer cocoa"}}
+    answered = json.loads(run(runner, "rpc", input=json.dumps(request) + "\n").stdout)["error"]["message"]
+    # Then both say the same whole thing: a run is scheduled, what else makes room, nothing cut
+    assert pinned == answered, (pinned, answered)
+    assert "Consolidation is on: run run_" in answered and answered.endswith("or raise the budget.")
+    assert "turn on consolidation" not in answered and "…" not in answered
+    [pending] = [r for r in run_json(runner, "runs") if r["state"] == "pending"]
+    assert pending["id"] in answered and pending["turns"] == 0
+    # With consolidation off, turning it on is one of the ways
+    run(runner, "consolidation", "disable")
+    off = " ".join(run(runner, "pin", "I prefer coffee", code=1).stderr.split())
+    assert "turn on consolidation to merge duplicates" in off and "Consolidation is on" not in off
+
+
+def test_the_budget_refusal_is_never_cut() -> None:
+    from ledger import BudgetExceeded
+    from ledger.protocol import _ledger_error
+
+    scope = "a" * 32 + ":" + "b" * 200  # the longest scope key
+    note = "Consolidation is on: run run_0123456789abcdef01234567, due 2026-01-01T00:00:00.000000Z, will merge"
+    exc = BudgetExceeded.refusal(scope_key=scope, budget=1_000_000, active=999_999, proposed=1, notes=(note,))
+    assert _ledger_error(exc).message == exc.message and len(exc.message) > 400
 
 
 # ---------------------------------------------------------------------- db upgrade

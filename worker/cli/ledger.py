@@ -36,7 +36,7 @@ from ledger import (
     parse_rfc3339,
     upgrade,
 )
-from ledger.errors import InvalidInstant
+from ledger.errors import BudgetExceeded, InvalidInstant
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
@@ -162,12 +162,25 @@ def pin(
 ) -> None:
     """Pin a fact in the account scope (or edit one with --supersedes)."""
     with cli_ledger(database_url) as led:
-        record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+        try:
+            record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+        except BudgetExceeded:
+            # A full scope: refuse as a serving process does, where consolidation's budget hook schedules a run
+            # and says so. The hook is loaded only now, so a pin that fits pays for no consolidation import.
+            with_consolidation(led)
+            record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
     if as_json:
         emit_json(record)
         return
     replaced = f" (replaces {', '.join(record.supersedes)})" if record.supersedes else ""
     print_message(f"Pinned {record.id}{replaced}.", style="green")
+
+
+def with_consolidation(led: Ledger) -> None:
+    """Give ``led`` consolidation's hooks (a full scope gets its run, and the refusal says so), as ``serve`` does."""
+    from consolidation import ConsolidationService
+
+    ConsolidationService(led)
 
 
 def _change(
