@@ -64,7 +64,8 @@ def test_the_redis_fixture_keeps_the_keys_of_others_and_leaves_none_of_its_user(
         with conftest.redis_for_a_test() as url:
             namespace = hygiene.redis_namespace()
             client.set(f"{namespace}:memledger.msgs", "queued")
-        # When the test has ended (the block), then the key of someone else in the same database is still there, and none of the test's
+        # When the test has ended (the block), then the key of someone else in the same database is still there,
+        # and none of the test's
         assert url == redis_url and client.get(theirs) == b"theirs"
         assert list(client.scan_iter(match=f"{namespace}*")) == []
     finally:
