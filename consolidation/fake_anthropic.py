@@ -22,23 +22,27 @@ Behaviour is scriptable, per server (the default reply) and per request (a queue
 * an HTTP error status (429, 529, 500, …) with the API's error body, optionally with
   ``retry-after``; ``fail_next(429, 529)`` queues statuses before the default reply;
 * ``drop``: close the connection after reading the request, without a response;
+* ``trickle_s``: send the answer's body one byte at a time, this many seconds apart (a server
+  that drips its answer; every read the client makes gets a byte well inside any per-read
+  timeout), stopping when the client hangs up;
 * the usage to report (input, output, cache write and cache read tokens); by default
   about one token per four characters.
 
 ``calls`` (thread-safe) counts requests that reached ``/v1/messages``; ``requests``
-holds each one's parsed JSON body and headers. ``counter_file`` (optional) is
+holds each one's parsed JSON body and headers; ``hangups`` counts answers the client hung up
+on before the last byte (:meth:`FakeModelServer.wait_for_hangups`). ``counter_file`` (optional) is
 rewritten with the call count as each request arrives, so a test in another process
 (one that kills a worker mid-call) can see that the request landed.
 
 As a separate process::
 
     python -m consolidation.fake_anthropic --port 8765 [--script FILE.json] [--delay S]
-        [--counter-file PATH]
+        [--trickle S] [--counter-file PATH]
 
 prints its base URL on the first line of stdout and serves until SIGTERM or SIGINT.
 The script file is a JSON list of operations, or an object with any of
-``operations``, ``text``, ``delay_s``, ``usage``, ``statuses``, ``retry_after_s`` and
-``replies`` (a list of :class:`Reply` fields).
+``operations``, ``text``, ``delay_s``, ``trickle_s``, ``usage``, ``statuses``, ``retry_after_s``
+and ``replies`` (a list of :class:`Reply` fields).
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class Reply:
     drop: bool = False
     proposals: OperationsScript | None = None  # the answer to an extraction request (see _is_extraction)
     refusal: str | None = None  # Chat Completions only: the model declines (``message.refusal``)
+    trickle_s: float | None = None  # seconds between the bytes of the answer's body
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +154,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the default stderr access log."""
 
-    def _send_json(self, status: int, payload: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> None:
+    def _send_json(
+        self,
+        status: int,
+        payload: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+        *,
+        trickle_s: float | None = None,
+    ) -> None:
         data = json.dumps(payload).encode()
         try:
             self.send_response(status)
@@ -159,9 +171,12 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            if trickle_s:
+                self.server.fake._trickle(self.wfile, data, trickle_s)
+            else:
+                self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up waiting
+            self.server.fake._hung_up()  # the client gave up waiting
 
     def _send_error(self, status: int, message: str, headers: Mapping[str, str] | None = None) -> None:
         self._send_json(status, self.server.fake._error_body(status, message), headers)
@@ -203,6 +218,7 @@ class FakeModelServer:
         operations: OperationsScript | None = None,
         text: str | None = None,
         delay_s: float = 0.0,
+        trickle_s: float | None = None,
         usage: Mapping[str, int] | None = None,
         statuses: Iterable[int] = (),
         retry_after_s: float | None = None,
@@ -215,9 +231,12 @@ class FakeModelServer:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._arrived = threading.Condition(self._lock)
-        self._default = Reply(operations=operations, text=text, delay_s=delay_s, usage=usage, proposals=proposals)
+        self._default = Reply(
+            operations=operations, text=text, delay_s=delay_s, usage=usage, proposals=proposals, trickle_s=trickle_s
+        )
         self._queue: deque[Reply] = deque()
         self._calls = 0
+        self._hangups = 0
         self._requests: list[RecordedRequest] = []
         self._message_ids = itertools.count(1)
         self._counter_file = Path(counter_file) if counter_file is not None else None
@@ -296,6 +315,17 @@ class FakeModelServer:
         with self._arrived:
             return self._arrived.wait_for(lambda: self._calls >= count, timeout=timeout_s)
 
+    @property
+    def hangups(self) -> int:
+        """Answers the client hung up on before their last byte (it gave the call up)."""
+        with self._lock:
+            return self._hangups
+
+    def wait_for_hangups(self, count: int, *, timeout_s: float = 5.0) -> bool:
+        """Block until the client hung up on at least ``count`` answers; false on timeout."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self._hangups >= count, timeout=timeout_s)
+
     # -- scripting ---------------------------------------------------------------
 
     def push(self, *replies: Reply) -> None:
@@ -322,6 +352,10 @@ class FakeModelServer:
     def set_delay(self, delay_s: float) -> None:
         """Default reply: wait this long before answering."""
         self._set_default(delay_s=delay_s)
+
+    def set_trickle(self, trickle_s: float | None) -> None:
+        """Default reply: send the body one byte every ``trickle_s`` seconds (None: at once)."""
+        self._set_default(trickle_s=trickle_s)
 
     def set_usage(self, **usage: int) -> None:
         """Default reply: report this usage (``input_tokens``, ``output_tokens``, cache fields)."""
@@ -370,6 +404,7 @@ class FakeModelServer:
             drop=reply.drop,
             proposals=reply.proposals if reply.proposals is not None else default.proposals,
             refusal=reply.refusal,
+            trickle_s=reply.trickle_s if reply.trickle_s is not None else default.trickle_s,
         )
 
     def _write_counter(self, calls: int) -> None:
@@ -402,7 +437,22 @@ class FakeModelServer:
             usage.update({name: int(value) for name, value in reply.usage.items()})
         with self._lock:
             number = next(self._message_ids)
-        handler._send_json(200, self._payload(body, reply, text=text, usage=usage, number=number))
+        handler._send_json(
+            200, self._payload(body, reply, text=text, usage=usage, number=number), trickle_s=reply.trickle_s
+        )
+
+    def _trickle(self, out: Any, data: bytes, trickle_s: float) -> None:
+        """Write ``data`` one byte every ``trickle_s`` seconds (raises BrokenPipeError when the client hangs up)."""
+        for index in range(len(data)):
+            if self._stopping.wait(trickle_s):
+                return
+            out.write(data[index : index + 1])
+            out.flush()
+
+    def _hung_up(self) -> None:
+        with self._arrived:
+            self._hangups += 1
+            self._arrived.notify_all()
 
     # -- the wire (a subclass per API) ----------------------------------------------
 
@@ -535,7 +585,9 @@ def _load_script(path: Path) -> dict[str, Any]:
         return {"operations": script}
     if not isinstance(script, dict):
         raise ValueError(f"{path}: the script must be a JSON list of operations or an object")
-    allowed = {"operations", "text", "delay_s", "usage", "statuses", "retry_after_s", "replies", "proposals"}
+    allowed = {
+        "operations", "text", "delay_s", "trickle_s", "usage", "statuses", "retry_after_s", "replies", "proposals"
+    }  # fmt: skip
     unknown = set(script) - allowed
     if unknown:
         raise ValueError(f"{path}: unknown script key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
@@ -557,6 +609,7 @@ def main(argv: Sequence[str] | None = None, *, server: type[FakeModelServer] | N
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
     parser.add_argument("--script", type=Path, help="JSON file: a list of operations, or an object (see docstring)")
     parser.add_argument("--delay", type=float, default=None, help="seconds to wait before every default reply")
+    parser.add_argument("--trickle", type=float, default=None, help="seconds between the bytes of every answer")
     parser.add_argument(
         "--counter-file",
         "--hang-file",
@@ -571,6 +624,8 @@ def main(argv: Sequence[str] | None = None, *, server: type[FakeModelServer] | N
         parser.error(str(exc))
     if args.delay is not None:
         script["delay_s"] = args.delay
+    if args.trickle is not None:
+        script["trickle_s"] = args.trickle
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
