@@ -17,6 +17,7 @@ Standard library only: the worker imports this module on its way out without loa
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
@@ -110,10 +111,8 @@ class CallGuard:
 
 def _shutdown(sock: socket.socket) -> None:
     # shutdown, not close: closing a socket does not wake a thread blocked reading it, shutting it down does.
-    try:
+    with contextlib.suppress(OSError):  # already closed
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass  # already closed
 
 
 def give_up_calls(reason: str) -> int:

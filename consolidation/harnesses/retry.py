@@ -197,29 +197,31 @@ def within_cap(
                 return attempt(remaining)
     except HarnessError:
         raise
-    except errors.base as exc:
-        if guard.given_up is not None:
-            raise HarnessError(f"the model call was given up: {guard.given_up}") from exc
-        if guard.expired or isinstance(exc, errors.timeout):
-            raise _timed_out(cap_s, model, attempts, sending=guard.expired) from exc
-        raise _failure(exc, errors, cap_s=cap_s, attempts=attempts) from exc
-    except OSError as exc:
-        if not guard.cut:
-            raise
-        # The SDK's response parser read a socket the guard had shut: the same cut, seen one layer down.
-        if guard.given_up is not None:
-            raise HarnessError(f"the model call was given up: {guard.given_up}") from exc
-        raise _timed_out(cap_s, model, attempts, sending=True) from exc
+    except (errors.base, OSError) as exc:
+        # OSError: the SDK's parser read a socket the guard had shut, the same cut seen one layer down.
+        if isinstance(exc, errors.base) or guard.cut:
+            raise _translated(exc, guard, errors, cap_s=cap_s, model=model, attempts=attempts) from exc
+        raise
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
 
 
-def _timed_out(cap_s: float, model: str, attempts: int, *, sending: bool) -> HarnessError:
-    how = "the answer was not complete when the cap ended, so the connection was closed" if sending else (
-        "no response within the cap")  # fmt: skip
-    return HarnessError(
-        f"the model call timed out: {how} ({cap_s:g} s wall-clock cap, model {model}, attempt {attempts}); "
-        "raise wall_clock_cap_s if this repeats"
-    )
+def _translated(
+    exc: BaseException, guard: CallGuard, errors: SdkErrors, *, cap_s: float, model: str, attempts: int
+) -> HarnessError:
+    """The run's error for what ended the call: given up, the cap, or the SDK's own failure."""
+    if isinstance(exc, errors.status):  # a whole response arrived, whatever the guard did after it
+        return _failure(exc, errors, cap_s=cap_s, attempts=attempts)
+    if guard.given_up is not None:
+        return HarnessError(f"the model call was given up: {guard.given_up}")
+    if guard.expired or isinstance(exc, errors.timeout):
+        how = "the answer was not complete when the cap ended, so the connection was closed" if guard.expired else (
+            "no response within the cap")  # fmt: skip
+        return HarnessError(
+            f"the model call timed out: {how} ({cap_s:g} s wall-clock cap, model {model}, attempt {attempts}); "
+            "raise wall_clock_cap_s if this repeats"
+        )
+    assert isinstance(exc, Exception)
+    return _failure(exc, errors, cap_s=cap_s, attempts=attempts)
 
 
 def _retry_logger(errors: SdkErrors, model: str) -> Callable[[RetryCallState], None]:
