@@ -195,7 +195,8 @@ def test_a_proposal_over_the_budget_is_refused_before_it_is_stored_and_recorded(
     fake.set_proposals([{"body": f"suggestion {n}", "kind": "fact"} for n in range(3)])
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("hello")], now=at(0))
     [done] = asvc.run_due(now=at(20))
-    assert (done.ops_applied, done.proposals_written) == (0, 1) and done.refusals == {"budget_exceeded": 2} and done.ops_refused == 2
+    assert (done.ops_applied, done.proposals_written) == (0, 1)
+    assert done.refusals == {"budget_exceeded": 2} and done.ops_refused == 2
     assert [p.body for p in led.proposals(SCOPE, now=at(20))] == ["suggestion 0"]
     refused = [e for e in led.events(SCOPE) if e.event == "proposal_refused" and e.run_id == done.id]
     assert len(refused) == 2 and all(e.reason == "budget_exceeded" for e in refused)
