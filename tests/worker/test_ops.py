@@ -426,9 +426,7 @@ def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtim
     assert data["runs"][0]["refusals"] == {"budget_exceeded": 1}
 
 
-def test_a_propose_mode_run_shows_its_proposals_apart_from_what_it_applied(
-    runtime: Runtime, local: TestClient
-) -> None:
+def test_a_propose_mode_run_shows_its_proposals_apart_from_what_it_applied(runtime: Runtime, local: TestClient) -> None:
     # Given a propose-mode run that turned one merge into a proposal (nothing in the ledger changed)
     led, service = runtime.ledger, runtime.service
     for body in ("I prefer metric units", "i prefer  metric units."):

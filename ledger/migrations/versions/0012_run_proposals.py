@@ -22,9 +22,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column(
-        "consolidation_runs", sa.Column("proposals_written", sa.Integer, nullable=False, server_default="0")
-    )
+    op.add_column("consolidation_runs", sa.Column("proposals_written", sa.Integer, nullable=False, server_default="0"))
     op.execute(
         "UPDATE consolidation_runs SET proposals_written = ops_applied, ops_applied = 0 "
         "WHERE state = 'settled' AND (job = 'extract' OR mode = 'propose')"
