@@ -194,7 +194,8 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
 
     A new harness without a model gets its default model and loses the old base URL; a new
     model or harness loses each old price not given with it (a price is for the model it was
-    set with, so giving one price alone is refused below). Then: the offline harness takes no model, base URL or price; a base URL
+    set with, so giving one price alone is refused below).
+    Then: the offline harness takes no model, base URL or price; a base URL
     only where the harness takes one; both prices or neither; and a paying harness needs a
     price for its model, from the scope or from the table.
 
