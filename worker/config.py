@@ -89,6 +89,9 @@ class WorkerConfig(BaseSettings):
     max_requests_in_flight: int = Field(
         1000, ge=1, le=100_000, description="requests answered at once; more get 503 (idle connections never count)"
     )
+    max_requests_per_account: int = Field(
+        100, ge=1, le=100_000, description="with tokens: requests one account may have open at once; more get 429"
+    )
 
     @field_validator("database_url")
     @classmethod

@@ -200,3 +200,32 @@ def ordinary_requests(base: str, count: int, *, timeout_s: float = 10.0) -> Serv
         seconds.append(time.perf_counter() - started)
         statuses.append(status)
     return Served(statuses, seconds)
+
+
+def slow_body_socket(port: int, token: str, *, declared: int = 200, sent: int = 10) -> socket.socket:
+    """A ``POST /rpc`` with a whole head (a valid token, ``Content-Length: declared``) and only ``sent`` bytes
+    of its body, then nothing: a client dribbling its body."""
+    head = (
+        f"POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {declared}\r\n\r\n"
+    ).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(head + b" " * sent)
+    return sock
+
+
+def answered(socks: list[socket.socket], *, at_least: int, timeout_s: float) -> dict[socket.socket, int]:
+    """The status of each socket the server answered, waiting until ``at_least`` are or ``timeout_s`` has passed."""
+    statuses: dict[socket.socket, int] = {}
+    poller = select.poll()
+    by_fd = {sock.fileno(): sock for sock in socks}
+    for sock in socks:
+        poller.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    deadline = time.monotonic() + timeout_s
+    while len(statuses) < at_least and (left := deadline - time.monotonic()) > 0:
+        for fd, _event in poller.poll(int(left * 1000) + 1):
+            sock = by_fd[fd]
+            poller.unregister(fd)
+            line = sock.recv(64).split(b"\r\n", 1)[0].split()
+            statuses[sock] = int(line[1]) if len(line) > 1 else 0
+    return statuses

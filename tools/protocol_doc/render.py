@@ -240,9 +240,12 @@ configured), `Origin` (403 when present and not in `MEMLEDGER_ALLOWED_ORIGINS`),
 (401), `Content-Length` over `MEMLEDGER_MAX_REQUEST_BYTES` (default 1,000,000; 413, connection
 closed). The body is then read as a stream and cut off at the limit (413) or after
 `MEMLEDGER_BODY_TIMEOUT_S` (default 30; 408); request headers must arrive within
-`MEMLEDGER_HEADER_TIMEOUT_S` (default 10) or the connection is closed. Before all of these, a
+`MEMLEDGER_HEADER_TIMEOUT_S` (default 10) or the connection is closed. With tokens on, an
+account with `MEMLEDGER_MAX_REQUESTS_PER_ACCOUNT` requests open (default 100; waiting for their
+body or being answered) gets 429 for the next, before its body is read. Once the body is in, a
 request past `MEMLEDGER_MAX_REQUESTS_IN_FLIGHT` requests being answered at once (default 1000;
-idle connections never count) gets 503 with `Retry-After: 1` and `-32005 busy`. Refusals are
+idle connections and bodies still arriving never count) gets 503. Both carry `Retry-After: 1`
+and `-32005 busy`. Refusals are
 JSON-RPC error objects too (`data.reason`: `misdirected_request`, `forbidden_origin`,
 `unsupported_media_type`, `unauthorized`, `request_too_large`, `request_timeout`, `busy`). Everything
 else is status 200 (204 for notifications only) — an unexpected failure is a `-32603` response,
