@@ -39,8 +39,8 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     store = store_for(conn.engine)
     store.run(conn, _ERASE, {"n": now_us, "ids": ids})
-    erase_derived(conn, ids)
-    scrub_audits(conn, ids)  # the ledger's own audit format: only the forgotten entries lose their body
+    erase_derived(conn, head["scope_key"], ids)
+    scrub_audits(conn, head["scope_key"], ids)  # the ledger's own audit format: only forgotten entries lose their body
     store.erase_in_transaction(conn)
     return ids, bodies
 

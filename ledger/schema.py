@@ -205,6 +205,8 @@ RUNS = Table(
     # Both jobs share the table (docs/extraction.md): "consolidate" or "extract", and an extraction run's session.
     Column("job", Text, nullable=False, server_default="consolidate"),
     Column("session_id", Text, nullable=False, server_default=""),
+    # What a run left waiting for the user (propose mode, extraction), apart from what it applied (migration 0013).
+    _zero("proposals_written", Integer),
     CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
     CheckConstraint(
         "(state = 'settled') = (outcome IS NOT NULL) AND (outcome IS NULL OR outcome IN "
@@ -227,7 +229,8 @@ RUNS = Table(
 #
 # ``owner`` names a table the ledger knows, ``key`` that table's primary key value, and
 # ``columns`` (a JSON list) the columns that hold the derived text: forgetting one of
-# ``record_id``'s chain clears those columns of that row (see :meth:`ledger.tx.Transaction.register_derived`).
+# ``record_id``'s chain clears those columns of that row, in the same scope
+# (see :meth:`ledger.tx.Transaction.register_derived`).
 DERIVED = Table(
     "derived_texts",
     METADATA,
@@ -237,6 +240,8 @@ DERIVED = Table(
     Column("record_id", Text, nullable=False, index=True),
     Column("columns", Text, nullable=False),
     _big("created_at"),
+    # The scope of the records it quotes (and of the owner's row): every statement names it.
+    Column("scope_key", Text, nullable=False),
 )
 
 
