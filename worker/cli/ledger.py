@@ -36,7 +36,7 @@ from ledger import (
     parse_rfc3339,
     upgrade,
 )
-from ledger.errors import InvalidInstant
+from ledger.errors import InvalidInstant, OutcomeUnknown
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
@@ -100,6 +100,8 @@ def cli_errors() -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, typer.BadParameter):
         raise
+    except OutcomeUnknown as exc:  # not "refused": it may have been applied (docs/worker.md)
+        fail(exc.message, reason=exc.reason, code=OUTCOME_UNKNOWN_EXIT)
     except LedgerError as exc:
         fail(exc.message, reason=exc.reason)
     except SQLAlchemyError as exc:
@@ -123,6 +125,8 @@ def cli_ledger(database_url: str | None) -> Iterator[Ledger]:
         finally:
             led.close()
 
+
+OUTCOME_UNKNOWN_EXIT = 3  # the write may or may not have been applied: check before running it again
 
 # ---------------------------------------------------------------------- options
 DbUrl = Annotated[
@@ -153,12 +157,23 @@ def pin(
     group: Annotated[
         str | None, typer.Option("--group", help="Conflict group: at most one active member.", show_default=False)
     ] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            metavar="KEY",
+            help="Your key for this save: run again with the same key, it is applied once.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Json = False,
     database_url: DbUrl = None,
 ) -> None:
     """Pin a fact in the account scope (or edit one with --supersedes)."""
     with cli_ledger(database_url) as led:
-        record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+        record = led.save(
+            text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group, request_id=request_id
+        )
     if as_json:
         emit_json(record)
         return
