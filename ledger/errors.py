@@ -158,7 +158,7 @@ class OutcomeUnknown(LedgerError):
     def lost(cls, record_id: str | None = None) -> OutcomeUnknown:
         """The one message, naming the record to read when the write was a save."""
         check = (
-            f"read record {record_id} (memory/get_memory_record): it exists only if the write was applied"
+            f"read record {record_id} (memory/get_memory_record): it shows whether the write was applied"
             if record_id is not None
             else "read the records it touched before writing again"
         )
