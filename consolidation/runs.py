@@ -119,6 +119,26 @@ def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> Cons
     return fresh
 
 
+def reschedule_pending(
+    db: Executor, scope_key: str, *, job: str, old: tuple[float, float | None], new: tuple[float, float | None]
+) -> int:
+    """Move the due instant of the scope's pending runs of ``job`` to what ``new`` (debounce_s, max_wait_s) says.
+
+    A pending run is due its debounce after its last turn (``due_at - old debounce``), never later than
+    ``created_at`` + max wait: the same rule as :func:`debounce`, under the new timing. Returns how many
+    runs moved (0 when the timing did not change).
+    """
+    if old == new:
+        return 0
+    debounce_s, max_wait_s = new
+    due: Any = C.due_at + (round(debounce_s * 1_000_000) - round(old[0] * 1_000_000))
+    if max_wait_s is not None:
+        cap = C.created_at + round(max_wait_s * 1_000_000)
+        due = case((due > cap, cap), else_=due)
+    done = db.execute(update(RUNS).where(C.scope_key == scope_key, PENDING, C.job == job).values(due_at=due))
+    return int(done.rowcount)
+
+
 _CANCEL, _CANCELLED = move(RunState.PENDING, RunState.SETTLED)
 
 

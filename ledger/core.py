@@ -132,12 +132,8 @@ class Ledger(LedgerReads):
             return exc
         if not notes:
             return exc
-        return BudgetExceeded(
-            " ".join([exc.message, *notes]),
-            scope_key=exc.scope_key,
-            budget=exc.budget,
-            active=exc.active,
-            proposed=exc.proposed,
+        return BudgetExceeded.refusal(
+            scope_key=exc.scope_key, budget=exc.budget, active=exc.active, proposed=exc.proposed, notes=tuple(notes)
         )
 
     @contextmanager

@@ -89,6 +89,25 @@ class BudgetExceeded(LedgerError):
     def held(self) -> int:
         return self.active + self.proposed
 
+    @classmethod
+    def refusal(
+        cls, *, scope_key: str, budget: int, active: int, proposed: int, notes: tuple[str, ...] = ()
+    ) -> BudgetExceeded:
+        """The one refusal of a full scope, whole: what it holds, then what makes room.
+
+        ``notes`` are what the budget hooks said (consolidation: "a run is scheduled …"); with none,
+        turning consolidation on is one of the ways to make room. Its length is bounded (the scope key
+        is), so no surface cuts it.
+        """
+        held = f"{scope_key} holds {active + proposed} of {budget} ({active} active, {proposed} proposed)"
+        held += "; nothing was saved."
+        ways = "forget a pin you no longer need, reject a waiting proposal, edit a pin instead of adding one"
+        if notes:
+            advice = f"{' '.join(notes)} To make room now: {ways}, or raise the budget."
+        else:
+            advice = f"To make room: {ways}, turn on consolidation to merge duplicates, or raise the budget."
+        return cls(f"{held} {advice}", scope_key=scope_key, budget=budget, active=active, proposed=proposed)
+
 
 class RecordNotFound(LedgerError):
     """No record of the bound account has this id (an unknown id and another account's alike)."""

@@ -84,7 +84,7 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from ledger.core import Ledger
-from ledger.errors import LedgerError, RecordNotFound, RpcError
+from ledger.errors import BudgetExceeded, LedgerError, RecordNotFound, RpcError
 from ledger.lines import escape_line_breaks
 from ledger.methods import MAX_ID_CHARS, METHODS, Method, not_found
 from ledger.params import Instant, Line, NoParams, Params, RecordId, Text
@@ -273,7 +273,7 @@ def _ledger_error(exc: LedgerError) -> RpcError:
     message = exc.message
     if isinstance(exc, RecordNotFound):  # the protocol's wording, naming only the id that was sent
         message = not_found(exc.record_id).message
-    elif len(message) > 400:  # a message that grew with its input: keep its head
+    elif len(message) > 400 and not isinstance(exc, BudgetExceeded):  # grew with its input: keep its head
         message = message[:400] + "…"
     if exc.reason == "invalid_params":  # the ledger names its Python arguments; the client knows the wire's
         message = _PYTHON_NAMES.sub(lambda m: to_camel(m.group()), message)

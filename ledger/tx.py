@@ -197,15 +197,8 @@ class Transaction(Reader):
             if notify and use.held + 1 == use.max_records:
                 self.policy.budget_reached(self)
             return
-        raise BudgetExceeded(
-            f"{self.scope_key} holds {use.held} of {use.max_records} "
-            f"({use.active} active, {use.proposed} proposed); nothing was saved. "
-            "Forget a pin you no longer need, reject a waiting proposal, edit an existing pin instead, "
-            "turn on consolidation to merge duplicates, or raise the budget.",
-            scope_key=self.scope_key,
-            budget=use.max_records,
-            active=use.active,
-            proposed=use.proposed,
+        raise BudgetExceeded.refusal(
+            scope_key=self.scope_key, budget=use.max_records, active=use.active, proposed=use.proposed
         )
 
     def active(self) -> list[MemoryRecord]:

@@ -121,11 +121,16 @@ class ExtractionJobs:
         scope = check_scope(scope_key)
 
         def fn(tx: Transaction) -> XS.ExtractionSettings:
-            new = XS.merge(self.settings_in(tx, scope), changes, self.connections.prices)
+            old = self.settings_in(tx, scope)
+            new = XS.merge(old, changes, self.connections.prices)
             XS.store(tx, new, tx.now_us)
             if new.mode == XS.ExtractionMode.OFF:
                 R.cancel_pending(tx, scope, tx.now_us, job=JOB)
                 tx.execute(delete(DIGESTS).where(DIGESTS.c.scope_key == scope))
+            else:  # each session's pending run waits for the new debounce
+                R.reschedule_pending(
+                    tx, scope, job=JOB, old=(old.debounce_s, old.max_wait_s), new=(new.debounce_s, new.max_wait_s)
+                )
             return new
 
         return self.led.run(scope, fn, now=now)

@@ -47,6 +47,8 @@ def test_a_local_model_is_configured_free_of_charge(job) -> None:
         ({**LOCAL, **FREE, "base_url": "http:///v1"}, "http"),
         ({**LOCAL, **FREE, "base_url": "http://host:99999/v1"}, "not a valid URL"),
         ({**LOCAL, **FREE, "base_url": "http://k:sk-1@host/v1"}, "must not carry credentials"),
+        ({**LOCAL, **FREE, "base_url": "http://host/v1?key=sk-1"}, "must not have a .query"),
+        ({**LOCAL, **FREE, "base_url": "http://host/v1/sk-proj-AbCdEfGhIjKlMnOpQrStUv0123"}, "key in its path"),
         ({**LOCAL, **FREE, "base_url": "http://host/v1 x"}, "http"),
         ({**LOCAL, **FREE, "base_url": 5}, "http"),
         ({**LOCAL, "price_in_usd_per_mtok": -1, "price_out_usd_per_mtok": 0}, "price_in_usd_per_mtok"),

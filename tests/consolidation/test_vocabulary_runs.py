@@ -366,7 +366,7 @@ def test_reaching_the_budget_with_consolidation_on_schedules_a_run_and_the_refus
     # The save that filled the scope scheduled a run, without a turn
     [pending] = asvc.pending_runs()
     assert pending.scope_key == SCOPE and pending.turns == 0
-    with pytest.raises(BudgetExceeded, match="consolidation run is scheduled"):
+    with pytest.raises(BudgetExceeded, match="Consolidation is on: run run_"):
         led.save("One too many", now=at(5))
 
 

@@ -36,7 +36,7 @@ from ledger import (
     parse_rfc3339,
     upgrade,
 )
-from ledger.errors import InvalidInstant, OutcomeUnknown
+from ledger.errors import BudgetExceeded, InvalidInstant, OutcomeUnknown
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
@@ -139,6 +139,10 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3
 Scope = ScopeOption
 RecordIdArg = Annotated[str, typer.Argument(help="A record id (mem_…).", show_default=False)]
 InstantHelp = "RFC 3339 (2026-01-01T09:00:00Z) or a date (2026-01-01, midnight UTC)"
+# How far past this machine's clock `sweep --now` may reach: the skew between two NTP-synchronised hosts
+# (a cron on one, the database's writers on another), never enough to expire a record ahead of its time
+# by more than a few seconds (docs/operations.md, "Expiry").
+SWEEP_SKEW_S = 5.0
 
 
 # ---------------------------------------------------------------------- writes
@@ -171,14 +175,31 @@ def pin(
 ) -> None:
     """Pin a fact in the account scope (or edit one with --supersedes)."""
     with cli_ledger(database_url) as led:
-        record = led.save(
-            text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group, request_id=request_id
-        )
+
+        def save() -> MemoryRecord:
+            return led.save(
+                text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group, request_id=request_id
+            )
+
+        try:
+            record = save()
+        except BudgetExceeded:
+            # A full scope: refuse as a serving process does, where consolidation's budget hook schedules a run
+            # and says so. The hook is loaded only now, so a pin that fits pays for no consolidation import.
+            with_consolidation(led)
+            record = save()
     if as_json:
         emit_json(record)
         return
     replaced = f" (replaces {', '.join(record.supersedes)})" if record.supersedes else ""
     print_message(f"Pinned {record.id}{replaced}.", style="green")
+
+
+def with_consolidation(led: Ledger) -> None:
+    """Give ``led`` consolidation's hooks (a full scope gets its run, and the refusal says so), as ``serve`` does."""
+    from consolidation import ConsolidationService
+
+    ConsolidationService(led)
 
 
 def _change(
@@ -213,7 +234,10 @@ def sweep(
     now: Annotated[
         datetime | None,
         typer.Option(
-            "--now", parser=parse_instant, metavar="INSTANT", help=f"Expire what is due at this instant: {InstantHelp}."
+            "--now",
+            parser=parse_instant,
+            metavar="INSTANT",
+            help=f"Expire what was due at this past instant (not later than now): {InstantHelp}.",
         ),
     ] = None,
     as_json: Json = False,
@@ -222,6 +246,14 @@ def sweep(
     """Expire every record whose expiry has passed (idempotent; run it from cron)."""
     with cli_ledger(database_url) as led:
         at = led.now(now)
+        if (at - led.now()).total_seconds() > SWEEP_SKEW_S:
+            # A later instant would expire records that still apply now: `pins` would drop them while
+            # `as-of now` still lists them, and no later sweep could undo it.
+            raise typer.BadParameter(
+                f"{format_rfc3339(at)} is later than now ({format_rfc3339(led.now())}): the sweep expires only "
+                f"what is already due; give an instant that has passed, or omit --now",
+                param_hint="'--now'",
+            )
         with progress("Sweeping expired records") as advance:
             expired = led.sweep_expired(at, progress=advance)
     if as_json:
