@@ -416,6 +416,30 @@ class RawStdio:
                 self.proc.wait(10)
 
 
+def test_every_request_is_answered_when_the_client_closes_stdin_at_once(tmp_path: Path) -> None:
+    # Given a ledger with pins, and a client that writes 30 tool calls and closes stdin without waiting
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    copy_migrated_sqlite(url)
+    led = open_ledger(url)
+    for n in range(20):
+        led.save(f"pin number {n}")
+    led.close()
+    raw = RawStdio(url)
+    calls = [("list_pins", {}), ("get_packet", {}), ("search_pins", {"query": "pin"})]
+    raw.send(*(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                    "params": {"name": calls[n % 3][0], "arguments": calls[n % 3][1]}})
+        for n in range(1, 31)
+    ))  # fmt: skip
+    raw.stdin.close()
+    # When it reads until the server's stdout ends
+    answers = [json.loads(line) for line in raw.stdout.read().splitlines()]
+    # Then every request got its answer, and the server exited cleanly
+    assert sorted(a["id"] for a in answers) == list(range(1, 31))
+    assert all(a["result"]["isError"] is False for a in answers)
+    assert raw.close() == 0
+
+
 @pytest.fixture(scope="module")
 def raw_stdio(shared_mcp_sqlite: SharedStdio) -> Iterator[RawStdio]:
     """One raw-line ``memledger mcp`` for this module's raw tests (on the shared server's database, whose
