@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ledger import format_rfc3339, open_ledger
+from tests.hygiene import popen
 from worker.cli import app
 from worker.cli.ledger import parse_instant
 from worker.rpc.stdio import serve_stdio
@@ -386,7 +387,7 @@ def test_rpc_lines_hold_no_character_splitlines_breaks_on(db_file: Path) -> None
 
 
 def test_rpc_subprocess_flushes_each_response(rpc_env: dict[str, str]) -> None:
-    with subprocess.Popen(
+    with popen(
         [str(MEMLEDGER), "rpc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=rpc_env
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None

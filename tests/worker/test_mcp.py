@@ -27,6 +27,7 @@ from mcp.client._memory import InMemoryTransport
 from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
 from tests.conftest import copy_migrated_sqlite, migrate_postgres_schema
+from tests.hygiene import kill_group, popen
 from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import (
     TOOL_NAMES,
@@ -388,7 +389,7 @@ class RawStdio:
 
     def __init__(self, db_url: str) -> None:
         env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
-        self.proc = subprocess.Popen(
+        self.proc = popen(
             [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -411,9 +412,7 @@ class RawStdio:
             return self.proc.wait(30)
         finally:
             self.stdout.close()
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(10)
+            kill_group(self.proc)
 
 
 def test_every_request_is_answered_when_the_client_closes_stdin_at_once(tmp_path: Path) -> None:

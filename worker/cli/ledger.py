@@ -40,6 +40,7 @@ from ledger.errors import BudgetExceeded, InvalidInstant, OutcomeUnknown
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
+from worker.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +60,29 @@ def database_url_from_env(database_url: str | None = None) -> str:
     return database_url or LedgerAccess().database_url or DEFAULT_DATABASE_URL
 
 
+def sqlite_synchronous_from_env() -> str:
+    """``MEMLEDGER_SQLITE_SYNCHRONOUS`` (``normal`` unset). Raises ConfigError for another value."""
+    from worker.config import LedgerAccess
+
+    return LedgerAccess().synchronous()
+
+
 def ledger_from_env(database_url: str | None = None) -> Ledger:
     """Open the ledger the command line works on (database and account from the environment, through the configuration).
 
     Raises:
         LedgerError: bad URL or account, or a PostgreSQL schema behind the code.
+        ConfigError: ``MEMLEDGER_SQLITE_SYNCHRONOUS`` is neither ``normal`` nor ``full``.
         SQLAlchemyError: the database cannot be reached.
     """
     from worker.config import LedgerAccess
 
-    account = LedgerAccess().account or DEFAULT_ACCOUNT
-    return open_ledger(database_url_from_env(database_url), account=account)
+    access = LedgerAccess()
+    return open_ledger(
+        database_url_from_env(database_url),
+        account=access.account or DEFAULT_ACCOUNT,
+        sqlite_synchronous=access.synchronous(),
+    )
 
 
 def safe_url(url: str) -> str:
@@ -104,6 +117,8 @@ def cli_errors() -> Iterator[None]:
         fail(exc.message, reason=exc.reason, code=OUTCOME_UNKNOWN_EXIT)
     except LedgerError as exc:
         fail(exc.message, reason=exc.reason)
+    except ConfigError as exc:
+        fail(str(exc), reason="invalid_configuration")
     except SQLAlchemyError as exc:
         log.debug("database error", exc_info=True)
         fail(
@@ -371,7 +386,7 @@ def db_upgrade(database_url: DbUrl = None) -> None:
     """Migrate the database to the head revision (safe to repeat)."""
     url = database_url_from_env(database_url)
     with cli_errors():
-        engine = make_engine(url)
+        engine = make_engine(url, sqlite_synchronous=sqlite_synchronous_from_env())
         try:
             upgrade(engine)
             revision = current_revision(engine)
@@ -388,7 +403,7 @@ def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
 
     url = database_url_from_env(database_url)
     with cli_errors():
-        engine = make_engine(url)
+        engine = make_engine(url, sqlite_synchronous=sqlite_synchronous_from_env())
         try:
             report = compact(engine)
         finally:
