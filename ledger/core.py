@@ -97,7 +97,7 @@ class Ledger(LedgerReads):
         return twin
 
     def add_erase_hook(self, hook: EraseHook) -> None:
-        """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
+        """Call ``hook(conn, scope_key, erased_ids, erased_bodies)`` inside every delete transaction."""
         self.policy.erase_hooks.append(hook)
 
     def add_capability_provider(self, provider: CapabilityProvider) -> None:

@@ -22,7 +22,9 @@ _IDS = param("ids", expanding=True)
 _ERASE = Prepared(update(RECORDS).where(M.id.in_(_IDS)).values(body=None, rationale=None, erased_at=_N, updated_at=_N))
 # A save's fingerprint hashes its body: a forgotten body leaves no hash to test guesses against.
 _ERASE_FINGERPRINTS = Prepared(
-    update(SAVE_REQUESTS).where(SAVE_REQUESTS.c.record_id.in_(_IDS)).values(fingerprint=None)
+    update(SAVE_REQUESTS)
+    .where(SAVE_REQUESTS.c.scope_key == param("s"), SAVE_REQUESTS.c.record_id.in_(_IDS))
+    .values(fingerprint=None)
 )
 _FORGET_PROPOSALS = Prepared(update(RECORDS).where(M.id.in_(_IDS)).values(status=Status.DELETED.value, updated_at=_N))
 # A proposal's interval is empty; these are the ones never accepted.
@@ -44,9 +46,9 @@ def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple
     bodies += [row["rationale"] for row in chain if row["rationale"]]
     store = store_for(conn.engine)
     store.run(conn, _ERASE, {"n": now_us, "ids": ids})
-    store.send(conn, _ERASE_FINGERPRINTS, {"ids": ids})
-    erase_derived(conn, ids)
-    scrub_audits(conn, ids)  # the ledger's own audit format: only the forgotten entries lose their body
+    store.send(conn, _ERASE_FINGERPRINTS, {"s": head["scope_key"], "ids": ids})
+    erase_derived(conn, head["scope_key"], ids)
+    scrub_audits(conn, head["scope_key"], ids)  # the ledger's own audit format: only forgotten entries lose their body
     store.erase_in_transaction(conn)
     return ids, bodies
 

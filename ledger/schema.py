@@ -227,7 +227,8 @@ RUNS = Table(
 #
 # ``owner`` names a table the ledger knows, ``key`` that table's primary key value, and
 # ``columns`` (a JSON list) the columns that hold the derived text: forgetting one of
-# ``record_id``'s chain clears those columns of that row (see :meth:`ledger.tx.Transaction.register_derived`).
+# ``record_id``'s chain clears those columns of that row, in the same scope
+# (see :meth:`ledger.tx.Transaction.register_derived`).
 DERIVED = Table(
     "derived_texts",
     METADATA,
@@ -237,6 +238,8 @@ DERIVED = Table(
     Column("record_id", Text, nullable=False, index=True),
     Column("columns", Text, nullable=False),
     _big("created_at"),
+    # The scope of the records it quotes (and of the owner's row): every statement names it.
+    Column("scope_key", Text, nullable=False),
 )
 
 

@@ -317,6 +317,32 @@ def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(asvc: ConsolidationS
     assert all("zanzibar" not in blob for blob in stored), stored
 
 
+def test_forgetting_leaves_another_accounts_audits_and_digests_alone(
+    asvc: ConsolidationService, vendor: Vendor
+) -> None:
+    """Each account's texts are its own: a body forgotten by one account stays in another account's words."""
+    led, other = asvc.led, asvc.led.for_account("other")
+    words = "my zanzibar surprise party plan"
+    mine, theirs = led.save(words, now=T0), other.save(words, now=T0)
+    led.build_packet(SCOPE, session_id="s1", now=at(0))
+    other.build_packet(other.scope_key, session_id="s1", now=at(0))
+    asvc.update_extraction_settings(other.scope_key, mode="propose", **vendor.settings(), debounce_s=10, now=T0)
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"about {words}")], now=at(1))
+    asvc.notify_turn(other.scope_key, session_id="s1", messages=[user(f"about {words}")], now=at(1))
+    led.delete(mine.id, now=at(2))
+    with led.engine.connect() as conn:
+        kept = {
+            table: json.dumps(
+                [list(r) for r in conn.execute(text(f"SELECT * FROM {table} WHERE scope_key = :s"), {"s": s})]
+            )
+            for table, s in (("extraction_digests", other.scope_key), ("packet_audits", other.scope_key))
+        }
+        erased = conn.execute(text("SELECT messages FROM extraction_digests WHERE scope_key = :s"), {"s": SCOPE})
+        assert words not in json.dumps([list(r) for r in erased])
+    assert all(words in blob for blob in kept.values()), kept
+    assert other.get(theirs.id).body == words
+
+
 def test_turning_extraction_off_cancels_pending_runs_and_drops_digests(asvc: ConsolidationService) -> None:
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
     asvc.update_extraction_settings(SCOPE, mode="off", now=at(1))
