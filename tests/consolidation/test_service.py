@@ -195,7 +195,7 @@ def test_propose_mode_makes_proposals_that_accept_applies(svc: ConsolidationServ
     svc.update_settings(SCOPE, mode="propose", debounce_s=0, now=at(0))
     svc.notify_turn(SCOPE, now=at(1))
     [done] = svc.run_due(now=at(1))
-    assert done.outcome == Outcome.PROPOSED and done.ops_applied == 1
+    assert done.outcome == Outcome.PROPOSED and (done.ops_applied, done.proposals_written) == (0, 1)
     [proposal] = svc.led.proposals(SCOPE, now=at(2))
     assert proposal.provenance == Provenance.MODEL_CONSOLIDATION and sorted(proposal.supersedes) == sorted(ids)
     assert len(svc.led.list(SCOPE, now=at(2))) == 3  # nothing applied yet

@@ -374,7 +374,16 @@ def proposals(as_json: Json = False, scope: Scope = None, database_url: DbUrl = 
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
         records = led.proposals(key)
-    print_records(records, as_json=as_json, title=f"Proposals in {key}", empty=f"No proposals waiting in {key}.")
+        # What accepting each would close: a merge proposal is read against the pins it replaces.
+        replaced = {rid for record in records for rid in record.supersedes} if not as_json else set()
+        replaces = {rid: led.get(rid) for rid in sorted(replaced)}  # the account's own ids: they exist
+    print_records(
+        records,
+        as_json=as_json,
+        title=f"Proposals in {key}",
+        empty=f"No proposals waiting in {key}.",
+        replaces=replaces,
+    )
 
 
 # ---------------------------------------------------------------------- db
