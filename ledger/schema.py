@@ -205,7 +205,7 @@ RUNS = Table(
     # Both jobs share the table (docs/extraction.md): "consolidate" or "extract", and an extraction run's session.
     Column("job", Text, nullable=False, server_default="consolidate"),
     Column("session_id", Text, nullable=False, server_default=""),
-    # What a run left waiting for the user (propose mode, extraction), apart from what it applied (migration 0012).
+    # What a run left waiting for the user (propose mode, extraction), apart from what it applied (migration 0013).
     _zero("proposals_written", Integer),
     CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
     CheckConstraint(

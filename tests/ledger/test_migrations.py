@@ -341,7 +341,7 @@ def test_opening_an_up_to_date_ledger_does_not_import_alembic(tmp_path: Path) ->
 
 def test_runs_settled_in_propose_mode_count_their_proposals_apart_after_upgrade(engine: Engine) -> None:
     # Given runs settled before proposals were counted apart: one in propose mode, one extraction, one applied
-    upgrade(engine, "0011_save_function")
+    upgrade(engine, "0012_derived_scope")
     run = "INSERT INTO consolidation_runs (id, scope_key, state, outcome, turns, created_at, due_at, started_at, "
     run += "settled_at, refusals, mode, job, ops_proposed, ops_applied) VALUES "
     run += "(:id, 'account:local', 'settled', :outcome, 1, 1, 1, 1, 2, '{}', :mode, :job, 2, 2)"

@@ -403,7 +403,8 @@ DOCS: dict[str, MethodDoc] = {
             "mode": "`off`, `propose` or `apply` (`off` cancels a pending run)",
             "allowRemoval": "let consolidation retire records",
             "debounceS": f"seconds of quiet after a turn before a run (0 … {MAX_DEBOUNCE_S:,.0f})",
-            "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts)",
+            "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts; with tokens at most "
+            "`MEMLEDGER_TENANT_MAX_RECORDS`, 1,000 by default, or the budget the account has now)",
             **TARGET_PARAMS_DOC,
         },
         types={"mode": "string: `off`, `propose`, `apply`", **TARGET_TYPES},

@@ -5,8 +5,8 @@ they used to be counted in ``ops_applied``, so a run that changed nothing read "
 rows are moved over: a settled run whose mode was ``propose`` (or an extraction run) had applied only
 its keeps, which cannot be told apart now, so all of its count moves.
 
-Revision ID: 0012_run_proposals
-Revises: 0011_save_function
+Revision ID: 0013_run_proposals
+Revises: 0012_derived_scope
 Create Date: 2026-12-06
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_run_proposals"
-down_revision = "0011_save_function"
+revision = "0013_run_proposals"
+down_revision = "0012_derived_scope"
 branch_labels = None
 depends_on = None
 
