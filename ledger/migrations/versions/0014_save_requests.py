@@ -1,8 +1,8 @@
 """The request ids of saves (docs/ledger.md, "Retrying a save"): a save sent again with its ``requestId``
 returns the record it wrote instead of writing another.
 
-Revision ID: 0013_save_requests
-Revises: 0012_derived_scope
+Revision ID: 0014_save_requests
+Revises: 0013_run_proposals
 Create Date: 2026-12-06
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013_save_requests"
-down_revision = "0012_derived_scope"
+revision = "0014_save_requests"
+down_revision = "0013_run_proposals"
 branch_labels = None
 depends_on = None
 
