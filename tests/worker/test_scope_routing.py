@@ -258,7 +258,8 @@ def test_every_statement_on_a_scoped_table_names_one_scope_or_is_listed(
     seen = recorded_statements(monkeypatch)
     for _ in every_door(runtime, runtime.ledger.now):
         pass
-    statements = list(dict.fromkeys(seen))
+    # ";" is the pool's liveness check of a connection that sat idle (PostgresStore.ping_after_idle_s): no table
+    statements = [sql for sql in dict.fromkeys(seen) if sql.strip(" ;")]
     assert len(statements) > 40, statements  # the workload reached the stores (else the check says nothing)
     unlisted = [sql for sql in statements if unpinned_tables(sql) and routed_by(sql) is None]
     assert not unlisted, "\n\n".join(" ".join(sql.split()) for sql in unlisted)
