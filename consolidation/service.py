@@ -250,9 +250,7 @@ class ConsolidationService:
                 settled.append(done)
         return settled
 
-    def run_now(
-        self, scope_key: str, *, job: str = CONSOLIDATE_JOB, now: datetime | None = None
-    ) -> list[RunNowResult]:
+    def run_now(self, scope_key: str, *, job: str = CONSOLIDATE_JOB, now: datetime | None = None) -> list[RunNowResult]:
         """Execute the scope's pending runs of ``job`` here and now, whatever their due time.
 
         Consolidation has at most one pending run per scope, extraction one per session. Each is made
