@@ -245,6 +245,23 @@ DERIVED = Table(
 )
 
 
+# The request ids of saves (docs/ledger.md, "Retrying a save"): one row per record a save with a ``request_id``
+# wrote, so that the same save sent again in the scope returns that record instead of writing another.
+#
+# ``fingerprint`` is the SHA-256 of the save's arguments (a retry with other arguments is refused); forgetting
+# the record sets it to NULL, since it is derived from the body.
+SAVE_REQUESTS = Table(
+    "save_requests",
+    METADATA,
+    Column("record_id", Text, primary_key=True),
+    Column("scope_key", Text, nullable=False),
+    Column("request_id", Text, nullable=False),
+    Column("fingerprint", Text, nullable=True),
+    _big("created_at"),
+    Index("ix_save_requests_request", "scope_key", "request_id", unique=True),
+)
+
+
 # The expiry sweep's last run, one row per sweep name (``expiry``), so a stopped cron shows.
 #
 # ``last_now`` is the instant swept to (``--now``, else the clock); ``last_started_at`` and
