@@ -31,6 +31,10 @@ from ledger.schema import RUNS
 
 log = logging.getLogger(__name__)
 
+MAX_REPORTED_TOKENS = 10_000_000
+"""The most tokens of one kind a single call may report (ten times the largest context window offered): a
+server reporting more is wrong or hostile, and its numbers are neither stored nor charged."""
+
 FaultHook = Callable[[str], None]
 ApplyFn = Callable[[Transaction, str], bool]
 """A job's gate + apply + settle of a stored answer, in the scope's transaction: True when it settled the run."""
@@ -46,6 +50,19 @@ class Job(Protocol):
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         """Apply a running run's stored answer and settle it; also says whether this call settled it."""
         ...
+
+
+def usage_problem(usage: Usage) -> str | None:
+    """Why the usage a model server reported cannot be true (each count a whole number from 0 to
+    :data:`MAX_REPORTED_TOKENS`), or None when it can."""
+    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        count = getattr(usage, name)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_REPORTED_TOKENS:
+            return (
+                f"the model server reported impossible usage ({name} = {str(count)[:40]}; a call has at most "
+                f"{MAX_REPORTED_TOKENS:,}), so it was neither stored nor charged"
+            )
+    return None
 
 
 def mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:
@@ -120,17 +137,26 @@ class RunLife:
     def call(
         self, run: ConsolidationRun, now: datetime | None, harness: str, call: Callable[[], HarnessResult]
     ) -> HarnessResult | tuple[ConsolidationRun, bool]:
-        """Make the run's one model call; a failed call settles the run ``failed`` (usage kept) instead."""
+        """Make the run's one model call; a failed call settles the run ``failed`` (usage kept) instead, and so
+        does a call whose reported usage is impossible (:func:`usage_problem`: not stored, the answer unused)."""
         try:
-            return call()
+            result = call()
         except HarnessError as exc:
+            problem = usage_problem(exc.usage)
+            usage, spend = (None, 0) if problem else (exc.usage, exc.spend_micro_usd)
+            error = f"{exc.message}; {problem}" if problem else exc.message
             return self.settle(
-                run.scope_key, run.id, Outcome.FAILED, now, error=exc.message, usage=exc.usage,
-                spend=exc.spend_micro_usd, calls=1,
+                run.scope_key, run.id, Outcome.FAILED, now, error=error, usage=usage, spend=spend, calls=1
             )  # fmt: skip
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("%s harness %s crashed for run %s", run.job, harness, run.id)
             return self.settle(run.scope_key, run.id, Outcome.FAILED, now, error=f"harness error: {type(exc).__name__}")
+        problem = usage_problem(result.usage)
+        if problem is not None:
+            log.warning("%s run %s: %s", run.job, run.id, problem)
+            error = f"{problem}; the answer was not used"
+            return self.settle(run.scope_key, run.id, Outcome.FAILED, now, error=error, calls=1)
+        return result
 
     def store(
         self,
