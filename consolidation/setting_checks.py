@@ -193,8 +193,9 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
     """Complete and check a scope's model target in ``values`` (already validated field by field).
 
     A new harness without a model gets its default model and loses the old base URL; a new
-    model or harness without prices loses the old prices (a price is for the model it was
-    set with). Then: the offline harness takes no model, base URL or price; a base URL
+    model or harness loses each old price not given with it (a price is for the model it was
+    set with, so giving one price alone is refused below).
+    Then: the offline harness takes no model, base URL or price; a base URL
     only where the harness takes one; both prices or neither; and a paying harness needs a
     price for its model, from the scope or from the table.
 
@@ -208,8 +209,8 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             values["model"] = default_model(harness, prices)
         if "base_url" not in changes:
             values["base_url"] = None
-    if ("harness" in changes or "model" in changes) and not any(name in changes for name in PRICE_FIELDS):
-        values.update(dict.fromkeys(PRICE_FIELDS))
+    if "harness" in changes or "model" in changes:  # a price not given again is never carried to the new model
+        values.update({name: None for name in PRICE_FIELDS if name not in changes})
     if not spec.pays:
         given = [name for name in ("base_url", *PRICE_FIELDS) if values.get(name) is not None]
         if values["model"] != OFFLINE_MODEL or given:

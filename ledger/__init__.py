@@ -18,7 +18,9 @@ from ledger.errors import (
     InvalidTransition,
     LedgerBusy,
     LedgerError,
+    OutcomeUnknown,
     RecordNotFound,
+    RequestIdReused,
     ScopeError,
 )
 from ledger.instants import (
@@ -61,6 +63,7 @@ __all__ = [
     "LedgerError",
     "LedgerEvent",
     "MemoryRecord",
+    "OutcomeUnknown",
     "Packet",
     "Page",
     "Pending",
@@ -68,6 +71,7 @@ __all__ = [
     "Provenance",
     "Reader",
     "RecordNotFound",
+    "RequestIdReused",
     "ScopeError",
     "ScopeUsage",
     "ScopeView",

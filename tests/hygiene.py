@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -78,6 +79,12 @@ def lose_namespace(redis_url: str, namespace: str) -> None:
         delete_keys(client, f"{namespace}:")
     finally:
         client.close()
+
+
+def _a_test_database(name: str) -> bool:
+    """A database of another run of the suite (its own to drop), or of an older version of it (``compact_``
+    and twelve hex digits) that a run of an older checkout may be making and dropping meanwhile."""
+    return name.startswith("memledger_test_") or re.fullmatch(r"compact_[0-9a-f]{12}", name) is not None
 
 
 def _glob_escape(text: str) -> str:
@@ -245,7 +252,7 @@ class Leftovers:
         after = self._databases()
         if after is None:
             return
-        gone = {d for d in self.databases_before - set(after) if not d.startswith("memledger_test_")}
+        gone = {d for d in self.databases_before - set(after) if not _a_test_database(d)}
         if gone:
             self.problems.append(f"PostgreSQL database(s) that were there before the run are gone: {sorted(gone)}")
         with psycopg.connect(self.pg_conninfo, autocommit=True, connect_timeout=5) as conn:

@@ -98,6 +98,13 @@ class WorkerConfig(BaseSettings):
     max_request_bytes: int = Field(1_000_000, ge=1024, le=64_000_000, description="largest POST /rpc body")
     header_timeout_s: float = Field(10.0, gt=0, le=600, description="a request's headers must arrive within this")
     body_timeout_s: float = Field(30.0, gt=0, le=3600, description="a request's body must arrive within this")
+    tenant_max_records: int = Field(
+        1_000,
+        ge=0,
+        le=1_000_000,
+        description="with tokens, the largest record budget (maxRecords) an account may set for itself; "
+        "the operator sets any with `memledger budget SCOPE --set N`",
+    )
     max_requests_in_flight: int = Field(
         1000, ge=1, le=100_000, description="requests answered at once; more get 503 (idle connections never count)"
     )

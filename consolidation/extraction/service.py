@@ -301,7 +301,7 @@ class ExtractionJobs:
             Outcome.PROPOSED,
             tx.now_us,
             ops_proposed=gate.proposed,
-            ops_applied=len(stored),
+            proposals_written=len(stored),
             ops_refused=sum(refusals.values()),
             refusals=refusals,
         )

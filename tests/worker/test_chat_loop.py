@@ -261,7 +261,7 @@ def test_extraction_runs_on_the_redis_broker_and_the_janitor_wakes_a_lost_run(
     report = runtime.janitor.run_once()
     assert report.rearmed + report.resent >= 1
     wait_until(lambda: runtime.service.get_run(lost.id).state == RunState.SETTLED, timeout_s=15)
-    assert runtime.service.get_run(lost.id).ops_applied == 1
+    assert runtime.service.get_run(lost.id).proposals_written == 1
     # And a second turn goes through the queue as any other
     _, second = runtime.notify_turn(SCOPE, session_id="s2", messages=[{"role": "user", "text": "I prefer tea."}])
     assert second is not None

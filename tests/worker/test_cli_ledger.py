@@ -245,6 +245,26 @@ def test_proposals_accept_reject(runner: CliRunner, db_file: Path) -> None:
     assert "not" in run(runner, "accept", drop.id, code=1).stderr
 
 
+def test_proposals_show_what_a_merge_proposal_replaces(runner: CliRunner, db_file: Path) -> None:
+    # Given two duplicate pins and a proposal to merge them (as consolidation in propose mode makes)
+    led = open_ledger(f"sqlite:///{db_file}")
+    try:
+        first = led.save("I prefer metric units")
+        second = led.save("i prefer metric units, always")
+        merge = led.propose("I prefer metric units", supersedes=[first.id, second.id])
+        plain = led.propose("I like jazz")
+    finally:
+        led.close()
+    # When the user lists the proposals
+    shown = " ".join(run(runner, "proposals").stdout.split())
+    # Then the merge proposal names each pin it closes on accept, with its words
+    assert "Replaces (closed on accept)" in shown
+    assert f"{first.id}: I prefer metric units" in shown and f"{second.id}: i prefer metric units, always" in shown
+    assert merge.id in shown and plain.id in shown
+    # and --json keeps the ids in supersedes, as before
+    assert run_json(runner, "proposals")[0]["supersedes"] == [first.id, second.id]
+
+
 def test_budget(runner: CliRunner, db_file: Path) -> None:
     usage = run_json(runner, "budget")
     assert usage == {"scopeKey": SCOPE, "maxRecords": 200, "active": 0, "proposed": 0, "held": 0}

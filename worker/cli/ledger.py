@@ -36,7 +36,7 @@ from ledger import (
     parse_rfc3339,
     upgrade,
 )
-from ledger.errors import BudgetExceeded, InvalidInstant
+from ledger.errors import BudgetExceeded, InvalidInstant, OutcomeUnknown
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
@@ -113,6 +113,8 @@ def cli_errors() -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, typer.BadParameter):
         raise
+    except OutcomeUnknown as exc:  # not "refused": it may have been applied (docs/worker.md)
+        fail(exc.message, reason=exc.reason, code=OUTCOME_UNKNOWN_EXIT)
     except LedgerError as exc:
         fail(exc.message, reason=exc.reason)
     except ConfigError as exc:
@@ -138,6 +140,8 @@ def cli_ledger(database_url: str | None) -> Iterator[Ledger]:
         finally:
             led.close()
 
+
+OUTCOME_UNKNOWN_EXIT = 3  # the write may or may not have been applied: check before running it again
 
 # ---------------------------------------------------------------------- options
 DbUrl = Annotated[
@@ -172,18 +176,33 @@ def pin(
     group: Annotated[
         str | None, typer.Option("--group", help="Conflict group: at most one active member.", show_default=False)
     ] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            metavar="KEY",
+            help="Your key for this save: run again with the same key, it is applied once.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Json = False,
     database_url: DbUrl = None,
 ) -> None:
     """Pin a fact in the account scope (or edit one with --supersedes)."""
     with cli_ledger(database_url) as led:
+
+        def save() -> MemoryRecord:
+            return led.save(
+                text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group, request_id=request_id
+            )
+
         try:
-            record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+            record = save()
         except BudgetExceeded:
             # A full scope: refuse as a serving process does, where consolidation's budget hook schedules a run
             # and says so. The hook is loaded only now, so a pin that fits pays for no consolidation import.
             with_consolidation(led)
-            record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+            record = save()
     if as_json:
         emit_json(record)
         return
@@ -355,7 +374,16 @@ def proposals(as_json: Json = False, scope: Scope = None, database_url: DbUrl = 
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
         records = led.proposals(key)
-    print_records(records, as_json=as_json, title=f"Proposals in {key}", empty=f"No proposals waiting in {key}.")
+        # What accepting each would close: a merge proposal is read against the pins it replaces.
+        replaced = {rid for record in records for rid in record.supersedes} if not as_json else set()
+        replaces = {rid: led.get(rid) for rid in sorted(replaced)}  # the account's own ids: they exist
+    print_records(
+        records,
+        as_json=as_json,
+        title=f"Proposals in {key}",
+        empty=f"No proposals waiting in {key}.",
+        replaces=replaces,
+    )
 
 
 # ---------------------------------------------------------------------- db
