@@ -409,14 +409,9 @@ class _Write:
         store.boundary.__exit__(kind, exc, tb)  # the block's own error, translated (else it leaves as it is)
 
     def _roll_back(self) -> None:
-        """End a failed transaction, both SQLAlchemy's and SQLite's; never raises (a connection left
-        spoiled is dropped by :meth:`_give_back`).
-
-        SQLAlchemy keeps a transaction whose ``COMMIT`` failed on the connection, inactive, and
-        refuses every later statement on it ("Can't reconnect until invalid transaction is rolled
-        back") until it is rolled back: the thread's kept connection would refuse every later
-        forget (whose statements go through SQLAlchemy) until a restart.
-        """
+        """End a failed transaction, SQLAlchemy's and SQLite's; never raises (:meth:`_give_back` drops a spoiled
+        connection). SQLAlchemy keeps a transaction whose ``COMMIT`` failed on the connection and refuses every
+        later statement until it is rolled back: the thread's kept connection would refuse every forget after."""
         conn, dbapi_conn = self.conn, self.dbapi_conn
         try:
             if conn.get_transaction() is not None:
