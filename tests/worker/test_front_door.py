@@ -108,6 +108,41 @@ def test_a_port_in_use_is_one_line_and_exit_status_1_before_anything_starts(base
             assert result.stdout == ""  # refused before the banner, the worker or any log line
 
 
+def _venv_of_this_test(tmp_path: Path) -> Path:
+    """A venv for make's VENV that is this one, installed already: its bin and uv, stamps newer than pyproject."""
+    venv = tmp_path / "venv"
+    (venv / "tools" / "bin").mkdir(parents=True)
+    (venv / "bin").symlink_to(Path(MEMLEDGER).parent)
+    (venv / "tools" / "bin" / "uv").symlink_to(Path(MEMLEDGER).parent / "python")  # never run: it exists
+    for stamp in (".installed", ".installed-runtime"):
+        (venv / stamp).touch()
+    return venv
+
+
+def test_make_run_on_a_port_in_use_is_one_line_and_exit_status_1(tmp_path: Path, base_env: dict[str, str]) -> None:
+    if shutil.which("make") is None:
+        tool_missing("make is not installed")
+    venv = _venv_of_this_test(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            ["make", "--no-print-directory", "-C", str(ROOT), "run", f"PORT={port}", f"VENV={venv}"],
+            capture_output=True,
+            text=True,
+            env=base_env,
+            timeout=60,
+        )
+    # Then what the README says: one line on stderr (make adds none) and exit status 1
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"memledger serve: port {port} on 127.0.0.1 is already in use; choose another with --port, "
+        "MEMLEDGER_PORT or `make run PORT=<port>`"
+    ]
+    assert result.stdout == ""
+
+
 def test_the_package_says_its_license_and_where_its_documents_are() -> None:
     import tomllib
 
