@@ -11,9 +11,20 @@ RUN_STAMP := $(VENV)/.installed-runtime
 # into the venv's tools folder, so nothing outside the checkout changes.
 UV := $(VENV)/tools/bin/uv
 
+# `make run` on a port in use is one line and exit status 1, as `memledger serve` alone (README). make reports a
+# failed recipe with a line of its own and exit status 2, except in question mode (-q), where a recipe's
+# status 1 is the answer, said by nothing else. So `make run` alone runs in question mode, and its recipes
+# run all the same: their `$(RUN_ANYWAY)` prefix is `+` then (not under -n, which must only print them).
+ifeq ($(MAKECMDGOALS),run)
+ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+MAKEFLAGS += -q
+RUN_ANYWAY := +
+endif
+endif
+
 $(UV):
-	python3 -m venv --without-pip $(VENV)
-	python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target $(VENV)/tools uv
+	$(RUN_ANYWAY)python3 -m venv --without-pip $(VENV)
+	$(RUN_ANYWAY)python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target $(VENV)/tools uv
 
 $(STAMP): pyproject.toml | $(UV)
 	$(UV) pip install -q --python $(PY) -e '.[dev]'
@@ -21,14 +32,14 @@ $(STAMP): pyproject.toml | $(UV)
 
 # `make run` needs only the runtime dependencies; a venv that already has the dev extras has them too.
 $(RUN_STAMP): pyproject.toml | $(UV)
-	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
+	$(RUN_ANYWAY)@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
 	  $(UV) pip install -q --python $(PY) -e . && touch $@; fi
 
 install: $(STAMP)
 
 # make run PORT=8081 (else MEMLEDGER_PORT, else 8080)
 run: $(RUN_STAMP)
-	@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
+	$(RUN_ANYWAY)@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
 
 # Whole files to each process, the longest first (tests/conftest.py): no process is left with a long file at the end.
 # Bytecode is cached even where the environment turns it off (PYTHONDONTWRITEBYTECODE): the suite starts hundreds of

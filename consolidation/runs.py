@@ -139,6 +139,16 @@ def reschedule_pending(
     return int(done.rowcount)
 
 
+def bring_forward(db: Executor, scope_key: str, *, job: str, now_us: int) -> list[str]:
+    """Make the scope's pending runs of ``job`` due at ``now_us`` (one due later is moved; none is pushed back).
+
+    Returns the ids of every pending run of the scope and job, oldest first.
+    """
+    where = (C.scope_key == scope_key, PENDING, C.job == job)
+    db.execute(update(RUNS).where(*where, C.due_at > now_us).values(due_at=now_us))
+    return [str(rid) for (rid,) in db.execute(select(C.id).where(*where).order_by(C.created_at, C.id))]
+
+
 _CANCEL, _CANCELLED = move(RunState.PENDING, RunState.SETTLED)
 
 
