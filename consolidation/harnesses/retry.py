@@ -25,8 +25,8 @@ from typing import TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_before_delay, wait_exponential_jitter
 from tenacity.stop import stop_base
 
-from consolidation.errors import HarnessError
-from consolidation.harnesses.calls import CallGuard, ResponseTooLarge
+from consolidation.errors import HarnessError, ResponseTooLarge
+from consolidation.harnesses.calls import CallGuard
 
 log = logging.getLogger(__name__)
 
