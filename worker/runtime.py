@@ -31,7 +31,7 @@ from sqlalchemy import text
 from consolidation import ConsolidationService
 from consolidation.harnesses import give_up_calls
 from consolidation.harnesses import preload as preload_harnesses
-from consolidation.service import TurnRuns
+from consolidation.service import RetryResult, TurnRuns
 from ledger import Ledger, open_ledger
 from worker.config import OuterEnvironment, WorkerConfig
 from worker.gauges import bind_default, unbind_default
@@ -113,6 +113,19 @@ class Runtime:
             if run is not None and run.turns == 1:
                 self.actors.send_run(run, now=now)
         return runs
+
+    def retry_run(self, run_id: str, *, now: datetime | None = None) -> RetryResult:
+        """Queue a failed or abandoned run again (:meth:`ConsolidationService.retry`) and send its message, due now.
+
+        As for a turn, the database is what must succeed: when the message is lost (or this process's
+        embedded queue ends with it), the janitor of a running worker wakes the run within seconds.
+
+        Raises:
+            RunNotFound, NotRetryable: nothing queued.
+        """
+        retried = self.service.retry(run_id, now=now)
+        self.actors.send_run(retried.run, now=now)
+        return retried
 
     def start_worker(self, *, threads: int | None = None) -> None:
         """Start dramatiq worker threads on this process's broker (stopped by :meth:`close`)."""

@@ -74,6 +74,8 @@ COMMANDS: dict[str, Cmd] = {
     "consolidation propose": Cmd(scope=True),
     "consolidation run-due": Cmd(),
     "consolidation run-now": Cmd(scope=True),
+    "runs retry": Cmd(),
+    "models check": Cmd(read=True, scope=True),
     "extraction run-now": Cmd(scope=True),
     "files new": Cmd(db=False, json=False),
     "files schema": Cmd(read=True, db=False, json=False),  # prints the JSON Schema itself
@@ -90,6 +92,8 @@ COMMANDS: dict[str, Cmd] = {
 def _walk(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
     subs = getattr(command, "commands", None)
     if subs:
+        if getattr(command, "invoke_without_command", False):  # `runs`, `models`: a command of its own too
+            yield " ".join(path), command
         for name, sub in sorted(subs.items()):
             yield from _walk(sub, (*path, name))
     else:
@@ -215,6 +219,7 @@ def _json_reads(record_id: str) -> dict[str, list[str]]:
         "consolidation run-due": [],
         "consolidation run-now": [],
         "extraction run-now": [],
+        "models check": [],
         "pin": ["I like tea"],
         "extraction status": [],
         "extraction set": ["--mode", "off"],
