@@ -411,7 +411,7 @@ def db_upgrade(database_url: DbUrl = None) -> None:
 
 @db_app.command("compact")
 def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
-    """Rewrite the ledger's tables so erased bodies leave the database files (VACUUM FULL + CHECKPOINT)."""
+    """Rewrite the ledger's tables so erased bodies leave the database files, then check the full-text index."""
     from ledger import compact
 
     url = database_url_from_env(database_url)
