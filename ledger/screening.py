@@ -38,8 +38,10 @@ from ledger.errors import BodyRejected
 from ledger.screening_detectors import detect_secrets_rule
 from ledger.screening_formats import format_rule
 from ledger.screening_rules import intl_password_rule, keyword_rule
+from ledger.screening_shapes import command_line_rule, key_material_rule, seed_phrase_rule, url_secret_rule
 from ledger.screening_values import Finding, has_artifactory_hint, has_long_token
 from ledger.screening_views import decoded_runs, normalised
+from ledger.screening_window import window_rule
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
 
@@ -65,12 +67,45 @@ _TRIGGER: Final = re.compile(
 # branches on common letters, and written out: a loop over them costs twice as much); the others are
 # only looked for in text that is not ASCII.
 def _has_ascii_language_word(low: str) -> bool:
-    return "sandi" in low or "sifre" in low or "siri" in low or "haslo" in low or "laluan" in low or "mat kh" in low
+    return (
+        "sandi" in low
+        or "sifre" in low
+        or "siri" in low
+        or "haslo" in low
+        or "laluan" in low
+        or "mat kh" in low
+        or "hesl" in low
+        or "paro" in low
+        or "passord" in low
+        or "geslo" in low
+        or "lozink" in low
+        or "salasan" in low
+        or "wagwoord" in low
+        or "yfrinair" in low
+        or "pasahitz" in low
+        or "contras" in low
+        or "kod" in low
+        or "kood" in low
+        or "codi" in low
+        or "codul" in low
+        or "login" in low
+        or "pw" in low
+        or "combo" in low
+        or "iphasi" in low
+    )
+
+
+def _has_command_flag(text: str) -> bool:
+    """A command line that may carry a password: ``mysql -p…``, ``-u user:pass``, ``redis-cli -a …``."""
+    return " -p" in text or " -u " in text or " -a " in text
 
 
 _SCRIPT_TRIGGER: Final = re.compile(
     r"парол|пин|pin[码碼]|hasło|şifre|mật kh|密码|密碼|口令|パスワード|暗証|비밀번호|암호|패스워드|번호"
     r"|पासवर्ड|कूटशब्द|पिन|পাসওয়ার্ড|পিন|கடவுச்சொல்|పాస్|รหัส|كلمة|الرقم|رمز|گذرواژه|پسورد|پاس|پن"
+    r"|lösen|jelsz|şifr|slapta|lykilor|fjalëkal|contraseñ|códig|kód|код|κωδικ|συνθηματ|סיסמ|קוד|лозинк|нууц|құпия"
+    r"|პაროლ|գաղտնաբառ|የይለፍ|ពាក្យសម្ងាត់|പാസ്|ಪಾಸ್|પાસવર્ડ|ਪਾਸਵਰਡ|මුරපද|စကားဝှက်|ລະຫັດ|비번"
+    r"|ключ|κλειδί|מפתח|키|キー|密钥|秘钥|токен|schlüssel|nøgle|nøkkel|clé"
 )
 # A key prefix (a key pasted in pieces has no long token): sk-, sk_live_, ghp_, github_pat_, glpat-,
 # xoxb-, hf_, npm_, ntn_, whsec_, mlt_, pypi- are found from their separator; AKIA, ASIA, AIza,
@@ -103,6 +138,7 @@ def _is_candidate(text: str, low: str) -> bool:
         or has_artifactory_hint(text)
         or _has_key_prefix(text)
         or _has_ascii_language_word(low)
+        or _has_command_flag(text)
         or (not text.isascii() and _SCRIPT_TRIGGER.search(low) is not None)
     )
 
@@ -120,14 +156,20 @@ def find_credential(text: str) -> str | None:
 
 
 def _find(text: str) -> Finding | None:
-    """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex."""
+    """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex.
+
+    The rules that name a format or read a sentence run first, on every view; the generic ones
+    (key material by shape, a secret word followed by a value, URLs, command lines, seed phrases)
+    run last, so a known key disguised or encoded is reported by its name.
+    """
     low = text.lower()
-    if _is_candidate(text, low):
-        finding = _layers(text, low)
+    candidate = _is_candidate(text, low)
+    if candidate:
+        finding = _layers(text, low, generic=False)
         if finding is not None:
             return finding
     elif text.isascii():
-        return None  # nothing to normalise, and no long token to decode (the gate looked for one)
+        return seed_phrase_rule(text, low)  # plain words only: nothing to normalise or decode
     view = normalised(text)
     if view != text:
         finding = _find_in(view)
@@ -138,19 +180,25 @@ def _find(text: str) -> Finding | None:
             finding = _find_in(decoded) or _find_in(normalised(decoded))
             if finding is not None:
                 return Finding(f"{finding.detail}, base64- or hex-encoded", finding.advice)
-    return None
+    view_low = view.lower()
+    if (candidate and view == text) or _is_candidate(view, view_low):
+        return _layers(view, view_low, generic=True)
+    return seed_phrase_rule(view, view_low)
 
 
 def _find_in(text: str) -> Finding | None:
     low = text.lower()
     if not _is_candidate(text, low):
         return None
-    return _layers(text, low)
+    return _layers(text, low, generic=False)
 
 
-def _layers(text: str, low: str) -> Finding | None:
-    """The layers after the gate, on a text that passed it."""
-    finding = format_rule(text, low)
+def _layers(text: str, low: str, *, generic: bool) -> Finding | None:
+    """The specific or the generic layers, on a text that passed the gate."""
+    if generic:
+        finding = url_secret_rule(text) or command_line_rule(text) or seed_phrase_rule(text, low)
+    else:
+        finding = format_rule(text, low)
     if finding is not None:
         return finding
     segments = [text] if len(text) <= _WHOLE_TEXT_CHARS else _SENTENCE_BREAK.split(text)
@@ -158,7 +206,10 @@ def _layers(text: str, low: str) -> Finding | None:
         # One segment is the text, which passed the gate already.
         if len(segments) > 1 and not _is_candidate(segment, segment.lower()):
             continue
-        finding = keyword_rule(segment) or intl_password_rule(segment) or detect_secrets_rule(segment)
+        if generic:
+            finding = window_rule(segment) or key_material_rule(segment)
+        else:
+            finding = keyword_rule(segment) or intl_password_rule(segment) or detect_secrets_rule(segment)
         if finding is not None:
             return finding
     return None

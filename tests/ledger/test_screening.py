@@ -22,10 +22,11 @@ from tests.ledger.screening_corpus import (
 from tests.ledger.screening_corpus import CORPUS as FIRST_CORPUS
 from tests.ledger.screening_corpus import LOOKALIKES as FIRST_LOOKALIKES
 from tests.ledger.screening_corpus import SECRETS as FIRST_SECRETS
+from tests.ledger.screening_corpus_tuning import LOOKALIKES_TUNING, SECRETS_TUNING
 from tests.ledger.screening_corpus_world import KEYS, LOOKALIKES_WORLD, SECRETS_WORLD
 
-SECRETS = FIRST_SECRETS + SECRETS_WORLD
-LOOKALIKES = FIRST_LOOKALIKES + LOOKALIKES_WORLD
+SECRETS = FIRST_SECRETS + SECRETS_WORLD + SECRETS_TUNING
+LOOKALIKES = FIRST_LOOKALIKES + LOOKALIKES_WORLD + LOOKALIKES_TUNING
 CORPUS = SECRETS + LOOKALIKES
 
 
@@ -45,7 +46,9 @@ def _rejected(body: object) -> BodyRejected:
 
 def test_corpus_is_large_and_balanced() -> None:
     assert len(SECRETS) >= 200 and len(LOOKALIKES) >= 200
-    assert len(FIRST_CORPUS) + len(SECRETS_WORLD) + len(LOOKALIKES_WORLD) == len(CORPUS)
+    assert len(FIRST_CORPUS) + len(SECRETS_WORLD) + len(LOOKALIKES_WORLD) + len(SECRETS_TUNING) + len(
+        LOOKALIKES_TUNING
+    ) == len(CORPUS)
     assert 0.45 <= len(SECRETS) / len(CORPUS) <= 0.55
     assert len({s.body for s in CORPUS}) == len(CORPUS), "duplicate bodies"
     assert all(s.value and s.value in s.body for s in SECRETS)
