@@ -97,7 +97,12 @@ def _has_ascii_language_word(low: str) -> bool:
 
 def _has_command_flag(text: str) -> bool:
     """A command line that may carry a password: ``mysql -p…``, ``-u user:pass``, ``redis-cli -a …``."""
-    return " -p" in text or " -u " in text or " -a " in text
+    return " -p" in text or " -P" in text or " -u " in text or " -U " in text or " -a " in text
+
+
+def _has_network_pair(low: str) -> bool:
+    """A network and its password, written as a pair: "wifi: Home-5G / Walnut#2021"."""
+    return " / " in low and ("wifi" in low or "wi-fi" in low or "wlan" in low or "ssid" in low)
 
 
 _SCRIPT_TRIGGER: Final = re.compile(
@@ -139,6 +144,7 @@ def _is_candidate(text: str, low: str) -> bool:
         or _has_key_prefix(text)
         or _has_ascii_language_word(low)
         or _has_command_flag(text)
+        or _has_network_pair(low)
         or (not text.isascii() and _SCRIPT_TRIGGER.search(low) is not None)
     )
 

@@ -77,6 +77,8 @@ def keyword_rule(text: str) -> Finding | None:
             if not _ends_identifier(text, m.start()):
                 continue
             family = _family(m)
+            if family == KEY and _NOT_SECRET_BEFORE.search(text, max(0, m.start() - 16), m.start()):
+                continue  # PublicKey = …, public_key: …
             mode = "colon" if m.group("op") == ":" and m.group("sp") else "assign"
             if judge(m.group("val"), family, mode, text, m.end()):
                 return DETAILS[family, "assignment"]

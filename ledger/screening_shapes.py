@@ -51,7 +51,7 @@ def key_material(token: str, min_len: int = _MIN_KEY) -> bool:
 # digests, on-chain addresses and transactions, ids.
 _PUBLIC_BEFORE: Final = re.compile(
     r"(?i)(?:public|pub|fingerprint|sha\d*|md5|digest|checksum|hash|integrity|commit|revision|rev|tx|transaction"
-    r"|txid|address|addr|cid|ipfs|ids?|ref|order|tracking|invoice|ssh-\w+|ecdsa-\S+|base64,|sha\d+:)(?:\W+\w+){0,2}\W*$"
+    r"|txid|address|addr|cid|ipfs|ids?|ref|order|tracking|invoice|ssh-\w+|ecdsa-\S+|base64,|sha\d+:)\w*(?:\W+\w+){0,2}\W*$"
 )
 # Public object ids that carry a prefix (Stripe's customers, charges, payment intents …; publishable keys).
 PUBLIC_PREFIX: Final = re.compile(
@@ -89,6 +89,7 @@ def _prefixed_hex(token: str) -> bool:
 # --------------------------------------------------------------------------- seed phrases
 
 _SEED_RUN: Final = re.compile(r"(?:[a-z]{3,8}[ \t,\n]+){11,}[a-z]{3,8}")
+_NUMBERING: Final = re.compile(r"(?<![\w.])\d{1,2}[.):]\s")
 _SEED_WORDS: Final = 12
 
 
@@ -103,6 +104,8 @@ def seed_phrase_rule(text: str, low: str) -> Finding | None:
     """Twelve or more BIP-39 words in a row: a wallet's recovery phrase."""
     if low.count(" ") < _SEED_WORDS - 1:
         return None
+    if "1" in low:  # "1. canal 2. weather …": the numbers are not part of the phrase
+        low = _NUMBERING.sub(" ", low)
     for m in _SEED_RUN.finditer(low):
         words, run = _bip39_words(), 0
         for word in re.split(r"[ \t,\n]+", m.group()):
@@ -139,10 +142,11 @@ def url_secret_rule(text: str) -> Finding | None:
 
 _CLI: Final = re.compile(
     r"""(?x)
-    (?:^|\s)(?:-u|--user|--basic)[ =](?P<pair>[^\s:'"$]+:[^\s'"]+)                   # curl -u user:pass
+    (?:^|\s)(?:-u|--user|--basic)[ =](?P<pair>[^\s:'"$%]+:[^\s'"]+)                   # curl -u user:pass
+    | \s-U\s+[^\s%]+%(?P<smb>\S+)                                                   # smbclient -U user%pass
     | --(?:password|passwd|pass|pwd|secret|client-secret|token|api-key|apikey|auth-token)[ =](?P<flag>\S+)
     | \b(?:mysql|mysqldump|mariadb|mariadb-dump)\b[^\n|;&]*?\s-p(?P<attached>[^\s-]\S*)  # mysql -pSECRET
-    | \b(?:login|sshpass)\b[^\n|;&]*?\s-p\s+(?P<after>\S+)                              # docker login -p SECRET
+    | (?:\s-[uU]\s*\S+|\blogin\b|\bsshpass\b)[^\n|;&]*?\s-[pP]\s+(?P<after>[^\s-]\S*)    # -u user … -p SECRET
     | \bhtpasswd\s+-\w*b\w*\s+\S+\s+\S+\s+(?P<htpasswd>\S+)
     | \bredis-cli\b[^\n|;&]*?\s-a\s+(?P<redis>\S+)
     | \bnet\s+use\b[^\n]*?/user:\S+\s+(?P<netuse>\S+)

@@ -56,7 +56,7 @@ _CVV = r"cvv2?|cvc2?|csc|security\s+code"
 # The generic word "code", compounds included (Türcode, portkod, ovikoodi): it needs an access word.
 _CODE = r"(?:code|kode|koden|kod|kód|koodi|c[óo]digo|codice|codul|cod|код|κωδικ|קוד|kodu|kodi)\w{0,3}"
 _KEY = (
-    r"(?:api[\s_-]?)?(?:key|keys|token|secret)|apikey|cl[ée]f?|chave|schl[üu]ssel|chiave|ключ\w{0,2}|klucz\w{0,2}"
+    r"(?:api[\s_-]?)?(?:key|keys|token|secret)|apikey|licen[sc]e|serial|activation|cl[ée]f?|chave|schl[üu]ssel|chiave|ключ\w{0,2}|klucz\w{0,2}"
     r"|sleutel|nyckel\w{0,2}|n[øo]gle\w{0,2}|n[øo]kkel\w{0,2}|avain\w{0,2}|anahtar\w{0,2}|kulcs\w{0,2}|cheie"
     r"|κλειδί|токен\w{0,2}|jeton|segreto|secreto|geheimnis"
 )
@@ -65,7 +65,7 @@ _WORD_START = r"(?<![^\W_])"
 _WORD_END = r"(?![^\W_])"
 _KEYWORD: Final = re.compile(
     rf"{_WORD_START}(?:(?P<cvv>{_CVV})|(?P<pin>{_PIN})|(?P<password>{_PASSWORD})|(?P<key>{_KEY})){_WORD_END}"
-    rf"|(?P<code>{_CODE}){_WORD_END}"
+    rf"|(?P<code>{_CODE}){_WORD_END}|{_WORD_START}(?P<pair>wi-?fi|wlan|ssid|network){_WORD_END}"
     rf"|(?P<pin_script>{_PIN_SCRIPT})|(?P<password_script>{_PASSWORD_SCRIPT})|(?P<key_script>{_KEY_SCRIPT})",
     re.IGNORECASE,
 )
@@ -137,10 +137,11 @@ def _judge(value: str, family: str) -> bool:
 def _value_after(text: str, end: int, family: str, access: bool) -> bool:
     """Skip up to five plain words after a keyword ending at ``end``; judge the first other token."""
     tokens = text[end : end + 240].split()
-    words = 0
+    words, paired = 0, False
     for i, raw in enumerate(tokens[:12]):
         token = raw.lstrip(":：=").strip(_OPENERS)
         if not token or _CONNECTOR.match(token):
+            paired = paired or (token == "/" and i > 0)
             continue
         value = token.rstrip(_CLOSERS).strip(_OPENERS)
         ended = _CLAUSE_END.search(raw) is not None
@@ -156,6 +157,11 @@ def _value_after(text: str, end: int, family: str, access: bool) -> bool:
             return False
         if i + 2 < len(tokens) and tokens[i + 1] == "/":  # "admin / Tr1dent#88", "qa_user / Kestrel2023!"
             value = tokens[i + 2].rstrip(_CLOSERS).strip(_OPENERS)
+            paired = True
+        if family == "pair":  # "wifi: Home-5G / Walnut#2021": only the second of a pair is a password
+            family = PW if paired else ""
+        if not family:
+            return False
         if family == "code":
             return access and _judge(value, PIN)
         return _judge(value, family)
@@ -186,6 +192,6 @@ def window_rule(text: str) -> Finding | None:
             before = text[max(0, m.start() - 24) : m.end()].lower()
             access = _ACCESS.search(before) is not None
         if _value_after(text, m.end(), family, access):
-            kind = PIN if family in ("cvv", "code") else family
+            kind = PIN if family in ("cvv", "code") else PW if family == "pair" else family
             return DETAILS[kind, "sentence"]
     return None

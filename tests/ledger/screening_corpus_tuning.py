@@ -28,6 +28,13 @@ _MIXED_24 = "FMpiYFFIQIa5s9PH73S79UE4"
 _SHA256 = "e0f07b6d0eeab8bcc7bb540120af9ae1beeab4d2fef6dd5580660401861b6a4c"
 _SHA1 = "f35fea9c14673a1f16ebf72250b6e7193dd60e2c"
 _DOC_ID = "Uq1NoZ1hyLeR6RMsX3JyyWhlxKizEYMGT8SmtRFxHHb3"
+_SHORT_17 = "rwEV02BsmOzHtb7wO"
+_SHORT_18 = "cbmU9Dp9CwKk3tzqDd"
+_HEX_64 = "3dced2c014d15feec4d6feb724c0e1b808abd81efd40a47497be1fee66839045"
+_GEN_26 = "khsRFGLoneOX58XMahvXPfGown"
+_GEN_19 = "eOI7GppgGWkIDNTzaml"
+_ELECTRUM = "wild father tree among universe such mobile favorite target dynamic credit identify"
+_SEED_LINES = "1. canal 2. weather 3. pudding 4. lunar 5. aspect 6. bonus\n7. debris 8. elbow 9. funny 10. jacket 11. modify 12. sunset"
 
 _SECRETS: list[tuple[str, str, str]] = [
     # (note, body, value): key material in formats with no name of their own
@@ -86,6 +93,30 @@ _SECRETS: list[tuple[str, str, str]] = [
     ("bg", "паролата за wifi е Rila2020", "Rila2020"),
     ("sr", "лозинка: Drina#1915", "Drina#1915"),
     ("sk", "moje heslo je Tatry#2655", "Tatry#2655"),
+    # more key material, shorter or after words in other languages
+    ("short key after a word", f"Mailjet key {_SHORT_17}", _SHORT_17),
+    ("short key, colon", f"license: {_SHORT_18}", _SHORT_18),
+    ("hex key after private", f"validator private key {_HEX_64}", _HEX_64),
+    ("key after Schlüssel", f"API-Schlüssel: {_GEN_26}", _GEN_26),
+    ("key after clé", f"la clé secrète est {_GEN_19}", _GEN_19),
+    ("key in a header", f"X-Auth-Token: {_GEN_26}", _GEN_26),
+    ("key as the last word", f"for the scraper use {_GEN_26}", _GEN_26),
+    ("seed phrase, another word list", f"electrum seed: {_ELECTRUM}", _ELECTRUM),
+    ("seed phrase, numbered", f"recovery words\n{_SEED_LINES}", "canal 2. weather"),
+    # more command lines
+    ("sqlcmd -P", "sqlcmd -S db01 -U sa -P Zebra#2024 -Q 'select 1'", "Zebra#2024"),
+    ("mongo -p", "mongo -u admin -p Koala2019 --authenticationDatabase admin", "Koala2019"),
+    ("smbclient user%pass", "smbclient //nas/share -U maria%Gazelle77", "Gazelle77"),
+    ("--password with a space", "pg_dump --password 'Bison-41' app", "Bison-41"),
+    ("-p quoted", "mysql -uroot -p'Yak!3311' shop", "Yak!3311"),
+    # more English phrasings
+    ("en: pass for", "pass for the router is Meerkat2018", "Meerkat2018"),
+    ("en: user/pass labels", "user: admin pass: Jackal#42", "Jackal#42"),
+    ("en: combo to the locker", "combo to the gym locker is 36-12-8", "36-12-8"),
+    ("en: code for the alarm", "code for the alarm: 1470", "1470"),
+    ("en: PIN with words between", "the PIN for the office printer is 3366", "3366"),
+    ("en: wifi pair", "wifi: Hillside-Guest / Walnut#2021", "Walnut#2021"),
+    ("en: security code", "security code 552 on the back", "552"),
     # PINs and codes without a verb
     ("en: garage door code", "garage door code 7395#", "7395#"),
     ("en: CVV", "CVV 837", "837"),
@@ -163,6 +194,24 @@ _LOOKALIKES: list[tuple[str, str]] = [
     ("en: NAS password talk", "the password for the NAS admin account is in the vault"),
     ("pl: kod pocztowy", "kod pocztowy 00-950"),
     ("de: Postleitzahl code", "der Code der Fehlermeldung ist E1234"),
+    ("words after seed that are prose", "the seed for the random tests is fixed in conftest"),
+    ("many short plain words", "we will all act again and add more of what we also need next time"),
+    ("mysql -p prompting in the middle", "mysql -p -u root shop"),
+    ("sqlcmd with an env var", "sqlcmd -S db01 -U sa -P $SA_PASSWORD"),
+    ("docker -p port mapping", "docker run -p 8080:80 nginx"),
+    ("ssh -p port", "ssh -p 2222 deploy@10.0.0.8"),
+    ("pass as a verb", "pass --verbose to see the SQL"),
+    ("code review", "code review for PR 4182 tomorrow"),
+    ("pin count", "the 24-pin ATX connector"),
+    ("combo meal", "combo #3 with fries"),
+    ("CVV talk with a number", "the CVV has 3 or 4 digits"),
+    ("key count", "we rotated 12 keys last quarter"),
+    ("token count", "the answer took 8192 tokens"),
+    ("login count", "login attempts: 5 per minute"),
+    ("public key line", f"PublicKey = {_B64_32}"),
+    ("hex after tx", f"tx hash {_HEX_40}"),
+    ("camel-case class names", "MySQLConnectionPoolFactory2 replaces LegacyPool"),
+    ("API path", "call /v2/accounts/{accountId}/tokens to list them"),
 ]
 
 SECRETS_TUNING: list[Sample] = [Sample(body, True, note, value) for note, body, value in _SECRETS]
