@@ -67,7 +67,9 @@ def _ends_identifier(text: str, start: int) -> bool:
     if start == 0:
         return True
     before = text[start - 1]
-    return not before.isalnum() or (before.islower() and text[start].isupper())
+    # PGPASSWORD, MYSQL_PWD: a keyword glued to an upper-case prefix ends an environment name too
+    upper_name = before.isupper() and text[start : start + 3].isupper()
+    return not before.isalnum() or (before.islower() and text[start].isupper()) or upper_name
 
 
 def keyword_rule(text: str) -> Finding | None:

@@ -79,11 +79,20 @@ def key_material_rule(text: str) -> Finding | None:
 
 _PREFIXED_HEX: Final = re.compile(r"(?P<prefix>[A-Za-z][A-Za-z0-9_$]{1,60})[.$_-](?P<hex>[0-9a-f]{32,})")
 _HASH_NAME: Final = re.compile(r"(?i)(?:sha|md|blake|crc|xxh|murmur|git|commit|rev|tx|hash)\w*")
+# A prefix that names a secret, then random capitals and digits: AGE-SECRET-KEY-1…, TOKEN_…
+_NAMED_TAIL: Final = re.compile(r"(?i)(?:[A-Za-z0-9]+[-_.])*(?:secret|key|token|pat|auth|api|access)[-_.]\w*?(?P<tail>[A-Z0-9]{24,})")
 
 
 def _prefixed_hex(token: str) -> bool:
-    m = _PREFIXED_HEX.fullmatch(token.rstrip(".,;"))
-    return m is not None and _HASH_NAME.fullmatch(m.group("prefix").split("$")[0]) is None
+    token = token.rstrip(".,;")
+    m = _PREFIXED_HEX.fullmatch(token)
+    if m is not None:
+        return _HASH_NAME.fullmatch(m.group("prefix").split("$")[0]) is None
+    named = _NAMED_TAIL.fullmatch(token)
+    if named is None:
+        return False
+    tail = named.group("tail")
+    return any(c.isdigit() for c in tail) and any(c.isalpha() for c in tail) and entropy(tail) >= 3.5
 
 
 # --------------------------------------------------------------------------- seed phrases
@@ -100,13 +109,24 @@ def _bip39_words() -> frozenset[str]:
     return frozenset(Mnemonic("english").wordlist)
 
 
+# Words that name a recovery phrase; after one, any twelve short words in a row count (Electrum and
+# other wallets have word lists of their own).
+_SEED_NAME: Final = re.compile(
+    r"seed|mnemonic|recovery (?:phrase|words)|secret (?:recovery )?phrase|backup phrase|\b(?:12|24) words"
+    r"|wiederherstellungsphrase|phrase de r[ée]cup[ée]ration|frase (?:semilla|de recuperaci[óo]n)|сид-?фраз"
+)
+
+
 def seed_phrase_rule(text: str, low: str) -> Finding | None:
-    """Twelve or more BIP-39 words in a row: a wallet's recovery phrase."""
+    """Twelve or more BIP-39 words in a row, or any twelve after "seed phrase": a wallet's recovery phrase."""
     if low.count(" ") < _SEED_WORDS - 1:
         return None
     if "1" in low:  # "1. canal 2. weather …": the numbers are not part of the phrase
         low = _NUMBERING.sub(" ", low)
+    named = _SEED_NAME.search(low)
     for m in _SEED_RUN.finditer(low):
+        if named is not None and named.end() <= m.start() <= named.end() + 40:
+            return Finding("wallet recovery (seed) phrase", ADVICE_KEY)
         words, run = _bip39_words(), 0
         for word in re.split(r"[ \t,\n]+", m.group()):
             run = run + 1 if word in words else 0
@@ -150,6 +170,9 @@ _CLI: Final = re.compile(
     | \bhtpasswd\s+-\w*b\w*\s+\S+\s+\S+\s+(?P<htpasswd>\S+)
     | \bredis-cli\b[^\n|;&]*?\s-a\s+(?P<redis>\S+)
     | \bnet\s+use\b[^\n]*?/user:\S+\s+(?P<netuse>\S+)
+    | \bopenssl\b[^\n|;&]*?\s(?:-k\s+|-pass(?:in|out)?\s+pass:)(?P<openssl>\S+)
+    | (?i:(?:key|name)["']?\s*[=:]\s*["'][\w.-]*(?:password|passwd|pwd|secret|token|api_?key)["']
+      [\s,]+["']?value["']?\s*[=:]\s*)["'](?P<keyvalue>[^"'\s]+)["']                         # <add key="…Password" value="…"/>
     """
 )
 

@@ -144,6 +144,10 @@ def is_placeholder(value: str) -> bool:
 _CODE_EXPRESSION: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\s*[\[(].*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 
 
+def is_code_expression(value: str) -> bool:
+    return _CODE_EXPRESSION.fullmatch(value) is not None
+
+
 def _plain(value: str) -> bool:
     """True for values that are not secrets whatever keyword precedes them."""
     return (

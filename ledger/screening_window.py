@@ -27,6 +27,7 @@ from ledger.screening_values import (
     STRUCTURED,
     Finding,
     is_placeholder,
+    is_code_expression,
     keyish,
     mentions_store,
 )
@@ -58,7 +59,7 @@ _CODE = r"(?:code|kode|koden|kod|kód|koodi|c[óo]digo|codice|codul|cod|код|�
 _KEY = (
     r"(?:api[\s_-]?)?(?:key|keys|token|secret)|apikey|licen[sc]e|serial|activation|cl[ée]f?|chave|schl[üu]ssel|chiave|ключ\w{0,2}|klucz\w{0,2}"
     r"|sleutel|nyckel\w{0,2}|n[øo]gle\w{0,2}|n[øo]kkel\w{0,2}|avain\w{0,2}|anahtar\w{0,2}|kulcs\w{0,2}|cheie"
-    r"|κλειδί|токен\w{0,2}|jeton|segreto|secreto|geheimnis"
+    r"|κλειδί|токен\w{0,2}|jeton|segreto|secreto|geheimnis|wallet|metamask"
 )
 _KEY_SCRIPT = r"מפתח|키|キー|密钥|秘钥|トークン|토큰"
 _WORD_START = r"(?<![^\W_])"
@@ -85,7 +86,8 @@ _STOP: Final = frozenset(
     from stored saved kept written changed reset hashed encrypted printed taped stuck expires expired
     rotated must should needs need requires required has have contains length long characters chars digits letters
     manager policy hint rules field managers hidden im dans nel nella sous unter seit depuis desde dal sinds
-    в у під под gespeichert hinterlegt guardada guardado salvata salvato enregistré opgeslagen zapisane""".split()
+    в у під под gespeichert hinterlegt guardada guardado salvata salvato enregistré opgeslagen zapisane
+    tx transaction hash address addr id ids fingerprint checksum digest commit public""".split()
 )
 _MAX_WORDS: Final = 5
 _CLAUSE_END: Final = re.compile(r"[.,;!?。、，]$")
@@ -124,14 +126,41 @@ def _latin(value: str) -> bool:
     return all(ord(c) < 0x250 for c in value)
 
 
-def _judge(value: str, family: str) -> bool:
+def _judge(value: str, family: str, ended: bool) -> bool:
+    if is_code_expression(value):  # password = getpass.getpass("…"), token = request.headers.get(…)
+        return False
     if family == "cvv":
         return value.isdigit() and 3 <= len(value) <= 4
     if family == PIN:
         return _PIN_VALUE.fullmatch(value) is not None
     if family == KEY:
         return _key_shaped(value)
+    if ended and _PIN_VALUE.fullmatch(value):  # "현관 비밀번호 4829*": a number closing the statement
+        return True
     return _latin(value) and (_password_shaped(value) or _key_shaped(value))
+
+
+_GROUP: Final = re.compile(r"[A-Za-z0-9]{4}")
+_MIN_GROUPS: Final = 4
+
+
+def _grouped(tokens: list[str], i: int) -> bool:
+    """A key or app password written in groups of four: "BEU6 D74V I6T2 Y3CW", "wbzy gfjz zopw ymtm"."""
+    groups = []
+    for raw in tokens[i : i + 8]:
+        group = raw.rstrip(_CLOSERS)
+        if not _GROUP.fullmatch(group):
+            break
+        groups.append(group)
+        if group != raw:
+            break
+    if len(groups) < _MIN_GROUPS:
+        return False
+    joined = "".join(groups)
+    if any(c.isdigit() for c in joined):
+        return keyish(joined, 16)
+    vowels = sum(c in "aeiouAEIOU" for c in joined)
+    return joined.islower() and vowels <= 0.2 * len(joined)  # not words: too few vowels
 
 
 def _value_after(text: str, end: int, family: str, access: bool) -> bool:
@@ -143,8 +172,10 @@ def _value_after(text: str, end: int, family: str, access: bool) -> bool:
         if not token or _CONNECTOR.match(token):
             paired = paired or (token == "/" and i > 0)
             continue
+        if family in (PW, KEY) and _grouped(tokens, i):
+            return True
         value = token.rstrip(_CLOSERS).strip(_OPENERS)
-        ended = _CLAUSE_END.search(raw) is not None
+        ended = _CLAUSE_END.search(raw) is not None or i + 1 == len(tokens)
         if value and _plain(value):
             low = value.lower()
             if low in _STOP or mentions_store(value) or (words := words + 1) > _MAX_WORDS:
@@ -163,15 +194,16 @@ def _value_after(text: str, end: int, family: str, access: bool) -> bool:
         if not family:
             return False
         if family == "code":
-            return access and _judge(value, PIN)
-        return _judge(value, family)
+            return access and _judge(value, PIN, ended)
+        return _judge(value, family, ended)
     return False
 
 
 # A keyword inside an identifier or a placeholder (${DB_PASSWORD}, secret_sauce_recipe, form.password)
 # is not a word of the sentence: the assignment rule reads identifiers.
-_IDENTIFIER_BEFORE: Final = frozenset("_${.@/-")
-_IDENTIFIER_AFTER: Final = frozenset("_}@/.([-")
+_IDENTIFIER_BEFORE: Final = frozenset("${.@/'\"[")
+_IDENTIFIER_AFTER_OK: Final = frozenset(" \t\n:=：,;.!?)»")
+_IDENTIFIER_END: Final = re.compile(r"[\w-]*")
 _PUBLIC_BEFORE: Final = re.compile(r"(?i)(?:public|publishable|host|primary|foreign|sort|partition|idempotency)\W*$")
 
 
@@ -179,11 +211,20 @@ def window_rule(text: str) -> Finding | None:
     """A password, PIN, access code or key stated a few plain words after its keyword, in any language."""
     for m in _KEYWORD.finditer(text):
         family = str(m.lastgroup)
+        end = m.end()
         if not family.endswith("_script"):
-            before = text[m.start() - 1] if m.start() else " "
-            after = text[m.end()] if m.end() < len(text) else " "
-            if before in _IDENTIFIER_BEFORE or after in _IDENTIFIER_AFTER:
+            # A keyword inside an identifier (secret_key_base, DB_PASSWORD) stands for the identifier,
+            # which must be a word of the sentence, not a placeholder or code (${DB_PASSWORD}, form.password).
+            start = m.start()
+            while start and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+                start -= 1
+            end = _IDENTIFIER_END.match(text, end).end()
+            before = text[start - 1] if start else " "
+            after = text[end] if end < len(text) else " "
+            if before in _IDENTIFIER_BEFORE or after not in _IDENTIFIER_AFTER_OK:
                 continue
+            if text[max(0, start - 4) : start].rstrip().endswith(("{{", "{%", "{", "(", "[")):
+                continue  # a template or a call: {{ redis_password }}, f(password)
         family = family.removesuffix("_script")
         if family == KEY and _PUBLIC_BEFORE.search(text, max(0, m.start() - 24), m.start()):
             continue
@@ -191,7 +232,7 @@ def window_rule(text: str) -> Finding | None:
         if family == "code":
             before = text[max(0, m.start() - 24) : m.end()].lower()
             access = _ACCESS.search(before) is not None
-        if _value_after(text, m.end(), family, access):
+        if _value_after(text, end, family, access):
             kind = PIN if family in ("cvv", "code") else PW if family == "pair" else family
             return DETAILS[kind, "sentence"]
     return None
