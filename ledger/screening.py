@@ -37,6 +37,7 @@ from typing import Final
 from ledger.errors import BodyRejected
 from ledger.screening_detectors import detect_secrets_rule
 from ledger.screening_formats import format_rule
+from ledger.screening_languages import has_ascii_language_word
 from ledger.screening_rules import intl_password_rule, keyword_rule
 from ledger.screening_shapes import command_line_rule, key_material_rule, seed_phrase_rule, url_secret_rule
 from ledger.screening_values import Finding, has_artifactory_hint, has_long_token
@@ -57,42 +58,10 @@ log = logging.getLogger(__name__)
 # short formats, which get their own hint.
 # Every branch starts with a literal so the regex engine can skip ahead (a leading \b costs 10x).
 _TRIGGER: Final = re.compile(
-    r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
+    r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbina)|cv[vc]"
     r"|cred|auth|be(?:arer|gin)|contrase|://"
     r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord"
 )
-
-
-# The other languages' keywords: the ASCII ones are few (found with `in`, cheaper than more regex
-# branches on common letters, and written out: a loop over them costs twice as much); the others are
-# only looked for in text that is not ASCII.
-def _has_ascii_language_word(low: str) -> bool:
-    return (
-        "sandi" in low
-        or "sifre" in low
-        or "siri" in low
-        or "haslo" in low
-        or "laluan" in low
-        or "mat kh" in low
-        or "hesl" in low
-        or "paro" in low
-        or "passord" in low
-        or "geslo" in low
-        or "lozink" in low
-        or "salasan" in low
-        or "wagwoord" in low
-        or "yfrinair" in low
-        or "pasahitz" in low
-        or "contras" in low
-        or "kod" in low
-        or "kood" in low
-        or "codi" in low
-        or "codul" in low
-        or "login" in low
-        or "pw" in low
-        or "combo" in low
-        or "iphasi" in low
-    )
 
 
 def _has_command_flag(text: str) -> bool:
@@ -102,7 +71,7 @@ def _has_command_flag(text: str) -> bool:
 
 def _has_network_pair(low: str) -> bool:
     """A network and its password, written as a pair: "wifi: Home-5G / Walnut#2021"."""
-    return " / " in low and ("wifi" in low or "wi-fi" in low or "wlan" in low or "ssid" in low)
+    return " / " in low and ("wifi" in low or "wi-fi" in low or "wlan" in low or "ssid" in low or "network" in low)
 
 
 _SCRIPT_TRIGGER: Final = re.compile(
@@ -142,7 +111,7 @@ def _is_candidate(text: str, low: str) -> bool:
         or has_long_token(text)
         or has_artifactory_hint(text)
         or _has_key_prefix(text)
-        or _has_ascii_language_word(low)
+        or has_ascii_language_word(low)
         or _has_command_flag(text)
         or _has_network_pair(low)
         or (not text.isascii() and _SCRIPT_TRIGGER.search(low) is not None)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
+from itertools import pairwise
 from typing import Final
 
 from ledger.screening_values import ADVICE_KEY, ADVICE_PASSWORD, Finding, entropy, is_placeholder
@@ -43,7 +44,7 @@ def key_material(token: str, min_len: int = _MIN_KEY) -> bool:
         return False
     if entropy(core) < min(4.0, math.log2(n) - 0.7):
         return False
-    changes = sum(_kind(a) != _kind(b) for a, b in zip(core, core[1:], strict=False))
+    changes = sum(_kind(a) != _kind(b) for a, b in pairwise(core))
     return changes >= 0.4 * (n - 1)  # random text changes class at ~60 % of steps, CamelCase at ~25 %
 
 
@@ -51,13 +52,16 @@ def key_material(token: str, min_len: int = _MIN_KEY) -> bool:
 # digests, on-chain addresses and transactions, ids.
 _PUBLIC_BEFORE: Final = re.compile(
     r"(?i)(?:public|pub|fingerprint|sha\d*|md5|digest|checksum|hash|integrity|commit|revision|rev|tx|transaction"
-    r"|txid|address|addr|cid|ipfs|ids?|ref|order|tracking|invoice|ssh-\w+|ecdsa-\S+|base64,|sha\d+:)\w*(?:\W+\w+){0,2}\W*$"
+    r"|txid|address|addr|cid|ipfs|ids?|ref|order|tracking|invoice|playlist|video|channel|file|document|doc|page"
+    r"|image|build|job|run|trace|span|request|ssh-\w+|ecdsa-\S+|base64,|sha\d+:)\w*(?:\W+\w+){0,2}\W*$"
 )
 # Public object ids that carry a prefix (Stripe's customers, charges, payment intents …; publishable keys).
 PUBLIC_PREFIX: Final = re.compile(
     r"(?:cus|ch|pi|pm|py|po|sub|txn|prod|price|evt|acct|seti|src|card|in|ii|il|si|ba|cs_test|cs_live|pk_live"
     r"|pk_test|sha\d+|AAAA)[_:-]"
 )
+# A Bitcoin address (base58, from 1 or 3): public, though it looks random.
+_BASE58_ADDRESS: Final = re.compile(r"[13][1-9A-HJ-NP-Za-km-z]{25,34}")
 _URL: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://\S+|www\.\S+|\b[\w-]+(?:\.[\w-]+)+/\S+")
 
 
@@ -70,7 +74,9 @@ def key_material_rule(text: str) -> Finding | None:
     plain = _outside_urls(text)
     for m in _TOKEN.finditer(plain):
         token = m.group()
-        if PUBLIC_PREFIX.match(token) or _PUBLIC_BEFORE.search(plain, max(0, m.start() - 40), m.start()):
+        if PUBLIC_PREFIX.match(token) or _BASE58_ADDRESS.fullmatch(token):
+            continue
+        if _PUBLIC_BEFORE.search(plain, max(0, m.start() - 40), m.start()):
             continue
         if (key_material(token) and not decodes_to_text(token)) or _prefixed_hex(token):
             return Finding("random-looking key material", ADVICE_KEY)
@@ -80,7 +86,9 @@ def key_material_rule(text: str) -> Finding | None:
 _PREFIXED_HEX: Final = re.compile(r"(?P<prefix>[A-Za-z][A-Za-z0-9_$]{1,60})[.$_-](?P<hex>[0-9a-f]{32,})")
 _HASH_NAME: Final = re.compile(r"(?i)(?:sha|md|blake|crc|xxh|murmur|git|commit|rev|tx|hash)\w*")
 # A prefix that names a secret, then random capitals and digits: AGE-SECRET-KEY-1…, TOKEN_…
-_NAMED_TAIL: Final = re.compile(r"(?i)(?:[A-Za-z0-9]+[-_.])*(?:secret|key|token|pat|auth|api|access)[-_.]\w*?(?P<tail>[A-Z0-9]{24,})")
+_NAMED_TAIL: Final = re.compile(
+    r"(?i)(?:[A-Za-z0-9]+[-_.])*(?:secret|key|token|pat|auth|api|access)[-_.]\w*?(?P<tail>[A-Z0-9]{24,})"
+)
 
 
 def _prefixed_hex(token: str) -> bool:
@@ -172,7 +180,7 @@ _CLI: Final = re.compile(
     | \bnet\s+use\b[^\n]*?/user:\S+\s+(?P<netuse>\S+)
     | \bopenssl\b[^\n|;&]*?\s(?:-k\s+|-pass(?:in|out)?\s+pass:)(?P<openssl>\S+)
     | (?i:(?:key|name)["']?\s*[=:]\s*["'][\w.-]*(?:password|passwd|pwd|secret|token|api_?key)["']
-      [\s,]+["']?value["']?\s*[=:]\s*)["'](?P<keyvalue>[^"'\s]+)["']                         # <add key="…Password" value="…"/>
+      [\s,]+["']?value["']?\s*[=:]\s*)["'](?P<keyvalue>[^"'\s]+)["']                   # key="DbPassword" value="…"
     """
 )
 

@@ -17,6 +17,18 @@ import re
 import unicodedata
 from typing import Final
 
+from ledger.screening_languages import (
+    ACCESS_WORDS,
+    WINDOW_CODE,
+    WINDOW_CVV,
+    WINDOW_KEY,
+    WINDOW_KEY_SCRIPT,
+    WINDOW_PASSWORD,
+    WINDOW_PASSWORD_SCRIPT,
+    WINDOW_PIN,
+    WINDOW_PIN_SCRIPT,
+    WINDOW_STOP,
+)
 from ledger.screening_shapes import PUBLIC_PREFIX
 from ledger.screening_values import (
     DETAILS,
@@ -26,75 +38,31 @@ from ledger.screening_values import (
     SLUG,
     STRUCTURED,
     Finding,
-    is_placeholder,
     is_code_expression,
+    is_placeholder,
     keyish,
     mentions_store,
 )
 
-_PASSWORD = (
-    r"pass(?:word|wort|ord|wd|phrase)\w{0,4}|pwd|pw|pass|kennwort\w{0,3}|wachtwoord\w{0,3}|wagwoord\w{0,3}"
-    r"|l[öo]senord\w{0,3}|adgangskode\w{0,3}|salasan\w{1,6}|hesl\w{1,3}|has[łl]\w{1,3}|jelsz\w{1,6}|parol\w{0,4}|parool\w{0,3}|κωδικ\w{1,3}"
-    r"|lozink\w{1,3}|geslo\w{0,2}|slapta[žz]od\w{1,6}|lykilor[ðd]\w{0,4}|n?[cg]h?yfrinair|pasahitz\w{1,3}"
-    r"|contrasinal\w{0,2}|contrasenya\w{0,2}|contrase[ñn]a\w{0,2}|fjal[ëe]kalim\w{0,3}|senha\w{0,2}"
-    r"|palavra[\s-]passe|mot\s+de\s+passe|mdp|clave|[şs]ifr[eə]\w{0,4}|kata\s+(?:sandi|laluan)|sandi"
-    r"|m[ậa]t\s+kh[ẩa]u|nenosiri|neno\s+la\s+siri|iphasiwedi|kalmar\s+sirri|login|creds|credentials"
-    r"|zugangsdaten|identifiants|credenciales|credenziali|парол\w{0,3}|лозинк\w{1,2}|нууц\s+үг\w{0,3}"
-    r"|құпия\s+сөз\w{0,3}|логин|συνθηματικ\w{1,3}|პაროლ\w*|գաղտնաբառ\w*"
-)
-# Keywords in scripts written without spaces or with suffixes glued on: no word boundary asked.
-_PASSWORD_SCRIPT = (
-    r"סיסמ[הא]|كلمة\s+(?:المرور|السر|سر|مرور)|رمز|گذرواژه|پسورد|پاس\s?ورڈ|የይለፍ\s+ቃ|ពាក្យសម្ងាត់"
-    r"|പാസ്\u200c?വേഡ്|ಪಾಸ್\u200c?ವರ್ಡ್|પાસવર્ડ|ਪਾਸਵਰਡ|पासवर्ड|পাসওয়ার্ড|கடவுச்சொல்|పాస్\u200c?వర్డ్|මුරපදය"
-    r"|စကားဝှက်|ລະຫັດຜ່ານ|รหัส|パスワード|密码|密碼|口令|비밀번호|비번|암호|패스워드"
-)
-_PIN = (
-    r"pin(?:[\s-]?(?:code|kod\w{0,2}|koodi|nummer|number|numero|код))?|pincode|passcodes?|combination|combo"
-    r"|kombination\w{0,2}|combinaison|combinazione|combinaci[óo]n|пин-?код\w{0,2}"
-)
-_PIN_SCRIPT = r"暗証番号|PIN[码碼]|핀\s?번호"
-_CVV = r"cvv2?|cvc2?|csc|security\s+code"
-# The generic word "code", compounds included (Türcode, portkod, ovikoodi): it needs an access word.
-_CODE = r"(?:code|kode|koden|kod|kód|koodi|c[óo]digo|codice|codul|cod|код|κωδικ|קוד|kodu|kodi)\w{0,3}"
-_KEY = (
-    r"(?:api[\s_-]?)?(?:key|keys|token|secret)|apikey|licen[sc]e|serial|activation|cl[ée]f?|chave|schl[üu]ssel|chiave|ключ\w{0,2}|klucz\w{0,2}"
-    r"|sleutel|nyckel\w{0,2}|n[øo]gle\w{0,2}|n[øo]kkel\w{0,2}|avain\w{0,2}|anahtar\w{0,2}|kulcs\w{0,2}|cheie"
-    r"|κλειδί|токен\w{0,2}|jeton|segreto|secreto|geheimnis|wallet|metamask"
-)
-_KEY_SCRIPT = r"מפתח|키|キー|密钥|秘钥|トークン|토큰"
 _WORD_START = r"(?<![^\W_])"
 _WORD_END = r"(?![^\W_])"
 _KEYWORD: Final = re.compile(
-    rf"{_WORD_START}(?:(?P<cvv>{_CVV})|(?P<pin>{_PIN})|(?P<password>{_PASSWORD})|(?P<key>{_KEY})){_WORD_END}"
-    rf"|(?P<code>{_CODE}){_WORD_END}|{_WORD_START}(?P<pair>wi-?fi|wlan|ssid|network){_WORD_END}"
-    rf"|(?P<pin_script>{_PIN_SCRIPT})|(?P<password_script>{_PASSWORD_SCRIPT})|(?P<key_script>{_KEY_SCRIPT})",
+    rf"{_WORD_START}(?:(?P<cvv>{WINDOW_CVV})|(?P<pin>{WINDOW_PIN})|(?P<password>{WINDOW_PASSWORD})"
+    rf"|(?P<key>{WINDOW_KEY})){_WORD_END}"
+    rf"|(?P<code>{WINDOW_CODE}){_WORD_END}|{_WORD_START}(?P<pair>wi-?fi|wlan|ssid|network){_WORD_END}"
+    rf"|(?P<pin_script>{WINDOW_PIN_SCRIPT})|(?P<password_script>{WINDOW_PASSWORD_SCRIPT})"
+    rf"|(?P<key_script>{WINDOW_KEY_SCRIPT})",
     re.IGNORECASE,
-)
-# Words that make "code" an access code, in the languages above (lower-case stems).
-_ACCESS: Final = re.compile(
-    r"door|gate|garage|alarm|safe|lock|keypad|entry|entrance|building|intercom|access|unlock|bike|lobby|atm|card"
-    r"|voicemail|sim\b|phone|wifi|t[üu]r|tor\b|zugang|haus|tresor|schlo|porte|portail|immeuble|digi|coffre|acc[èe]s"
-    r"|carte|puerta|port[óãa]o?|cancell|citofon|allarm|cassaforte|accesso|bancomat|caja|cofre|acceso|acesso|tarjeta"
-    r"|cart[ãa]o|edif[ií]cio|pr[ée]dio|deur|poort|kluis|toegang|drzwi|bram|domofon|sejf|dost[ęe]p|двер|домофон"
-    r"|подъезд|під.?їзд|сейф|сигнал|ворот|карт|dve[řr]|br[áa]n|trezor|vchod|d[öo]rr|port|larm|kassask|d[øo]r|boks"
-    r"|ovi|portti|h[äa]lytys|kap[ıi]|kasa|bina|kart|kapu|ajt[óo]|riaszt|sz[ée]f|πόρτ|συναγερμ|θυρ|כניסה|דלת|שער|כספת"
-    r"|אזעקה|门禁|門禁|大门|保险箱|현관|도어|금고"
-)
-# Plain words after which no value follows: where or when the secret is, or what it is like.
-_STOP: Final = frozenset(
-    """in inside at under behind near since until after before every each per ago within via into onto
-    from stored saved kept written changed reset hashed encrypted printed taped stuck expires expired
-    rotated must should needs need requires required has have contains length long characters chars digits letters
-    manager policy hint rules field managers hidden im dans nel nella sous unter seit depuis desde dal sinds
-    в у під под gespeichert hinterlegt guardada guardado salvata salvato enregistré opgeslagen zapisane
-    tx transaction hash address addr id ids fingerprint checksum digest commit public""".split()
 )
 _MAX_WORDS: Final = 5
 _CLAUSE_END: Final = re.compile(r"[.,;!?。、，]$")
 _OPENERS: Final = "\"'«「([{"
 _CLOSERS: Final = ".,;:!?)]}»\"'」。、，"
 _CONNECTOR: Final = re.compile(r"^(?:[:：=\-–—>/]+|is|=>|->)$")
-_PIN_VALUE: Final = re.compile(r"\d{4,12}[#*]?|\*?\d{4,12}#|\d{1,4}(?:-\d{1,4}){1,5}|(?=[0-9A-Z]*[A-Z])(?=(?:[A-Z]*\d){3})[0-9A-Z]{4,10}")
+# A code: 4-12 digits (7395#, *4410#), digit groups (4-4-1-9), or capitals and 3+ digits (4B721).
+_PIN_VALUE: Final = re.compile(
+    r"\d{4,12}[#*]?|\*?\d{4,12}#|\d{1,4}(?:-\d{1,4}){1,5}|(?=[0-9A-Z]*[A-Z])(?=(?:[A-Z]*\d){3})[0-9A-Z]{4,10}"
+)
 _TECH: Final = re.compile(r"(?i)(?:sha|md|utf|base|ipv|x|arm|win|mp|h|aes|rsa|ec|ed|tls|ssl|http|v)-?\d+|\d+[a-z]{1,5}")
 
 
@@ -178,9 +146,9 @@ def _value_after(text: str, end: int, family: str, access: bool) -> bool:
         ended = _CLAUSE_END.search(raw) is not None or i + 1 == len(tokens)
         if value and _plain(value):
             low = value.lower()
-            if low in _STOP or mentions_store(value) or (words := words + 1) > _MAX_WORDS:
+            if low in WINDOW_STOP or mentions_store(value) or (words := words + 1) > _MAX_WORDS:
                 return False
-            access = access or _ACCESS.search(low) is not None
+            access = access or ACCESS_WORDS.search(low) is not None
             if ended:
                 return False
             continue
@@ -218,7 +186,8 @@ def window_rule(text: str) -> Finding | None:
             start = m.start()
             while start and (text[start - 1].isalnum() or text[start - 1] in "_-"):
                 start -= 1
-            end = _IDENTIFIER_END.match(text, end).end()
+            identifier = _IDENTIFIER_END.match(text, end)
+            end = identifier.end() if identifier else end
             before = text[start - 1] if start else " "
             after = text[end] if end < len(text) else " "
             if before in _IDENTIFIER_BEFORE or after not in _IDENTIFIER_AFTER_OK:
@@ -231,7 +200,7 @@ def window_rule(text: str) -> Finding | None:
         access = False
         if family == "code":
             before = text[max(0, m.start() - 24) : m.end()].lower()
-            access = _ACCESS.search(before) is not None
+            access = ACCESS_WORDS.search(before) is not None
         if _value_after(text, end, family, access):
             kind = PIN if family in ("cvv", "code") else PW if family == "pair" else family
             return DETAILS[kind, "sentence"]

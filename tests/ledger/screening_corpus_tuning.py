@@ -34,7 +34,10 @@ _HEX_64 = "3dced2c014d15feec4d6feb724c0e1b808abd81efd40a47497be1fee66839045"
 _GEN_26 = "khsRFGLoneOX58XMahvXPfGown"
 _GEN_19 = "eOI7GppgGWkIDNTzaml"
 _ELECTRUM = "wild father tree among universe such mobile favorite target dynamic credit identify"
-_SEED_LINES = "1. canal 2. weather 3. pudding 4. lunar 5. aspect 6. bonus\n7. debris 8. elbow 9. funny 10. jacket 11. modify 12. sunset"
+_SEED_LINES = (
+    "1. canal 2. weather 3. pudding 4. lunar 5. aspect 6. bonus\n"
+    "7. debris 8. elbow 9. funny 10. jacket 11. modify 12. sunset"
+)
 
 _SECRETS: list[tuple[str, str, str]] = [
     # (note, body, value): key material in formats with no name of their own
@@ -109,7 +112,11 @@ _SECRETS: list[tuple[str, str, str]] = [
     ("env name in prose", f"STRIPE_WEBHOOK_SECRET on prod is {_GEN_26}", _GEN_26),
     ("wallet hex key", f"hot wallet: {_HEX_64}", _HEX_64),
     ("named prefix with random capitals", "VAULT-TOKEN-7QX2M9KD4WZ8R1TB6YHN3CJ5", "7QX2M9KD4WZ8R1TB6YHN3CJ5"),
-    ("seed phrase after its name, other words", "backup phrase: lantern quiet orchard velvet mosaic tundra ember falcon harbor prism cobalt willow", "lantern quiet"),
+    (
+        "seed phrase after its name, other words",
+        "backup phrase: lantern quiet orchard velvet mosaic tundra ember falcon harbor prism cobalt willow",
+        "lantern quiet",
+    ),
     ("PIN-shaped password closing the statement", "PW for the shed padlock 8130", "8130"),
     # more command lines
     ("env prefix glued to PASSWORD", "PGPASSWORD=Otter2024 pg_dump app", "Otter2024"),
@@ -240,6 +247,20 @@ _LOOKALIKES: list[tuple[str, str]] = [
     ("wallet tx", f"wallet tx {_SHA256} confirmed"),
     ("grouped words that are words", "the code name is blue moon over town"),
     ("four-letter words in a row", "password tips: long, rare, your own"),
+    ("Bitcoin address", "donate to 1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2"),
+    ("YouTube playlist id", "youtube playlist PLrAXtmErZgOeiKm4sgNOknGvNjby9efdf is the course"),
+    ("serial number", "serial number SN-4A7B-20231104 on the router"),
+    ("docker -p and an env var", "docker run -p 5432:5432 -e POSTGRES_PASSWORD=$PGPASS postgres:16"),
+    ("redis-cli with an env var", "redis-cli -a $REDIS_PASSWORD ping"),
+    ("curl with braces", "curl -u ${USER}:${TOKEN} https://api.acme.io"),
+    ("pwd the command", "run pwd && ls -la"),
+    ("login shell", "login shell is /bin/zsh"),
+    ("password rule, de", "passwort vergessen? Link gilt 24 Stunden"),
+    ("password rule, ko", "비밀번호는 8자 이상"),
+    ("door code talk, de", "Türcode bitte beim Hausmeister erfragen"),
+    ("code line", "the code is on line 42 of main.py"),
+    ("response code", "code: 200, message: OK"),
+    ("buzzer", "apartment 12B, buzzer 4401"),
     ("seed in prose", "the seed phrase must never be typed into a website, only into the device itself"),
 ]
 

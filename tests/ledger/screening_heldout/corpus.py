@@ -26,7 +26,11 @@ class Held:
 
 
 # --------------------------------------------------------------------------- random material (fake)
-_ANTHROPIC = "sk-" + "ant-api03-" + "GmLbp9U3zmFzeIftOG4Jpe24oTcRm3X41s1_KZ0WZP48Y5tYEM4FF5-z3e3tK0zWLr1fgT3ekYnA4Dq-symzQF2UPtSHw"
+_ANTHROPIC = (
+    "sk-"
+    + "ant-api03-"
+    + "GmLbp9U3zmFzeIftOG4Jpe24oTcRm3X41s1_KZ0WZP48Y5tYEM4FF5-z3e3tK0zWLr1fgT3ekYnA4Dq-symzQF2UPtSHw"
+)
 _OPENAI = "sk-" + "proj-" + "7kLjS53AiIinnGWTBNMw6VGgzr24Re6UIdSPfqpTruNakHx4"
 _GHP = "gh" + "p_" + "7BNUedJzDYjDaZX7ztxnwvYRxlpI1IPJHZi9"
 _GH_PAT = "github" + "_pat_" + "AabTMQegmdL10LjgBKfHrt_m3NbkAyxI0ifY1yVuarAW6vJM0hJBRiT1RV1343JNKQCMkU9t84GjQKBS7G"
@@ -35,7 +39,9 @@ _STRIPE = "sk" + "_live_" + "AmdXGmKsTMYGDDvd0jaBehbRK3MUkzkkNTTYouPgRHIpgamNDL0
 _SENDGRID = "S" + "G." + "3oRwZiHPCBBKgMAHQ2Mhyq.PJE6fG4mVcBYmO6Aql8fNT5lJ9C8_XKUtgWRClLRVAU"
 _HF = "h" + "f_" + "KWZZXQLRma9lpUEWuHYvlUQSzg1kCVOW7A"
 _GLPAT = "gl" + "pat-" + "AZ9rsRUwGL6oPpOnPx01"
-_PYPI = "py" + "pi-" + "AgEIcHlwaS5vcmc" + "TdMCLJF9_n0YPzMQiW9HRBhA5va8P59Ax34baxZjQenpcolAk_TttBmCpVzpiED1fJ3TpIA7md4B"
+_PYPI = (
+    "py" + "pi-" + "AgEIcHlwaS5vcmc" + "TdMCLJF9_n0YPzMQiW9HRBhA5va8P59Ax34baxZjQenpcolAk_TttBmCpVzpiED1fJ3TpIA7md4B"
+)
 _NPM = "np" + "m_" + "5IBYBKFLqFU0ukrqDCL87sw0AuAYS4jFy46D"
 _AWS_ID = "AK" + "IA" + "Q3ZK7WB2NVHXLR4M"
 _AWS_SECRET = "rlmFP5cF4vrs54xHf1SEyBN+6zeZNCvHOH99NS24"
@@ -64,7 +70,8 @@ _LINEAR = "lin_" + "api_" + "frLt2y7Mu20qpAOCo12RtdxNWpuUpvaWdyoLeb6M"
 _POSTMAN = "PM" + "AK-" + "2205e538f203b9dba16bfcaa-66f8748aba4be20111c5329228a7e19c87"
 _DOPPLER = "dp." + "st.prd." + "1xt4f5vI547kMnzYI8tFFDlByZDbhybYGNO0AJu2"
 _ATLASSIAN = (
-    "ATATT" + "3xFfGF0"
+    "ATATT"
+    + "3xFfGF0"
     + "djUZbZYaeCc1Y1PtWGBRYz_BEgybhbhJp6tAchz_LXEQ7TOXjO--_Mo22HWZ3P3ZP6Vym3WwV9C93qInQcjTnPkvcxY5Pyq7MMz"
     + "OHPLP8gP4w2IFvhl-riEfmxy9x1xvp9paxo1=FDA01211"
 )
@@ -77,7 +84,8 @@ _REPLICATE = "r8" + "_" + "dk5DR5skwGeuQkBTL8cIjtvKXOHN36lZKsFbh"
 _PERPLEXITY = "pplx" + "-" + "7uvdNl2hqhZCE4jvuJ1v3EvPuonu9mCZmQCwsFhMeYIU3mUC"
 _AZURE_SECRET = "Q6p" + "8Q~" + "5LbrFIiAUZ2ZeSVzFVgv2X3.SiADQ7_LmX"
 _FCM = (
-    "AAAA" + "vd3Vg8I:APA91b"
+    "AAAA"
+    + "vd3Vg8I:APA91b"
     + "l1v2pLKU8ZWZ-GmFaZoxIqhq8DlRZzDHXxZB9fTXUhqDfOHCvdpGDfHWP6aoyyXij0lMlCXt8RDXRVP5J88H-0a8eovbQgYarY4B5"
     + "05PFi7iQI4bPhZsFzF7cw6nfP4oXbWTIU"
 )
@@ -234,7 +242,7 @@ _COMMANDS = [
     ("code", "openssl enc -aes-256-cbc -k Gecko!4422 -in backup.tar -out backup.enc", "Gecko!4422"),
     ("code", "ftp://printer:Magpie2023@192.168.1.50/scans", "Magpie2023"),
     ("code", "smtp:\n  host: smtp.fastmail.com\n  user: bot@acme.io\n  pass: Cormorant!5", "Cormorant!5"),
-    ("code", "<add key=\"SmtpPassword\" value=\"Lemur-4471\" />", "Lemur-4471"),
+    ("code", '<add key="SmtpPassword" value="Lemur-4471" />', "Lemur-4471"),
     ("code", "spring.datasource.password=Falcon#2020", "Falcon#2020"),
 ]
 
@@ -441,7 +449,8 @@ _HASHES_AND_IDS = [
     f"md5 of the ISO is {_MD5}",
     f"container {_DOCKER_ID[:12]} keeps restarting",
     f"bisected the regression to {_SHA1}",
-    "integrity sha512-3Fk0R0RX3p1r7fyt9tTQyhAmOpMIl6wJ9zn3yu6hBb7xO9Nk2pNTBe4zDwN4Za8ph3DMH8o7wL4gr9dq6yHog== in the lockfile",
+    "integrity sha512-3Fk0R0RX3p1r7fyt9tTQyhAmOpMIl6wJ9zn3yu6hBb7xO9Nk2pNTBe4zDwN4Za8ph3DMH8o7wL4gr9dq6yHog=="
+    " in the lockfile",
     "IPFS CID bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi",
     f"BTC tx {_BTC_TX} has 6 confirmations",
     "donations: bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq",
@@ -460,7 +469,8 @@ _HASHES_AND_IDS = [
     f"my laptop key: {_SSH_PUBLIC} maria@laptop",
     "publishable key for the checkout page is pk_live_51Hx3dE2fK9LmN4pQ7rS8tU0vW",
     "Sentry DSN https://4f1c8a2b9d3e4f5a6b7c8d9e0f1a2b3c@o450512.ingest.sentry.io/4505123",
-    "the tiny pixel is data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+    "the tiny pixel is data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
     "the YouTube video id is dQw4w9WgXcQ",
     "VIN 1HGCM82633A004352 for the insurance form",
     "ISBN 978-3-16-148410-0",
