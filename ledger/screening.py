@@ -37,12 +37,12 @@ from typing import Final
 from ledger.errors import BodyRejected
 from ledger.screening_detectors import detect_secrets_rule
 from ledger.screening_formats import format_rule
-from ledger.screening_languages import has_ascii_language_word
+from ledger.screening_languages import has_ascii_language_word, has_ascii_window_word
 from ledger.screening_rules import intl_password_rule, keyword_rule
 from ledger.screening_shapes import command_line_rule, key_material_rule, seed_phrase_rule, url_secret_rule
 from ledger.screening_values import Finding, has_artifactory_hint, has_long_token
 from ledger.screening_views import decoded_runs, normalised
-from ledger.screening_window import window_rule
+from ledger.screening_window import has_value_char, window_rule
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
 
@@ -64,9 +64,8 @@ _TRIGGER: Final = re.compile(
 )
 
 
-def _has_command_flag(text: str) -> bool:
-    """A command line that may carry a password: ``mysql -p…``, ``-u user:pass``, ``redis-cli -a …``."""
-    return " -p" in text or " -P" in text or " -u " in text or " -U " in text or " -a " in text
+# A command line that may carry a password: `mysql -p…`, `curl -u user:pass`, `redis-cli -a …`.
+_COMMAND_FLAG: Final = re.compile(r" -[pPuUa]")
 
 
 def _has_network_pair(low: str) -> bool:
@@ -77,10 +76,29 @@ def _has_network_pair(low: str) -> bool:
 _SCRIPT_TRIGGER: Final = re.compile(
     r"парол|пин|pin[码碼]|hasło|şifre|mật kh|密码|密碼|口令|パスワード|暗証|비밀번호|암호|패스워드|번호"
     r"|पासवर्ड|कूटशब्द|पिन|পাসওয়ার্ড|পিন|கடவுச்சொல்|పాస్|รหัส|كلمة|الرقم|رمز|گذرواژه|پسورد|پاس|پن"
-    r"|lösen|jelsz|şifr|slapta|lykilor|fjalëkal|contraseñ|códig|kód|код|κωδικ|συνθηματ|סיסמ|קוד|лозинк|нууц|құпия"
-    r"|პაროლ|գաղտնաբառ|የይለፍ|ពាក្យសម្ងាត់|പാസ്|ಪಾಸ್|પાસવર્ડ|ਪਾਸਵਰਡ|මුරපද|စကားဝှက်|ລະຫັດ|비번"
-    r"|ключ|κλειδί|מפתח|키|キー|密钥|秘钥|токен|schlüssel|nøgle|nøkkel|clé"
+    r"|κωδικ|συνθηματ|סיסמ|קוד|პაროლ|գաղտնաբառ|የይለፍ|ពាក្យសម្ងាត់|പാസ്|ಪಾಸ್|પાસવર્ડ|ਪਾਸਵਰਡ"
+    r"|මුරපද|စကားဝှက်|ລະຫັດ|비번|κλειδί|מפתח|키|キー|密钥|秘钥"
 )
+
+
+# Keywords in Latin letters with diacritics and in Cyrillic, with `in`: a pattern branch starting with
+# a common letter would be tried at most positions of French, German, Spanish or Russian prose.
+def _has_script_word(low: str) -> bool:
+    return (
+        "lösen" in low
+        or "kód" in low
+        or "códig" in low
+        or "şifr" in low
+        or "jelsz" in low
+        or "код" in low
+        or "лозинк" in low
+        or "нууц" in low
+        or "құпия" in low
+        or "ключ" in low
+        or "токен" in low
+    )
+
+
 # A key prefix (a key pasted in pieces has no long token): sk-, sk_live_, ghp_, github_pat_, glpat-,
 # xoxb-, hf_, npm_, ntn_, whsec_, mlt_, pypi- are found from their separator; AKIA, ASIA, AIza,
 # GOCSPX, eyJ and ya29 with `in` (written out), which is cheaper than a pattern starting with a letter.
@@ -112,9 +130,10 @@ def _is_candidate(text: str, low: str) -> bool:
         or has_artifactory_hint(text)
         or _has_key_prefix(text)
         or has_ascii_language_word(low)
-        or _has_command_flag(text)
+        or (has_value_char(text) and has_ascii_window_word(low))
+        or _COMMAND_FLAG.search(text) is not None
         or _has_network_pair(low)
-        or (not text.isascii() and _SCRIPT_TRIGGER.search(low) is not None)
+        or (not text.isascii() and (_SCRIPT_TRIGGER.search(low) is not None or _has_script_word(low)))
     )
 
 
@@ -155,8 +174,8 @@ def _find(text: str) -> Finding | None:
             finding = _find_in(decoded) or _find_in(normalised(decoded))
             if finding is not None:
                 return Finding(f"{finding.detail}, base64- or hex-encoded", finding.advice)
-    view_low = view.lower()
-    if (candidate and view == text) or _is_candidate(view, view_low):
+    view_low = low if view == text else view.lower()
+    if candidate if view == text else _is_candidate(view, view_low):
         return _layers(view, view_low, generic=True)
     return seed_phrase_rule(view, view_low)
 

@@ -70,20 +70,19 @@ INTL_SENTENCE: Final = re.compile(
 
 
 def has_ascii_language_word(low: str) -> bool:
-    """The gate's test for the other languages' ASCII keywords in lower-cased ``low``.
+    """The gate's test for the sentence rule's ASCII keywords in lower-cased ``low``.
 
-    Written out with ``in`` (a regex with this many branches on common letters, or a loop over a
-    tuple, costs two to three times as much); keywords in other scripts are looked for only in text
-    that is not ASCII.
+    Written out with ``in`` (a regex with more branches on common letters, or a loop over a tuple,
+    costs two to three times as much); keywords in other scripts are looked for only in text that is
+    not ASCII.
     """
+    return "sandi" in low or "sifre" in low or "siri" in low or "haslo" in low or "laluan" in low or "mat kh" in low
+
+
+def has_ascii_window_word(low: str) -> bool:
+    """The gate's test for the window rule's other ASCII keywords (asked only when a value could follow)."""
     return (
-        "sandi" in low
-        or "sifre" in low
-        or "siri" in low
-        or "haslo" in low
-        or "laluan" in low
-        or "mat kh" in low
-        or "hesl" in low
+        "hesl" in low
         or "paro" in low
         or "passord" in low
         or "geslo" in low
@@ -95,8 +94,7 @@ def has_ascii_language_word(low: str) -> bool:
         or "contras" in low
         or "kod" in low
         or "kood" in low
-        or "codi" in low
-        or "codul" in low
+        or "cod" in low
         or "login" in low
         or "pw" in low
         or "combo" in low
@@ -159,7 +157,7 @@ WINDOW_PIN = (
     r"pin(?:[\s-]?(?:code|kod\w{0,2}|koodi|nummer|number|numero|код))?|pincode|passcodes?|combination|combo"
     r"|kombination\w{0,2}|combinaison|combinazione|combinaci[óo]n|пин-?код\w{0,2}"
 )
-WINDOW_PIN_SCRIPT = r"暗証番号|PIN[码碼]|핀\s?번호"
+WINDOW_PIN_SCRIPT = r"暗証番号|pin[码碼]|핀\s?번호"
 WINDOW_CVV = r"cvv2?|cvc2?|csc|security\s+code"
 # The generic word "code", compounds included (Türcode, portkod, ovikoodi): it needs an access word.
 WINDOW_CODE = r"(?:code|kode|koden|kod|kód|koodi|c[óo]digo|codice|codul|cod|код|κωδικ|קוד|kodu|kodi)\w{0,3}"

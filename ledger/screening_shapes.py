@@ -105,7 +105,8 @@ def _prefixed_hex(token: str) -> bool:
 
 # --------------------------------------------------------------------------- seed phrases
 
-_SEED_RUN: Final = re.compile(r"(?:[a-z]{3,8}[ \t,\n]+){11,}[a-z]{3,8}")
+# Twelve short lower-case words (after a seed phrase's name).
+_SEED_RUN: Final = re.compile(r"(?:[a-z]{3,8}[ \t,\n]+){11}[a-z]{3,8}(?![a-z])")
 _NUMBERING: Final = re.compile(r"(?<![\w.])\d{1,2}[.):]\s")
 _SEED_WORDS: Final = 12
 
@@ -129,17 +130,22 @@ def seed_phrase_rule(text: str, low: str) -> Finding | None:
     """Twelve or more BIP-39 words in a row, or any twelve after "seed phrase": a wallet's recovery phrase."""
     if low.count(" ") < _SEED_WORDS - 1:
         return None
+    if not low.isascii() and len(low.encode()) > 1.3 * len(low):
+        return None  # mostly Cyrillic, Greek, CJK … letters: not a phrase of ASCII words
     if "1" in low:  # "1. canal 2. weather …": the numbers are not part of the phrase
         low = _NUMBERING.sub(" ", low)
-    named = _SEED_NAME.search(low)
-    for m in _SEED_RUN.finditer(low):
-        if named is not None and named.end() <= m.start() <= named.end() + 40:
+    tokens = (low.replace(",", " ") if "," in low else low).split()
+    if len(tokens) < _SEED_WORDS:
+        return None
+    words, run = _bip39_words(), 0
+    for token in tokens:  # a loop over the words costs a fifth of a pattern for runs of short words
+        run = run + 1 if token in words else 0
+        if run >= _SEED_WORDS:
             return Finding("wallet recovery (seed) phrase", ADVICE_KEY)
-        words, run = _bip39_words(), 0
-        for word in re.split(r"[ \t,\n]+", m.group()):
-            run = run + 1 if word in words else 0
-            if run >= _SEED_WORDS:
-                return Finding("wallet recovery (seed) phrase", ADVICE_KEY)
+    if "seed" in low or "mnemonic" in low or "phrase" in low or "words" in low or "фраз" in low:
+        named = _SEED_NAME.search(low)
+        if named is not None and _SEED_RUN.match(low[named.end() :].lstrip(" :-=\n\t")):
+            return Finding("wallet recovery (seed) phrase", ADVICE_KEY)
     return None
 
 
@@ -194,6 +200,8 @@ def _password_like(value: str) -> bool:
 
 def command_line_rule(text: str) -> Finding | None:
     """A password or token on a command line: ``curl -u user:pass``, ``--password=…``, ``mysql -p…`` …"""
+    if " -" not in text and "--" not in text and "/user:" not in text and "value" not in text:
+        return None  # every form has a flag, `net use`'s /user: or a key/value pair; most texts have none
     for line in text.splitlines():
         for m in _CLI.finditer(line):
             value = next(v for v in m.groupdict().values() if v is not None)
