@@ -28,6 +28,8 @@ from ledger.screening_views import decodes_to_text
 
 _TOKEN: Final = re.compile(r"[A-Za-z0-9+/=_\-.~%$]{20,400}")
 _MIN_KEY: Final = 20
+_SEPARATORS: Final = re.compile(r"[/.\-_~]")
+_MIN_PART: Final = 12
 
 
 def _kind(c: str) -> int:
@@ -45,7 +47,11 @@ def key_material(token: str, min_len: int = _MIN_KEY) -> bool:
     if entropy(core) < min(4.0, math.log2(n) - 0.7):
         return False
     changes = sum(_kind(a) != _kind(b) for a, b in pairwise(core))
-    return changes >= 0.4 * (n - 1)  # random text changes class at ~60 % of steps, CamelCase at ~25 %
+    if changes < 0.4 * (n - 1):  # random text changes class at ~60 % of steps, CamelCase at ~25 %
+        return False
+    # A path or a name made of short parts (Qwen/Qwen2.5-7B-Instruct) is not one random string.
+    longest = max(_SEPARATORS.split(core), key=len)
+    return len(longest) >= _MIN_PART and longest.lower() != longest and not longest.isalpha()
 
 
 # What precedes a random-looking token when it is public: keys and fingerprints people publish,

@@ -76,8 +76,8 @@ def has_value_char(text: str) -> bool:
 
 _MAX_WORDS: Final = 5
 _CLAUSE_END: Final = re.compile(r"[.,;!?。、，]$")
-_OPENERS: Final = "\"'«「([{"
-_CLOSERS: Final = ".,;:!?)]}»\"'」。、，"
+_OPENERS: Final = "\"'`*«「([{"
+_CLOSERS: Final = ".,;:!?)]}»\"'`*」。、，"
 _CONNECTOR: Final = re.compile(r"^(?:[:：=\-–—>/]+|is|=>|->)$")
 # A code: 4-12 digits (7395#, *4410#), digit groups (4-4-1-9), or capitals and 3+ digits (4B721).
 _PIN_VALUE: Final = re.compile(
@@ -97,7 +97,8 @@ def _password_shaped(value: str) -> bool:
     if STRUCTURED.fullmatch(value) or is_placeholder(value):
         return False
     letters = sum(c.isalpha() for c in value)
-    return letters >= 2 and any(c.isdigit() or c in "!@#$%^&*+=?~_" for c in value)
+    # a digit or a symbol ("_" alone makes an identifier: base_url, run_once)
+    return letters >= 2 and any(c.isdigit() or c in "!@#$%^&*+=?~" for c in value)
 
 
 def _key_shaped(value: str) -> bool:

@@ -261,6 +261,12 @@ _LOOKALIKES: list[tuple[str, str]] = [
     ("code line", "the code is on line 42 of main.py"),
     ("response code", "code: 200, message: OK"),
     ("buzzer", "apartment 12B, buzzer 4401"),
+    ("pass as a verb before code", "What to pass as the SDK's ``base_url`` (or ``ANTHROPIC_BASE_URL``)."),
+    ("pass before an identifier", "pass the scope to `apply_stored` instead of re-reading"),
+    ("one pass of a job", "One pass (:meth:`Janitor.run_once`), on start and every minute"),
+    ("markdown emphasis after password", "* passwords: *store where the password is kept, not the password itself*;"),
+    ("credentials before a URL in backticks", "URLs without credentials (`postgres://app@db/app`) are kept"),
+    ("model name with a slash", "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000"),
     ("seed in prose", "the seed phrase must never be typed into a website, only into the device itself"),
 ]
 
