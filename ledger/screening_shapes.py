@@ -92,9 +92,8 @@ def key_material_rule(text: str) -> Finding | None:
 _PREFIXED_HEX: Final = re.compile(r"(?P<prefix>[A-Za-z][A-Za-z0-9_$]{1,60})[.$_-](?P<hex>[0-9a-f]{32,})")
 _HASH_NAME: Final = re.compile(r"(?i)(?:sha|md|blake|crc|xxh|murmur|git|commit|rev|tx|hash)\w*")
 # A prefix that names a secret, then random capitals and digits: AGE-SECRET-KEY-1…, TOKEN_…
-_NAMED_TAIL: Final = re.compile(
-    r"(?i)(?:[A-Za-z0-9]+[-_.])*(?:secret|key|token|pat|auth|api|access)[-_.]\w*?(?P<tail>[A-Z0-9]{24,})"
-)
+_NAMED_TAIL: Final = re.compile(r"[A-Z0-9]{24,}$")
+_SECRET_NAME: Final = re.compile(r"(?i)(?:secret|key|token|pat|auth|api|access)[-_.]")
 
 
 def _prefixed_hex(token: str) -> bool:
@@ -102,10 +101,10 @@ def _prefixed_hex(token: str) -> bool:
     m = _PREFIXED_HEX.fullmatch(token)
     if m is not None:
         return _HASH_NAME.fullmatch(m.group("prefix").split("$")[0]) is None
-    named = _NAMED_TAIL.fullmatch(token)
-    if named is None:
+    named = _NAMED_TAIL.search(token)
+    if named is None or _SECRET_NAME.search(token, 0, named.start() + 1) is None:
         return False
-    tail = named.group("tail")
+    tail = named.group()
     return any(c.isdigit() for c in tail) and any(c.isalpha() for c in tail) and entropy(tail) >= 3.5
 
 
@@ -185,12 +184,12 @@ _CLI: Final = re.compile(
     (?:^|\s)(?:-u|--user|--basic)[ =](?P<pair>[^\s:'"$%]+:[^\s'"]+)                   # curl -u user:pass
     | \s-U\s+[^\s%]+%(?P<smb>\S+)                                                   # smbclient -U user%pass
     | --(?:password|passwd|pass|pwd|secret|client-secret|token|api-key|apikey|auth-token)[ =](?P<flag>\S+)
-    | \b(?:mysql|mysqldump|mariadb|mariadb-dump)\b[^\n|;&]*?\s-p(?P<attached>[^\s-]\S*)  # mysql -pSECRET
-    | (?:\s-[uU]\s*\S+|\blogin\b|\bsshpass\b)[^\n|;&]*?\s-[pP]\s+(?P<after>[^\s-]\S*)    # -u user … -p SECRET
+    | \b(?:mysql|mysqldump|mariadb|mariadb-dump)\b[^\n|;&]{0,200}?\s-p(?P<attached>[^\s-]\S*)  # mysql -pSECRET
+    | (?:\s-[uU]\s*\S+|\blogin\b|\bsshpass\b)[^\n|;&]{0,200}?\s-[pP]\s+(?P<after>[^\s-]\S*)    # -u user … -p SECRET
     | \bhtpasswd\s+-\w*b\w*\s+\S+\s+\S+\s+(?P<htpasswd>\S+)
-    | \bredis-cli\b[^\n|;&]*?\s-a\s+(?P<redis>\S+)
-    | \bnet\s+use\b[^\n]*?/user:\S+\s+(?P<netuse>\S+)
-    | \bopenssl\b[^\n|;&]*?\s(?:-k\s+|-pass(?:in|out)?\s+pass:)(?P<openssl>\S+)
+    | \bredis-cli\b[^\n|;&]{0,200}?\s-a\s+(?P<redis>\S+)
+    | \bnet\s+use\b[^\n]{0,200}?/user:\S+\s+(?P<netuse>\S+)
+    | \bopenssl\b[^\n|;&]{0,200}?\s(?:-k\s+|-pass(?:in|out)?\s+pass:)(?P<openssl>\S+)
     | (?i:(?:key|name)["']?\s*[=:]\s*["'][\w.-]*(?:password|passwd|pwd|secret|token|api_?key)["']
       [\s,]+["']?value["']?\s*[=:]\s*)["'](?P<keyvalue>[^"'\s]+)["']                   # key="DbPassword" value="…"
     """

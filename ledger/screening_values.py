@@ -88,12 +88,12 @@ REFERENCE: Final = re.compile(
 # A password manager or vault named at the start of a value, whatever ending the language adds
 # ("1Password'de", "Bitwardenissa", "KeePassban"): where the secret is, not the secret.
 _STORE_NAME: Final = re.compile(
-    r"(?i)1\s?password|bitwarden|lastpass|keepass|dashlane|keychain|vault|proton\s?pass|enpass|op://"
+    r"1\s?password|bitwarden|lastpass|keepass|dashlane|keychain|vault|proton\s?pass|enpass|op://"
 )
 
 
 def mentions_store(value: str) -> bool:
-    return _STORE_NAME.search(value) is not None
+    return _STORE_NAME.search(value.lower()) is not None
 
 
 STRUCTURED: Final = re.compile(
@@ -204,7 +204,7 @@ def judge(raw: str, family: str, mode: str, text: str = "", end: int = 0) -> boo
     and ``end`` locate what follows the value, to tell whether it ends its clause.
     """
     value, quoted, clause_end = _split_value(raw, text, end)
-    if not value or is_placeholder(value) or REFERENCE.fullmatch(value) or _STORE_NAME.match(value):
+    if not value or is_placeholder(value) or REFERENCE.fullmatch(value) or _STORE_NAME.match(value.lower()):
         return False
     if not quoted and _CODE_EXPRESSION.fullmatch(value):
         return False

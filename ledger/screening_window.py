@@ -75,6 +75,8 @@ def has_value_char(text: str) -> bool:
 
 
 _MAX_WORDS: Final = 5
+_MAX_TOKEN: Final = 100  # a value is judged on its first 100 characters
+_MAX_IDENTIFIER: Final = 64
 _CLAUSE_END: Final = re.compile(r"[.,;!?。、，]$")
 _OPENERS: Final = "\"'`*«「([{"
 _CLOSERS: Final = ".,;:!?)]}»\"'`*」。、，"
@@ -154,7 +156,7 @@ def _grouped(tokens: list[str], i: int) -> bool:
 
 def _value_after(text: str, end: int, family: str, access: bool) -> bool:
     """Skip up to five plain words after a keyword ending at ``end``; judge the first other token."""
-    tokens = text[end : end + 240].split()
+    tokens = [token[:_MAX_TOKEN] for token in text[end : end + 240].split()]
     words, paired = 0, False
     for i, raw in enumerate(tokens[:12]):
         token = raw.lstrip(":：=").strip(_OPENERS)
@@ -192,7 +194,8 @@ def _value_after(text: str, end: int, family: str, access: bool) -> bool:
 # is not a word of the sentence: the assignment rule reads identifiers.
 _IDENTIFIER_BEFORE: Final = frozenset("${.@/'\"[")
 _IDENTIFIER_AFTER_OK: Final = frozenset(" \t\n:=：,;.!?)»")
-_IDENTIFIER_END: Final = re.compile(r"[\w-]*")
+_IDENTIFIER_END: Final = re.compile(r"[\w-]{0,64}")
+_IDENTIFIER_HEAD: Final = re.compile(r"[\w-]*$")
 _PUBLIC_BEFORE: Final = re.compile(r"(?i)(?:public|publishable|host|primary|foreign|sort|partition|idempotency)\W*$")
 
 
@@ -210,9 +213,8 @@ def window_rule(text: str) -> Finding | None:
         if not family.endswith("_script"):
             # A keyword inside an identifier (secret_key_base, DB_PASSWORD) stands for the identifier,
             # which must be a word of the sentence, not a placeholder or code (${DB_PASSWORD}, form.password).
-            start = m.start()
-            while start and (text[start - 1].isalnum() or text[start - 1] in "_-"):
-                start -= 1
+            head = _IDENTIFIER_HEAD.search(text, max(0, m.start() - _MAX_IDENTIFIER), m.start())
+            start = head.start() if head else m.start()
             identifier = _IDENTIFIER_END.match(text, end)
             end = identifier.end() if identifier else end
             before = text[start - 1] if start else " "
