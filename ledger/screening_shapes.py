@@ -142,14 +142,17 @@ def seed_phrase_rule(text: str, low: str) -> Finding | None:
     tokens = (low.replace(",", " ") if "," in low else low).split()
     if len(tokens) < _SEED_WORDS:
         return None
+    named = "seed" in low or "mnemonic" in low or "phrase" in low or "words" in low or "фраз" in low
     words, run = _bip39_words(), 0
+    if not named and len(words.intersection(tokens)) < _SEED_WORDS // 2:
+        return None  # too few of its words (a phrase may repeat some) and no name: one set operation
     for token in tokens:  # a loop over the words costs a fifth of a pattern for runs of short words
         run = run + 1 if token in words else 0
         if run >= _SEED_WORDS:
             return Finding("wallet recovery (seed) phrase", ADVICE_KEY)
-    if "seed" in low or "mnemonic" in low or "phrase" in low or "words" in low or "фраз" in low:
-        named = _SEED_NAME.search(low)
-        if named is not None and _SEED_RUN.match(low[named.end() :].lstrip(" :-=\n\t")):
+    if named:
+        name = _SEED_NAME.search(low)
+        if name is not None and _SEED_RUN.match(low[name.end() :].lstrip(" :-=\n\t")):
             return Finding("wallet recovery (seed) phrase", ADVICE_KEY)
     return None
 
