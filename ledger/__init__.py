@@ -18,7 +18,9 @@ from ledger.errors import (
     InvalidTransition,
     LedgerBusy,
     LedgerError,
+    OutcomeUnknown,
     RecordNotFound,
+    RequestIdReused,
     ScopeError,
 )
 from ledger.instants import (
@@ -38,6 +40,7 @@ from ledger.paging import Page
 from ledger.reader import Reader
 from ledger.reads import ScopeView, check_scope
 from ledger.screening import find_credential, screen_body
+from ledger.search_index import check_search_index, rebuild_search_index
 from ledger.slash import SlashResult
 from ledger.store import Pending, Prepared, lit, param
 from ledger.tx import Transaction
@@ -61,6 +64,7 @@ __all__ = [
     "LedgerError",
     "LedgerEvent",
     "MemoryRecord",
+    "OutcomeUnknown",
     "Packet",
     "Page",
     "Pending",
@@ -68,6 +72,7 @@ __all__ = [
     "Provenance",
     "Reader",
     "RecordNotFound",
+    "RequestIdReused",
     "ScopeError",
     "ScopeUsage",
     "ScopeView",
@@ -76,6 +81,7 @@ __all__ = [
     "SweepStatus",
     "Transaction",
     "check_scope",
+    "check_search_index",
     "check_session_id",
     "compact",
     "current_revision",
@@ -90,6 +96,7 @@ __all__ = [
     "opt_from_micros",
     "param",
     "parse_rfc3339",
+    "rebuild_search_index",
     "require_aware",
     "screen_body",
     "system_clock",
@@ -105,21 +112,24 @@ def open_ledger(
     clock: Clock = system_clock,
     migrate: bool | None = None,
     max_body_chars: int | None = None,
+    sqlite_synchronous: str = "normal",
 ) -> Ledger:
     """Open (and on SQLite, create and migrate) the ledger at ``url``, bound to ``account:<account>``.
 
     A fresh SQLite file is ready at once. PostgreSQL is migrated only when
     ``migrate=True`` (operators run ``memledger db upgrade``); by default it must
-    already be at the head revision.
+    already be at the head revision. On SQLite, ``sqlite_synchronous`` is ``normal`` (a committed write
+    survives a crash of the process) or ``full`` (it survives a power loss too; docs/operations.md).
 
     Raises:
         ScopeError: the account name cannot form a scope key.
-        LedgerError: the URL is unsupported, or the database is behind the code.
+        LedgerError: the URL is unsupported, ``sqlite_synchronous`` is not ``normal`` or ``full``, or the
+            database is behind the code.
     """
     from ledger.store import store_for
 
     check_scope(f"account:{account}")  # before any connection is opened
-    engine = make_engine(url)
+    engine = make_engine(url, sqlite_synchronous=sqlite_synchronous)
     do_migrate = migrate if migrate is not None else store_for(engine).migrate_on_open
     at_head = current_revision(engine) == head_revision()  # a read: no write lock when nothing is due
     if do_migrate and not at_head:

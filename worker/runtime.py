@@ -29,9 +29,10 @@ from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import text
 
 from consolidation import ConsolidationService
+from consolidation.harnesses import give_up_calls
 from consolidation.harnesses import preload as preload_harnesses
-from consolidation.service import TurnRuns
-from ledger import Ledger, open_ledger
+from consolidation.service import RetryResult, TurnRuns
+from ledger import Ledger, LedgerError, open_ledger
 from worker.config import OuterEnvironment, WorkerConfig
 from worker.gauges import bind_default, unbind_default
 from worker.jobs.actors import Actors, declare_actors
@@ -44,6 +45,10 @@ from worker.snapshot import take_snapshot
 log = logging.getLogger(__name__)
 
 FAULT_EXIT_CODE = 86
+MODEL_CALL_GRACE_S = 10.0
+"""How long a stopping worker lets a model call in flight finish before giving it up (at most half its
+shutdown timeout)."""
+STOPPING = "the worker was stopping (SIGTERM); `memledger turn` or the next chat turn schedules a new run"
 
 
 def fault_hook_for(point: str | None) -> Any:
@@ -109,6 +114,19 @@ class Runtime:
                 self.actors.send_run(run, now=now)
         return runs
 
+    def retry_run(self, run_id: str, *, now: datetime | None = None) -> RetryResult:
+        """Queue a failed or abandoned run again (:meth:`ConsolidationService.retry`) and send its message, due now.
+
+        As for a turn, the database is what must succeed: when the message is lost (or this process's
+        embedded queue ends with it), the janitor of a running worker wakes the run within seconds.
+
+        Raises:
+            RunNotFound, NotRetryable: nothing queued.
+        """
+        retried = self.service.retry(run_id, now=now)
+        self.actors.send_run(retried.run, now=now)
+        return retried
+
     def start_worker(self, *, threads: int | None = None) -> None:
         """Start dramatiq worker threads on this process's broker (stopped by :meth:`close`)."""
         if self.worker is None:
@@ -168,7 +186,7 @@ class Runtime:
         periodic.start()
 
     def health(self) -> dict[str, Any]:
-        """Database and queue reachability, and which background parts run."""
+        """Database and queue reachability, the full-text index's state, and which background parts run."""
         try:
             with self.ledger.reading() as r:
                 r.execute(text("SELECT 1"))
@@ -176,22 +194,32 @@ class Runtime:
         except Exception as exc:
             cause = exc.__cause__ or exc  # the driver's error names the outage, not the ledger's translation
             database = f"unreachable ({type(cause).__name__})"
+        search_index = "unknown" if database != "ok" else self._search_index()
         queue = "ok" if ping(self.broker) else "unreachable"
-        status = "down" if database != "ok" else ("ok" if queue == "ok" else "degraded")
+        status = "down" if database != "ok" else ("ok" if queue == search_index == "ok" else "degraded")
         return {
             "status": status,
             "database": database,
+            "searchIndex": search_index,
             "queue": queue,
             "broker": "redis" if isinstance(self.broker, RedisBroker) else "embedded",
             "worker": self.worker is not None,
             "janitor": any(p.name == "janitor" and p.running for p in self._schedules),
         }
 
+    def _search_index(self) -> str:
+        """ "ok", or what is wrong with the full-text index (one lookup: a probe may run every few seconds)."""
+        try:
+            return self.ledger.search_index_problem() or "ok"
+        except LedgerError as exc:
+            return f"unknown ({exc})"
+
     def close(self, *, timeout_s: float | None = None) -> None:
         """Stop schedules, then the worker (in-flight runs get ``timeout_s`` to finish), then close connections.
 
-        A run still in flight when the timeout ends stays ``running``; the janitor of a
-        live process settles it later. Idempotent.
+        A model call still in flight after :data:`MODEL_CALL_GRACE_S` (at most half of ``timeout_s``) is
+        given up and its run settles ``failed``. A run still in flight when the timeout ends stays
+        ``running``; the janitor of a live process settles it later. Idempotent.
         """
         starting = self._starting
         if starting is not None and starting is not threading.current_thread():
@@ -205,8 +233,15 @@ class Runtime:
         for periodic in schedules:
             periodic.stop(wait_s)
         if self.worker is not None:
+            # A model call still in flight after a short grace is given up (its connection closed, so a local
+            # server stops generating): its run settles failed and says why, and the worker exits promptly
+            # rather than wait out a cap that suits a slow CPU model.
+            give_up = threading.Timer(min(MODEL_CALL_GRACE_S, wait_s / 2), give_up_calls, args=(STOPPING,))
+            give_up.daemon = True
+            give_up.start()
             # Workers stop before consumers (dramatiq's order), so an in-flight run finishes and is acked.
             self.worker.stop(timeout=int(wait_s * 1000))
+            give_up.cancel()
             self.worker = None
         self.broker.close()
         if isinstance(self.broker, RedisBroker):
@@ -227,7 +262,11 @@ def build_runtime(
     Raises:
         LedgerError: the database is unreachable or its schema is behind the code.
     """
-    led = ledger if ledger is not None else open_ledger(config.database_url, account=config.account)
+    led = (
+        ledger
+        if ledger is not None
+        else open_ledger(config.database_url, account=config.account, sqlite_synchronous=config.sqlite_synchronous)
+    )
     try:
         kwargs: dict[str, Any] = {
             "prices": config.price_table(),
