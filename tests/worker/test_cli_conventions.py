@@ -60,6 +60,8 @@ COMMANDS: dict[str, Cmd] = {
     "status": Cmd(read=True, scope=True),
     "db upgrade": Cmd(json=False),
     "db compact": Cmd(),
+    "db check": Cmd(read=True),
+    "db rebuild-index": Cmd(json=False),
     "mcp": Cmd(json=False),
     "models": Cmd(read=True, db=False),  # the registry and the price table, no database
     "extraction set": Cmd(scope=True),
@@ -225,6 +227,7 @@ def _json_reads(record_id: str) -> dict[str, list[str]]:
         "extraction set": ["--mode", "off"],
         "tokens list": [],
         "models": [],
+        "db check": [],
     }
 
 
