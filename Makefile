@@ -5,7 +5,7 @@ TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: install run test lint bench soak clean
+.PHONY: install run test test-cluster lint bench soak clean
 
 # uv installs the packages (about 10 s where pip took 30-60 s here); it is itself fetched with the system pip
 # into the venv's tools folder, so nothing outside the checkout changes.
@@ -46,6 +46,10 @@ run: $(RUN_STAMP)
 # Python processes, and each compiled every module it imports again, and pytest rewrote every test module in each process.
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# Two API processes and two workers on PostgreSQL and a Redis of their own, with faults (tests/worker/test_cluster.py).
+test-cluster: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -m cluster tests/worker/test_cluster.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ledger consolidation worker tools tests

@@ -25,15 +25,11 @@ from typing import Protocol
 from consolidation import runs as R
 from consolidation.errors import HarnessError, LostRace
 from consolidation.harnesses import HarnessResult
-from consolidation.models import ConsolidationRun, Outcome, Usage
+from consolidation.models import ConsolidationRun, Outcome, Usage, usage_problem
 from ledger import Ledger, Transaction
 from ledger.schema import RUNS
 
 log = logging.getLogger(__name__)
-
-MAX_REPORTED_TOKENS = 10_000_000
-"""The most tokens of one kind a single call may report (ten times the largest context window offered): a
-server reporting more is wrong or hostile, and its numbers are neither stored nor charged."""
 
 FaultHook = Callable[[str], None]
 ApplyFn = Callable[[Transaction, str], bool]
@@ -50,19 +46,6 @@ class Job(Protocol):
     def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         """Apply a running run's stored answer and settle it; also says whether this call settled it."""
         ...
-
-
-def usage_problem(usage: Usage) -> str | None:
-    """Why the usage a model server reported cannot be true (each count a whole number from 0 to
-    :data:`MAX_REPORTED_TOKENS`), or None when it can."""
-    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-        count = getattr(usage, name)
-        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_REPORTED_TOKENS:
-            return (
-                f"the model server reported impossible usage ({name} = {str(count)[:40]}; a call has at most "
-                f"{MAX_REPORTED_TOKENS:,}), so it was neither stored nor charged"
-            )
-    return None
 
 
 def mine(settled: tuple[ConsolidationRun, bool]) -> ConsolidationRun | None:

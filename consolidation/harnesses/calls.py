@@ -12,7 +12,8 @@ connection close, so a server that stops generating for a closed connection stop
 that is stopping gives its model calls up rather than wait on them (their runs settle
 ``failed`` and say why).
 
-Standard library only: the worker imports this module on its way out without loading an SDK.
+No SDK at import (the standard library and the package's errors): the worker imports this module on its way
+out without loading an SDK.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import time
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Self
+
+from consolidation.errors import ResponseTooLarge
 
 log = logging.getLogger(__name__)
 
@@ -128,10 +131,6 @@ class CallGuard:
             sockets = list(self._sockets)
         for sock in sockets:
             _shutdown(sock)
-
-
-class ResponseTooLarge(Exception):
-    """Raised inside the HTTP client when a response passes :attr:`CallGuard.max_response_bytes`."""
 
 
 def _bounded(stream: Any, guard: CallGuard) -> Any:

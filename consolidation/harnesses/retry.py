@@ -25,8 +25,8 @@ from typing import TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_before_delay, wait_exponential_jitter
 from tenacity.stop import stop_base
 
-from consolidation.errors import HarnessError
-from consolidation.harnesses.calls import CallGuard, ResponseTooLarge
+from consolidation.errors import HarnessError, ResponseTooLarge
+from consolidation.harnesses.calls import CallGuard
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ def _failure(exc: Exception, errors: SdkErrors, *, cap_s: float, attempts: int) 
     if is_retryable(exc, errors):
         return HarnessError(
             f"{errors.service} was still unavailable ({describe(exc, errors)}) when the {cap_s:g} s wall-clock cap "
-            f"ran out after {attempts} attempt(s); the run can be retried later",
+            f"ran out after {attempts} attempt(s); `memledger runs retry <run id>` re-queues the run",
             retryable_exhausted=True,
         )
     if isinstance(exc, errors.status):

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import httpx2
 import pytest
 
-from consolidation.harnesses.calls import CallGuard, ResponseTooLarge
+from consolidation.errors import ResponseTooLarge
+from consolidation.harnesses.calls import CallGuard
 
 
 def chunks(count: int, size: int = 1000) -> Iterator[bytes]:

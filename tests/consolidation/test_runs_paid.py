@@ -211,13 +211,14 @@ def test_usage_and_spend_come_from_the_response_and_count_against_the_budget(
     assert fake.calls == 1
 
 
+@pytest.mark.parametrize("usage", [{"input_tokens": 10**20, "output_tokens": 10**20}, {"output_tokens": -5}])
 def test_impossible_usage_settles_the_run_failed_and_charges_nothing(
-    asvc: ConsolidationService, fake: FakeModelServer
+    asvc: ConsolidationService, fake: FakeModelServer, usage: dict[str, int]
 ) -> None:
-    # Given a server that answers well but reports 10^20 tokens each way
+    # Given a server that answers well but reports 10^20 tokens each way, or a negative count
     pins(asvc.led)
     fake.set_operations([{"op": "keep", "targets": ["1"]}])
-    fake.set_usage(input_tokens=10**20, output_tokens=10**20)
+    fake.set_usage(**usage)
     enable(asvc)
     # When a run executes
     done = run_once(asvc)
