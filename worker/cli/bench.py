@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worker.cli.output import fail, print_message, print_table
+from worker.cli.output import Format, fail, print_message, print_table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -28,11 +27,6 @@ MAX_EPISODES = 10_000
 HARNESS_HELP = (
     "The consolidation harness to score, e.g. offline or anthropic; an unknown name is answered with the list."
 )
-
-
-class Format(StrEnum):
-    TEXT = "text"
-    JSON = "json"
 
 
 def _check_harness(name: str) -> str:
