@@ -84,6 +84,16 @@ def seconds(name: str, value: object, kind: Any) -> float:
     return float(value)
 
 
+def number(name: str, value: object, kind: Any) -> float:
+    """``value`` as a number in the range ``kind`` states. Raises InvalidSettings (not finite, out of range)."""
+    low, high = L.bounds(kind)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidSettings(f"{name} must be a number from {low:g} to {high:g}")
+    if not low <= float(value) <= high:
+        raise InvalidSettings(f"{name} must be from {low:g} to {high:g}, got {value}")
+    return float(value)
+
+
 def integer(name: str, value: object, kind: Any) -> int:
     """``value`` as an integer in the range ``kind`` states. Raises InvalidSettings (not an integer, out of range)."""
     low, high = L.bounds(kind)
@@ -185,6 +195,8 @@ FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "base_url": lambda _, value: base_url(value),
     "price_in_usd_per_mtok": price,
     "price_out_usd_per_mtok": price,
+    "temperature": lambda name, value: number(name, value, L.Temperature),
+    "context_window_tokens": lambda name, value: None if value is None else integer(name, value, L.ContextWindowTokens),
 }
 """How a field of either job's settings is checked, by name; each raises InvalidSettings."""
 
@@ -210,6 +222,9 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             values["base_url"] = None
     if ("harness" in changes or "model" in changes) and not any(name in changes for name in PRICE_FIELDS):
         values.update(dict.fromkeys(PRICE_FIELDS))
+    new_model = "harness" in changes or "model" in changes
+    if new_model and "context_window_tokens" in values and "context_window_tokens" not in changes:
+        values["context_window_tokens"] = None  # a context window, like a price, is its model's
     if not spec.pays:
         given = [name for name in ("base_url", *PRICE_FIELDS) if values.get(name) is not None]
         if values["model"] != OFFLINE_MODEL or given:

@@ -14,10 +14,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from consolidation import ConsolidationRun, ConsolidationSettings, Mode, RunState
+from consolidation import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
+from consolidation.models import ResponseFormat
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.ledger import DbUrl
-from worker.cli.output import emit_json, instant_text, print_message, print_table
+from worker.cli.output import emit_json, fail, instant_text, print_message, print_table
 from worker.cli.worker import bound_scope, cli_runtime
 
 consolidation_app = typer.Typer(
@@ -242,6 +243,38 @@ def consolidation_set(
     max_prompt_chars: Annotated[
         int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
     ] = None,
+    response_format: Annotated[
+        ResponseFormat | None,
+        typer.Option(
+            "--response-format",
+            help="openai harness: how the answer's JSON is asked for (auto falls back on a refusal).",
+        ),
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option("--temperature", help="openai harness: sampling temperature (default 0).")
+    ] = None,
+    context_window_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--context-window-tokens",
+            help="openai harness: the model's context window, in its tokens (0: what the server reports).",
+        ),
+    ] = None,
+    system_role: Annotated[
+        bool | None,
+        typer.Option(
+            "--system-role/--no-system-role",
+            help="openai harness: instructions in a system message (--no-system-role: in the user message, "
+            "for chat templates without a system role, such as Gemma's).",
+        ),
+    ] = None,
+    stream: Annotated[
+        bool | None,
+        typer.Option(
+            "--stream/--no-stream",
+            help="openai harness: stream the answer, so a call given up stops the server (on by default).",
+        ),
+    ] = None,
     as_json: Json = False,
     scope: ScopeOption = None,
     database_url: DbUrl = None,
@@ -249,7 +282,16 @@ def consolidation_set(
     """Change the scope's consolidation settings (mode off also cancels its pending run)."""
     changes = job_changes(mode, debounce_s, max_wait_s, cap_s, max_output_tokens)
     changes |= target_options(harness, model, base_url, price_in, price_out)
-    changes |= given_options(("allow_removal", allow_removal), ("max_prompt_chars", max_prompt_chars))
+    changes |= given_options(
+        ("allow_removal", allow_removal),
+        ("max_prompt_chars", max_prompt_chars),
+        ("response_format", response_format),
+        ("temperature", temperature),
+        ("system_role", system_role),
+        ("stream", stream),
+    )
+    if context_window_tokens is not None:
+        changes["context_window_tokens"] = context_window_tokens or None
     if budget_usd is not None:
         changes["spend_budget_micro_usd"] = _budget_micro(budget_usd)
     if allowed_ops is not None:
@@ -307,7 +349,10 @@ def consolidation_run_due(
     as_json: Json = False,
     database_url: DbUrl = None,
 ) -> None:
-    """Execute every due pending run here and now, without the queue (an operator's escape hatch)."""
+    """Execute every due pending run here and now, without the queue (an operator's escape hatch).
+
+    Exits 1 when a run it settled failed (the table, or the JSON, still lists every run it settled).
+    """
     with cli_runtime(database_url=database_url) as runtime:
         settled = runtime.service.run_due(limit=limit)
         for run in settled:
@@ -318,6 +363,13 @@ def consolidation_run_due(
         print_message("no due runs", style="dim")
     else:
         print_table(runs_table(settled, title="Settled now"))
+    failed = [run for run in settled if run.outcome == Outcome.FAILED]
+    if failed:
+        first = failed[0]
+        fail(
+            f"{len(failed)} of {len(settled)} runs failed; {first.id} ({first.scope_key}): {first.error}",
+            reason="run_failed",
+        )
 
 
 def register(app: typer.Typer) -> None:
