@@ -146,10 +146,21 @@ class _Handler(BaseHTTPRequestHandler):
         *,
         trickle_s: float | None = None,
     ) -> None:
-        data = json.dumps(payload).encode()
+        self.send_body(status, json.dumps(payload).encode(), headers, trickle_s=trickle_s)
+
+    def send_body(
+        self,
+        status: int,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        *,
+        trickle_s: float | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        """Answer ``data`` (at once, or a byte every ``trickle_s`` seconds); a client that hangs up is counted."""
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("request-id", f"req_fake_{self.server.fake.calls:04d}")
             for name, value in (headers or {}).items():
@@ -166,7 +177,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(status, self.server.fake._error_body(status, message), headers)
 
     def do_GET(self) -> None:
-        self._send_error(404, f"the fake serves only POST {self.server.fake.PATH}, not GET {self.path}")
+        found = self.server.fake._get(self.path.split("?", 1)[0].rstrip("/"))
+        if found is None:
+            self._send_error(404, f"the fake serves only POST {self.server.fake.PATH}, not GET {self.path}")
+        else:
+            self._send_json(200, found)
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -410,7 +425,7 @@ class FakeModelServer:
             return
         problem = self._invalid_request(body)
         if problem is not None:
-            handler._send_error(400, problem)
+            handler._send_error(self._refusal_status(problem), problem)
             return
         text = self._answer_text(body, reply)
         usage = {name: 0 for name in _USAGE_FIELDS}
@@ -421,6 +436,12 @@ class FakeModelServer:
             usage.update({name: int(value) for name, value in reply.usage.items()})
         with self._lock:
             number = next(self._message_ids)
+        self._send_answer(handler, body, reply, text=text, usage=usage, number=number)
+
+    def _send_answer(
+        self, handler: _Handler, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
+    ) -> None:
+        """Send a successful answer (a subclass may stream it)."""
         handler._send_json(
             200, self._payload(body, reply, text=text, usage=usage, number=number), trickle_s=reply.trickle_s
         )
@@ -447,6 +468,14 @@ class FakeModelServer:
     def _invalid_request(self, body: Any) -> str | None:
         """What the real API would refuse with HTTP 400, for the fields the harness sends."""
         raise NotImplementedError
+
+    def _refusal_status(self, problem: str) -> int:
+        """The HTTP status of a refusal of the request for ``problem`` (400 unless a subclass says otherwise)."""
+        return 400
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        """The JSON a ``GET`` of ``path`` answers (None: 404); none unless a subclass serves one."""
+        return None
 
     def _payload(
         self, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
@@ -485,13 +514,13 @@ def _is_extraction(body: Mapping[str, Any]) -> bool:
 
 def request_records(body: Mapping[str, Any]) -> list[PromptRecord]:
     """The records a consolidation request carries (decoded from its one user message); [] when it has none."""
-    from consolidation.prompt import decode_user_message
+    from consolidation.prompt import OPEN_TAG, decode_user_message
 
     content = user_message(body)
-    if not isinstance(content, str):
+    if not isinstance(content, str) or OPEN_TAG not in content:
         return []
-    try:
-        return decode_user_message(content)
+    try:  # the records open the message, or follow the instructions of a request with no system role
+        return decode_user_message(content[content.index(OPEN_TAG) :])
     except ValueError:
         return []
 
