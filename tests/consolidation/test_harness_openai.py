@@ -16,6 +16,7 @@ from consolidation.extraction.digest import DigestMessage
 from consolidation.extraction.prompt import ANSWER_SCHEMA as PROPOSALS_SCHEMA
 from consolidation.extraction.prompt import SYSTEM_PROMPT as EXTRACTION_SYSTEM_PROMPT
 from consolidation.fake_anthropic import Reply
+from consolidation.fake_model import request_records
 from consolidation.fake_openai import FakeOpenAI
 from consolidation.harnesses import CallOptions, PromptRecord, Usage
 from consolidation.harnesses.anthropic import AnthropicHarness
@@ -266,7 +267,7 @@ def test_a_format_the_scope_chose_is_the_only_one_tried_and_its_refusal_says_wha
 
     call(harness(fake.base_url, response_format="plain"))
     assert "response_format" not in fake.requests[0].json
-    with pytest.raises(HarnessError, match="refused response_format json_schema .*set the scope's response_format"):
+    with pytest.raises(HarnessError, match=r"refused response_format json_schema .*set the scope's response_format"):
         call(harness(fake.base_url, response_format="json_schema"))
 
     assert fake.calls == 2  # no fallback to a form the scope did not choose
@@ -305,7 +306,7 @@ def test_the_context_window_bounds_the_records_a_run_sends() -> None:
         reported = harness(fake.base_url).records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
         stated = harness(fake.base_url, context_window_tokens=2048)
         room = stated.records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
-        with pytest.raises(HarnessError, match="max_output_tokens 2000 leaves no room .*context window of 2048"):
+        with pytest.raises(HarnessError, match=r"max_output_tokens 2000 leaves no room .*context window of 2048"):
             stated.records_room(model=MODEL, max_output_tokens=2000, system_chars=1000)
     with FakeOpenAI(operations=[MERGE]) as silent:  # reports no window (llama-cpp-python's server)
         unknown = harness(silent.base_url).records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
@@ -325,3 +326,48 @@ def test_a_calls_usage_teaches_the_tokens_a_character_costs(fake: FakeOpenAI) ->
 
     after = h.records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
     assert after is not None and before is not None and after > 2 * before
+
+
+# -- the call options through real runs ------------------------------------------------------
+
+
+def test_a_run_sends_only_the_records_that_fit_the_models_context_window(make_service, fake: FakeOpenAI) -> None:  # type: ignore[no-untyped-def]
+    # Given a scope of 60 pins (about 2,700 characters of record lines) on a model with a small window
+    svc = make_service(openai_api_key="", openai_base_url=fake.base_url)
+    svc.update_settings(
+        SCOPE, mode="apply", harness="openai", model=MODEL, debounce_s=0, price_in_usd_per_mtok=0,
+        price_out_usd_per_mtok=0, context_window_tokens=2048, max_output_tokens=1024, now=T0,
+    )  # fmt: skip
+    for n in range(60):
+        svc.led.save(f"Project {n} ships on day {n} of the quarter", now=T0)
+    fake.set_operations([])
+
+    # When the run executes
+    svc.notify_turn(SCOPE, now=T0 + timedelta(seconds=1))
+    [done] = svc.run_due(now=T0 + timedelta(seconds=1))
+
+    # Then the prompt held fewer records than the scope, within what the window leaves beside the answer
+    sent = request_records(fake.requests[0].json)
+    assert done.outcome == Outcome.APPLIED and 0 < len(sent) < 60
+    system = fake.requests[0].json["messages"][0]["content"]
+    prompt_chars = len(system) + len(fake.requests[0].json["messages"][1]["content"])
+    assert prompt_chars * 0.4 + 1024 + 64 <= 2048 + 0.4 * 80  # the harness's estimate, a kind line's slack
+
+
+def test_an_answer_limit_that_fills_the_context_window_fails_the_run_saying_what_to_set(
+    make_service, fake: FakeOpenAI
+) -> None:  # type: ignore[no-untyped-def]
+    svc = make_service(openai_api_key="", openai_base_url=fake.base_url)
+    svc.update_settings(
+        SCOPE, mode="apply", harness="openai", model=MODEL, debounce_s=0, price_in_usd_per_mtok=0,
+        price_out_usd_per_mtok=0, context_window_tokens=2048, max_output_tokens=2000, now=T0,
+    )  # fmt: skip
+    svc.led.save("I prefer metric units", now=T0)
+
+    svc.notify_turn(SCOPE, now=T0 + timedelta(seconds=1))
+    [done] = svc.run_due(now=T0 + timedelta(seconds=1))
+
+    assert done.outcome == Outcome.FAILED and fake.calls == 0
+    assert "max_output_tokens 2000 leaves no room" in (done.error or "") and "context_window_tokens" in (
+        done.error or ""
+    )
