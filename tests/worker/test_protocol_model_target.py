@@ -267,8 +267,9 @@ def test_the_operator_sets_how_consolidations_call_is_made(
 ) -> None:
     client, runtime = loopback
     defaults = ok(client, "memory/get_consolidation_settings")
-    assert {name: defaults[name] for name in CALL} == {
-        "responseFormat": "auto", "temperature": 0, "contextWindowTokens": None, "systemRole": True, "stream": True}  # fmt: skip
+    expected = {"responseFormat": "auto", "temperature": 0, "contextWindowTokens": None, "systemRole": True,
+                "stream": True}  # fmt: skip
+    assert {name: defaults[name] for name in CALL} == expected
 
     settings = ok(client, "memory/update_consolidation_settings", {**local_target(fake), **CALL})
 
