@@ -220,11 +220,7 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             values["model"] = default_model(harness, prices)
         if "base_url" not in changes:
             values["base_url"] = None
-    if ("harness" in changes or "model" in changes) and not any(name in changes for name in PRICE_FIELDS):
-        values.update(dict.fromkeys(PRICE_FIELDS))
-    new_model = "harness" in changes or "model" in changes
-    if new_model and "context_window_tokens" in values and "context_window_tokens" not in changes:
-        values["context_window_tokens"] = None  # a context window, like a price, is its model's
+    _drop_the_old_models(values, changes)
     if not spec.pays:
         given = [name for name in ("base_url", *PRICE_FIELDS) if values.get(name) is not None]
         if values["model"] != OFFLINE_MODEL or given:
@@ -252,6 +248,16 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             "price_in_usd_per_mtok and price_out_usd_per_mtok (USD per million tokens; 0 and 0 for a free local "
             f"model), e.g. --price-in-usd-per-mtok 0 --price-out-usd-per-mtok 0. Priced models: {', '.join(exc.known)}"
         ) from None
+
+
+def _drop_the_old_models(values: dict[str, Any], changes: Mapping[str, Any]) -> None:
+    """A new model (or harness) drops what was set for the old one and not given again: its prices, its window."""
+    if "harness" not in changes and "model" not in changes:
+        return
+    if not any(name in changes for name in PRICE_FIELDS):
+        values.update(dict.fromkeys(PRICE_FIELDS))
+    if "context_window_tokens" in values and "context_window_tokens" not in changes:
+        values["context_window_tokens"] = None
 
 
 def merged(

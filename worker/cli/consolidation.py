@@ -51,6 +51,64 @@ PriceOutOpt = Annotated[
 ]
 
 
+AllowedOpsOpt = Annotated[
+    str | None, typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep.")
+]
+AllowRemovalOpt = Annotated[
+    bool | None,
+    typer.Option("--allow-removal/--no-allow-removal", help="Let consolidation retire (forget) pins. Off by default."),
+]
+MaxPromptCharsOpt = Annotated[
+    int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
+]
+# How the openai harness makes the call (see docs/consolidation.md, "Models").
+ResponseFormatOpt = Annotated[
+    ResponseFormat | None,
+    typer.Option("--response-format", help="openai harness: how the answer's JSON is asked for (auto falls back)."),
+]
+TemperatureOpt = Annotated[
+    float | None, typer.Option("--temperature", help="openai harness: sampling temperature (default 0).")
+]
+ContextWindowOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window-tokens",
+        help="openai harness: the model's context window, in its tokens (0: what the server reports).",
+    ),
+]
+SystemRoleOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--system-role/--no-system-role",
+        help="openai harness: instructions in a system message (--no-system-role: in the user message, "
+        "for chat templates without a system role, such as Gemma's).",
+    ),
+]
+StreamOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--stream/--no-stream", help="openai harness: stream the answer, so a call given up stops the server."
+    ),
+]
+
+
+def call_options(
+    response_format: ResponseFormat | None,
+    temperature: float | None,
+    context_window_tokens: int | None,
+    system_role: bool | None,
+    stream: bool | None,
+) -> dict[str, Any]:
+    """The call options the operator gave, as keyword arguments of a settings update (a window of 0 unsets it)."""
+    changes = given_options(
+        ("response_format", response_format), ("temperature", temperature), ("system_role", system_role),
+        ("stream", stream),
+    )  # fmt: skip
+    if context_window_tokens is not None:
+        changes["context_window_tokens"] = context_window_tokens or None
+    return changes
+
+
 def target_options(
     harness: str | None, model: str | None, base_url: str | None, price_in: float | None, price_out: float | None
 ) -> dict[str, Any]:
@@ -230,51 +288,14 @@ def consolidation_set(
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
     max_output_tokens: MaxOutputTokensOpt = None,
-    allowed_ops: Annotated[
-        str | None,
-        typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep."),
-    ] = None,
-    allow_removal: Annotated[
-        bool | None,
-        typer.Option(
-            "--allow-removal/--no-allow-removal", help="Let consolidation retire (forget) pins. Off by default."
-        ),
-    ] = None,
-    max_prompt_chars: Annotated[
-        int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
-    ] = None,
-    response_format: Annotated[
-        ResponseFormat | None,
-        typer.Option(
-            "--response-format",
-            help="openai harness: how the answer's JSON is asked for (auto falls back on a refusal).",
-        ),
-    ] = None,
-    temperature: Annotated[
-        float | None, typer.Option("--temperature", help="openai harness: sampling temperature (default 0).")
-    ] = None,
-    context_window_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--context-window-tokens",
-            help="openai harness: the model's context window, in its tokens (0: what the server reports).",
-        ),
-    ] = None,
-    system_role: Annotated[
-        bool | None,
-        typer.Option(
-            "--system-role/--no-system-role",
-            help="openai harness: instructions in a system message (--no-system-role: in the user message, "
-            "for chat templates without a system role, such as Gemma's).",
-        ),
-    ] = None,
-    stream: Annotated[
-        bool | None,
-        typer.Option(
-            "--stream/--no-stream",
-            help="openai harness: stream the answer, so a call given up stops the server (on by default).",
-        ),
-    ] = None,
+    allowed_ops: AllowedOpsOpt = None,
+    allow_removal: AllowRemovalOpt = None,
+    max_prompt_chars: MaxPromptCharsOpt = None,
+    response_format: ResponseFormatOpt = None,
+    temperature: TemperatureOpt = None,
+    context_window_tokens: ContextWindowOpt = None,
+    system_role: SystemRoleOpt = None,
+    stream: StreamOpt = None,
     as_json: Json = False,
     scope: ScopeOption = None,
     database_url: DbUrl = None,
@@ -282,16 +303,8 @@ def consolidation_set(
     """Change the scope's consolidation settings (mode off also cancels its pending run)."""
     changes = job_changes(mode, debounce_s, max_wait_s, cap_s, max_output_tokens)
     changes |= target_options(harness, model, base_url, price_in, price_out)
-    changes |= given_options(
-        ("allow_removal", allow_removal),
-        ("max_prompt_chars", max_prompt_chars),
-        ("response_format", response_format),
-        ("temperature", temperature),
-        ("system_role", system_role),
-        ("stream", stream),
-    )
-    if context_window_tokens is not None:
-        changes["context_window_tokens"] = context_window_tokens or None
+    changes |= given_options(("allow_removal", allow_removal), ("max_prompt_chars", max_prompt_chars))
+    changes |= call_options(response_format, temperature, context_window_tokens, system_role, stream)
     if budget_usd is not None:
         changes["spend_budget_micro_usd"] = _budget_micro(budget_usd)
     if allowed_ops is not None:
