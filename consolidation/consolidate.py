@@ -236,7 +236,7 @@ class ConsolidationJob:
         outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
         won = R.settle(
             tx, run_id, outcome, tx.now_us, ops_proposed=gate.proposed, ops_applied=applied.applied,
-            ops_refused=sum(refusals.values()), refusals=refusals,
+            proposals_written=applied.proposed, ops_refused=sum(refusals.values()), refusals=refusals,
         )  # fmt: skip
         if not won:
             raise LostRace(run_id)  # another settlement won: roll the whole batch back

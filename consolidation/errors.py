@@ -12,6 +12,7 @@
     ├── HarnessError            the model call failed; the run settles ``failed`` (usage and spend kept)
     ├── FormatRefused           a server refused the openai harness's ``response_format`` (internal: tried again
     │                           without it)
+    ├── ResponseTooLarge        a model server's answer passed the size bound (internal: becomes a HarnessError)
     └── LostRace                another caller settled the run first (internal: rolls a batch back)
 
     ValueError
@@ -53,6 +54,12 @@ class InvalidExtractionInput(ConsolidationError):
     """A turn's messages (or a session id) failed validation; nothing was stored."""
 
     reason = "invalid_params"
+
+
+class ResponseTooLarge(Exception):
+    """Raised inside the HTTP client when a model server's response passes the call's size bound
+    (:attr:`consolidation.harnesses.calls.CallGuard.max_response_bytes`); the harness reports it as a
+    :class:`HarnessError`."""
 
 
 class LostRace(Exception):

@@ -139,6 +139,16 @@ def reschedule_pending(
     return int(done.rowcount)
 
 
+def bring_forward(db: Executor, scope_key: str, *, job: str, now_us: int) -> list[str]:
+    """Make the scope's pending runs of ``job`` due at ``now_us`` (one due later is moved; none is pushed back).
+
+    Returns the ids of every pending run of the scope and job, oldest first.
+    """
+    where = (C.scope_key == scope_key, PENDING, C.job == job)
+    db.execute(update(RUNS).where(*where, C.due_at > now_us).values(due_at=now_us))
+    return [str(rid) for (rid,) in db.execute(select(C.id).where(*where).order_by(C.created_at, C.id))]
+
+
 _CANCEL, _CANCELLED = move(RunState.PENDING, RunState.SETTLED)
 
 
@@ -267,6 +277,7 @@ def _settle_statement(expect: RunState, *, unanswered: bool) -> Prepared:
             ops_proposed=param("v_ops_proposed"),
             ops_applied=param("v_ops_applied"),
             ops_refused=param("v_ops_refused"),
+            proposals_written=param("v_proposals"),
             refusals=param("v_refusals"),
             started_at=func.coalesce(C.started_at, _NOW),
             model_calls=C.model_calls + param("calls"),
@@ -296,6 +307,7 @@ def settle(
     ops_proposed: int = 0,
     ops_applied: int = 0,
     ops_refused: int = 0,
+    proposals_written: int = 0,
     refusals: Mapping[str, int] | None = None,
     usage: Any = None,
     spend_micro_usd: int = 0,
@@ -303,6 +315,9 @@ def settle(
     calls: int = 0,
 ) -> bool:
     """The one settlement of a run: a conditional update from ``expect``. True when this call won.
+
+    Of the ``ops_proposed`` operations of the answer, ``ops_applied`` took effect without the user,
+    ``proposals_written`` wait for the user as proposals, ``ops_refused`` were refused.
 
     ``unanswered`` also requires that no answer is stored (the janitor's abandon must not
     discard an answer a worker stored a moment ago: that one is applied instead).
@@ -315,6 +330,7 @@ def settle(
         "v_ops_proposed": ops_proposed,
         "v_ops_applied": ops_applied,
         "v_ops_refused": ops_refused,
+        "v_proposals": proposals_written,
         "v_refusals": json.dumps(dict(refusals or {}), sort_keys=True),
         "calls": calls,
         **_usage_params(usage, spend_micro_usd),

@@ -68,6 +68,14 @@ class TurnRuns(NamedTuple):
         return self.extraction if self.extraction is not None else self.consolidation
 
 
+class RunNowResult(NamedTuple):
+    """One run :meth:`ConsolidationService.run_now` tried: the run as this call settled it, or None when it did not
+    start (another run of the scope was running, or another process took it first)."""
+
+    run_id: str
+    settled: ConsolidationRun | None
+
+
 class ConsolidationService:
     """Consolidation and extraction for the scopes of one ledger. Thread-safe; share one per process.
 
@@ -241,6 +249,22 @@ class ConsolidationService:
             if done is not None:
                 settled.append(done)
         return settled
+
+    def run_now(self, scope_key: str, *, job: str = CONSOLIDATE_JOB, now: datetime | None = None) -> list[RunNowResult]:
+        """Execute the scope's pending runs of ``job`` here and now, whatever their due time.
+
+        Consolidation has at most one pending run per scope, extraction one per session. Each is made
+        due now (in one transaction) and executed as :meth:`execute` does, exactly once: a queue
+        message that comes for it later finds it settled. An empty list: nothing was pending.
+
+        Raises:
+            ScopeError; ValueError (an unknown job).
+        """
+        scope = check_scope(scope_key)
+        if job not in self.jobs:
+            raise ValueError(f"unknown job {job!r}; jobs are {', '.join(self.jobs)}")
+        ids = self.led.run(scope, lambda tx: R.bring_forward(tx, scope, job=job, now_us=tx.now_us), now=now)
+        return [RunNowResult(run_id, self.execute(run_id, now=now)) for run_id in ids]
 
     def execute(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun | None:
         """Claim, run and settle one run (of either job). None when the call is stale (not pending, not due,

@@ -205,8 +205,9 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
     """Complete and check a scope's model target in ``values`` (already validated field by field).
 
     A new harness without a model gets its default model and loses the old base URL; a new
-    model or harness without prices loses the old prices (a price is for the model it was
-    set with). Then: the offline harness takes no model, base URL or price; a base URL
+    model or harness loses each old price not given with it (a price is for the model it was
+    set with, so giving one price alone is refused below).
+    Then: the offline harness takes no model, base URL or price; a base URL
     only where the harness takes one; both prices or neither; and a paying harness needs a
     price for its model, from the scope or from the table.
 
@@ -254,8 +255,8 @@ def _drop_the_old_models(values: dict[str, Any], changes: Mapping[str, Any]) -> 
     """A new model (or harness) drops what was set for the old one and not given again: its prices, its window."""
     if "harness" not in changes and "model" not in changes:
         return
-    if not any(name in changes for name in PRICE_FIELDS):
-        values.update(dict.fromkeys(PRICE_FIELDS))
+    # A price not given again is never carried to the new model.
+    values.update({name: None for name in PRICE_FIELDS if name not in changes})
     if "context_window_tokens" in values and "context_window_tokens" not in changes:
         values["context_window_tokens"] = None
 

@@ -67,6 +67,8 @@ Errors carry ``data.reason`` (stable) and, for ledger errors, safe context
     -32003   not_found            RecordNotFound (data.recordId)
     -32004   invalid_transition   InvalidTransition
     -32005   busy                 LedgerBusy (retry later)
+    -32006   outcome_unknown      OutcomeUnknown (the connection was lost after COMMIT; data.recordId when known)
+    -32007   request_id_reused    RequestIdReused (data: requestId, recordId)
 """
 
 from __future__ import annotations
@@ -252,7 +254,7 @@ def _validation_error(exc: ValidationError) -> RpcError:
 
 _PYTHON_NAMES = re.compile(
     r"\b(?:expires_at|as_of|conflict_group|source_session_id|scope_key|max_chars|max_records|record_id|debounce_s"
-    r"|allow_removal|base_url|price_in_usd_per_mtok|price_out_usd_per_mtok)\b"
+    r"|allow_removal|base_url|request_id|price_in_usd_per_mtok|price_out_usd_per_mtok)\b"
 )
 
 

@@ -122,6 +122,7 @@ class Transaction(Reader):
         """
         derived_text.register(
             self.conn,
+            scope_key=self.scope_key,
             owner=owner,
             key=key,
             record_ids=record_ids,
@@ -465,7 +466,7 @@ class Transaction(Reader):
         erased_ids, bodies = erase_chain(self.conn, row, self.now_us)
         for erased in erased_ids:
             self.event(EventKind.ERASED, record_id=erased)
-        self.policy.erased(self.conn, erased_ids, bodies)
+        self.policy.erased(self.conn, self.scope_key, erased_ids, bodies)
         self.after_commit(self.store.scrub_files)
         return self._fresh(record_id)
 

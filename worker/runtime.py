@@ -240,7 +240,11 @@ def build_runtime(
     Raises:
         LedgerError: the database is unreachable or its schema is behind the code.
     """
-    led = ledger if ledger is not None else open_ledger(config.database_url, account=config.account)
+    led = (
+        ledger
+        if ledger is not None
+        else open_ledger(config.database_url, account=config.account, sqlite_synchronous=config.sqlite_synchronous)
+    )
     try:
         kwargs: dict[str, Any] = {
             "prices": config.price_table(),

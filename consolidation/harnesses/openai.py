@@ -58,7 +58,7 @@ from consolidation.errors import FormatRefused, HarnessError
 from consolidation.harnesses import model_window
 from consolidation.harnesses.base import CallOptions, HarnessResult, PromptRecord, Turn
 from consolidation.harnesses.calls import CallGuard
-from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
+from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, checked_spend, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
 from consolidation.models import Usage
 from consolidation.pricing import ModelPrice, PriceTable
@@ -395,7 +395,7 @@ class OpenAIHarness(OneTurnHarness):
         self, reply: Reply, *, turn: Turn, params: dict[str, Any], price: ModelPrice, form: str, limit: int
     ) -> HarnessResult:
         usage = reply.usage
-        spend = price.spend_micro_usd(usage)
+        spend = checked_spend(price, usage)
         log.info(
             "openai call id=%s model=%s form=%s finish_reason=%s input_tokens=%d output_tokens=%d usage=%s "
             "spend_micro_usd=%d",

@@ -88,6 +88,21 @@ def test_a_new_harness_drops_the_old_server_and_a_new_model_the_old_prices(job) 
     assert (read(SCOPE).base_url, read(SCOPE).model) == (None, "offline")
 
 
+def test_a_new_model_with_one_price_does_not_keep_the_other_from_the_old_model(job) -> None:
+    # Given a free local model (0 and 0)
+    update, read = job
+    update(SCOPE, **LOCAL, **FREE, now=T0)
+    before = read(SCOPE)
+    # When the model changes with its input price only, Then it is refused: the old output price of 0 was
+    # the old model's, and carrying it over would charge a paid model's output at nothing
+    with pytest.raises(InvalidSettings, match="set both price_in_usd_per_mtok and price_out_usd_per_mtok"):
+        update(SCOPE, model="gpt-4.1", price_in_usd_per_mtok=2, now=T0 + timedelta(seconds=1))
+    assert read(SCOPE) == before
+    # And with both prices it is the new model's price, whole
+    update(SCOPE, model="gpt-4.1", price_in_usd_per_mtok=2, price_out_usd_per_mtok=8, now=T0 + timedelta(seconds=2))
+    assert (read(SCOPE).price_in_usd_per_mtok, read(SCOPE).price_out_usd_per_mtok) == (2, 8)
+
+
 def test_the_scopes_prices_override_the_table_for_anthropic_too(make_service, fake) -> None:  # type: ignore[no-untyped-def]
     # Given a scope that pays half the table's haiku-4-5 rates (a negotiated price)
     svc = make_service(api_key="test-key", base_url=fake.base_url)

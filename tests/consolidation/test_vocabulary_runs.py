@@ -109,7 +109,7 @@ def test_expire_in_propose_mode_is_a_proposal_and_changes_nothing_until_accepted
 
     done = run_once(asvc, now=at(1))
 
-    assert done.outcome == Outcome.PROPOSED and done.ops_applied == 1
+    assert done.outcome == Outcome.PROPOSED and (done.ops_applied, done.proposals_written) == (0, 1)
     assert led.get(pin.id).expires_at is None
     [proposal] = led.proposals(SCOPE)
     assert proposal.provenance == Provenance.MODEL_CONSOLIDATION and proposal.supersedes == [pin.id]

@@ -17,13 +17,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import tool_missing
+from tests.hygiene import kill_group, popen, redis_namespace
 
 MEMLEDGER = str(Path(sys.executable).parent / "memledger")
 # A request head that never ends: the request line and one header, then nothing.
@@ -62,11 +63,11 @@ def serve(tmp_path: Path, **env_extra: str) -> Iterator[str]:
     env.update(
         MEMLEDGER_DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.db'}",
         MEMLEDGER_LOG_LEVEL="WARNING",
-        MEMLEDGER_REDIS_NAMESPACE=f"flood{port}",
+        MEMLEDGER_REDIS_NAMESPACE=redis_namespace(),
         **env_extra,
     )
     with (tmp_path / "serve.err").open("wb") as err:
-        proc = subprocess.Popen(
+        proc = popen(
             [MEMLEDGER, "serve", "--port", str(port), "--no-banner"],
             env=env,
             cwd=tmp_path,
@@ -89,11 +90,9 @@ def serve(tmp_path: Path, **env_extra: str) -> Iterator[str]:
         yield base
     finally:
         proc.terminate()
-        try:
+        with suppress(subprocess.TimeoutExpired):
             proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        kill_group(proc)
 
 
 def idle_socket(port: int) -> socket.socket:

@@ -73,6 +73,8 @@ COMMANDS: dict[str, Cmd] = {
     "consolidation disable": Cmd(scope=True),
     "consolidation propose": Cmd(scope=True),
     "consolidation run-due": Cmd(),
+    "consolidation run-now": Cmd(scope=True),
+    "extraction run-now": Cmd(scope=True),
     "files new": Cmd(db=False, json=False),
     "files schema": Cmd(read=True, db=False, json=False),  # prints the JSON Schema itself
     "files validate": Cmd(read=True, db=False, json=False, format=True),
@@ -211,6 +213,8 @@ def _json_reads(record_id: str) -> dict[str, list[str]]:
         "turn": [],
         "sweep": [],
         "consolidation run-due": [],
+        "consolidation run-now": [],
+        "extraction run-now": [],
         "pin": ["I like tea"],
         "extraction status": [],
         "extraction set": ["--mode", "off"],

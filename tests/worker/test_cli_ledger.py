@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from ledger import format_rfc3339, open_ledger
+from tests.hygiene import popen
 from worker.cli import app
 from worker.cli.ledger import parse_instant
 from worker.rpc.stdio import serve_stdio
@@ -244,6 +245,26 @@ def test_proposals_accept_reject(runner: CliRunner, db_file: Path) -> None:
     assert "not" in run(runner, "accept", drop.id, code=1).stderr
 
 
+def test_proposals_show_what_a_merge_proposal_replaces(runner: CliRunner, db_file: Path) -> None:
+    # Given two duplicate pins and a proposal to merge them (as consolidation in propose mode makes)
+    led = open_ledger(f"sqlite:///{db_file}")
+    try:
+        first = led.save("I prefer metric units")
+        second = led.save("i prefer metric units, always")
+        merge = led.propose("I prefer metric units", supersedes=[first.id, second.id])
+        plain = led.propose("I like jazz")
+    finally:
+        led.close()
+    # When the user lists the proposals
+    shown = " ".join(run(runner, "proposals").stdout.split())
+    # Then the merge proposal names each pin it closes on accept, with its words
+    assert "Replaces (closed on accept)" in shown
+    assert f"{first.id}: I prefer metric units" in shown and f"{second.id}: i prefer metric units, always" in shown
+    assert merge.id in shown and plain.id in shown
+    # and --json keeps the ids in supersedes, as before
+    assert run_json(runner, "proposals")[0]["supersedes"] == [first.id, second.id]
+
+
 def test_budget(runner: CliRunner, db_file: Path) -> None:
     usage = run_json(runner, "budget")
     assert usage == {"scopeKey": SCOPE, "maxRecords": 200, "active": 0, "proposed": 0, "held": 0}
@@ -386,7 +407,7 @@ def test_rpc_lines_hold_no_character_splitlines_breaks_on(db_file: Path) -> None
 
 
 def test_rpc_subprocess_flushes_each_response(rpc_env: dict[str, str]) -> None:
-    with subprocess.Popen(
+    with popen(
         [str(MEMLEDGER), "rpc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=rpc_env
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None

@@ -125,6 +125,19 @@ def test_bad_target_options_are_refused(job: str, args: tuple[str, ...], message
     assert "sk-secret" not in refused.output and "Zq7vX2mK9pL4" not in refused.output
 
 
+@pytest.mark.parametrize("job", ["consolidation", "extraction"])
+def test_a_new_model_with_one_price_is_refused_after_a_free_one(job: str) -> None:
+    # Given a free local model, When the model changes with its input price only
+    free = ("--harness", "openai", "--model", MODEL, "--base-url", "http://127.0.0.1:11434/v1")
+    set_free = run(job, "set", "account:local", *free, "--price-in-usd-per-mtok", "0", "--price-out-usd-per-mtok", "0")
+    assert set_free.exit_code == 0, set_free.output
+    refused = run(job, "set", "account:local", "--model", "gpt-4.1", "--price-in-usd-per-mtok", "2")
+    # Then it is refused (the old output price of 0 was the old model's) and nothing changed
+    assert refused.exit_code == 1 and "set both" in refused.stderr, refused.output
+    shown = json.loads(run(job, "status", "account:local", "--json").stdout)["settings"]
+    assert (shown["model"], shown["priceInUsdPerMtok"], shown["priceOutUsdPerMtok"]) == (MODEL, 0, 0)
+
+
 def test_extraction_set_takes_the_same_target() -> None:
     result = run(
         "extraction", "set", "account:local", "--mode", "propose", "--harness", "openai", "--model", "gpt-4o-mini",

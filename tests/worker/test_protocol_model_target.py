@@ -169,6 +169,19 @@ def test_null_unsets_the_base_url_and_the_prices(job: str, loopback: tuple[TestC
     assert ok(client, get) == unset
 
 
+@pytest.mark.parametrize("job", list(JOBS))
+def test_a_new_model_with_one_price_is_refused_after_a_free_one(
+    job: str, loopback: tuple[TestClient, Runtime], fake: FakeOpenAI
+) -> None:
+    client, _ = loopback
+    get, update = JOBS[job]
+    ok(client, update, local_target(fake))  # a free local model: 0 and 0
+    before = ok(client, get)
+    error = post(client, update, {"model": "gpt-4.1", "priceInUsdPerMtok": 2}).json()["error"]
+    assert error["data"]["reason"] == "invalid_params" and "set both" in error["message"], error
+    assert ok(client, get) == before
+
+
 BAD_TARGETS = [
     pytest.param({"harness": "openai", "model": MODEL, "baseUrl": "http://127.0.0.1:11434/v1"},
                  "set priceInUsdPerMtok and priceOutUsdPerMtok", id="unpriced-model"),

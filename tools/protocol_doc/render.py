@@ -219,6 +219,20 @@ and `Instant` field types):
   `{field, type, message}`; an unknown param's message lists the params the method takes.
 * **Unknown methods** (`-32601`) list every method of the table, extra methods included.
 
+## Lost connections
+
+With PostgreSQL, a write whose connection to the database is lost after it was sent to be
+committed may or may not have been applied: it is answered `-32006 outcome_unknown`, never as
+refused. The message says how to find out: when the write was a save, `data.recordId` is the
+record it would have written (`memory/get_memory_record` finds it only if it was applied);
+otherwise read the records it touched. A save or an edit that carries a `requestId` (your key,
+1 … 200 characters, e.g. a UUID) is applied at most once in your account: sent again with the same
+`requestId` and params, it answers the record it wrote (as it is now) and writes nothing; the same
+`requestId` with other params is refused with `-32007 request_id_reused`. So a client retries an
+unknown outcome, or any answer lost on the way, with the same `requestId`. A key is remembered
+as long as the record's history is kept. A write that lost its connection before it was sent to
+be committed changed nothing and is run again by the server at once.
+
 ## Batches
 
 As JSON-RPC 2.0 section 6 says, on every transport: an array of requests is answered with an

@@ -72,9 +72,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("worker.cli.ledger", "Database schema: upgrade, compact."),
     "consolidation": (
         "worker.cli.consolidation",
-        "Per-scope consolidation: set, status, enable, disable, propose, run-due.",
+        "Per-scope consolidation: set, status, enable, disable, propose, run-due, run-now.",
     ),
-    "extraction": ("worker.cli.extraction", "Per-scope extraction (proposals from conversations): set, status."),
+    "extraction": (
+        "worker.cli.extraction",
+        "Per-scope extraction (proposals from conversations): set, status, run-now.",
+    ),
     "tokens": ("worker.cli.tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
     "models": (
         "worker.cli.models",

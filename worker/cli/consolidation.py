@@ -1,5 +1,5 @@
 """Consolidation commands: ``turn``, ``runs`` and the ``consolidation`` group (set, status, enable, disable,
-propose, run-due), with the tables and model-target options ``extraction`` shares.
+propose, run-due, run-now), with the tables and model-target options ``extraction`` shares.
 
 Exit status: 0 done; 1 refused or failed (a red message on stderr); 2 usage or configuration.
 """
@@ -22,7 +22,7 @@ from worker.cli.output import emit_json, fail, instant_text, print_message, prin
 from worker.cli.worker import bound_scope, cli_runtime
 
 consolidation_app = typer.Typer(
-    help="Per-scope consolidation: set, status, enable, disable, propose, run-due.", no_args_is_help=True
+    help="Per-scope consolidation: set, status, enable, disable, propose, run-due, run-now.", no_args_is_help=True
 )
 
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3339) instead of a table.")]
@@ -141,8 +141,9 @@ def turn(
     else:
         where = "a running `memledger serve` picks it up once due" if embedded else "queued"
         print_message(
-            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where}); "
-            "`memledger runs` shows its outcome, `memledger proposals` what it proposed"
+            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where}; "
+            "`memledger consolidation run-now` runs it now); `memledger runs` shows its outcome, "
+            "`memledger proposals` what it proposed"
         )
 
 
@@ -181,10 +182,10 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
         ("Model", None),
         ("Tokens in/out", None),
         ("Spend", None),
-        ("Ops +/-", None),
+        ("Ops applied/ proposals/ refused", None),
         ("Error", "red"),
     ):
-        table.add_column(name, style=style, overflow="fold")
+        table.add_column(name, style=style, overflow="fold", no_wrap=name == "ID")
     for run in found:
         state = str(run.state) if run.outcome is None else f"{run.state}: {run.outcome}"
         table.add_row(
@@ -198,7 +199,7 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
             Text(run.model or ""),
             f"{run.input_tokens}/{run.output_tokens}",
             _usd(run.spend_micro_usd),
-            f"{run.ops_applied}/{run.ops_refused}",
+            f"{run.ops_applied}/{run.proposals_written}/{run.ops_refused}",
             Text(run.error or ""),
         )
     return table
@@ -385,6 +386,45 @@ def consolidation_run_due(
         )
 
 
+def run_now(job: str, positional_scope: str | None, scope: str | None, as_json: bool, database_url: str | None) -> None:
+    """Execute the scope's pending runs of ``job`` here and now and show what they did (both jobs' ``run-now``)."""
+    what = "consolidation" if job == "consolidate" else "extraction"
+    with cli_runtime(database_url=database_url) as runtime:
+        key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
+        tried = runtime.service.run_now(key, job=job)
+        for result in tried:
+            if result.settled is not None:
+                runtime.metrics.observe_settled(result.settled)
+        busy = [result.run_id for result in tried if result.settled is None]
+        left = [runtime.service.get_run(run_id) for run_id in busy]
+    settled = [result.settled for result in tried if result.settled is not None]
+    if as_json:
+        emit_json({"settled": [run.to_json() for run in settled], "notStarted": [run.to_json() for run in left]})
+        return
+    if not tried:
+        print_message(
+            f"no pending {what} run for {key}: nothing to run "
+            f"(a chat turn schedules one once {what} is on; `memledger {what} status {key}` shows the settings)"
+        )
+        return
+    if settled:
+        print_table(runs_table(settled, title="Settled now"))
+        print_message("`memledger proposals` lists what a propose-mode run proposed; `memledger runs` every run")
+    for run in left:
+        print_message(
+            f"run {run.id} did not start: another run of {key} is running; it stays {run.state}, "
+            "try again once that one settles",
+            style="yellow",
+        )
+
+
+def consolidation_run_now(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Execute the scope's pending run here and now, whatever its due time (or say there is none)."""
+    run_now("consolidate", positional_scope, scope, as_json, database_url)
+
+
 def register(app: typer.Typer) -> None:
     """Attach turn, runs and the consolidation group to the top-level app."""
     app.command("turn")(turn)
@@ -396,6 +436,7 @@ def register(app: typer.Typer) -> None:
         ("disable", consolidation_disable),
         ("propose", consolidation_propose),
         ("run-due", consolidation_run_due),
+        ("run-now", consolidation_run_now),
     )
     for name, command in group:
         consolidation_app.command(name)(command)

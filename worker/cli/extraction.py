@@ -1,4 +1,4 @@
-"""``memledger extraction set|status``: an operator's per-scope extraction settings (docs/extraction.md).
+"""``memledger extraction set|status|run-now``: an operator's per-scope extraction settings (docs/extraction.md).
 
 Exit status: 0 done; 1 refused (a red message on stderr); 2 usage or configuration.
 """
@@ -20,6 +20,7 @@ from worker.cli.consolidation import (
     PriceOutOpt,
     ScopeArg,
     job_changes,
+    run_now,
     runs_table,
     settings_table,
     target_options,
@@ -30,7 +31,7 @@ from worker.cli.output import emit_json, print_message, print_table
 from worker.cli.worker import bound_scope, cli_runtime
 
 extraction_app = typer.Typer(
-    help="Per-scope extraction (proposals from conversations): set, status.", no_args_is_help=True
+    help="Per-scope extraction (proposals from conversations): set, status, run-now.", no_args_is_help=True
 )
 
 
@@ -89,8 +90,16 @@ def extraction_status(
     _show(settings, as_json=as_json, recent=recent)
 
 
+def extraction_run_now(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Execute the scope's pending extraction runs (one per session) here and now, whatever their due time."""
+    run_now("extract", positional_scope, scope, as_json, database_url)
+
+
 def register(app: typer.Typer) -> None:
     """Attach the ``extraction`` group to the top-level app."""
     extraction_app.command("set")(extraction_set)
     extraction_app.command("status")(extraction_status)
+    extraction_app.command("run-now")(extraction_run_now)
     app.add_typer(extraction_app, name="extraction")

@@ -36,10 +36,11 @@ from ledger import (
     parse_rfc3339,
     upgrade,
 )
-from ledger.errors import BudgetExceeded, InvalidInstant
+from ledger.errors import BudgetExceeded, InvalidInstant, OutcomeUnknown
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
+from worker.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +60,29 @@ def database_url_from_env(database_url: str | None = None) -> str:
     return database_url or LedgerAccess().database_url or DEFAULT_DATABASE_URL
 
 
+def sqlite_synchronous_from_env() -> str:
+    """``MEMLEDGER_SQLITE_SYNCHRONOUS`` (``normal`` unset). Raises ConfigError for another value."""
+    from worker.config import LedgerAccess
+
+    return LedgerAccess().synchronous()
+
+
 def ledger_from_env(database_url: str | None = None) -> Ledger:
     """Open the ledger the command line works on (database and account from the environment, through the configuration).
 
     Raises:
         LedgerError: bad URL or account, or a PostgreSQL schema behind the code.
+        ConfigError: ``MEMLEDGER_SQLITE_SYNCHRONOUS`` is neither ``normal`` nor ``full``.
         SQLAlchemyError: the database cannot be reached.
     """
     from worker.config import LedgerAccess
 
-    account = LedgerAccess().account or DEFAULT_ACCOUNT
-    return open_ledger(database_url_from_env(database_url), account=account)
+    access = LedgerAccess()
+    return open_ledger(
+        database_url_from_env(database_url),
+        account=access.account or DEFAULT_ACCOUNT,
+        sqlite_synchronous=access.synchronous(),
+    )
 
 
 def safe_url(url: str) -> str:
@@ -100,8 +113,12 @@ def cli_errors() -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, typer.BadParameter):
         raise
+    except OutcomeUnknown as exc:  # not "refused": it may have been applied (docs/worker.md)
+        fail(exc.message, reason=exc.reason, code=OUTCOME_UNKNOWN_EXIT)
     except LedgerError as exc:
         fail(exc.message, reason=exc.reason)
+    except ConfigError as exc:
+        fail(str(exc), reason="invalid_configuration")
     except SQLAlchemyError as exc:
         log.debug("database error", exc_info=True)
         fail(
@@ -123,6 +140,8 @@ def cli_ledger(database_url: str | None) -> Iterator[Ledger]:
         finally:
             led.close()
 
+
+OUTCOME_UNKNOWN_EXIT = 3  # the write may or may not have been applied: check before running it again
 
 # ---------------------------------------------------------------------- options
 DbUrl = Annotated[
@@ -157,18 +176,33 @@ def pin(
     group: Annotated[
         str | None, typer.Option("--group", help="Conflict group: at most one active member.", show_default=False)
     ] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            metavar="KEY",
+            help="Your key for this save: run again with the same key, it is applied once.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Json = False,
     database_url: DbUrl = None,
 ) -> None:
     """Pin a fact in the account scope (or edit one with --supersedes)."""
     with cli_ledger(database_url) as led:
+
+        def save() -> MemoryRecord:
+            return led.save(
+                text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group, request_id=request_id
+            )
+
         try:
-            record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+            record = save()
         except BudgetExceeded:
             # A full scope: refuse as a serving process does, where consolidation's budget hook schedules a run
             # and says so. The hook is loaded only now, so a pin that fits pays for no consolidation import.
             with_consolidation(led)
-            record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+            record = save()
     if as_json:
         emit_json(record)
         return
@@ -340,7 +374,16 @@ def proposals(as_json: Json = False, scope: Scope = None, database_url: DbUrl = 
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
         records = led.proposals(key)
-    print_records(records, as_json=as_json, title=f"Proposals in {key}", empty=f"No proposals waiting in {key}.")
+        # What accepting each would close: a merge proposal is read against the pins it replaces.
+        replaced = {rid for record in records for rid in record.supersedes} if not as_json else set()
+        replaces = {rid: led.get(rid) for rid in sorted(replaced)}  # the account's own ids: they exist
+    print_records(
+        records,
+        as_json=as_json,
+        title=f"Proposals in {key}",
+        empty=f"No proposals waiting in {key}.",
+        replaces=replaces,
+    )
 
 
 # ---------------------------------------------------------------------- db
@@ -352,7 +395,7 @@ def db_upgrade(database_url: DbUrl = None) -> None:
     """Migrate the database to the head revision (safe to repeat)."""
     url = database_url_from_env(database_url)
     with cli_errors():
-        engine = make_engine(url)
+        engine = make_engine(url, sqlite_synchronous=sqlite_synchronous_from_env())
         try:
             upgrade(engine)
             revision = current_revision(engine)
@@ -369,7 +412,7 @@ def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
 
     url = database_url_from_env(database_url)
     with cli_errors():
-        engine = make_engine(url)
+        engine = make_engine(url, sqlite_synchronous=sqlite_synchronous_from_env())
         try:
             report = compact(engine)
         finally:

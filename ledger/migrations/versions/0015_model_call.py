@@ -8,8 +8,8 @@ Gemma's: at the head of the user message) and ``stream`` (true: the answer is st
 so a call given up stops the server generating). On ``consolidation_settings``; every
 existing scope gets the defaults.
 
-Revision ID: 0012_model_call
-Revises: 0011_save_function
+Revision ID: 0015_model_call
+Revises: 0014_save_requests
 Create Date: 2026-12-06
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_model_call"
-down_revision = "0011_save_function"
+revision = "0015_model_call"
+down_revision = "0014_save_requests"
 branch_labels = None
 depends_on = None
 
