@@ -18,7 +18,7 @@ What it adds, for what servers differ in:
 * ``context_window`` — when set, ``GET /props`` reports it as llama.cpp's server does
   (``default_generation_settings.n_ctx``); otherwise ``GET`` answers 404, as llama-cpp-python's does.
 * ``stream: true`` is answered with server-sent events: a role chunk, the text in pieces of
-  eight characters, a chunk with the finish reason, then (with ``stream_options.include_usage``
+  eight characters (fewer, longer ones past 4,000 characters), a chunk with the finish reason, then (with ``stream_options.include_usage``
   and ``stream_usage``, the default) a usage chunk, and ``data: [DONE]``; ``stream_usage=False``
   plays a server that reports no usage in a stream (llama-cpp-python's). A trickle applies to
   the stream's bytes the same way.
@@ -182,7 +182,8 @@ def _chunks(whole: dict[str, Any], *, with_usage: bool) -> list[dict[str, Any]]:
     if message["refusal"] is not None:
         out.append(chunk(delta({"refusal": message["refusal"]})))
     text = message["content"] or ""
-    out.extend(chunk(delta({"content": text[i : i + 8]})) for i in range(0, len(text), 8))
+    size = max(8, -(-len(text) // 500))  # pieces of eight characters; at most 500 pieces for a huge text
+    out.extend(chunk(delta({"content": text[i : i + size]})) for i in range(0, len(text), size))
     out.append(chunk(delta({}, finish)))
     if with_usage:
         out.append(chunk([], usage=whole["usage"]))

@@ -230,21 +230,11 @@ _STORE_ANSWER = Prepared(
 
 
 def store_answer(
-    db: Executor,
-    run_id: str,
-    *,
-    prompt: str,
-    answer: Any,
-    raw: str,
-    usage: Any,
-    spend_micro_usd: int,
-    now_us: int,
+    db: Executor, run_id: str, *, prompt: str, answer: Any, raw: str, usage: Any, spend_micro_usd: int, now_us: int,
     error: str | None = None,
-) -> bool:
-    """Write the answer and its usage before anything is applied. Usage is kept even on a settled run.
-
-    ``error`` is the harness's reading of an answer that did not parse (cut off at ``max_tokens``, …):
-    the run's error when it settles."""
+) -> bool:  # fmt: skip
+    """Write the answer and its usage before anything is applied. Usage is kept even on a settled run; ``error`` is
+    the harness's reading of an answer that did not parse (cut off at ``max_tokens``, …), the run's error."""
     params = {
         "v_id": run_id,
         "now": now_us,
