@@ -6,7 +6,8 @@
     └── ConsolidationError
         ├── InvalidSettings     reason invalid_params
         ├── InvalidExtractionInput  reason invalid_params
-        └── RunNotFound         reason not_found
+        ├── RunNotFound         reason not_found
+        └── NotRetryable        reason invalid_transition: a run that cannot be retried (and why)
 
     Exception
     ├── HarnessError            the model call failed; the run settles ``failed`` (usage and spend kept)
@@ -48,6 +49,13 @@ class InvalidSettings(ConsolidationError):
 
 class RunNotFound(ConsolidationError):
     reason = "not_found"
+
+
+class NotRetryable(ConsolidationError):
+    """:meth:`ConsolidationService.retry` of a run that is not a failed or abandoned consolidation run, or whose
+    scope has consolidation off; nothing was queued."""
+
+    reason = "invalid_transition"
 
 
 class InvalidExtractionInput(ConsolidationError):

@@ -251,7 +251,7 @@ def _failure(exc: Exception, errors: SdkErrors, *, cap_s: float, attempts: int) 
     if is_retryable(exc, errors):
         return HarnessError(
             f"{errors.service} was still unavailable ({describe(exc, errors)}) when the {cap_s:g} s wall-clock cap "
-            f"ran out after {attempts} attempt(s); the run can be retried later",
+            f"ran out after {attempts} attempt(s); `memledger runs retry <run id>` re-queues the run",
             retryable_exhausted=True,
         )
     if isinstance(exc, errors.status):

@@ -30,7 +30,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from ledger.errors import LedgerBusy, LedgerError, OutcomeUnknown
 from ledger.schema import RECORDS, SCOPES
 from ledger.store import postgres_ddl
-from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
+from ledger.store.base import REBUILD_INDEX_HINT, Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg
 from ledger.store.postgres_save import save_plain
 from ledger.store.prepared import Prepared, param
@@ -51,6 +51,9 @@ _LOCK = Prepared(select(SCOPES.c.latest_at).where(SCOPES.c.scope_key == param("s
 # Where a write transaction keeps its pipeline: the DB-API connection's info (see _Pipe).
 _PIPE = "memledger_pipe"
 
+
+(_SEARCH_INDEX,) = postgres_ddl.SEARCH
+_SEARCH_INDEX_VALID = text("SELECT indisvalid AND indisready FROM pg_index WHERE indexrelid = to_regclass(:n)")
 
 # pg_advisory_xact_lock's key for migrations: any constant no other user of the database takes.
 MIGRATION_LOCK_KEY = 0x6D656D6C  # "meml"
@@ -250,6 +253,29 @@ class PostgresStore(Store):
             return []
         params = {"q": " or ".join(words), "s": scope, "n": now_us, "lim": limit}
         return list(conn.execute(text(self._search_sql), params).mappings())
+
+    def search_index_problem(self, *, thorough: bool) -> str | None:
+        # A GIN index PostgreSQL maintains itself: what can go wrong is a build that failed half-way (an
+        # invalid index, which no query uses: searches read every active row) or a dropped one. PostgreSQL
+        # 15 has no checker for the entries of a GIN index (amcheck's gin_index_check came with 18).
+        with self.read() as conn:
+            valid = conn.execute(_SEARCH_INDEX_VALID, {"n": _SEARCH_INDEX.name}).scalar_one_or_none()
+        if valid is None:
+            return f"the full-text index {_SEARCH_INDEX.name} is missing; {REBUILD_INDEX_HINT}"
+        if not valid:
+            return f"the full-text index {_SEARCH_INDEX.name} is invalid (a build did not finish); {REBUILD_INDEX_HINT}"
+        return None
+
+    def rebuild_search_index(self) -> None:
+        # CONCURRENTLY: writes go on while it builds (it cannot run inside a transaction block).
+        with self.boundary, self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            if conn.execute(_SEARCH_INDEX_VALID, {"n": _SEARCH_INDEX.name}).scalar_one_or_none() is None:
+                conn.exec_driver_sql(_SEARCH_INDEX.sql.replace("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1))
+            else:
+                conn.exec_driver_sql(f"REINDEX INDEX CONCURRENTLY {_SEARCH_INDEX.name}")
+        left = self.search_index_problem(thorough=True)
+        if left is not None:
+            raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
         quote = self.engine.dialect.identifier_preparer.quote

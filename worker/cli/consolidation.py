@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -18,8 +18,12 @@ from consolidation import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.models import ResponseFormat
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.ledger import DbUrl
-from worker.cli.output import emit_json, fail, instant_text, print_message, print_table
+from worker.cli.output import emit_json, fail, instant_text, print_message, print_table, print_warning
 from worker.cli.worker import bound_scope, cli_runtime
+
+if TYPE_CHECKING:
+    from consolidation.target_check import TargetCheck
+    from worker.runtime import Runtime
 
 consolidation_app = typer.Typer(
     help="Per-scope consolidation: set, status, enable, disable, propose, run-due, run-now.", no_args_is_help=True
@@ -44,6 +48,12 @@ PriceInOpt = Annotated[
 ]
 MaxOutputTokensOpt = Annotated[
     int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
+]
+NoCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-check", help="Store a new model target without checking its key and server (memledger models check)."
+    ),
 ]
 PriceOutOpt = Annotated[
     float | None,
@@ -122,6 +132,41 @@ def target_options(
     )
 
 
+def update_checked(
+    runtime: Runtime, key: str, changes: dict[str, Any], *, extraction: bool, no_check: bool
+) -> tuple[Any, TargetCheck | None]:
+    """Store a job's settings ``changes`` once a new model target in them passed :func:`check_new_target`;
+    the new settings, and what the check found (None: nothing checked)."""
+    service = runtime.service
+    preview = service.preview_extraction_settings if extraction else service.preview_settings
+    checked = check_new_target(runtime, changes, lambda: preview(key, **changes), no_check=no_check)
+    update = service.update_extraction_settings if extraction else service.update_settings
+    return update(key, **changes), checked
+
+
+def check_new_target(
+    runtime: Runtime, changes: dict[str, Any], preview: Callable[[], Any], *, no_check: bool
+) -> TargetCheck | None:
+    """Before a new model target is stored: its key is there and its server answers (docs/consolidation.md,
+    "Checking a model target"). A target that cannot work fails the command, nothing stored; None when
+    nothing was checked (no target given, or ``--no-check``)."""
+    if no_check or not any(name in changes for name in ("harness", "model", "base_url")):
+        return None
+    checked = runtime.service.check_target(preview())
+    if not checked.ok:
+        fail(
+            f"the model target was not changed: {checked.problem}. Give --no-check to store it anyway.",
+            reason="target_check_failed",
+        )
+    return checked
+
+
+def warn_note(checked: TargetCheck | None) -> None:
+    """Say what a passed check noticed (a model the server does not list), on stderr."""
+    if checked is not None and checked.note:
+        print_warning(f"note: {checked.note}")
+
+
 # ---------------------------------------------------------------------- turns and runs
 def turn(
     positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
@@ -147,13 +192,26 @@ def turn(
         )
 
 
+runs_app = typer.Typer(
+    help="List runs of both jobs (consolidate, extract), newest first, every scope unless --scope "
+    "(a table, or --json).",
+    invoke_without_command=True,
+)
+
+
 def runs(
+    ctx: typer.Context,
     scope: ScopeOption = None,
     as_json: Json = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 50,
     database_url: DbUrl = None,
 ) -> None:
-    """List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json)."""
+    """List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json).
+
+    `memledger runs retry RUN_ID` queues a failed or abandoned run again.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     with cli_runtime(database_url=database_url) as runtime:
         found = runtime.service.runs(scope, limit=limit)
     if as_json:
@@ -162,6 +220,27 @@ def runs(
         print_message("no consolidation runs" + (f" for {scope}" if scope else ""), style="dim")
     else:
         print_table(runs_table(found))
+
+
+def runs_retry(
+    run_id: Annotated[str, typer.Argument(help="The failed or abandoned run (run_…).", show_default=False)],
+    as_json: Json = False,
+    database_url: DbUrl = None,
+) -> None:
+    """Queue a failed or abandoned consolidation run again, as a new run of its scope due now."""
+    with cli_runtime(database_url=database_url) as runtime:
+        run, created = runtime.retry_run(run_id)
+        embedded = runtime.config.embedded
+    if as_json:
+        emit_json({"retried": run_id, "run": run.to_json(), "created": created})
+        return
+    what = f"queued as run {run.id}" if created else f"{run.scope_key} already had run {run.id} pending; it is"
+    where = "a running `memledger serve` runs it within seconds" if embedded else "a worker runs it"
+    print_message(
+        f"run {run_id} {what} due now ({where}; `memledger consolidation run-now {run.scope_key}` runs it here); "
+        "`memledger runs` shows its outcome",
+        style="green",
+    )
 
 
 def _usd(micro: int) -> str:
@@ -297,6 +376,7 @@ def consolidation_set(
     context_window_tokens: ContextWindowOpt = None,
     system_role: SystemRoleOpt = None,
     stream: StreamOpt = None,
+    no_check: NoCheckOpt = False,
     as_json: Json = False,
     scope: ScopeOption = None,
     database_url: DbUrl = None,
@@ -312,8 +392,9 @@ def consolidation_set(
         changes["allowed_ops"] = [op.strip() for op in allowed_ops.split(",") if op.strip()]
     with cli_runtime(database_url=database_url) as runtime:
         key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
-        settings = runtime.service.update_settings(key, **changes)
+        settings, checked = update_checked(runtime, key, changes, extraction=False, no_check=no_check)
     _show_settings(settings, as_json=as_json)
+    warn_note(checked)
 
 
 def _set_mode(
@@ -428,7 +509,9 @@ def consolidation_run_now(
 def register(app: typer.Typer) -> None:
     """Attach turn, runs and the consolidation group to the top-level app."""
     app.command("turn")(turn)
-    app.command("runs")(runs)
+    runs_app.callback()(runs)
+    runs_app.command("retry")(runs_retry)
+    app.add_typer(runs_app, name="runs")
     group: tuple[tuple[str, Callable[..., None]], ...] = (
         ("set", consolidation_set),
         ("status", consolidation_status),

@@ -16,6 +16,7 @@ from worker.cli.consolidation import (
     Json,
     MaxOutputTokensOpt,
     ModelOpt,
+    NoCheckOpt,
     PriceInOpt,
     PriceOutOpt,
     ScopeArg,
@@ -24,6 +25,8 @@ from worker.cli.consolidation import (
     runs_table,
     settings_table,
     target_options,
+    update_checked,
+    warn_note,
 )
 from worker.cli.conventions import ScopeOption, pick_scope
 from worker.cli.ledger import DbUrl
@@ -66,6 +69,7 @@ def extraction_set(
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one call.")] = None,
     max_output_tokens: MaxOutputTokensOpt = None,
+    no_check: NoCheckOpt = False,
     as_json: Json = False,
     scope: ScopeOption = None,
     database_url: DbUrl = None,
@@ -75,8 +79,9 @@ def extraction_set(
     changes |= target_options(harness, model, base_url, price_in, price_out)
     with cli_runtime(database_url=database_url) as runtime:
         key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
-        settings = runtime.service.update_extraction_settings(key, **changes)
+        settings, checked = update_checked(runtime, key, changes, extraction=True, no_check=no_check)
     _show(settings, as_json=as_json)
+    warn_note(checked)
 
 
 def extraction_status(
