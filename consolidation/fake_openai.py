@@ -18,10 +18,10 @@ What it adds, for what servers differ in:
 * ``context_window`` — when set, ``GET /props`` reports it as llama.cpp's server does
   (``default_generation_settings.n_ctx``); otherwise ``GET`` answers 404, as llama-cpp-python's does.
 * ``stream: true`` is answered with server-sent events: a role chunk, the text in pieces of
-  eight characters (fewer, longer ones past 4,000 characters), a chunk with the finish reason, then (with ``stream_options.include_usage``
-  and ``stream_usage``, the default) a usage chunk, and ``data: [DONE]``; ``stream_usage=False``
-  plays a server that reports no usage in a stream (llama-cpp-python's). A trickle applies to
-  the stream's bytes the same way.
+  eight characters (fewer, longer ones past 4,000 characters), a chunk with the finish reason,
+  then (with ``stream_options.include_usage`` and ``stream_usage``, the default) a usage chunk,
+  and ``data: [DONE]``; ``stream_usage=False`` plays a server that reports no usage in a stream
+  (llama-cpp-python's). A trickle applies to the stream's bytes the same way.
 * :class:`~consolidation.fake_anthropic.Reply` ``refusal`` — the model declines
   (``message.refusal``, no content).
 * Usage is scripted with the Anthropic field names and reported the Chat Completions way:
