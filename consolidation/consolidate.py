@@ -108,7 +108,10 @@ class ConsolidationJob:
         # before the answer is stored; an unknown one cannot match.
         aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
         prompt_records = [
-            PromptRecord(alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP)
+            PromptRecord(
+                alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP,
+                valid_from=r.valid_from, expires=r.expires_at is not None,
+            )  # fmt: skip
             for alias, r in zip(aliases, records, strict=True)
         ]
 

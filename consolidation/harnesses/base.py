@@ -20,6 +20,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from consolidation.models import Usage
@@ -27,12 +28,18 @@ from consolidation.models import Usage
 
 @dataclass(frozen=True, slots=True)
 class PromptRecord:
-    """One active record as the model sees it: nothing but id, kind, body and conflict group."""
+    """One active record as the model sees it: nothing but id, kind, body and conflict group.
+
+    ``valid_from`` and ``expires`` (whether it already has an expiry) are never sent to a model: the
+    offline harness reads them to tell the newer of two values and to leave an expiring record alone.
+    """
 
     id: str
     kind: str
     body: str
     conflict_group: str | None
+    valid_from: datetime | None = None
+    expires: bool = False
 
 
 @dataclass(frozen=True, slots=True)
