@@ -177,7 +177,7 @@ def _group(features: list[Features]) -> list[list[tuple[Features, str]]]:
             if kind := _duplicate_kind(other, center):
                 group.append((other, kind))
         grouped.update(member.index for member, _ in group)
-        groups.append(group)
+        groups.append(sorted(group, key=lambda member: member[0].index))
     return groups
 
 
