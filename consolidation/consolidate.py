@@ -109,9 +109,13 @@ class ConsolidationJob:
         aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
         prompt_records = [
             PromptRecord(
-                alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP,
-                valid_from=r.valid_from, expires=r.expires_at is not None,
-            )  # fmt: skip
+                alias,
+                r.kind.value,
+                r.body or "",
+                None if r.conflict_group is None else IN_GROUP,
+                valid_from=r.valid_from,
+                expires=r.expires_at is not None,
+            )
             for alias, r in zip(aliases, records, strict=True)
         ]
 

@@ -137,7 +137,11 @@ def known(word: str) -> bool:
     dictionary = _dictionary()
     if dictionary.known([word]):
         return True
-    if any(dictionary.known([re.sub(british, american, word)]) for british, american in _BRITISH if re.search(british, word)):
+    if any(
+        dictionary.known([re.sub(british, american, word)])
+        for british, american in _BRITISH
+        if re.search(british, word)
+    ):
         return True
     return any(
         dictionary.known([word[:i]]) and dictionary.known([word[i:]])

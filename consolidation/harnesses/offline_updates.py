@@ -214,14 +214,14 @@ def _verb_index(prefix: Sequence[Token]) -> int | None:
         t = prefix[idx]
         if t.kind != "word" or t.capital:
             continue
-        if t.text in _AUX or t.text in _PAST_AUX or prefix[0].text in _SUBJECT_PRONOUNS and idx == 1:
+        if t.text in _AUX or t.text in _PAST_AUX or (prefix[0].text in _SUBJECT_PRONOUNS and idx == 1):
             return idx
         if _plural(t.text) and prefix[idx - 1].kind == "word":
             return idx
     return None
 
 
-def _single_valued_statement(prefix: Sequence[Token], suffix: Sequence[Token]) -> str | None | bool:
+def _single_valued_statement(prefix: Sequence[Token], suffix: Sequence[Token]) -> str | bool | None:
     """False when the words around a value do not state one single-valued fact; else the subject's noun
     (None for a pronoun subject)."""
     words = [t.text for t in (*prefix, *suffix)]

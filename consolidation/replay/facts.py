@@ -139,9 +139,7 @@ REWORDINGS: dict[str, Callable[[str, str, random.Random], str | None]] = {
 }
 
 
-def reword(
-    f: Fact, rng: random.Random, *, avoid: set[str], words: Words | None = None
-) -> tuple[str, str]:
+def reword(f: Fact, rng: random.Random, *, avoid: set[str], words: Words | None = None) -> tuple[str, str]:
     """One rewording of ``f`` (kind, body) whose body is not in ``avoid``; word order and contractions first
     where the body has them, so every kind is represented. ``words``: the split's rewordings (default: tuning's)."""
     rewordings = REWORDINGS if words is None else words.rewordings

@@ -126,7 +126,9 @@ def lookalike(rng: random.Random, aspect: str) -> F.Lookalike:
     """Two facts the user holds at once that differ only in ``aspect``; the marker of each is what differs."""
     if aspect == "relative":
         city = rng.choice(F.CITIES)
-        return F.Lookalike(aspect, F.Fact("My {v} lives in " + city, "sister"), F.Fact("My {v} lives in " + city, "brother"))
+        return F.Lookalike(
+            aspect, F.Fact("My {v} lives in " + city, "sister"), F.Fact("My {v} lives in " + city, "brother")
+        )
     if aspect == "environment":
         t = "The {v} database runs PostgreSQL " + str(rng.randint(12, 17))
         return F.Lookalike(aspect, F.Fact(t, "staging"), F.Fact(t, "production"))

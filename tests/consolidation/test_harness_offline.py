@@ -149,7 +149,9 @@ def test_a_substituted_word_in_a_long_body_is_never_merged():
 
 
 def test_different_kinds_merge_keeping_the_kind_that_binds_more():
-    [operation] = propose_operations([rec("m1", "Use metric units", "preference"), rec("m2", "Use metric units", "decision")])
+    [operation] = propose_operations(
+        [rec("m1", "Use metric units", "preference"), rec("m2", "Use metric units", "decision")]
+    )
     assert operation["op"] == "merge" and operation["kind"] == "decision"
 
 

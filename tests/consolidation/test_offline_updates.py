@@ -155,7 +155,12 @@ def test_a_record_newer_than_the_new_value_is_not_a_cascade() -> None:
 )
 def test_a_fact_true_for_a_few_days_expires_after_them(body: str, days: int) -> None:
     assert propose_operations(records(body)) == [
-        {"op": "expire", "targets": ["r0"], "after_days": days, "rationale": "offline: true for a stated number of days"}
+        {
+            "op": "expire",
+            "targets": ["r0"],
+            "after_days": days,
+            "rationale": "offline: true for a stated number of days",
+        }
     ]
 
 
@@ -191,7 +196,11 @@ def test_identical_pins_of_different_kinds_merge_keeping_the_named_kind(kinds: t
     ],
 )
 def test_a_pin_whose_value_changes_a_day_later_leaves_one_active_record_with_the_newest(
-    make_ledger: Callable[..., Ledger], make_service: Callable[..., ConsolidationService], clock: Clock, old: str, new: str
+    make_ledger: Callable[..., Ledger],
+    make_service: Callable[..., ConsolidationService],
+    clock: Clock,
+    old: str,
+    new: str,
 ) -> None:
     led = make_ledger()
     svc = make_service(led)
