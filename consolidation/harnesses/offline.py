@@ -1,11 +1,12 @@
 """The offline harness: deterministic consolidation with no network and no model.
 
-It proposes two things, and errs on the side of doing nothing (a false merge destroys
-what the user said; a missed one costs nothing). It never expires, groups or retires:
-competing claims and stale facts need judgement it does not have.
+It errs on the side of doing nothing (a false merge destroys what the user said; a missed
+one costs nothing). It never retires. Updates of single-valued facts (``group``), their
+cascades and temporary facts (``expire``) are :mod:`consolidation.harnesses.offline_updates`'s;
+this module merges and corrects.
 
-``merge`` — records of the same kind and the same conflict group (or both without one)
-whose bodies say the same thing. Each body is read as a sequence of tokens — words,
+``merge`` — records of the same conflict group (or both without one), of any kinds (the
+merge keeps the first of :data:`KIND_PRECEDENCE` among them), whose bodies say the same thing. Each body is read as a sequence of tokens — words,
 numbers *with their sign* (``-5`` is not ``5``), and the symbols that carry meaning
 (``$ € £ % ° # + = & @`` …; ``C++`` is not ``C#``) — and canonicalised:
 
@@ -39,8 +40,8 @@ maybe, senior, only, very* …: a frequency, certainty, title, scope or degree c
 the claim), a different number, sign, symbol or unit, a negation, a name, an acronym
 whose case changed (*US*/*us*), and the order of words inside a clause.
 
-Merged groups are cliques (every pair passes), of at most ten records, and the merged
-body is the member with the fewest misspelled words, cleaned.
+Merged groups are stars of at most ten records: each member duplicates the member with the
+fewest misspelled words, whose body, cleaned, is the merged body.
 
 ``correct`` — a record (not in a merge) whose body has whitespace or case noise:
 runs of spaces or tabs, spaces at either end of the body or of a line, a lowercase
