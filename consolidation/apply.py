@@ -13,7 +13,11 @@ from ledger.errors import BodyRejected, BudgetExceeded, InvalidTransition, Ledge
 
 @dataclass(slots=True)
 class ApplyResult:
+    """What a batch did: ``applied`` took effect (every keep; in apply mode every write), ``proposed`` became
+    proposals waiting for the user (propose mode)."""
+
     applied: int = 0
+    proposed: int = 0
     refusals: Counter[str] = field(default_factory=Counter)
     record_ids: list[str] = field(default_factory=list)
 
@@ -88,7 +92,10 @@ def _apply_one(tx: Transaction, op: GatedOp, *, mode: Mode, run_id: str, result:
         return {InvalidTransition: NOT_ACTIVE, BodyRejected: BODY_REJECTED, BudgetExceeded: BUDGET_EXCEEDED}[type(exc)]
     except LedgerError:
         return NOT_ACTIVE
-    result.applied += 1
+    if mode == Mode.PROPOSE:
+        result.proposed += 1
+    else:
+        result.applied += 1
     result.record_ids.append(record.id)
     tx.event(
         EventKind.CONSOLIDATION_OP_APPLIED,

@@ -28,7 +28,7 @@ from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
 from consolidation.prompt import IN_GROUP, record_chars
-from ledger import MemoryRecord, Transaction, check_scope, screen_body, to_micros
+from ledger import MemoryRecord, Transaction, check_scope, format_rfc3339, screen_body, to_micros
 
 JOB = "consolidate"
 
@@ -63,11 +63,17 @@ class ConsolidationJob:
         scope = check_scope(scope_key)
 
         def fn(tx: Transaction) -> ConsolidationSettings:
-            new = S.merge(self.settings_in(tx, scope), changes, self.connections.prices)
+            old = self.settings_in(tx, scope)
+            new = S.merge(old, changes, self.connections.prices)
             S.store(tx, new)
             if new.mode == Mode.OFF:
                 R.cancel_pending(tx, scope, tx.now_us)
-            elif (use := tx.usage()).held >= use.max_records:
+                return new
+            # A pending run waits for the new debounce, not the one it was scheduled with.
+            R.reschedule_pending(
+                tx, scope, job=JOB, old=(old.debounce_s, old.max_wait_s), new=(new.debounce_s, new.max_wait_s)
+            )
+            if (use := tx.usage()).held >= use.max_records:
                 R.ensure_pending(tx, new, tx.now_us)  # turned on for a scope that is already full
             return new
 
@@ -80,8 +86,8 @@ class ConsolidationJob:
             return None
         run = R.ensure_pending(tx, settings, tx.now_us)
         return (
-            f"Consolidation is on: a consolidation run is scheduled ({run.id}, due {run.due_at.isoformat()}) "
-            "to merge duplicates and make room; try again after it."
+            f"Consolidation is on: run {run.id}, due {format_rfc3339(run.due_at)}, will merge duplicates to make "
+            "room; try again after it."
         )
 
     def notify_turn_in(self, tx: Transaction, scope_key: str) -> ConsolidationRun | None:
@@ -211,7 +217,7 @@ class ConsolidationJob:
         outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
         won = R.settle(
             tx, run_id, outcome, tx.now_us, ops_proposed=gate.proposed, ops_applied=applied.applied,
-            ops_refused=sum(refusals.values()), refusals=refusals,
+            proposals_written=applied.proposed, ops_refused=sum(refusals.values()), refusals=refusals,
         )  # fmt: skip
         if not won:
             raise LostRace(run_id)  # another settlement won: roll the whole batch back

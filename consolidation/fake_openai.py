@@ -34,7 +34,7 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from consolidation.fake_anthropic import FakeModelServer, Reply, main
+from consolidation.fake_model import FakeModelServer, Reply, main
 
 ALL_FORMATS = ("json_schema", "json_object", "text")
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error"}

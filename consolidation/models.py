@@ -157,6 +157,7 @@ class ConsolidationRun:
     refusals: dict[str, int]
     error: str | None
     mode: str | None = None
+    proposals_written: int = 0
     wall_clock_cap_s: float | None = None
     prompt: str | None = field(default=None, repr=False)
     answer: dict[str, Any] | None = field(default=None, repr=False)
@@ -188,6 +189,7 @@ class ConsolidationRun:
             "ops_proposed": self.ops_proposed,
             "ops_applied": self.ops_applied,
             "ops_refused": self.ops_refused,
+            "proposals_written": self.proposals_written,
             "refusals": dict(self.refusals),
             "error": self.error,
             "job": self.job,
@@ -217,6 +219,7 @@ def run_from_row(row: Mapping[Any, Any]) -> ConsolidationRun:
         ops_proposed=row["ops_proposed"],
         ops_applied=row["ops_applied"],
         ops_refused=row["ops_refused"],
+        proposals_written=row.get("proposals_written") or 0,
         refusals=dict(json.loads(row["refusals"] or "{}")),
         error=row["error"],
         mode=row["mode"],

@@ -119,6 +119,26 @@ def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> Cons
     return fresh
 
 
+def reschedule_pending(
+    db: Executor, scope_key: str, *, job: str, old: tuple[float, float | None], new: tuple[float, float | None]
+) -> int:
+    """Move the due instant of the scope's pending runs of ``job`` to what ``new`` (debounce_s, max_wait_s) says.
+
+    A pending run is due its debounce after its last turn (``due_at - old debounce``), never later than
+    ``created_at`` + max wait: the same rule as :func:`debounce`, under the new timing. Returns how many
+    runs moved (0 when the timing did not change).
+    """
+    if old == new:
+        return 0
+    debounce_s, max_wait_s = new
+    due: Any = C.due_at + (round(debounce_s * 1_000_000) - round(old[0] * 1_000_000))
+    if max_wait_s is not None:
+        cap = C.created_at + round(max_wait_s * 1_000_000)
+        due = case((due > cap, cap), else_=due)
+    done = db.execute(update(RUNS).where(C.scope_key == scope_key, PENDING, C.job == job).values(due_at=due))
+    return int(done.rowcount)
+
+
 _CANCEL, _CANCELLED = move(RunState.PENDING, RunState.SETTLED)
 
 
@@ -233,6 +253,7 @@ def _settle_statement(expect: RunState, *, unanswered: bool) -> Prepared:
             ops_proposed=param("v_ops_proposed"),
             ops_applied=param("v_ops_applied"),
             ops_refused=param("v_ops_refused"),
+            proposals_written=param("v_proposals"),
             refusals=param("v_refusals"),
             started_at=func.coalesce(C.started_at, _NOW),
             model_calls=C.model_calls + param("calls"),
@@ -262,6 +283,7 @@ def settle(
     ops_proposed: int = 0,
     ops_applied: int = 0,
     ops_refused: int = 0,
+    proposals_written: int = 0,
     refusals: Mapping[str, int] | None = None,
     usage: Any = None,
     spend_micro_usd: int = 0,
@@ -269,6 +291,9 @@ def settle(
     calls: int = 0,
 ) -> bool:
     """The one settlement of a run: a conditional update from ``expect``. True when this call won.
+
+    Of the ``ops_proposed`` operations of the answer, ``ops_applied`` took effect without the user,
+    ``proposals_written`` wait for the user as proposals, ``ops_refused`` were refused.
 
     ``unanswered`` also requires that no answer is stored (the janitor's abandon must not
     discard an answer a worker stored a moment ago: that one is applied instead).
@@ -281,6 +306,7 @@ def settle(
         "v_ops_proposed": ops_proposed,
         "v_ops_applied": ops_applied,
         "v_ops_refused": ops_refused,
+        "v_proposals": proposals_written,
         "v_refusals": json.dumps(dict(refusals or {}), sort_keys=True),
         "calls": calls,
         **_usage_params(usage, spend_micro_usd),

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,6 +24,7 @@ from consolidation import limits as L
 from consolidation.errors import InvalidSettings, UnknownModelPrice
 from consolidation.harnesses import HARNESS_NAMES, HARNESSES
 from consolidation.pricing import PriceTable, scope_price
+from ledger import find_credential
 
 OFFLINE_MODEL = "offline"
 PRICE_FIELDS = ("price_in_usd_per_mtok", "price_out_usd_per_mtok")
@@ -31,6 +32,7 @@ TARGET_FIELDS = ("harness", "model", "base_url", *PRICE_FIELDS)
 MAX_BASE_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 200
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]{24,}")
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
 M = TypeVar("M", bound=StrEnum)
 
@@ -125,12 +127,34 @@ def base_url(value: object) -> str | None:
         raise InvalidSettings(f"base_url is not a valid URL: {shown}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidSettings(f"base_url must be an http(s) URL such as http://127.0.0.1:11434/v1; got {shown}")
+    # A key in the URL would be stored and shown with the settings to every account: keys go in the environment.
     if parts.username is not None or parts.password is not None:
-        # A key in the URL would be stored and shown with the settings: keys go in the environment.
         raise InvalidSettings("base_url must not carry credentials; put the key in OPENAI_API_KEY")
+    if parts.query or ";" in parts.path or value.rstrip("/").endswith("?"):
+        raise InvalidSettings(
+            "base_url must not have a ?query or ;parameters (a key there would be shown with the settings); "
+            "put the key in OPENAI_API_KEY"
+        )
+    if _key_in_path(parts.path):
+        raise InvalidSettings(
+            "base_url must not carry a key in its path (it would be shown with the settings); "
+            "put the key in OPENAI_API_KEY and give the server's address only"
+        )
     if parts.fragment:
         raise InvalidSettings(f"base_url must not have a #fragment; got {shown}")
     return value.rstrip("/")
+
+
+def _key_in_path(path: str) -> bool:
+    """Whether a segment of ``path`` is a key: a format screening knows (``sk-…``, ``key=…``), or random key
+    material (24 or more letters and digits in one run, mixing upper case, lower case and digits)."""
+    for segment in unquote(path).split("/"):
+        if find_credential(segment) is not None:
+            return True
+        for run in _ALNUM_RUN.findall(segment):
+            if not (run.isdigit() or run.isalpha() or run.islower() or run.isupper()):
+                return True
+    return False
 
 
 def price(name: str, value: object) -> float | None:
@@ -169,8 +193,9 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
     """Complete and check a scope's model target in ``values`` (already validated field by field).
 
     A new harness without a model gets its default model and loses the old base URL; a new
-    model or harness without prices loses the old prices (a price is for the model it was
-    set with). Then: the offline harness takes no model, base URL or price; a base URL
+    model or harness loses each old price not given with it (a price is for the model it was
+    set with, so giving one price alone is refused below).
+    Then: the offline harness takes no model, base URL or price; a base URL
     only where the harness takes one; both prices or neither; and a paying harness needs a
     price for its model, from the scope or from the table.
 
@@ -184,8 +209,8 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             values["model"] = default_model(harness, prices)
         if "base_url" not in changes:
             values["base_url"] = None
-    if ("harness" in changes or "model" in changes) and not any(name in changes for name in PRICE_FIELDS):
-        values.update(dict.fromkeys(PRICE_FIELDS))
+    if "harness" in changes or "model" in changes:  # a price not given again is never carried to the new model
+        values.update({name: None for name in PRICE_FIELDS if name not in changes})
     if not spec.pays:
         given = [name for name in ("base_url", *PRICE_FIELDS) if values.get(name) is not None]
         if values["model"] != OFFLINE_MODEL or given:

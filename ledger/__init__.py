@@ -18,7 +18,9 @@ from ledger.errors import (
     InvalidTransition,
     LedgerBusy,
     LedgerError,
+    OutcomeUnknown,
     RecordNotFound,
+    RequestIdReused,
     ScopeError,
 )
 from ledger.instants import (
@@ -61,6 +63,7 @@ __all__ = [
     "LedgerError",
     "LedgerEvent",
     "MemoryRecord",
+    "OutcomeUnknown",
     "Packet",
     "Page",
     "Pending",
@@ -68,6 +71,7 @@ __all__ = [
     "Provenance",
     "Reader",
     "RecordNotFound",
+    "RequestIdReused",
     "ScopeError",
     "ScopeUsage",
     "ScopeView",
@@ -105,21 +109,24 @@ def open_ledger(
     clock: Clock = system_clock,
     migrate: bool | None = None,
     max_body_chars: int | None = None,
+    sqlite_synchronous: str = "normal",
 ) -> Ledger:
     """Open (and on SQLite, create and migrate) the ledger at ``url``, bound to ``account:<account>``.
 
     A fresh SQLite file is ready at once. PostgreSQL is migrated only when
     ``migrate=True`` (operators run ``memledger db upgrade``); by default it must
-    already be at the head revision.
+    already be at the head revision. On SQLite, ``sqlite_synchronous`` is ``normal`` (a committed write
+    survives a crash of the process) or ``full`` (it survives a power loss too; docs/operations.md).
 
     Raises:
         ScopeError: the account name cannot form a scope key.
-        LedgerError: the URL is unsupported, or the database is behind the code.
+        LedgerError: the URL is unsupported, ``sqlite_synchronous`` is not ``normal`` or ``full``, or the
+            database is behind the code.
     """
     from ledger.store import store_for
 
     check_scope(f"account:{account}")  # before any connection is opened
-    engine = make_engine(url)
+    engine = make_engine(url, sqlite_synchronous=sqlite_synchronous)
     do_migrate = migrate if migrate is not None else store_for(engine).migrate_on_open
     at_head = current_revision(engine) == head_revision()  # a read: no write lock when nothing is due
     if do_migrate and not at_head:

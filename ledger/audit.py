@@ -4,7 +4,7 @@ One audit row per (scope, session), replaced whenever that session's packet is b
 again: what was selected (id, kind, reason, and the body as sent, frozen — an edit
 of the record later does not change what the chat received), what was excluded (id,
 code), the token estimate and the instant. Forgetting a record erases its body from
-every audit (:func:`scrub_audits`, called inside the delete's transaction); the entry
+every audit of its scope (:func:`scrub_audits`, called inside the delete's transaction); the entry
 stays, marked erased, because the chat did receive a pin then.
 
 The injection switch is a row per scope; no row means on.
@@ -109,8 +109,9 @@ def read_audit(conn: Connection, scope_key: str, session_id: str) -> PacketAudit
     )
 
 
-def scrub_audits(conn: Connection, record_ids: Sequence[str]) -> int:
-    """Erase forgotten records' bodies from every audit that carried them (inside the delete's transaction).
+def scrub_audits(conn: Connection, scope_key: str, record_ids: Sequence[str]) -> int:
+    """Erase forgotten records' bodies from every audit of ``scope_key`` that carried them (inside the delete's
+    transaction).
 
     Audits are found by the id in their ``selected`` list (a LIKE on the JSON text, then an
     exact check); the entry keeps its id, kind and reason, its body becomes null. Returns
@@ -121,7 +122,7 @@ def scrub_audits(conn: Connection, record_ids: Sequence[str]) -> int:
         return 0
     found = conn.execute(
         select(AUDITS.c.scope_key, AUDITS.c.session_id, AUDITS.c.selected).where(
-            or_(*(AUDITS.c.selected.like(f'%"{rid}"%') for rid in sorted(ids)))
+            AUDITS.c.scope_key == scope_key, or_(*(AUDITS.c.selected.like(f'%"{rid}"%') for rid in sorted(ids)))
         )
     ).all()
     changed = 0

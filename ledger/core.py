@@ -22,7 +22,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop
 
 from ledger.audit import store_injection
 from ledger.capabilities import CapabilityProvider, base_capabilities, merge_capabilities
-from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError
+from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError, OutcomeUnknown
 from ledger.instants import Clock, require_aware, system_clock, to_micros
 from ledger.models import EventKind, MemoryRecord, ScopeUsage, SweepStatus
 from ledger.options import ProposeOptions, SaveOptions
@@ -30,6 +30,7 @@ from ledger.plain_save import save_plain
 from ledger.policy import BudgetHook, EraseHook, WritePolicy
 from ledger.reader import Reader
 from ledger.reads import LedgerReads, check_scope
+from ledger.request_ids import SaveRequest, once
 from ledger.screening import MAX_BODY_CHARS
 from ledger.statements import USAGE, stamp_and_usage
 from ledger.store import enter_scope, store_for
@@ -96,7 +97,7 @@ class Ledger(LedgerReads):
         return twin
 
     def add_erase_hook(self, hook: EraseHook) -> None:
-        """Call ``hook(conn, erased_ids, erased_bodies)`` inside every delete transaction."""
+        """Call ``hook(conn, scope_key, erased_ids, erased_bodies)`` inside every delete transaction."""
         self.policy.erase_hooks.append(hook)
 
     def add_capability_provider(self, provider: CapabilityProvider) -> None:
@@ -131,12 +132,8 @@ class Ledger(LedgerReads):
             return exc
         if not notes:
             return exc
-        return BudgetExceeded(
-            " ".join([exc.message, *notes]),
-            scope_key=exc.scope_key,
-            budget=exc.budget,
-            active=exc.active,
-            proposed=exc.proposed,
+        return BudgetExceeded.refusal(
+            scope_key=exc.scope_key, budget=exc.budget, active=exc.active, proposed=exc.proposed, notes=tuple(notes)
         )
 
     @contextmanager
@@ -212,9 +209,15 @@ class Ledger(LedgerReads):
         self, scope: str, explicit: int | None, fn: Callable[[Transaction], T], create: bool, reading: bool
     ) -> T:
         """One attempt of :meth:`_run`: :meth:`transaction` without its generator frame (every save runs one)."""
-        with self.store.write() as conn:
-            tx = self._enter(conn, scope, explicit, create=create, reading=reading)
-            result = fn(tx)
+        result: T | None = None
+        try:
+            with self.store.write() as conn:
+                tx = self._enter(conn, scope, explicit, create=create, reading=reading)
+                result = fn(tx)
+        except OutcomeUnknown as exc:
+            if isinstance(result, MemoryRecord):  # the record the write would have written: reading it tells
+                raise exc.naming(result.id) from exc.__cause__
+            raise
         tx.committed()
         return result
 
@@ -254,12 +257,21 @@ class Ledger(LedgerReads):
         """Pin ``body`` in the bound account scope; ``supersedes=id`` edits an active record.
 
         See :meth:`ledger.tx.Transaction.save` (the options are :class:`ledger.options.SaveOptions`).
-        A refusal of the body or of the budget is recorded as ``save_refused``.
+        A refusal of the body or of the budget is recorded as ``save_refused``. With ``request_id``
+        the save is applied at most once in the scope: sent again, it returns the record it wrote
+        (:mod:`ledger.request_ids`).
 
         Raises:
             BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition,
-            InvalidInstant, InvalidArgument, LedgerBusy.
+            InvalidInstant, InvalidArgument, RequestIdReused, LedgerBusy,
+            OutcomeUnknown (the connection was lost after ``COMMIT`` was sent: read ``record_id`` to know).
         """
+        request_id = options.pop("request_id", None)
+        if request_id is not None:  # looked up and remembered in the save's transaction (ledger.request_ids)
+            request = SaveRequest.of(request_id, body, options)
+            return self._grow(
+                EventKind.SAVE_REFUSED, None, now, {}, lambda tx: once(tx, request, lambda: tx.save(body, **options))
+            )
         plain = options.get("supersedes") is None and options.get("conflict_group") is None
         if self.store.saves_plain and now is None and plain:
             saved = save_plain(

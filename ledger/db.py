@@ -37,11 +37,12 @@ log = logging.getLogger(__name__)
 MIGRATIONS_DIR = Path(__file__).with_name("migrations")
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with the settings its store relies on (see :mod:`ledger.store`)."""
+def make_engine(url: str, *, sqlite_synchronous: str = "normal") -> Engine:
+    """An engine for ``url`` with the settings its store relies on (see :mod:`ledger.store`); on SQLite
+    ``PRAGMA synchronous`` is ``sqlite_synchronous`` (``normal`` or ``full``, docs/operations.md)."""
     from ledger.store import make_engine as _make
 
-    return _make(url)
+    return _make(url, sqlite_synchronous=sqlite_synchronous)
 
 
 def alembic_config(url: str | None = None) -> Config:

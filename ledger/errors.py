@@ -11,8 +11,10 @@ Every error a caller can cause is a :class:`LedgerError`; each carries a stable
     ├── InvalidInstant               invalid_params
     ├── ScopeError                   invalid_params
     ├── InvalidArgument              invalid_params
-    │   └── AmbiguousId              ambiguous_id   (an ``/unpin`` prefix that matches several pins)
-    └── LedgerBusy                   busy   (the database stayed locked past every retry)
+    │   ├── AmbiguousId              ambiguous_id   (an ``/unpin`` prefix that matches several pins)
+    │   └── RequestIdReused          request_id_reused   (a ``request_id`` already used for another save)
+    ├── LedgerBusy                   busy   (the database stayed locked past every retry)
+    └── OutcomeUnknown               outcome_unknown   (the connection was lost after ``COMMIT`` was sent)
 
 The memory files (:mod:`ledger.files`) raise errors that never cross the protocol::
 
@@ -87,6 +89,25 @@ class BudgetExceeded(LedgerError):
     def held(self) -> int:
         return self.active + self.proposed
 
+    @classmethod
+    def refusal(
+        cls, *, scope_key: str, budget: int, active: int, proposed: int, notes: tuple[str, ...] = ()
+    ) -> BudgetExceeded:
+        """The one refusal of a full scope, whole: what it holds, then what makes room.
+
+        ``notes`` are what the budget hooks said (consolidation: "a run is scheduled …"); with none,
+        turning consolidation on is one of the ways to make room. Its length is bounded (the scope key
+        is), so no surface cuts it.
+        """
+        held = f"{scope_key} holds {active + proposed} of {budget} ({active} active, {proposed} proposed)"
+        held += "; nothing was saved."
+        ways = "forget a pin you no longer need, reject a waiting proposal, edit a pin instead of adding one"
+        if notes:
+            advice = f"{' '.join(notes)} To make room now: {ways}, or raise the budget."
+        else:
+            advice = f"To make room: {ways}, turn on consolidation to merge duplicates, or raise the budget."
+        return cls(f"{held} {advice}", scope_key=scope_key, budget=budget, active=active, proposed=proposed)
+
 
 class RecordNotFound(LedgerError):
     """No record of the bound account has this id (an unknown id and another account's alike)."""
@@ -141,10 +162,52 @@ class LedgerBusy(LedgerError):
     reason = "busy"
 
 
+class OutcomeUnknown(LedgerError):
+    """The connection to the database was lost once ``COMMIT`` had been sent: the write may or may not have
+    been applied. Never retried by the ledger; ``record_id``, when known, is the record the write would have
+    written (read it to know), and a save retried with the same ``request_id`` is applied at most once."""
+
+    reason = "outcome_unknown"
+
+    def __init__(self, message: str, *, record_id: str | None = None) -> None:
+        super().__init__(message, record_id=record_id)
+        self.record_id = record_id
+
+    @classmethod
+    def lost(cls, record_id: str | None = None) -> OutcomeUnknown:
+        """The one message, naming the record to read when the write was a save."""
+        check = (
+            f"read record {record_id} (memory/get_memory_record): it shows whether the write was applied"
+            if record_id is not None
+            else "read the records it touched before writing again"
+        )
+        return cls(
+            "outcome unknown: the connection to the ledger database was lost after the write was sent to be "
+            f"committed, so it may or may not have been applied; {check}. A save or edit retried with the same "
+            "requestId is applied at most once",
+            record_id=record_id,
+        )
+
+    def naming(self, record_id: str) -> OutcomeUnknown:
+        """The same error, naming the record the write would have written."""
+        return self if self.record_id is not None else OutcomeUnknown.lost(record_id)
+
+
 class AmbiguousId(InvalidArgument):
     """An ``/unpin`` prefix that matches more than one active pin; nothing was forgotten."""
 
     reason = "ambiguous_id"
+
+
+class RequestIdReused(InvalidArgument):
+    """A save's ``request_id`` was already used in the scope for a save with other arguments; nothing was written."""
+
+    reason = "request_id_reused"
+
+    def __init__(self, message: str, *, request_id: str, record_id: str) -> None:
+        super().__init__(message, request_id=request_id, record_id=record_id)
+        self.request_id = request_id
+        self.record_id = record_id
 
 
 # --- the memory files (``ledger.files``): not LedgerErrors, they never cross the protocol

@@ -91,6 +91,7 @@ def _save(led: Ledger, p: SaveParams) -> Any:
         expires_at=p.expires_at,
         conflict_group=p.conflict_group,
         source_session_id=p.source_session_id,
+        request_id=p.request_id,
     )
 
 

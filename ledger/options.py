@@ -22,6 +22,7 @@ class SaveOptions(TypedDict, total=False):
     expires_at: datetime | None
     conflict_group: str | None
     source_session_id: str | None
+    request_id: str | None  # the client's key: the same save sent again returns the record it wrote
 
 
 class ProposeOptions(TypedDict, total=False):

@@ -13,10 +13,14 @@ already in the list. The guarantee, precisely (see docs/ledger.md, "Paging"):
 * a record that leaves the list between pages (forgotten, superseded, expired, accepted,
   rejected) is not returned by a later page.
 
-The cursor names the list, the scope and the filters it was made for, and the sort key of
-the last record returned, base64url-encoded JSON. It is opaque but not secret: a client that
-edits one can only move within its own scope's list, which it may read anyway; a cursor
-for another list, scope or set of filters is refused (:class:`~ledger.errors.InvalidArgument`).
+The cursor names the list, the scope and the filters it was made for, and the id of the
+last record returned, base64url-encoded JSON; the next page looks that record up in the
+scope for its sort key (:func:`position`). A position per scope: a cursor holds nothing the
+client was not sent (never the ledger-wide insertion number, which would tell how many
+records other accounts wrote). It is opaque but not secret: a client that edits one can only
+move within its own scope's list, which it may read anyway; a cursor that does not decode to
+exactly that shape, names a record the scope does not hold, or was made for another list,
+scope or set of filters is refused (:class:`~ledger.errors.InvalidArgument`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, tuple_
+from sqlalchemy import ColumnElement, Select, bindparam, select, tuple_
 
 from ledger import record_rows as rowsmod
 from ledger.errors import InvalidArgument
@@ -36,7 +40,9 @@ from ledger.schema import RECORDS
 from ledger.validate import group as check_group
 
 MAX_LIMIT = 1000
-CURSOR_VERSION = 1
+CURSOR_VERSION = 2  # 1 carried the sort key itself (the ledger-wide seq): refused since
+MAX_CURSOR_CHARS = 2000
+_MAX_ID_CHARS = 100
 M = RECORDS.c
 _BAD_CURSOR = (
     "cursor is not one this ledger issued (it may be cut or edited): pass the previous page's next "
@@ -104,30 +110,26 @@ def check_limit(limit: object) -> int | None:
     return limit
 
 
-def encode_cursor(listing: str, scope_key: str, filters: Filters, after: tuple[int, int]) -> str:
-    payload = {"v": CURSOR_VERSION, "l": listing, "s": scope_key, "f": filters.key(), "k": list(after)}
+def encode_cursor(listing: str, scope_key: str, filters: Filters, last_id: str) -> str:
+    payload = {"v": CURSOR_VERSION, "l": listing, "s": scope_key, "f": filters.key(), "a": last_id}
     raw = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: object, listing: str, scope_key: str, filters: Filters) -> tuple[int, int]:
-    """The sort key a cursor resumes after. Raises InvalidArgument for anything but a cursor of this
-    list, scope and filters (garbled, edited, or made for another scope, account or filter)."""
-    if not isinstance(cursor, str) or not cursor or len(cursor) > 2000:
+def decode_cursor(cursor: object, listing: str, scope_key: str, filters: Filters) -> str:
+    """The id of the record a cursor resumes after. Raises InvalidArgument for anything but a cursor of this
+    list, scope and filters (garbled, edited, nested, or made for another scope, account or filter)."""
+    if not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR_CHARS:
         raise InvalidArgument(_BAD_CURSOR)
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         payload = json.loads(raw.decode())
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, binascii.Error, UnicodeDecodeError, RecursionError):  # RecursionError: nested arrays
         raise InvalidArgument(_BAD_CURSOR) from None
     if not isinstance(payload, dict) or payload.get("v") != CURSOR_VERSION:
         raise InvalidArgument(_BAD_CURSOR)
-    key = payload.get("k")
-    if (
-        not isinstance(key, list)
-        or len(key) != 2
-        or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in key)
-    ):
+    last_id = payload.get("a")
+    if not isinstance(last_id, str) or not 0 < len(last_id) <= _MAX_ID_CHARS:
         raise InvalidArgument(_BAD_CURSOR)
     if payload.get("s") != scope_key:
         raise InvalidArgument(
@@ -138,7 +140,19 @@ def decode_cursor(cursor: object, listing: str, scope_key: str, filters: Filters
             "cursor was made for another list or other filters: ask for the next page with the same "
             "method and the same kind, provenance and conflict group as the first"
         )
-    return int(key[0]), int(key[1])
+    return last_id
+
+
+POSITION = select(M.valid_from, M.seq).where(M.id == bindparam("cursor_id"), M.scope_key == bindparam("s"))
+"""The sort key of the record a cursor names, in the cursor's scope (params ``cursor_id``, ``s``)."""
+
+
+def position(found: list[tuple[Any, ...]]) -> tuple[int, int]:
+    """The sort key :data:`POSITION` found. Raises InvalidArgument when the scope holds no such record."""
+    if not found:
+        raise InvalidArgument(_BAD_CURSOR)
+    valid_from, seq = found[0]
+    return int(valid_from), int(seq)
 
 
 def paged(stmt: Select[Any], after: tuple[int, int] | None, limit: int | None) -> Select[Any]:
@@ -157,6 +171,4 @@ def page_of(found: list[tuple[Any, ...]], listing: str, scope_key: str, filters:
     records = [rowsmod.record_from_tuple(row) for row in kept]
     if not more:
         return Page(records, None)
-    last = kept[-1]
-    valid_from = last[rowsmod.NAMES.index("valid_from")]
-    return Page(records, encode_cursor(listing, scope_key, filters, (int(valid_from), int(last[0]))))
+    return Page(records, encode_cursor(listing, scope_key, filters, records[-1].id))

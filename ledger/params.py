@@ -10,12 +10,13 @@ from pydantic.alias_generators import to_camel
 
 from ledger.models import Kind, Provenance
 from ledger.paging import MAX_LIMIT
-from ledger.wire import body_text, line_text, parse_wire_instant
+from ledger.wire import body_text, line_text, parse_wire_instant, request_id_text
 
 Instant = Annotated[datetime, PlainValidator(parse_wire_instant)]
 Line = Annotated[str, PlainValidator(line_text)]
 Text = Annotated[str, PlainValidator(body_text)]
 RecordId = Annotated[Line, Field(validation_alias=AliasChoices("id", "recordId"))]
+RequestId = Annotated[str, PlainValidator(request_id_text)]
 
 
 class Params(BaseModel):
@@ -55,6 +56,7 @@ class SaveParams(Params):
     expires_at: Instant | None = None
     conflict_group: Line | None = None
     source_session_id: Line | None = None
+    request_id: RequestId | None = None
 
 
 class ScopeParams(Params):

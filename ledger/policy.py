@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-# Hooks called inside the delete transaction with the ids whose bodies were erased.
-EraseHook = Callable[[Connection, Sequence[str], Sequence[str]], None]
+# Hooks called inside the delete transaction with the scope, and the ids and bodies it erased.
+EraseHook = Callable[[Connection, str, Sequence[str], Sequence[str]], None]
 # Hooks called when a scope reaches its budget: ``hook(tx)`` inside the save or proposal that takes the
 # last slot, and in a transaction of its own after a save or proposal refused for the budget. A hook
 # returns a sentence for the refusal message (consolidation: "a run is scheduled to make room"), or None.
@@ -36,7 +36,7 @@ class WritePolicy:
         """Call every budget hook in ``tx`` (a :class:`ledger.tx.Transaction`); what they say, in order."""
         return [note for hook in list(self.budget_hooks.values()) if (note := hook(tx))]
 
-    def erased(self, conn: Connection, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
+    def erased(self, conn: Connection, scope_key: str, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
         """Call every erase hook, inside the delete's transaction."""
         for hook in self.erase_hooks:
-            hook(conn, record_ids, bodies)
+            hook(conn, scope_key, record_ids, bodies)

@@ -67,6 +67,8 @@ Errors carry ``data.reason`` (stable) and, for ledger errors, safe context
     -32003   not_found            RecordNotFound (data.recordId)
     -32004   invalid_transition   InvalidTransition
     -32005   busy                 LedgerBusy (retry later)
+    -32006   outcome_unknown      OutcomeUnknown (the connection was lost after COMMIT; data.recordId when known)
+    -32007   request_id_reused    RequestIdReused (data: requestId, recordId)
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from ledger.core import Ledger
-from ledger.errors import LedgerError, RecordNotFound, RpcError
+from ledger.errors import BudgetExceeded, LedgerError, RecordNotFound, RpcError
 from ledger.lines import escape_line_breaks
 from ledger.methods import MAX_ID_CHARS, METHODS, Method, not_found
 from ledger.params import Instant, Line, NoParams, Params, RecordId, Text
@@ -252,7 +254,7 @@ def _validation_error(exc: ValidationError) -> RpcError:
 
 _PYTHON_NAMES = re.compile(
     r"\b(?:expires_at|as_of|conflict_group|source_session_id|scope_key|max_chars|max_records|record_id|debounce_s"
-    r"|allow_removal|base_url|price_in_usd_per_mtok|price_out_usd_per_mtok)\b"
+    r"|allow_removal|base_url|request_id|price_in_usd_per_mtok|price_out_usd_per_mtok)\b"
 )
 
 
@@ -271,7 +273,7 @@ def _ledger_error(exc: LedgerError) -> RpcError:
     message = exc.message
     if isinstance(exc, RecordNotFound):  # the protocol's wording, naming only the id that was sent
         message = not_found(exc.record_id).message
-    elif len(message) > 400:  # a message that grew with its input: keep its head
+    elif len(message) > 400 and not isinstance(exc, BudgetExceeded):  # grew with its input: keep its head
         message = message[:400] + "…"
     if exc.reason == "invalid_params":  # the ledger names its Python arguments; the client knows the wire's
         message = _PYTHON_NAMES.sub(lambda m: to_camel(m.group()), message)

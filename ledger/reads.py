@@ -25,7 +25,7 @@ from ledger.instants import Clock, from_micros, require_aware, to_micros
 from ledger.models import LedgerEvent, MemoryRecord, Status
 from ledger.options import PageOptions
 from ledger.packet import Packet, build_packet, empty_packet
-from ledger.paging import Filters, Page, check_limit, decode_cursor, page_of, paged
+from ledger.paging import POSITION, Filters, Page, check_limit, decode_cursor, page_of, paged, position
 from ledger.reader import Reader
 from ledger.schema import EVENTS, RECORDS, SCOPES
 from ledger.search import search_active
@@ -199,13 +199,16 @@ class LedgerReads:
         scope = check_scope(self.scope_key if scope_key is None else scope_key)
         size = check_limit(options.get("limit"))
         cursor = options.get("cursor")
-        after = None if cursor is None else decode_cursor(cursor, listing, scope, filters)
+        last_id = None if cursor is None else decode_cursor(cursor, listing, scope, filters)
         now = options.get("now")
         if now is not None:
             require_aware(now, name="now")
-        stmt = paged(rowsmod.SELECT_RECORDS.where(*where, *filters.where()), after, size)
         with self._reading() as conn:
             now_us = self._read_us(conn, scope, now)
+            after = None
+            if last_id is not None:
+                after = position(self.store.rows(conn, POSITION, {"cursor_id": last_id, "s": scope}))
+            stmt = paged(rowsmod.SELECT_RECORDS.where(*where, *filters.where()), after, size)
             found = self.store.rows(conn, stmt, {"s": scope, "n": now_us})
         return page_of(found, listing, scope, filters, size)
 

@@ -205,6 +205,8 @@ RUNS = Table(
     # Both jobs share the table (docs/extraction.md): "consolidate" or "extract", and an extraction run's session.
     Column("job", Text, nullable=False, server_default="consolidate"),
     Column("session_id", Text, nullable=False, server_default=""),
+    # What a run left waiting for the user (propose mode, extraction), apart from what it applied (migration 0013).
+    _zero("proposals_written", Integer),
     CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
     CheckConstraint(
         "(state = 'settled') = (outcome IS NOT NULL) AND (outcome IS NULL OR outcome IN "
@@ -227,7 +229,8 @@ RUNS = Table(
 #
 # ``owner`` names a table the ledger knows, ``key`` that table's primary key value, and
 # ``columns`` (a JSON list) the columns that hold the derived text: forgetting one of
-# ``record_id``'s chain clears those columns of that row (see :meth:`ledger.tx.Transaction.register_derived`).
+# ``record_id``'s chain clears those columns of that row, in the same scope
+# (see :meth:`ledger.tx.Transaction.register_derived`).
 DERIVED = Table(
     "derived_texts",
     METADATA,
@@ -237,6 +240,25 @@ DERIVED = Table(
     Column("record_id", Text, nullable=False, index=True),
     Column("columns", Text, nullable=False),
     _big("created_at"),
+    # The scope of the records it quotes (and of the owner's row): every statement names it.
+    Column("scope_key", Text, nullable=False),
+)
+
+
+# The request ids of saves (docs/ledger.md, "Retrying a save"): one row per record a save with a ``request_id``
+# wrote, so that the same save sent again in the scope returns that record instead of writing another.
+#
+# ``fingerprint`` is the SHA-256 of the save's arguments (a retry with other arguments is refused); forgetting
+# the record sets it to NULL, since it is derived from the body.
+SAVE_REQUESTS = Table(
+    "save_requests",
+    METADATA,
+    Column("record_id", Text, primary_key=True),
+    Column("scope_key", Text, nullable=False),
+    Column("request_id", Text, nullable=False),
+    Column("fingerprint", Text, nullable=True),
+    _big("created_at"),
+    Index("ix_save_requests_request", "scope_key", "request_id", unique=True),
 )
 
 

@@ -39,7 +39,7 @@ from ledger.screening_detectors import detect_secrets_rule
 from ledger.screening_formats import format_rule
 from ledger.screening_rules import intl_password_rule, keyword_rule
 from ledger.screening_values import Finding, has_artifactory_hint, has_long_token
-from ledger.screening_views import decoded_runs, normalised
+from ledger.screening_views import INVISIBLE, decoded_runs, normalised
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
 
@@ -176,7 +176,7 @@ def screen_body(body: object, *, max_chars: int = MAX_BODY_CHARS) -> str:
 
     Raises:
         BodyRejected: ``why="not_text"`` when ``body`` is not a ``str`` or holds a control
-            character; ``why="empty"`` when it is empty or whitespace only; ``why="too_long"``
+            character; ``why="empty"`` when it is empty, whitespace or invisible characters only; ``why="too_long"``
             when the stripped body is longer than
             ``max_chars``; ``why="credential"`` when it holds an API key, token, private key,
             password or a connection string with a password (``detail`` names the kind, never
@@ -187,7 +187,8 @@ def screen_body(body: object, *, max_chars: int = MAX_BODY_CHARS) -> str:
             f"A memory must be text, not {type(body).__name__}: send the fact as a string.", why="not_text"
         )
     text = body.strip()
-    if not text:
+    if not text or (not text.isascii() and not INVISIBLE.sub("", text).strip()):
+        # Only invisible characters (U+200B, U+034F, U+3164, U+2800 ...): nothing a reader would see.
         raise BodyRejected("The memory is empty: write the fact you want to keep.", why="empty")
     if _CONTROL.search(text):
         raise BodyRejected(

@@ -4,7 +4,7 @@ A credential can hide from patterns in ways a reader never notices: an invisible
 character inside the key (U+200B, U+200C, U+2060, U+00AD, U+FEFF ...), full-width or other
 compatibility forms, a Cyrillic or Greek letter inside a Latin word ("pаssword" with a
 Cyrillic а), or the whole key wrapped in base64 or hex. :func:`normalised` undoes the
-first three (NFKC, strip every format character, fold look-alike letters in mixed-script
+first three (NFKC, strip every invisible character, fold look-alike letters in mixed-script
 words to Latin with ``confusable-homoglyphs``); :func:`decoded_runs` decodes base64 and hex
 runs long enough to hold a key, when they decode to text.
 
@@ -30,7 +30,15 @@ FORMAT_CHARS_CLASS: Final = (
     "\U0000fff9-\U0000fffb\U000110bd\U000110cd\U00013430-\U00013438\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
 )
-_FORMAT_CHARS: Final = re.compile(f"[{FORMAT_CHARS_CLASS}]")
+# Every character drawn as nothing: the format characters, the rest of Unicode's default-ignorable code
+# points (combining grapheme joiner U+034F, Hangul fillers, Khmer inherent vowels, Mongolian variation
+# selectors, variation selectors U+FE00-FE0F and U+E0100-E01EF, the unassigned ignorables) and the blank
+# Braille pattern U+2800, which is not ignorable but shows no dot.
+INVISIBLE_CHARS_CLASS: Final = (
+    FORMAT_CHARS_CLASS + "\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2065\u2800\u3164\ufe00-\ufe0f"
+    "\uffa0\ufff0-\ufff8\U000e0000-\U000e0fff"
+)
+INVISIBLE: Final = re.compile(f"[{INVISIBLE_CHARS_CLASS}]")
 # Scripts whose letters are drawn like Latin ones: Greek, Cyrillic, Armenian, Cherokee, Coptic.
 _LOOKALIKE_SCRIPTS: Final = (
     "\u0370-\u03ff\u0400-\u052f\u0530-\u058f\u13a0-\u13ff\u1f00-\u1fff\u2c80-\u2cff\ua640-\ua69f"
@@ -46,33 +54,33 @@ MAX_RUNS: Final = 8  # a body is at most a few thousand characters; this bounds 
 
 
 @lru_cache(maxsize=4096)
-def _latin_lookalike(char: str) -> str:
-    """The Latin letter ``char`` is drawn like, or ``char`` itself."""
+def ascii_lookalike(char: str, *, letters_only: bool = True) -> str:
+    """The ASCII letter ``char`` is drawn like (with ``letters_only=False``, else any printable ASCII
+    character it is drawn like, a letter first), or ``char`` itself. Uses ``confusable-homoglyphs``."""
     from confusable_homoglyphs import confusables  # deferred: loads a large table once
 
     found = confusables.is_confusable(char, greedy=True, preferred_aliases=["latin"])
     if not found:
         return char
-    for glyph in found[0]["homoglyphs"]:
-        candidate = glyph["c"]
-        if len(candidate) == 1 and candidate.isascii() and candidate.isalpha():
-            return str(candidate)
-    return char
+    glyphs = [str(g["c"]) for g in found[0]["homoglyphs"]]
+    drawn = [c for c in glyphs if len(c) == 1 and c.isascii() and c.isprintable() and not c.isspace()]
+    letters = [c for c in drawn if c.isalpha()]
+    return (letters or ([] if letters_only else drawn) or [char])[0]
 
 
 def _fold_word(match: re.Match[str]) -> str:
-    return _NON_ASCII_LETTER.sub(lambda m: _latin_lookalike(m.group()), match.group())
+    return _NON_ASCII_LETTER.sub(lambda m: ascii_lookalike(m.group()), match.group())
 
 
 def normalised(text: str) -> str:
-    """``text`` as it reads: NFKC, no format characters, look-alike letters in mixed-script words folded.
+    """``text`` as it reads: NFKC, no invisible characters, look-alike letters in mixed-script words folded.
 
     A word wholly in another script ("пароль", "パスワード") is left as it is: only a word that mixes
     Latin letters with others is folded, which is what a disguised keyword or key looks like.
     """
     if text.isascii():
         return text
-    view = _FORMAT_CHARS.sub("", unicodedata.normalize("NFKC", text))
+    view = INVISIBLE.sub("", unicodedata.normalize("NFKC", text))
     if _NON_ASCII_LETTER.search(view) is None:
         return view
     return _MIXED_WORD.sub(_fold_word, view)

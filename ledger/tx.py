@@ -122,6 +122,7 @@ class Transaction(Reader):
         """
         derived_text.register(
             self.conn,
+            scope_key=self.scope_key,
             owner=owner,
             key=key,
             record_ids=record_ids,
@@ -197,15 +198,8 @@ class Transaction(Reader):
             if notify and use.held + 1 == use.max_records:
                 self.policy.budget_reached(self)
             return
-        raise BudgetExceeded(
-            f"{self.scope_key} holds {use.held} of {use.max_records} "
-            f"({use.active} active, {use.proposed} proposed); nothing was saved. "
-            "Forget a pin you no longer need, reject a waiting proposal, edit an existing pin instead, "
-            "turn on consolidation to merge duplicates, or raise the budget.",
-            scope_key=self.scope_key,
-            budget=use.max_records,
-            active=use.active,
-            proposed=use.proposed,
+        raise BudgetExceeded.refusal(
+            scope_key=self.scope_key, budget=use.max_records, active=use.active, proposed=use.proposed
         )
 
     def active(self) -> list[MemoryRecord]:
@@ -472,7 +466,7 @@ class Transaction(Reader):
         erased_ids, bodies = erase_chain(self.conn, row, self.now_us)
         for erased in erased_ids:
             self.event(EventKind.ERASED, record_id=erased)
-        self.policy.erased(self.conn, erased_ids, bodies)
+        self.policy.erased(self.conn, self.scope_key, erased_ids, bodies)
         self.after_commit(self.store.scrub_files)
         return self._fresh(record_id)
 

@@ -35,6 +35,8 @@ REASON_CODES: dict[str, int] = {
     "not_found": -32003,
     "invalid_transition": -32004,
     "busy": -32005,
+    "outcome_unknown": -32006,
+    "request_id_reused": -32007,
 }
 MAX_QUOTE_CHARS = 80
 # Lone surrogates and C0/C1 control characters (tab, LF and CR are allowed where text may span lines).
@@ -220,6 +222,20 @@ def line_text(value: object) -> str:
     if found:
         raise ValueError(char_problem(found.group(), "the text") + " on one line (no newline or tab)")
     return value
+
+
+MAX_REQUEST_ID_CHARS = 200
+
+
+def request_id_text(value: object) -> str:
+    """A save's ``requestId``: one line of 1 to :data:`MAX_REQUEST_ID_CHARS` characters."""
+    text = line_text(value)
+    if not 0 < len(text) <= MAX_REQUEST_ID_CHARS:
+        raise ValueError(
+            f"a request id has 1 to {MAX_REQUEST_ID_CHARS} characters (a new one for each new save, e.g. a UUID); "
+            f"this one has {len(text):,}"
+        )
+    return text
 
 
 def body_text(value: object) -> str:

@@ -12,7 +12,6 @@ import os
 import shutil
 import sqlite3
 import tempfile
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from sqlalchemy import create_engine, event, make_url, text
 from sqlalchemy.engine import Engine
 
 from ledger import Ledger, open_ledger
+from tests import hygiene
 from tests.pg_pool import SchemaPool
 
 PG_URL = os.environ.get("MEMLEDGER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -31,20 +31,9 @@ PG_URL = os.environ.get("MEMLEDGER_TEST_POSTGRES_URL", "postgresql+psycopg://pos
 PG_CONNINFO = make_url(PG_URL).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def _redis_url_of_this_worker(url: str) -> str:
-    """``url`` with a database of this pytest-xdist worker's own (gw0 keeps it, gw1 the next…).
-
-    Each test flushes its Redis database, so workers running at once must not share one.
-    """
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
-    offset = int(worker[2:]) if worker[2:].isdigit() else 0
-    base, _, db = url.rpartition("/")
-    if not db.isdigit() or offset == 0:
-        return url
-    return f"{base}/{(int(db) + offset) % 16}"
-
-
-REDIS_URL = _redis_url_of_this_worker(os.environ.get("MEMLEDGER_TEST_REDIS_URL", "redis://127.0.0.1:6379/9"))
+# Redis: what a test writes there is under its process's key prefix (tests/hygiene.py), removed after it by that
+# prefix; nothing else in the database is read or touched, so every test process shares the one database.
+REDIS_URL = os.environ.get("MEMLEDGER_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -91,11 +80,51 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return  # a pytest-xdist process: the controller did it before starting it
     import psycopg
 
+    session.config.stash[LEFTOVERS] = leftovers = hygiene.Leftovers(REDIS_URL, PG_CONNINFO)
+    leftovers.snapshot()
     try:
         with psycopg.connect(PG_CONNINFO, autocommit=True, connect_timeout=5) as conn:
             conn.execute("VACUUM " + ", ".join(f"pg_catalog.{name}" for name in CHURNED_CATALOGS))
     except psycopg.Error:
         pass  # no server: the tests that need one skip, or fail in CI, with the reason
+
+
+LEFTOVERS = pytest.StashKey[hygiene.Leftovers]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session) -> Any:
+    """Each test process: kill the process groups of its children still alive and delete its Redis keys. The
+    controlling process, once every test process has ended (pytest-xdist stops them in its own hook, run
+    inside this wrapper): the run's check (tests/hygiene.py); anything left behind fails the run."""
+    _end_of_test_process()
+    result = yield
+    leftovers = session.config.stash.get(LEFTOVERS, None)
+    if leftovers is not None:
+        problems = leftovers.check()
+        if problems:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            lines = ["the test run left these behind:", *(f"  {problem}" for problem in problems)]
+            if reporter is not None:
+                reporter.write_sep("=", "leftovers", red=True)
+                reporter.write_line("\n".join(lines))
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return result
+
+
+def _end_of_test_process() -> None:
+    hygiene.kill_every_group()
+    if _redis_used:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+        try:
+            hygiene.delete_keys(client, hygiene.REDIS_PREFIX)
+        except redis.RedisError:
+            pass
+        finally:
+            client.close()
 
 
 def require_services() -> bool:
@@ -194,7 +223,7 @@ def pg_schema(pg_available: BaseException | None) -> Iterator[str]:
     :func:`pg_migrated`."""
     if pg_available is not None:
         service_missing("PostgreSQL", pg_available)
-    with fresh_pg_schema("t_" + uuid.uuid4().hex[:12]) as url:
+    with fresh_pg_schema(hygiene.schema_name()) as url:
         yield url
 
 
@@ -278,7 +307,7 @@ def copy_migrated_sqlite(url: str) -> None:
 def _postgres_migration() -> tuple[tuple[str, Any], ...]:
     """What Alembic sends to migrate an empty PostgreSQL schema to head, recorded once in this test process
     on a schema of its own: the statements after the migration lock up to the migration's commit."""
-    schema = "tpl_" + uuid.uuid4().hex[:12]
+    schema = hygiene.schema_name("tpl")
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
@@ -359,20 +388,33 @@ def led(make_ledger: Callable[..., Ledger]) -> Ledger:
     return make_ledger()
 
 
+_redis_used = False
+
+
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    """A Redis database of its own (db 9 by default), flushed before and after."""
+    """The test Redis (``MEMLEDGER_TEST_REDIS_URL``, db 9 by default), for one test: see :func:`redis_for_a_test`."""
+    with redis_for_a_test() as url:
+        yield url
+
+
+@contextmanager
+def redis_for_a_test() -> Iterator[str]:
+    """The test Redis's URL for the block. Its users take their namespaces from :func:`tests.hygiene.redis_namespace`
+    (``make_runtime`` and ``memledger_env`` do): after the block, every key under this test process's prefix is
+    deleted, and nothing else in the database is touched."""
     import redis
 
+    global _redis_used
     client = redis.Redis.from_url(REDIS_URL)
     try:
         client.ping()
     except Exception as exc:
         client.close()
         service_missing("Redis", exc)
-    client.flushdb()
+    _redis_used = True
     try:
         yield REDIS_URL
     finally:
-        client.flushdb()
+        hygiene.delete_keys(client, hygiene.REDIS_PREFIX)
         client.close()

@@ -19,12 +19,13 @@ new one made. ``tests/test_pg_pool.py`` compares a reset schema with one Alembic
 from __future__ import annotations
 
 import atexit
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
+
+from tests.hygiene import schema_name
 
 LOCK_TIMEOUT = "5s"
 TERMINATE_WAIT_MS = 5000
@@ -94,7 +95,7 @@ class Migrated:
 
 
 def new_name() -> str:
-    return "t_" + uuid.uuid4().hex[:12]
+    return schema_name()
 
 
 class SchemaPool:

@@ -38,6 +38,15 @@ CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
 FAULT_POINTS = ("after_claim", "after_answer_stored", "mid_apply", "after_apply")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+SQLITE_SYNCHRONOUS = ("normal", "full")
+SQLITE_SYNCHRONOUS_ENV = "MEMLEDGER_SQLITE_SYNCHRONOUS"
+
+
+def _sqlite_synchronous(value: str) -> str:
+    mode = value.strip().lower()
+    if mode not in SQLITE_SYNCHRONOUS:
+        raise ValueError("must be normal or full (docs/operations.md, Durability)")
+    return mode
 
 
 class WorkerConfig(BaseSettings):
@@ -52,6 +61,9 @@ class WorkerConfig(BaseSettings):
     )
 
     database_url: str = Field("sqlite:///./memledger.db", description="SQLite file or PostgreSQL URL")
+    sqlite_synchronous: str = Field(
+        "normal", description="SQLite only: full = a committed write survives a power loss too (docs/operations.md)"
+    )
     redis_url: str | None = Field(None, description="Redis broker URL; unset = embedded in-process queue")
     port: int = Field(8080, ge=0, le=65535, description="TCP port of `memledger serve` (its --port wins)")
     account: str = Field("local", description="the bound account: the protocol's scope is account:<account>")
@@ -86,8 +98,18 @@ class WorkerConfig(BaseSettings):
     max_request_bytes: int = Field(1_000_000, ge=1024, le=64_000_000, description="largest POST /rpc body")
     header_timeout_s: float = Field(10.0, gt=0, le=600, description="a request's headers must arrive within this")
     body_timeout_s: float = Field(30.0, gt=0, le=3600, description="a request's body must arrive within this")
+    tenant_max_records: int = Field(
+        1_000,
+        ge=0,
+        le=1_000_000,
+        description="with tokens, the largest record budget (maxRecords) an account may set for itself; "
+        "the operator sets any with `memledger budget SCOPE --set N`",
+    )
     max_requests_in_flight: int = Field(
         1000, ge=1, le=100_000, description="requests answered at once; more get 503 (idle connections never count)"
+    )
+    max_requests_per_account: int = Field(
+        100, ge=1, le=100_000, description="with tokens: requests one account may have open at once; more get 429"
     )
 
     @field_validator("database_url")
@@ -97,6 +119,11 @@ class WorkerConfig(BaseSettings):
         if scheme not in ("sqlite", "postgresql"):
             raise ValueError("must be a sqlite:///path or postgresql+psycopg://user@host/db URL")
         return value
+
+    @field_validator("sqlite_synchronous")
+    @classmethod
+    def _synchronous(cls, value: str) -> str:
+        return _sqlite_synchronous(value)
 
     @field_validator("redis_url")
     @classmethod
@@ -237,8 +264,9 @@ class OuterEnvironment(BaseSettings):
 
 
 class LedgerAccess(BaseSettings):
-    """``MEMLEDGER_DATABASE_URL`` and ``MEMLEDGER_ACCOUNT`` alone, unchecked: the ledger commands open a
-    ledger with them (the ledger checks both) whatever the rest of the configuration says."""
+    """``MEMLEDGER_DATABASE_URL``, ``MEMLEDGER_ACCOUNT`` and ``MEMLEDGER_SQLITE_SYNCHRONOUS`` alone, unchecked
+    (:meth:`synchronous` checks the last): the ledger commands open a ledger with them (the ledger checks the
+    others) whatever the rest of the configuration says."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, extra="ignore", frozen=True, case_sensitive=False, env_ignore_empty=True
@@ -246,6 +274,18 @@ class LedgerAccess(BaseSettings):
 
     database_url: str | None = None
     account: str | None = None
+    sqlite_synchronous: str | None = None
+
+    def synchronous(self) -> str:
+        """``MEMLEDGER_SQLITE_SYNCHRONOUS`` (``normal`` unset).
+
+        Raises:
+            ConfigError: it is neither ``normal`` nor ``full``.
+        """
+        try:
+            return _sqlite_synchronous(self.sqlite_synchronous or "normal")
+        except ValueError as exc:
+            raise ConfigError([f"{SQLITE_SYNCHRONOUS_ENV}={self.sqlite_synchronous!r}: {exc}"]) from None
 
 
 def child_environment(**overrides: str) -> dict[str, str]:

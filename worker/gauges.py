@@ -224,7 +224,7 @@ def unbind_default(owner: object) -> None:
         _refresh()
 
 
-def lazy_database_source(database_url: str, *, account: str) -> SnapshotSource:
+def lazy_database_source(database_url: str, *, account: str, sqlite_synchronous: str = "normal") -> SnapshotSource:
     """A source that opens the ledger at the first scrape and keeps it (for a process with no runtime).
 
     ``memledger worker --processes N``'s supervisor serves the aggregated metrics of its children;
@@ -239,7 +239,7 @@ def lazy_database_source(database_url: str, *, account: str) -> SnapshotSource:
     def source() -> OpsSnapshot:
         with guard:
             if not opened:
-                opened.append(open_ledger(database_url, account=account))
+                opened.append(open_ledger(database_url, account=account, sqlite_synchronous=sqlite_synchronous))
         return take_snapshot(opened[0], recent_runs=0)
 
     return source

@@ -29,6 +29,7 @@ from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import text
 
 from consolidation import ConsolidationService
+from consolidation.harnesses import give_up_calls
 from consolidation.harnesses import preload as preload_harnesses
 from consolidation.service import TurnRuns
 from ledger import Ledger, open_ledger
@@ -44,6 +45,10 @@ from worker.snapshot import take_snapshot
 log = logging.getLogger(__name__)
 
 FAULT_EXIT_CODE = 86
+MODEL_CALL_GRACE_S = 10.0
+"""How long a stopping worker lets a model call in flight finish before giving it up (at most half its
+shutdown timeout)."""
+STOPPING = "the worker was stopping (SIGTERM); `memledger turn` or the next chat turn schedules a new run"
 
 
 def fault_hook_for(point: str | None) -> Any:
@@ -190,8 +195,9 @@ class Runtime:
     def close(self, *, timeout_s: float | None = None) -> None:
         """Stop schedules, then the worker (in-flight runs get ``timeout_s`` to finish), then close connections.
 
-        A run still in flight when the timeout ends stays ``running``; the janitor of a
-        live process settles it later. Idempotent.
+        A model call still in flight after :data:`MODEL_CALL_GRACE_S` (at most half of ``timeout_s``) is
+        given up and its run settles ``failed``. A run still in flight when the timeout ends stays
+        ``running``; the janitor of a live process settles it later. Idempotent.
         """
         starting = self._starting
         if starting is not None and starting is not threading.current_thread():
@@ -205,8 +211,15 @@ class Runtime:
         for periodic in schedules:
             periodic.stop(wait_s)
         if self.worker is not None:
+            # A model call still in flight after a short grace is given up (its connection closed, so a local
+            # server stops generating): its run settles failed and says why, and the worker exits promptly
+            # rather than wait out a cap that suits a slow CPU model.
+            give_up = threading.Timer(min(MODEL_CALL_GRACE_S, wait_s / 2), give_up_calls, args=(STOPPING,))
+            give_up.daemon = True
+            give_up.start()
             # Workers stop before consumers (dramatiq's order), so an in-flight run finishes and is acked.
             self.worker.stop(timeout=int(wait_s * 1000))
+            give_up.cancel()
             self.worker = None
         self.broker.close()
         if isinstance(self.broker, RedisBroker):
@@ -227,7 +240,11 @@ def build_runtime(
     Raises:
         LedgerError: the database is unreachable or its schema is behind the code.
     """
-    led = ledger if ledger is not None else open_ledger(config.database_url, account=config.account)
+    led = (
+        ledger
+        if ledger is not None
+        else open_ledger(config.database_url, account=config.account, sqlite_synchronous=config.sqlite_synchronous)
+    )
     try:
         kwargs: dict[str, Any] = {
             "prices": config.price_table(),

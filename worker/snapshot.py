@@ -35,6 +35,7 @@ class RunSummary:
     output_tokens: int
     spend_micro_usd: int
     ops_applied: int
+    proposals_written: int
     ops_refused: int
     refusals: dict[str, int]
     error: str | None
@@ -55,6 +56,7 @@ class RunSummary:
             output_tokens=run.output_tokens,
             spend_micro_usd=run.spend_micro_usd,
             ops_applied=run.ops_applied,
+            proposals_written=run.proposals_written,
             ops_refused=run.ops_refused,
             refusals=dict(run.refusals),
             error=run.error,
@@ -75,6 +77,7 @@ class RunSummary:
             "outputTokens": self.output_tokens,
             "spendMicroUsd": self.spend_micro_usd,
             "opsApplied": self.ops_applied,
+            "proposalsWritten": self.proposals_written,
             "opsRefused": self.ops_refused,
             "refusals": dict(self.refusals),
             "error": self.error,

@@ -121,11 +121,16 @@ class ExtractionJobs:
         scope = check_scope(scope_key)
 
         def fn(tx: Transaction) -> XS.ExtractionSettings:
-            new = XS.merge(self.settings_in(tx, scope), changes, self.connections.prices)
+            old = self.settings_in(tx, scope)
+            new = XS.merge(old, changes, self.connections.prices)
             XS.store(tx, new, tx.now_us)
             if new.mode == XS.ExtractionMode.OFF:
                 R.cancel_pending(tx, scope, tx.now_us, job=JOB)
                 tx.execute(delete(DIGESTS).where(DIGESTS.c.scope_key == scope))
+            else:  # each session's pending run waits for the new debounce
+                R.reschedule_pending(
+                    tx, scope, job=JOB, old=(old.debounce_s, old.max_wait_s), new=(new.debounce_s, new.max_wait_s)
+                )
             return new
 
         return self.led.run(scope, fn, now=now)
@@ -296,7 +301,7 @@ class ExtractionJobs:
             Outcome.PROPOSED,
             tx.now_us,
             ops_proposed=gate.proposed,
-            ops_applied=len(stored),
+            proposals_written=len(stored),
             ops_refused=sum(refusals.values()),
             refusals=refusals,
         )
@@ -322,8 +327,10 @@ class ExtractionJobs:
             stored.append(record.id)
         return stored
 
-    def scrub_digests_hook(self, conn: Connection, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
-        """An erase hook (in the delete's transaction): a forgotten body leaves every digest's text too.
+    def scrub_digests_hook(
+        self, conn: Connection, scope_key: str, record_ids: Sequence[str], bodies: Sequence[str]
+    ) -> None:
+        """An erase hook (in the delete's transaction): a forgotten body leaves the text of the scope's digests too.
 
         The registry (above) covers the records a digest quoted when it was written; this also
         covers a body pinned after the message that quotes it, in the processes that run the service.
@@ -332,7 +339,8 @@ class ExtractionJobs:
         if not needles:
             return
         pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
-        digests = conn.execute(select(G.scope_key, G.session_id, G.messages).where(G.messages.is_not(None))).all()
+        where = (G.scope_key == scope_key, G.messages.is_not(None))
+        digests = conn.execute(select(G.scope_key, G.session_id, G.messages).where(*where)).all()
         for scope_key, session_id, stored in digests:
             digest = D.loads(stored)
             if not any(pattern.search(m.text) for m in digest):

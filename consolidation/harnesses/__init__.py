@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from consolidation.errors import UnknownHarness
 from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
+from consolidation.harnesses.calls import give_up_calls
 from consolidation.models import Usage
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ __all__ = [
     "Usage",
     "get_extractor",
     "get_harness",
+    "give_up_calls",
     "preload",
 ]
 

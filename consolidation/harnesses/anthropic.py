@@ -15,9 +15,9 @@ established are retried, all inside the cap, with the SDK's own retries off (``m
 There is no repair turn: a reply that does not parse is returned with ``answer=None``
 and its usage and spend recorded.
 
-Timeouts are per socket operation (connect, each read, each write), so a server that
-trickles bytes could hold an attempt past the cap; the run service's janitor covers
-that case.
+The SDK's timeouts are per socket operation (connect, each read, each write); a
+:class:`~consolidation.harnesses.calls.CallGuard` closes the call's connection when the cap
+ends, so a server that trickles its answer cannot hold the call past it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from anthropic.types import Message, TextBlock
 
 from consolidation.errors import HarnessError
 from consolidation.harnesses.base import HarnessResult, PromptRecord, Turn
+from consolidation.harnesses.calls import CallGuard
 from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
 from consolidation.models import Usage
@@ -140,14 +141,20 @@ class AnthropicHarness(OneTurnHarness):
         Raises:
             HarnessError: see :func:`consolidation.harnesses.retry.within_cap`; also no credential.
         """
-        deadline = time.monotonic() + cap_s
         try:
-            with anthropic.Anthropic(
-                api_key=self._api_key, base_url=self._base_url, max_retries=0, timeout=cap_s
-            ) as client:
+            with (
+                CallGuard(time.monotonic() + cap_s) as guard,
+                anthropic.Anthropic(
+                    api_key=self._api_key,
+                    base_url=self._base_url,
+                    max_retries=0,
+                    timeout=cap_s,
+                    http_client=anthropic.DefaultHttpxClient(event_hooks=guard.event_hooks()),
+                ) as client,
+            ):
                 return within_cap(
                     lambda remaining: cast(Message, client.messages.create(**params, timeout=remaining)),
-                    deadline=deadline,
+                    guard=guard,
                     cap_s=cap_s,
                     errors=ERRORS,
                     backoff=self._backoff,

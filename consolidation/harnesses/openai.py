@@ -46,6 +46,7 @@ from openai.types.chat import ChatCompletion
 
 from consolidation.errors import FormatRefused, HarnessError
 from consolidation.harnesses.base import HarnessResult, PromptRecord, Turn
+from consolidation.harnesses.calls import CallGuard
 from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
 from consolidation.models import Usage
@@ -220,29 +221,29 @@ class OpenAIHarness(OneTurnHarness):
         price = price_for(self._prices, model)
         if self._api_key is None and self._official:
             raise HarnessError("no OpenAI API key: set OPENAI_API_KEY, or point base_url at a local server")
-        deadline = time.monotonic() + wall_clock_cap_s
         form = remembered_format(self._base_url, model)
-        while True:
-            params = self.turn_params(turn, model=model, max_output_tokens=max_output_tokens, form=form)
-            try:
-                completion = self.send(params, deadline=deadline, cap_s=wall_clock_cap_s)
-                break
-            except FormatRefused as refused:
-                following = FORMATS[FORMATS.index(form) + 1 :]
-                if not following:  # pragma: no cover - the last form sends no response_format
-                    raise HarnessError(f"{self._errors.service} refused the request: {refused}") from refused.cause
-                log.warning(
-                    "openai call model=%s: the server refused response_format %s; using %s from now on",
-                    model,
-                    form,
-                    following[0],
-                )
-                form = following[0]
-                _remember_format(self._base_url, model, form)
+        with CallGuard(time.monotonic() + wall_clock_cap_s) as guard:
+            while True:
+                params = self.turn_params(turn, model=model, max_output_tokens=max_output_tokens, form=form)
+                try:
+                    completion = self.send(params, guard=guard, cap_s=wall_clock_cap_s)
+                    break
+                except FormatRefused as refused:
+                    following = FORMATS[FORMATS.index(form) + 1 :]
+                    if not following:  # pragma: no cover - the last form sends no response_format
+                        raise HarnessError(f"{self._errors.service} refused the request: {refused}") from refused.cause
+                    log.warning(
+                        "openai call model=%s: the server refused response_format %s; using %s from now on",
+                        model,
+                        form,
+                        following[0],
+                    )
+                    form = following[0]
+                    _remember_format(self._base_url, model, form)
         return self._result(completion, turn=turn, price=price, form=form, limit=max_output_tokens)
 
-    def send(self, params: dict[str, Any], *, deadline: float, cap_s: float) -> ChatCompletion:
-        """Make the ``chat.completions.create`` request before ``deadline`` under the shared retry policy.
+    def send(self, params: dict[str, Any], *, guard: CallGuard, cap_s: float) -> ChatCompletion:
+        """Make the ``chat.completions.create`` request before ``guard``'s deadline under the shared retry policy.
 
         Raises:
             FormatRefused: the server refused the ``response_format`` form (nothing was processed).
@@ -253,7 +254,8 @@ class OpenAIHarness(OneTurnHarness):
             api_key=self._api_key or PLACEHOLDER_API_KEY,
             base_url=self._base_url,
             max_retries=0,
-            timeout=max(deadline - time.monotonic(), 0.001),
+            timeout=max(guard.deadline - time.monotonic(), 0.001),
+            http_client=openai.DefaultHttpxClient(event_hooks=guard.event_hooks()),
         ) as client:
 
             def attempt(remaining: float) -> ChatCompletion:
@@ -266,7 +268,7 @@ class OpenAIHarness(OneTurnHarness):
 
             return within_cap(
                 attempt,
-                deadline=deadline,
+                guard=guard,
                 cap_s=cap_s,
                 errors=self._errors,
                 backoff=self._backoff,

@@ -26,6 +26,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_before_d
 from tenacity.stop import stop_base
 
 from consolidation.errors import HarnessError
+from consolidation.harnesses.calls import CallGuard
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ class Backoff:
 def within_cap(
     attempt: Callable[[float], T],
     *,
-    deadline: float,
+    guard: CallGuard,
     cap_s: float,
     errors: SdkErrors,
     backoff: Backoff,
@@ -164,19 +165,22 @@ def within_cap(
 ) -> T:
     """Call ``attempt(seconds_left)`` until it returns, retrying only what was provably not processed.
 
-    ``deadline`` is the ``time.monotonic()`` at which the ``cap_s`` wall-clock cap ends.
+    ``guard`` holds the deadline (the ``time.monotonic()`` at which the ``cap_s`` wall-clock cap
+    ends) and closes the call's connections when it comes, however the server sends its bytes;
+    ``attempt`` makes its requests through an HTTP client with the guard's event hooks.
 
     Raises:
-        HarnessError: a timeout, a status that is not retried, a dropped connection, or the
-            cap ran out while retrying (``retryable_exhausted``).
+        HarnessError: a timeout, a status that is not retried, a dropped connection, the call
+            was given up, or the cap ran out while retrying (``retryable_exhausted``).
     """
+    deadline = guard.deadline
     attempts = 0
     retrying = Retrying(
         # stop_before_delay is the budget measured from the first attempt; _StopAtDeadline also
         # counts the client's set-up and keeps a usable slice of the cap for the next attempt.
         stop=stop_before_delay(cap_s) | _StopAtDeadline(deadline),
         wait=_Backoff(initial_s=backoff.initial_s, max_s=backoff.max_s, errors=errors),
-        retry=retry_if_exception(lambda exc: is_retryable(exc, errors)),
+        retry=retry_if_exception(lambda exc: not guard.cut and is_retryable(exc, errors)),
         reraise=True,
         before_sleep=_retry_logger(errors, model),
     )
@@ -193,14 +197,31 @@ def within_cap(
                 return attempt(remaining)
     except HarnessError:
         raise
-    except errors.timeout as exc:
-        raise HarnessError(
-            f"the model call timed out: no response within the {cap_s:g} s wall-clock cap "
-            f"(model {model}, attempt {attempts}); raise wall_clock_cap_s if this repeats"
-        ) from exc
-    except errors.base as exc:
-        raise _failure(exc, errors, cap_s=cap_s, attempts=attempts) from exc
+    except (errors.base, OSError) as exc:
+        # OSError: the SDK's parser read a socket the guard had shut, the same cut seen one layer down.
+        if isinstance(exc, errors.base) or guard.cut:
+            raise _translated(exc, guard, errors, cap_s=cap_s, model=model, attempts=attempts) from exc
+        raise
     raise AssertionError("unreachable: tenacity either returns or raises")  # pragma: no cover
+
+
+def _translated(
+    exc: BaseException, guard: CallGuard, errors: SdkErrors, *, cap_s: float, model: str, attempts: int
+) -> HarnessError:
+    """The run's error for what ended the call: given up, the cap, or the SDK's own failure."""
+    if isinstance(exc, errors.status):  # a whole response arrived, whatever the guard did after it
+        return _failure(exc, errors, cap_s=cap_s, attempts=attempts)
+    if guard.given_up is not None:
+        return HarnessError(f"the model call was given up: {guard.given_up}")
+    if guard.expired or isinstance(exc, errors.timeout):
+        how = "the answer was not complete when the cap ended, so the connection was closed" if guard.expired else (
+            "no response within the cap")  # fmt: skip
+        return HarnessError(
+            f"the model call timed out: {how} ({cap_s:g} s wall-clock cap, model {model}, attempt {attempts}); "
+            "raise wall_clock_cap_s if this repeats"
+        )
+    assert isinstance(exc, Exception)
+    return _failure(exc, errors, cap_s=cap_s, attempts=attempts)
 
 
 def _retry_logger(errors: SdkErrors, model: str) -> Callable[[RetryCallState], None]:

@@ -31,7 +31,7 @@ from ledger.files.audit import (
     entry_files,
     parse_context,
 )
-from ledger.files.entry import parse_entry, read_entry, validate
+from ledger.files.entry import parse_entry, read_entry, validate, write_no_follow
 from ledger.files.explain import explain  # eager: the module's name is the function's
 from ledger.files.markdown import audit_markdown
 from ledger.files.model import RULE_IDS, Entry, Problem, ScopeLevel, SourceKind
@@ -109,6 +109,7 @@ __all__ = [
     "validate",
     "validate_json",
     "validate_text",
+    "write_no_follow",
 ]
 
 

@@ -71,6 +71,28 @@ def read_entry(path: Path, *, name: str | None = None) -> Entry:
     return parse_entry(data, name=name, path=path)
 
 
+def write_no_follow(path: Path, text: str, *, exclusive: bool = False) -> bool:
+    """Write ``text`` (UTF-8) to ``path`` unless ``path`` is a symbolic link: False then, nothing written anywhere.
+
+    Opened with ``O_NOFOLLOW``, so a link (to a file, or dangling) put there at any moment is
+    never written through. ``exclusive``: refuse a file that exists (``FileExistsError``).
+
+    Raises:
+        OSError: the file cannot be written (no permission, no directory, exists with ``exclusive``).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_EXCL if exclusive else os.O_TRUNC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or path.is_symlink():
+            return False
+        raise
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return True
+
+
 def link_entry(path: Path, name: str) -> Entry:
     """The invalid entry a symbolic link is: its own problem, nothing of its target read."""
     message = "the entry is a symbolic link; memledger never follows links, so its target was not read"

@@ -24,10 +24,8 @@ already active or proposed in the scope (export then import proposes no duplicat
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -37,7 +35,7 @@ from ledger.core import Ledger
 from ledger.errors import BudgetExceeded, LedgerError
 from ledger.files.audit import Finding, audit_directory
 from ledger.files.dates import expires_at_of, expires_day_of, format_instant
-from ledger.files.entry import parse_entry, validate
+from ledger.files.entry import parse_entry, validate, write_no_follow
 from ledger.files.model import Entry, SourceKind
 from ledger.models import MemoryRecord, Provenance, Status
 
@@ -158,27 +156,13 @@ def export_scope(
     directory.mkdir(parents=True, exist_ok=True)
     in_the_way: list[Skipped] = []
     for record_id in sorted(texts):
-        if _write_no_follow(directory / f"{record_id}.md", texts[record_id]):
+        if write_no_follow(directory / f"{record_id}.md", texts[record_id]):
             result.written.append(f"{record_id}.md")
         else:
             in_the_way.append(Skipped(record_id, f"{record_id}.md is a symbolic link: not written through"))
     result.skipped.reverse()
     result.skipped.extend(in_the_way)
     return result
-
-
-def _write_no_follow(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` unless ``path`` is a symbolic link (False then; nothing written anywhere)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or path.is_symlink():
-            return False
-        raise
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return True
 
 
 def _export_refusal(record: MemoryRecord, exported: dict[str, str]) -> str | None:

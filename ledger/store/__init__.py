@@ -15,7 +15,7 @@ from ledger.store.ddl import include_object
 from ledger.store.postgres import PostgresStore
 from ledger.store.prepared import Prepared, lit, param
 from ledger.store.scope import enter_scope
-from ledger.store.sqlite import SQLiteStore
+from ledger.store.sqlite import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_MODES, SQLiteStore
 
 __all__ = [
     "Locked",
@@ -42,15 +42,27 @@ _KINDS: dict[str, type[Store]] = {"sqlite": SQLiteStore, "postgresql": PostgresS
 _STORES: dict[int, Store] = {}
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for ``url`` with the settings its store relies on. Raises LedgerError for other databases."""
+def make_engine(url: str, *, sqlite_synchronous: str = DEFAULT_SYNCHRONOUS) -> Engine:
+    """An engine for ``url`` with the settings its store relies on; on SQLite every connection runs
+    ``PRAGMA synchronous`` = ``sqlite_synchronous`` (``normal`` or ``full``).
+
+    Raises:
+        LedgerError: another database, or a ``sqlite_synchronous`` that is not ``normal`` or ``full``.
+    """
+    if sqlite_synchronous not in SYNCHRONOUS_MODES:  # whatever the database: a bad setting is never silent
+        raise LedgerError(
+            f"SQLite synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, not {sqlite_synchronous!r}"
+        )
     parsed = make_url(url)
     kind = _KINDS.get(parsed.get_backend_name())
     if kind is None:
         raise LedgerError(
             f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: use sqlite or postgresql"
         )
-    engine = kind.create_engine(url)
+    if kind is SQLiteStore:
+        engine = SQLiteStore.create_engine(url, synchronous=sqlite_synchronous)
+    else:
+        engine = kind.create_engine(url)
     _remember(engine, kind(engine))
     return engine
 

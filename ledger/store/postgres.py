@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from ledger.errors import LedgerBusy
+from ledger.errors import LedgerBusy, LedgerError, OutcomeUnknown
 from ledger.schema import RECORDS, SCOPES
 from ledger.store import postgres_ddl
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
@@ -40,6 +40,10 @@ MAX_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 # serialization failure, deadlock, lock not available
 _RETRY_SQLSTATES = ("40001", "40P01", "55P03")
+# The server ended the session (admin_shutdown, crash_shutdown, cannot_connect_now), or class 08: the connection.
+_GONE_SQLSTATES = ("57P01", "57P02", "57P03")
+# How long a plain save whose connection was lost keeps trying to read whether it was written.
+CHECK_AFTER_LOSS_S = 5.0
 
 
 _WRITTEN_AT = Prepared(select(RECORDS.c.valid_from).where(RECORDS.c.id == param("rid")))
@@ -96,12 +100,15 @@ class PostgresStore(Store):
                     yield conn
                     pipe.commit()
             except DBAPIError as exc:
-                if pipe.raw.broken and not pipe.commit_sent:
+                if not _lost(exc, pipe.raw):
+                    raise  # the server answered: the transaction was rolled back
+                conn.invalidate()
+                if not pipe.commit_sent:
                     # The server never saw a COMMIT: nothing of this write happened, so it is safe to run
                     # again on another connection (Ledger.run retries LedgerBusy).
-                    conn.invalidate()
                     raise LedgerBusy("the connection to the ledger database was lost; try again") from exc
-                raise
+                # It may have committed before the connection went: only a read can tell, never a retry.
+                raise OutcomeUnknown.lost() from exc
             finally:
                 del info[_PIPE]
                 pipe.leave(quiet=True)
@@ -205,16 +212,37 @@ class PostgresStore(Store):
             try:
                 saved: int | None = _call(lambda: save_plain(raw, params))
                 return saved
-            except DBAPIError:
-                if not raw.broken:
+            except DBAPIError as exc:
+                if not _lost(exc, raw):
                     raise
                 proxy.invalidate()
             finally:
                 proxy.close()
-            with self._begin_write() as conn:
-                self.lock_scope(conn, params["s"])
-                found = self.rows(conn, _WRITTEN_AT, {"rid": params["id"]})
-            return int(found[0][0]) if found else None
+            return self._written_at(params["s"], params["id"])
+
+    def _written_at(self, scope: str, record_id: str) -> int | None:
+        """After a plain save's connection was lost: the instant ``record_id`` was written at, None when it was not.
+
+        Read after the scope's lock (which waits for a call the server is still running), on another
+        connection, a few times while the database cannot be reached.
+
+        Raises:
+            OutcomeUnknown: the database could not be asked within :data:`CHECK_AFTER_LOSS_S`.
+        """
+        deadline = time.monotonic() + CHECK_AFTER_LOSS_S
+        pause_s = 0.05
+        while True:
+            try:
+                with self._begin_write() as conn:
+                    self.lock_scope(conn, scope)
+                    found = self.rows(conn, _WRITTEN_AT, {"rid": record_id})
+                return int(found[0][0]) if found else None
+            except (DBAPIError, LedgerError) as exc:
+                if time.monotonic() + pause_s > deadline:
+                    raise OutcomeUnknown.lost(record_id) from exc
+                log.info("checking whether save %s was written: %s; again in %.2f s", record_id, exc, pause_s)
+                time.sleep(pause_s)
+                pause_s = min(pause_s * 2, 1.0)
 
     def search(self, conn: Connection, scope: str, query: str, *, limit: int, now_us: int) -> list[RowMapping]:
         words = _WORD.findall(query)[:MAX_TERMS]
@@ -278,6 +306,12 @@ def _holding_old_rows(conn: Connection) -> list[str]:
         f"{', '.join(held)} when compaction began: the row versions they can still see (a body forgotten "
         "before they began) were kept; run `memledger db compact` again once they have ended"
     ]
+
+
+def _lost(exc: DBAPIError, raw: psycopg.Connection[Any]) -> bool:
+    """Whether ``exc`` means the connection is gone (no answer can come on it), not a refusal by the server."""
+    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    return bool(raw.broken or exc.connection_invalidated or sqlstate in _GONE_SQLSTATES or sqlstate.startswith("08"))
 
 
 def _call(fn: Any) -> Any:

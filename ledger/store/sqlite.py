@@ -38,6 +38,12 @@ from ledger.store.prepared import Prepared
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5_000
+# PRAGMA synchronous in WAL mode (docs/operations.md, "Durability"). normal: the WAL is synced at checkpoints
+# only, so a committed write survives a crash of the process but the last ones may be lost with the machine
+# (power loss, OS crash; the file stays consistent). full: the WAL is synced at every commit, so a committed
+# write survives those too, for an fsync per commit.
+SYNCHRONOUS_MODES = ("normal", "full")
+DEFAULT_SYNCHRONOUS = "normal"
 MAX_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 _BUSY = ("database is locked", "database is busy", "database table is locked")
@@ -77,7 +83,9 @@ class SQLiteStore(Store):
         )
 
     @classmethod
-    def create_engine(cls, url: str) -> Engine:
+    def create_engine(cls, url: str, *, synchronous: str = DEFAULT_SYNCHRONOUS) -> Engine:
+        """The engine; every connection it opens runs ``PRAGMA synchronous`` = ``synchronous``, one of
+        :data:`SYNCHRONOUS_MODES` (:func:`ledger.store.make_engine` checks it)."""
         parsed = make_url(url)
         database = parsed.database or ""
         memory = database in ("", ":memory:")
@@ -94,7 +102,7 @@ class SQLiteStore(Store):
             # server's worker threads never wait for each other's idle connections.
             kwargs["max_overflow"] = -1
         engine = create_engine(url, **kwargs)
-        event.listen(engine, "connect", _on_connect(memory))
+        event.listen(engine, "connect", _on_connect(memory, synchronous))
         event.listen(engine, "begin", _on_begin)
         return engine
 
@@ -274,13 +282,13 @@ class SQLiteStore(Store):
         return _busy(exc)
 
 
-def _on_connect(memory: bool) -> Any:
+def _on_connect(memory: bool, synchronous: str) -> Any:
     def on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         dbapi_conn.isolation_level = None  # the BEGINs are ours
         cur = dbapi_conn.cursor()
         if not memory:
             _use_wal(cur)
-        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA synchronous={synchronous.upper()}")
         cur.execute("PRAGMA secure_delete=ON")
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cur.execute("PRAGMA foreign_keys=ON")

@@ -168,7 +168,7 @@ def test_proposals_land_proposed_with_the_session_and_every_refusal_is_counted(
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea", "u1"), assistant("ok")], now=at(0))
     [done] = asvc.run_due(now=at(20))
     assert done.job == "extract" and done.outcome == Outcome.PROPOSED
-    assert done.ops_proposed == 11 and done.ops_applied == 3 and done.ops_refused == 8
+    assert done.ops_proposed == 11 and (done.ops_applied, done.proposals_written) == (0, 3) and done.ops_refused == 8
     assert done.refusals == {
         "unknown_kind": 1,
         "malformed": 1,
@@ -195,7 +195,8 @@ def test_a_proposal_over_the_budget_is_refused_before_it_is_stored_and_recorded(
     fake.set_proposals([{"body": f"suggestion {n}", "kind": "fact"} for n in range(3)])
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("hello")], now=at(0))
     [done] = asvc.run_due(now=at(20))
-    assert done.ops_applied == 1 and done.refusals == {"budget_exceeded": 2} and done.ops_refused == 2
+    assert (done.ops_applied, done.proposals_written) == (0, 1)
+    assert done.refusals == {"budget_exceeded": 2} and done.ops_refused == 2
     assert [p.body for p in led.proposals(SCOPE, now=at(20))] == ["suggestion 0"]
     refused = [e for e in led.events(SCOPE) if e.event == "proposal_refused" and e.run_id == done.id]
     assert len(refused) == 2 and all(e.reason == "budget_exceeded" for e in refused)
@@ -261,7 +262,7 @@ def test_a_crash_after_the_answer_is_stored_never_calls_again(
     assert fake.calls == 1 and svc.get_run(run.id).state == RunState.RUNNING
     # When the janitor finds it past cap + grace, the stored answer is applied: no second call
     [recovered] = svc.recover_stuck(now=at(20 + CAP_S + GRACE_S + 1))
-    assert recovered.id == run.id and recovered.outcome == Outcome.PROPOSED and recovered.ops_applied == 1
+    assert recovered.id == run.id and recovered.outcome == Outcome.PROPOSED and recovered.proposals_written == 1
     assert fake.calls == 1 and [p.body for p in svc.led.proposals(SCOPE)] == ["I prefer tea"]
     assert svc.execute(run.id, now=at(200)) is None and fake.calls == 1
     assert svc.recover_stuck(now=at(400)) == []
@@ -317,6 +318,32 @@ def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(asvc: ConsolidationS
     assert all("zanzibar" not in blob for blob in stored), stored
 
 
+def test_forgetting_leaves_another_accounts_audits_and_digests_alone(
+    asvc: ConsolidationService, vendor: Vendor
+) -> None:
+    """Each account's texts are its own: a body forgotten by one account stays in another account's words."""
+    led, other = asvc.led, asvc.led.for_account("other")
+    words = "my zanzibar surprise party plan"
+    mine, theirs = led.save(words, now=T0), other.save(words, now=T0)
+    led.build_packet(SCOPE, session_id="s1", now=at(0))
+    other.build_packet(other.scope_key, session_id="s1", now=at(0))
+    asvc.update_extraction_settings(other.scope_key, mode="propose", **vendor.settings(), debounce_s=10, now=T0)
+    asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"about {words}")], now=at(1))
+    asvc.notify_turn(other.scope_key, session_id="s1", messages=[user(f"about {words}")], now=at(1))
+    led.delete(mine.id, now=at(2))
+    with led.engine.connect() as conn:
+        kept = {
+            table: json.dumps(
+                [list(r) for r in conn.execute(text(f"SELECT * FROM {table} WHERE scope_key = :s"), {"s": s})]
+            )
+            for table, s in (("extraction_digests", other.scope_key), ("packet_audits", other.scope_key))
+        }
+        erased = conn.execute(text("SELECT messages FROM extraction_digests WHERE scope_key = :s"), {"s": SCOPE})
+        assert words not in json.dumps([list(r) for r in erased])
+    assert all(words in blob for blob in kept.values()), kept
+    assert other.get(theirs.id).body == words
+
+
 def test_turning_extraction_off_cancels_pending_runs_and_drops_digests(asvc: ConsolidationService) -> None:
     asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
     asvc.update_extraction_settings(SCOPE, mode="off", now=at(1))
@@ -339,7 +366,7 @@ def test_offline_extraction_end_to_end(svc: ConsolidationService) -> None:
         now=at(0),
     )
     [done] = svc.run_due(now=at(1))
-    assert done.job == "extract" and done.harness == "offline" and done.ops_applied == 1
+    assert done.job == "extract" and done.harness == "offline" and (done.ops_applied, done.proposals_written) == (0, 1)
     [prop] = svc.led.proposals(SCOPE)
     assert prop.body == "My deploy region is eu-west-1" and prop.source_session_id == "chat-9"
     assert svc.led.capabilities()["extraction"] == {"available": True, "mode": "propose", "enabled": True}

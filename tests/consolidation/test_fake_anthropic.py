@@ -11,12 +11,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anthropic
 import pytest
 
 from consolidation.fake_anthropic import FakeAnthropic, Reply
+from tests.hygiene import kill_group, popen
 
 REQUEST = {
     "model": "claude-haiku-4-5",
@@ -203,15 +206,22 @@ def _wait_for(predicate, timeout_s: float = 10.0) -> bool:
     return False
 
 
-def _spawn(*args: str) -> subprocess.Popen[str]:
+@contextmanager
+def _spawn(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """The fake as a process of its own, killed (with its process group) after the block whatever happened."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    return subprocess.Popen(
+    process = popen(
         [sys.executable, "-m", "consolidation.fake_anthropic", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+    with process:
+        try:
+            yield process
+        finally:
+            kill_group(process)
 
 
 def test_as_a_process_it_prints_its_url_counts_arrivals_and_exits_on_sigterm(tmp_path):

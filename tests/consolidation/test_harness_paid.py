@@ -329,6 +329,35 @@ def test_a_slow_answer_past_the_cap_fails_quickly_and_is_not_retried(fake, harne
     assert fake.calls == 1
 
 
+def test_an_answer_trickled_past_the_cap_is_cut_at_the_cap_and_its_connection_closed(fake, harness):
+    # Given a server that drips its answer a byte every 50 ms (about 15 s in all): every read the SDK
+    # makes gets a byte long before any per-read timeout
+    fake.set_trickle(0.05)
+
+    started = time.monotonic()
+    with pytest.raises(HarnessError, match="timed out: the answer was not complete when the cap ended"):
+        call(harness, cap_s=1.0)
+
+    # Then the cap bounds the whole call, bytes included, and the server saw the connection close
+    assert time.monotonic() - started < 1.0 + 0.5
+    assert fake.wait_for_hangups(1, timeout_s=2) and fake.calls == 1
+
+
+def test_a_call_given_up_is_closed_at_once_and_says_why(fake, harness):
+    from consolidation.harnesses import give_up_calls
+
+    fake.set_trickle(0.05)
+    fake.push(Reply(delay_s=0.3))  # the answer's bytes have not started when the call is given up
+    threading.Timer(0.6, give_up_calls, args=("the worker was stopping",)).start()
+
+    started = time.monotonic()
+    with pytest.raises(HarnessError, match="given up: the worker was stopping"):
+        call(harness, cap_s=30)
+
+    assert time.monotonic() - started < 0.6 + 0.5
+    assert fake.wait_for_hangups(1, timeout_s=2)
+
+
 def test_retries_share_one_budget(fake, harness):
     # Given a rate limit, then an answer slower than what is left of the cap
     fake.push(Reply(status=429), Reply(delay_s=5))

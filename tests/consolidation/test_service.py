@@ -113,6 +113,34 @@ def test_max_wait_caps_the_debounce(svc: ConsolidationService) -> None:
     assert run is not None and run.due_at == at(25)
 
 
+def test_a_new_debounce_reschedules_the_pending_run(svc: ConsolidationService) -> None:
+    # Given a pending run due ten minutes after its last turn (at 300 s)
+    svc.update_settings(SCOPE, mode="apply", now=at(0))
+    svc.notify_turn(SCOPE, now=at(0))
+    run = svc.notify_turn(SCOPE, now=at(300))
+    assert run is not None and run.due_at == at(900)
+    # When the operator lowers the debounce to 30 s, the run is due 30 s after its last turn
+    svc.update_settings(SCOPE, debounce_s=30, now=at(310))
+    assert svc.get_run(run.id).due_at == at(330)
+    [settled] = svc.run_due(now=at(330))
+    assert settled.id == run.id
+    # A longer debounce pushes a pending run back, never past its max wait
+    second = svc.notify_turn(SCOPE, now=at(400))
+    assert second is not None and second.due_at == at(430)
+    svc.update_settings(SCOPE, debounce_s=7200, max_wait_s=7200, now=at(410))
+    assert svc.get_run(second.id).due_at == at(400 + 7200)
+    svc.update_settings(SCOPE, max_wait_s=3600, debounce_s=600, now=at(420))
+    assert svc.get_run(second.id).due_at == at(1000)
+
+
+def test_a_new_debounce_reschedules_the_pending_extraction_runs(svc: ConsolidationService) -> None:
+    svc.update_extraction_settings(SCOPE, mode="propose", debounce_s=600, max_wait_s=None, now=at(0))
+    run = svc.notify_turn(SCOPE, session_id="s1", messages=[{"role": "user", "text": "I live in Porto"}], now=at(5))
+    assert run is not None and run.job == "extract" and run.due_at == at(605)
+    svc.update_extraction_settings(SCOPE, debounce_s=30, now=at(10))
+    assert svc.get_run(run.id).due_at == at(35)
+
+
 def test_a_run_executes_only_when_due_and_settles_once(svc: ConsolidationService) -> None:
     ids = dupes(svc)
     svc.update_settings(SCOPE, mode="apply", debounce_s=10, now=at(0))
@@ -167,7 +195,7 @@ def test_propose_mode_makes_proposals_that_accept_applies(svc: ConsolidationServ
     svc.update_settings(SCOPE, mode="propose", debounce_s=0, now=at(0))
     svc.notify_turn(SCOPE, now=at(1))
     [done] = svc.run_due(now=at(1))
-    assert done.outcome == Outcome.PROPOSED and done.ops_applied == 1
+    assert done.outcome == Outcome.PROPOSED and (done.ops_applied, done.proposals_written) == (0, 1)
     [proposal] = svc.led.proposals(SCOPE, now=at(2))
     assert proposal.provenance == Provenance.MODEL_CONSOLIDATION and sorted(proposal.supersedes) == sorted(ids)
     assert len(svc.led.list(SCOPE, now=at(2))) == 3  # nothing applied yet

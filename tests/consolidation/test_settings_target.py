@@ -47,6 +47,8 @@ def test_a_local_model_is_configured_free_of_charge(job) -> None:
         ({**LOCAL, **FREE, "base_url": "http:///v1"}, "http"),
         ({**LOCAL, **FREE, "base_url": "http://host:99999/v1"}, "not a valid URL"),
         ({**LOCAL, **FREE, "base_url": "http://k:sk-1@host/v1"}, "must not carry credentials"),
+        ({**LOCAL, **FREE, "base_url": "http://host/v1?key=sk-1"}, "must not have a .query"),
+        ({**LOCAL, **FREE, "base_url": "http://host/v1/sk-proj-AbCdEfGhIjKlMnOpQrStUv0123"}, "key in its path"),
         ({**LOCAL, **FREE, "base_url": "http://host/v1 x"}, "http"),
         ({**LOCAL, **FREE, "base_url": 5}, "http"),
         ({**LOCAL, "price_in_usd_per_mtok": -1, "price_out_usd_per_mtok": 0}, "price_in_usd_per_mtok"),
@@ -84,6 +86,21 @@ def test_a_new_harness_drops_the_old_server_and_a_new_model_the_old_prices(job) 
     # A new harness without a server: the old server was the other harness's
     update(SCOPE, harness="offline", now=T0 + timedelta(seconds=3))
     assert (read(SCOPE).base_url, read(SCOPE).model) == (None, "offline")
+
+
+def test_a_new_model_with_one_price_does_not_keep_the_other_from_the_old_model(job) -> None:
+    # Given a free local model (0 and 0)
+    update, read = job
+    update(SCOPE, **LOCAL, **FREE, now=T0)
+    before = read(SCOPE)
+    # When the model changes with its input price only, Then it is refused: the old output price of 0 was
+    # the old model's, and carrying it over would charge a paid model's output at nothing
+    with pytest.raises(InvalidSettings, match="set both price_in_usd_per_mtok and price_out_usd_per_mtok"):
+        update(SCOPE, model="gpt-4.1", price_in_usd_per_mtok=2, now=T0 + timedelta(seconds=1))
+    assert read(SCOPE) == before
+    # And with both prices it is the new model's price, whole
+    update(SCOPE, model="gpt-4.1", price_in_usd_per_mtok=2, price_out_usd_per_mtok=8, now=T0 + timedelta(seconds=2))
+    assert (read(SCOPE).price_in_usd_per_mtok, read(SCOPE).price_out_usd_per_mtok) == (2, 8)
 
 
 def test_the_scopes_prices_override_the_table_for_anthropic_too(make_service, fake) -> None:  # type: ignore[no-untyped-def]

@@ -109,7 +109,7 @@ def test_expire_in_propose_mode_is_a_proposal_and_changes_nothing_until_accepted
 
     done = run_once(asvc, now=at(1))
 
-    assert done.outcome == Outcome.PROPOSED and done.ops_applied == 1
+    assert done.outcome == Outcome.PROPOSED and (done.ops_applied, done.proposals_written) == (0, 1)
     assert led.get(pin.id).expires_at is None
     [proposal] = led.proposals(SCOPE)
     assert proposal.provenance == Provenance.MODEL_CONSOLIDATION and proposal.supersedes == [pin.id]
@@ -366,7 +366,7 @@ def test_reaching_the_budget_with_consolidation_on_schedules_a_run_and_the_refus
     # The save that filled the scope scheduled a run, without a turn
     [pending] = asvc.pending_runs()
     assert pending.scope_key == SCOPE and pending.turns == 0
-    with pytest.raises(BudgetExceeded, match="consolidation run is scheduled"):
+    with pytest.raises(BudgetExceeded, match="Consolidation is on: run run_"):
         led.save("One too many", now=at(5))
 
 

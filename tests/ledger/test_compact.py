@@ -21,6 +21,7 @@ from sqlalchemy import Engine, make_url, text
 from ledger import Ledger, open_ledger
 from ledger.compact import compact
 from tests.conftest import PG_CONNINFO, PG_URL, service_missing
+from tests.hygiene import database_name
 
 MEMLEDGER = str(Path(sys.executable).parent / "memledger")
 
@@ -57,7 +58,7 @@ def pg_database(pg_available: BaseException | None) -> Iterator[str]:
     database, and the other tests' (in the shared database, at the same time) would keep dead row versions."""
     if pg_available is not None:
         service_missing("PostgreSQL", pg_available)
-    name = "compact_" + uuid.uuid4().hex[:12]
+    name = database_name()
     with psycopg.connect(PG_CONNINFO, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name} TEMPLATE template0")
     try:

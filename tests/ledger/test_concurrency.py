@@ -211,7 +211,7 @@ def test_sweep_leaves_alone_a_row_a_concurrent_writer_just_changed(
     rec = led.save("due soon, forgotten first", expires_at=clock.now + timedelta(seconds=10))
     in_delete, release = threading.Event(), threading.Event()
 
-    def hold(conn: Any, ids: Any, bodies: Any) -> None:
+    def hold(conn: Any, scope_key: Any, ids: Any, bodies: Any) -> None:
         in_delete.set()
         release.wait(10)
 

@@ -337,3 +337,24 @@ def test_opening_an_up_to_date_ledger_does_not_import_alembic(tmp_path: Path) ->
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_runs_settled_in_propose_mode_count_their_proposals_apart_after_upgrade(engine: Engine) -> None:
+    # Given runs settled before proposals were counted apart: one in propose mode, one extraction, one applied
+    upgrade(engine, "0012_derived_scope")
+    run = "INSERT INTO consolidation_runs (id, scope_key, state, outcome, turns, created_at, due_at, started_at, "
+    run += "settled_at, refusals, mode, job, ops_proposed, ops_applied) VALUES "
+    run += "(:id, 'account:local', 'settled', :outcome, 1, 1, 1, 1, 2, '{}', :mode, :job, 2, 2)"
+    with engine.begin() as conn:
+        for rid, outcome, mode, job in (
+            ("run_p", "proposed", "propose", "consolidate"),
+            ("run_x", "proposed", None, "extract"),
+            ("run_a", "applied", "apply", "consolidate"),
+        ):
+            conn.execute(text(run), {"id": rid, "outcome": outcome, "mode": mode, "job": job})
+    # When it is upgraded
+    upgrade(engine)
+    # Then what waited for the user is counted as proposals, not as applied
+    with engine.connect() as conn:
+        found = conn.execute(text("SELECT id, ops_applied, proposals_written FROM consolidation_runs ORDER BY id"))
+        assert [tuple(row) for row in found] == [("run_a", 2, 0), ("run_p", 0, 2), ("run_x", 0, 2)]

@@ -90,7 +90,7 @@ def test_bad_limits_filters_and_cursors_are_refused_with_what_to_do(led: Ledger,
     with pytest.raises(InvalidArgument, match="conflict_group"):
         led.list_page(conflict_group="   ")
     garbled = cursor[:-3]
-    edited = base64.urlsafe_b64encode(json.dumps({"v": 1, "k": [1, "x"]}).encode()).decode()
+    edited = base64.urlsafe_b64encode(json.dumps({"v": 2, "a": [1, "x"]}).encode()).decode()
     for bad in (garbled, edited, "", "!!!", "a" * 3000, "\ud800"):
         with pytest.raises(InvalidArgument, match="not one this ledger issued"):
             led.list_page(cursor=bad)
@@ -105,6 +105,50 @@ def test_bad_limits_filters_and_cursors_are_refused_with_what_to_do(led: Ledger,
     theirs = other.list_page(limit=1).next_cursor
     with pytest.raises(InvalidArgument, match="another scope"):
         led.list_page(cursor=theirs)
+
+
+def forged_cursors(scope: str, foreign_id: str) -> list[str]:
+    """Cursors a client could write by hand: huge sort keys, nested arrays, another account's record."""
+
+    def encode(raw: str) -> str:
+        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+    head = f'"l":"active","s":"{scope}","f":[null,null,null]'
+    return [
+        encode(f'{{"v":1,{head},"k":[{10**30},1]}}'),  # past any INTEGER column
+        encode(f'{{"v":1,{head},"k":[1,{2**63}]}}'),  # one past PostgreSQL's bigint
+        encode(f'{{"v":2,{head},"a":{10**30}}}'),
+        encode(f'{{"v":2,{head},"a":"{"x" * 500}"}}'),
+        encode(f'{{"v":2,{head},"a":' + "[" * 700 + "]" * 700 + "}"),  # nested as deep as the length allows
+        encode(f'{{"v":2,{head},"a":"{foreign_id}"}}'),  # a record of another account
+    ]
+
+
+def test_forged_cursors_are_refused_as_invalid_params(led: Ledger, make_ledger: Any) -> None:
+    # Given a scope with pages, and another account's record
+    for n in range(3):
+        led.save(f"pin {n}")
+    foreign = make_ledger(account="bob").save("bob's pin")
+    # When cursors are forged by hand, Then each is refused, through the ledger and the protocol
+    for cursor in forged_cursors(led.scope_key, foreign.id):
+        with pytest.raises(InvalidArgument, match="not one this ledger issued"):
+            led.list_page(limit=1, cursor=cursor)
+        assert "not one this ledger issued" in refused(led, "memory/list_memory_records", limit=1, cursor=cursor)
+
+
+def test_a_cursor_tells_nothing_of_other_accounts(led: Ledger, make_ledger: Any) -> None:
+    # Given another account that wrote many records before this one wrote its two
+    bob = make_ledger(account="bob")
+    for n in range(30):
+        bob.save(f"bob's pin {n}")
+    first = led.save("one")
+    led.save("two")
+    # When the first page of one record is read through the protocol
+    page = ok(led, "memory/list_memory_records", limit=1)
+    decoded = json.loads(base64.urlsafe_b64decode(page["nextCursor"] + "=="))
+    # Then the cursor holds only what the caller was sent: its scope, the list, its filters, the last id
+    assert decoded == {"v": 2, "l": "active", "s": led.scope_key, "f": [None, None, None], "a": first.id}
+    assert [r["body"] for r in ok(led, "memory/list_memory_records", cursor=page["nextCursor"])["records"]] == ["two"]
 
 
 def test_the_scope_is_given_once(led: Ledger) -> None:

@@ -13,7 +13,6 @@ store — is reported; the self-tests below change one each way and see it.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from ledger.schema import METADATA
 from ledger.store import store_for
 from ledger.store.schema_object import SchemaObject
 from tests.conftest import PG_URL, pg_schema_url, service_missing
+from tests.hygiene import schema_name
 
 Snapshot = dict[str, Any]
 
@@ -51,7 +51,7 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Engin
     pg_available = request.getfixturevalue("pg_available")
     if pg_available is not None:
         service_missing("PostgreSQL", pg_available)
-    schemas = ["t_" + uuid.uuid4().hex[:12] for _ in range(2)]
+    schemas = [schema_name() for _ in range(2)]
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         for schema in schemas:

@@ -102,7 +102,14 @@ def test_not_text(body: object) -> None:
     assert "string" in err.message
 
 
-@pytest.mark.parametrize("body", ["", " ", "\n\t  \r\n", "\u00a0\u2003"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "", " ", "\n\t  \r\n", "\u00a0\u2003",
+        # only invisible characters: format ones, the other default-ignorables, the blank Braille pattern
+        "\u200b", "\u034f\u034f", "\ufe0f", "\u3164", "\u2800 \u2800", "\u115f\u1160", "\U000e0100", " \u200d\u3164 ",
+    ],
+)  # fmt: skip
 def test_empty_and_whitespace_only(body: str) -> None:
     err = _rejected(body)
     assert err.why == "empty"
@@ -294,11 +301,11 @@ def test_the_format_character_class_is_every_cf_character() -> None:
     import sys
     import unicodedata
 
-    from ledger.screening_views import _FORMAT_CHARS
+    from ledger.screening_views import INVISIBLE
 
     missing = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
-    assert all(_FORMAT_CHARS.fullmatch(chr(c)) for c in missing)
-    assert not _FORMAT_CHARS.search("plain text, é, пароль, パスワード, 😀")
+    assert all(INVISIBLE.fullmatch(chr(c)) for c in missing)
+    assert not INVISIBLE.search("plain text, é, пароль, パスワード, 😀, ㅎ, ⠁")
 
 
 @pytest.mark.parametrize(

@@ -337,6 +337,8 @@ def test_a_child_forked_while_a_parent_thread_waits_to_write_has_a_write_queue_o
     import subprocess
     import sys
 
+    from tests.hygiene import kill_group, popen
+
     path = tmp_path / "ledger.db"
     led = open_ledger(f"sqlite:///{path}")
     hold = (
@@ -344,7 +346,7 @@ def test_a_child_forked_while_a_parent_thread_waits_to_write_has_a_write_queue_o
         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
         "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(1.5); c.execute('COMMIT')\n"
     )
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
+    holder = popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         waiter = threading.Thread(target=led.save, args=("saved by a parent thread that waited",))
@@ -361,6 +363,7 @@ def test_a_child_forked_while_a_parent_thread_waits_to_write_has_a_write_queue_o
         ]
     finally:
         holder.wait(10)
+        kill_group(holder)
         assert holder.stdout is not None
         holder.stdout.close()
         led.close()

@@ -5,7 +5,8 @@
 * ``make_runtime(**config)`` builds an in-process :class:`~worker.runtime.Runtime` on a
   fresh SQLite file (or any URL given), closed after the test.
 * ``spawn(...)`` starts a real ``memledger`` (or any) subprocess with its output in
-  files, and kills whatever is left at teardown (by pid, nothing else).
+  files, in a process group of its own, and kills that group at teardown (the processes it started
+  too, such as a worker's supervised children; nothing else).
 * ``shared_mcp_sqlite`` / ``shared_mcp_postgres``: one ``memledger mcp`` per test process for the
   MCP tests that can share it (each test calls ``fresh()`` first: its accounts start empty).
 * ``fake_model(...)`` starts ``python -m consolidation.fake_anthropic`` (or ``fake_openai``) as its own process.
@@ -23,7 +24,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,8 @@ import structlog
 from typer.testing import CliRunner, Result
 
 from tests.conftest import copy_migrated_sqlite, fresh_pg_schema, migrate_postgres_schema, service_missing
+from tests.hygiene import kill_group, redis_namespace, schema_name
+from tests.hygiene import popen as popen_in_group
 from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
 
@@ -88,7 +90,7 @@ def make_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
         if "database_url" not in config:
             config["database_url"] = f"sqlite:///{tmp_path / 'ledger.db'}"
             copy_migrated_sqlite(config["database_url"])
-        config.setdefault("redis_namespace", "t" + uuid.uuid4().hex[:10])
+        config.setdefault("redis_namespace", redis_namespace())
         config.setdefault("worker_poll_ms", 50)
         config.setdefault("shutdown_timeout_s", 10)
         runtime = build_runtime(WorkerConfig(**config), service_kwargs=service_kwargs)
@@ -134,9 +136,8 @@ class Proc:
         return self.popen.wait(timeout_s)
 
     def kill(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(10)
+        """SIGKILL its process group: it and every process it started."""
+        kill_group(self.popen)
 
 
 def memledger_env(directory: Path) -> dict[str, str]:
@@ -150,7 +151,7 @@ def memledger_env(directory: Path) -> dict[str, str]:
         MEMLEDGER_JANITOR_RESEND_AFTER_S="0.5",
         MEMLEDGER_WORKER_POLL_MS="50",
         MEMLEDGER_WORKER_THREADS="4",
-        MEMLEDGER_REDIS_NAMESPACE="t" + uuid.uuid4().hex[:10],
+        MEMLEDGER_REDIS_NAMESPACE=redis_namespace(),
         PYTHONUNBUFFERED="1",
     )
     return env
@@ -175,7 +176,7 @@ def start_process(name: str, args: list[str], env: dict[str, str], directory: Pa
     argv = [MEMLEDGER, *args[1:]] if args and args[0] == "memledger" else args
     out, err = directory / f"{name}.out", directory / f"{name}.err"
     with out.open("wb") as fo, err.open("wb") as fe:
-        popen = subprocess.Popen(argv, env=env, stdout=fo, stderr=fe, cwd=directory)
+        popen = popen_in_group(argv, env=env, stdout=fo, stderr=fe, cwd=directory)
     return Proc(name, popen, out, err, env)
 
 
@@ -264,7 +265,7 @@ def shared_mcp_postgres(
     if pg_available is not None:
         service_missing("PostgreSQL", pg_available)
     directory = tmp_path_factory.mktemp("shared-mcp-pg")
-    with fresh_pg_schema("t_" + uuid.uuid4().hex[:12]) as url:
+    with fresh_pg_schema(schema_name()) as url:
         migrate_postgres_schema(url)
         with shared_stdio(url, directory / "mcp.err") as shared:
             yield shared

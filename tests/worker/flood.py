@@ -17,13 +17,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
 from tests.conftest import tool_missing
+from tests.hygiene import kill_group, popen, redis_namespace
 
 MEMLEDGER = str(Path(sys.executable).parent / "memledger")
 # A request head that never ends: the request line and one header, then nothing.
@@ -62,11 +63,11 @@ def serve(tmp_path: Path, **env_extra: str) -> Iterator[str]:
     env.update(
         MEMLEDGER_DATABASE_URL=f"sqlite:///{tmp_path / 'ledger.db'}",
         MEMLEDGER_LOG_LEVEL="WARNING",
-        MEMLEDGER_REDIS_NAMESPACE=f"flood{port}",
+        MEMLEDGER_REDIS_NAMESPACE=redis_namespace(),
         **env_extra,
     )
     with (tmp_path / "serve.err").open("wb") as err:
-        proc = subprocess.Popen(
+        proc = popen(
             [MEMLEDGER, "serve", "--port", str(port), "--no-banner"],
             env=env,
             cwd=tmp_path,
@@ -89,11 +90,9 @@ def serve(tmp_path: Path, **env_extra: str) -> Iterator[str]:
         yield base
     finally:
         proc.terminate()
-        try:
+        with suppress(subprocess.TimeoutExpired):
             proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        kill_group(proc)
 
 
 def idle_socket(port: int) -> socket.socket:
@@ -200,3 +199,32 @@ def ordinary_requests(base: str, count: int, *, timeout_s: float = 10.0) -> Serv
         seconds.append(time.perf_counter() - started)
         statuses.append(status)
     return Served(statuses, seconds)
+
+
+def slow_body_socket(port: int, token: str, *, declared: int = 200, sent: int = 10) -> socket.socket:
+    """A ``POST /rpc`` with a whole head (a valid token, ``Content-Length: declared``) and only ``sent`` bytes
+    of its body, then nothing: a client dribbling its body."""
+    head = (
+        f"POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {declared}\r\n\r\n"
+    ).encode()
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(head + b" " * sent)
+    return sock
+
+
+def answered(socks: list[socket.socket], *, at_least: int, timeout_s: float) -> dict[socket.socket, int]:
+    """The status of each socket the server answered, waiting until ``at_least`` are or ``timeout_s`` has passed."""
+    statuses: dict[socket.socket, int] = {}
+    poller = select.poll()
+    by_fd = {sock.fileno(): sock for sock in socks}
+    for sock in socks:
+        poller.register(sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+    deadline = time.monotonic() + timeout_s
+    while len(statuses) < at_least and (left := deadline - time.monotonic()) > 0:
+        for fd, _event in poller.poll(int(left * 1000) + 1):
+            sock = by_fd[fd]
+            poller.unregister(fd)
+            line = sock.recv(64).split(b"\r\n", 1)[0].split()
+            statuses[sock] = int(line[1]) if len(line) > 1 else 0
+    return statuses

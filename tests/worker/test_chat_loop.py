@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from typer.testing import Result
 
 from consolidation import RunState
+from tests.hygiene import kill_group, lose_namespace, popen
 from tests.worker.conftest import MEMLEDGER, run_cli, wait_until
 from worker.http.server import create_app
 from worker.runtime import Runtime
@@ -156,9 +157,7 @@ class StdioRpc:
     def __init__(self, env: dict[str, str], stderr: Path) -> None:
         self._stderr = stderr
         with stderr.open("wb") as err:
-            self._popen = subprocess.Popen(
-                [MEMLEDGER, "rpc"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
-            )
+            self._popen = popen([MEMLEDGER, "rpc"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         self._next_id = 0
 
     def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -182,9 +181,7 @@ class StdioRpc:
         return status
 
     def kill(self) -> None:
-        if self._popen.poll() is None:
-            self._popen.kill()
-            self._popen.wait()
+        kill_group(self._popen)
         for pipe in (self._popen.stdin, self._popen.stdout):
             if pipe is not None:
                 pipe.close()
@@ -253,20 +250,18 @@ def test_the_loop_over_stdio_and_the_operator_commands(
 def test_extraction_runs_on_the_redis_broker_and_the_janitor_wakes_a_lost_run(
     make_runtime: Callable[..., Runtime], redis_url: str
 ) -> None:
-    import redis
-
     runtime = make_runtime(redis_url=redis_url, sweep_interval_s=0)
     runtime.service.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=0)
-    # Given a turn whose message is lost (Redis flushed before any worker ran)
+    # Given a turn whose message is lost (Redis lost it before any worker ran)
     _, lost = runtime.notify_turn(SCOPE, session_id="s1", messages=[{"role": "user", "text": "Call me Ana."}])
     assert lost is not None
-    redis.Redis.from_url(redis_url).flushdb()
+    lose_namespace(redis_url, runtime.config.redis_namespace)
     runtime.start_worker(threads=2)
     # When the janitor passes, the run is re-sent and executed once by a dramatiq worker on Redis
     report = runtime.janitor.run_once()
     assert report.rearmed + report.resent >= 1
     wait_until(lambda: runtime.service.get_run(lost.id).state == RunState.SETTLED, timeout_s=15)
-    assert runtime.service.get_run(lost.id).ops_applied == 1
+    assert runtime.service.get_run(lost.id).proposals_written == 1
     # And a second turn goes through the queue as any other
     _, second = runtime.notify_turn(SCOPE, session_id="s2", messages=[{"role": "user", "text": "I prefer tea."}])
     assert second is not None

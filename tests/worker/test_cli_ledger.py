@@ -9,13 +9,15 @@ import selectors
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
 
-from ledger import open_ledger
+from ledger import format_rfc3339, open_ledger
+from tests.hygiene import popen
 from worker.cli import app
 from worker.cli.ledger import parse_instant
 from worker.rpc.stdio import serve_stdio
@@ -197,13 +199,34 @@ def test_search(runner: CliRunner, db_file: Path) -> None:
 
 
 def test_sweep(runner: CliRunner, db_file: Path) -> None:
-    record = run_json(runner, "pin", "temporary", "--expires", "2099-01-01")
+    # Given a pin that expired a day ago (saved in the past) and one that expires in 2099
+    led = open_ledger(f"sqlite:///{db_file}")
+    try:
+        past = datetime.now(UTC) - timedelta(days=2)
+        gone = led.save("temporary", now=past, expires_at=past + timedelta(days=1))
+        led.save("for later", now=past, expires_at=datetime(2099, 1, 1, tzinfo=UTC))
+    finally:
+        led.close()
+    due = format_rfc3339(past + timedelta(days=1))
+    result = run_json(runner, "sweep", "--now", due)
+    assert result == {"expired": 1, "now": due}
     assert "Expired 0 records" in run(runner, "sweep").stdout
-    result = run_json(runner, "sweep", "--now", "2099-01-01T00:00:00Z")
-    assert result == {"expired": 1, "now": "2099-01-01T00:00:00.000000Z"}
-    assert "Expired 0 records" in run(runner, "sweep", "--now", "2100-01-01").stdout
-    chain = run_json(runner, "history", record["id"])
-    assert chain[0]["status"] == "expired" and chain[0]["validTo"] == "2099-01-01T00:00:00.000000Z"
+    chain = run_json(runner, "history", gone.id)
+    assert chain[0]["status"] == "expired" and chain[0]["validTo"] == due
+
+
+def test_sweep_refuses_an_instant_later_than_now(runner: CliRunner, db_file: Path) -> None:
+    # Given a pin that applies until 2030
+    run(runner, "pin", "A", "--expires", "2099-01-01T00:00:00Z")
+    # When the sweep is asked to expire as of 2099, it refuses and expires nothing
+    refused = run(runner, "sweep", "--now", "2099-01-01T00:00:00Z", code=2)
+    assert "later than now" in refused.stderr and "omit --now" in refused.stderr
+    # a minute ahead is refused too; a second ahead is inside the clock-skew allowance
+    run(runner, "sweep", "--now", format_rfc3339(datetime.now(UTC) + timedelta(minutes=1)), code=2)
+    run(runner, "sweep", "--now", format_rfc3339(datetime.now(UTC) + timedelta(seconds=1)))
+    # Then `pins` and `as-of now` agree: A still applies
+    assert [r["body"] for r in run_json(runner, "pins")] == ["A"]
+    assert [r["body"] for r in run_json(runner, "as-of", format_rfc3339(datetime.now(UTC)))] == ["A"]
 
 
 # ---------------------------------------------------------------------- proposals and budget
@@ -222,6 +245,26 @@ def test_proposals_accept_reject(runner: CliRunner, db_file: Path) -> None:
     assert "not" in run(runner, "accept", drop.id, code=1).stderr
 
 
+def test_proposals_show_what_a_merge_proposal_replaces(runner: CliRunner, db_file: Path) -> None:
+    # Given two duplicate pins and a proposal to merge them (as consolidation in propose mode makes)
+    led = open_ledger(f"sqlite:///{db_file}")
+    try:
+        first = led.save("I prefer metric units")
+        second = led.save("i prefer metric units, always")
+        merge = led.propose("I prefer metric units", supersedes=[first.id, second.id])
+        plain = led.propose("I like jazz")
+    finally:
+        led.close()
+    # When the user lists the proposals
+    shown = " ".join(run(runner, "proposals").stdout.split())
+    # Then the merge proposal names each pin it closes on accept, with its words
+    assert "Replaces (closed on accept)" in shown
+    assert f"{first.id}: I prefer metric units" in shown and f"{second.id}: i prefer metric units, always" in shown
+    assert merge.id in shown and plain.id in shown
+    # and --json keeps the ids in supersedes, as before
+    assert run_json(runner, "proposals")[0]["supersedes"] == [first.id, second.id]
+
+
 def test_budget(runner: CliRunner, db_file: Path) -> None:
     usage = run_json(runner, "budget")
     assert usage == {"scopeKey": SCOPE, "maxRecords": 200, "active": 0, "proposed": 0, "held": 0}
@@ -231,6 +274,37 @@ def test_budget(runner: CliRunner, db_file: Path) -> None:
     assert "holds 1 of 1" in result.stderr
     run(runner, "pin", "edited", "--supersedes", first)
     assert "holds 1 of 1 (1 active, 0 proposed)" in run(runner, "budget").stdout
+
+
+def test_a_full_scope_is_refused_with_one_whole_true_message_by_pin_and_rpc(runner: CliRunner, db_file: Path) -> None:
+    # Given a full scope with consolidation on
+    run(runner, "budget", "--set", "1")
+    run(runner, "consolidation", "set", "--mode", "propose", "--harness", "offline")
+    run(runner, "pin", "I prefer tea")
+    # When `memledger pin` and the record protocol both try one more
+    pinned = " ".join(run(runner, "pin", "I prefer coffee", code=1).stderr.split())
+    request = {"jsonrpc": "2.0", "id": 1, "method": "memory/save_memory_record", "params": {"body": "I prefer cocoa"}}
+    answered = json.loads(run(runner, "rpc", input=json.dumps(request) + "\n").stdout)["error"]["message"]
+    # Then both say the same whole thing: a run is scheduled, what else makes room, nothing cut
+    assert pinned == answered, (pinned, answered)
+    assert "Consolidation is on: run run_" in answered and answered.endswith("or raise the budget.")
+    assert "turn on consolidation" not in answered and "…" not in answered
+    [pending] = [r for r in run_json(runner, "runs") if r["state"] == "pending"]
+    assert pending["id"] in answered and pending["turns"] == 0
+    # With consolidation off, turning it on is one of the ways
+    run(runner, "consolidation", "disable")
+    off = " ".join(run(runner, "pin", "I prefer coffee", code=1).stderr.split())
+    assert "turn on consolidation to merge duplicates" in off and "Consolidation is on" not in off
+
+
+def test_the_budget_refusal_is_never_cut() -> None:
+    from ledger import BudgetExceeded
+    from ledger.protocol import _ledger_error
+
+    scope = "a" * 32 + ":" + "b" * 200  # the longest scope key
+    note = "Consolidation is on: run run_0123456789abcdef01234567, due 2026-01-01T00:00:00.000000Z, will merge"
+    exc = BudgetExceeded.refusal(scope_key=scope, budget=1_000_000, active=999_999, proposed=1, notes=(note,))
+    assert _ledger_error(exc).message == exc.message and len(exc.message) > 400
 
 
 # ---------------------------------------------------------------------- db upgrade
@@ -333,7 +407,7 @@ def test_rpc_lines_hold_no_character_splitlines_breaks_on(db_file: Path) -> None
 
 
 def test_rpc_subprocess_flushes_each_response(rpc_env: dict[str, str]) -> None:
-    with subprocess.Popen(
+    with popen(
         [str(MEMLEDGER), "rpc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=rpc_env
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None

@@ -109,14 +109,33 @@ def test_an_unpriced_model_is_refused_with_the_prices_to_set(ollama: FakeOpenAI)
     [
         (("--base-url", "ftp://127.0.0.1/v1"), "http(s) URL"),
         (("--base-url", "http://user:sk-secret@127.0.0.1/v1"), "OPENAI_API_KEY"),
+        # A key in the query or the path would be shown to every account that reads the settings.
+        (("--base-url", "http://127.0.0.1/v1?key=sk-secret"), "must not have a ?query"),
+        (("--base-url", "http://127.0.0.1/v1;key=sk-secret"), "must not have a ?query"),
+        (("--base-url", "http://127.0.0.1/v1/sk-proj-sk-secretAbCdEfGhIjKlMnOpQrStUv0123"), "key in its path"),
+        (("--base-url", "http://127.0.0.1/v1/Zq7vX2mK9pL4nR8sT1wY6bC3dF5gH0jA"), "key in its path"),
         (("--price-in-usd-per-mtok", "-1", "--price-out-usd-per-mtok", "0"), "price_in_usd_per_mtok"),
         (("--price-in-usd-per-mtok", "0"), "both"),
     ],
 )
-def test_bad_target_options_are_refused(args: tuple[str, ...], message: str) -> None:
-    refused = run("extraction", "set", "account:local", "--harness", "openai", "--model", MODEL, *args)
+@pytest.mark.parametrize("job", ["consolidation", "extraction"])
+def test_bad_target_options_are_refused(job: str, args: tuple[str, ...], message: str) -> None:
+    refused = run(job, "set", "account:local", "--harness", "openai", "--model", MODEL, *args)
     assert refused.exit_code == 1 and message in refused.stderr and "Traceback" not in refused.output
-    assert "sk-secret" not in refused.output
+    assert "sk-secret" not in refused.output and "Zq7vX2mK9pL4" not in refused.output
+
+
+@pytest.mark.parametrize("job", ["consolidation", "extraction"])
+def test_a_new_model_with_one_price_is_refused_after_a_free_one(job: str) -> None:
+    # Given a free local model, When the model changes with its input price only
+    free = ("--harness", "openai", "--model", MODEL, "--base-url", "http://127.0.0.1:11434/v1")
+    set_free = run(job, "set", "account:local", *free, "--price-in-usd-per-mtok", "0", "--price-out-usd-per-mtok", "0")
+    assert set_free.exit_code == 0, set_free.output
+    refused = run(job, "set", "account:local", "--model", "gpt-4.1", "--price-in-usd-per-mtok", "2")
+    # Then it is refused (the old output price of 0 was the old model's) and nothing changed
+    assert refused.exit_code == 1 and "set both" in refused.stderr, refused.output
+    shown = json.loads(run(job, "status", "account:local", "--json").stdout)["settings"]
+    assert (shown["model"], shown["priceInUsdPerMtok"], shown["priceOutUsdPerMtok"]) == (MODEL, 0, 0)
 
 
 def test_extraction_set_takes_the_same_target() -> None:

@@ -31,6 +31,7 @@ RUN_FIELDS = {
     "opsProposed",
     "opsApplied",
     "opsRefused",
+    "proposalsWritten",
     "refusals",
     "error",
 }

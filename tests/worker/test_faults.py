@@ -1,4 +1,4 @@
-"""Fault tests with real processes, real Redis (db 9), real SQLite/PostgreSQL and the fake model over HTTP.
+"""Fault tests with real processes, real Redis (keys of their own), real SQLite/PostgreSQL and the fake model over HTTP.
 
 Workers are ``memledger worker`` processes; the model is
 :class:`consolidation.fake_anthropic.FakeAnthropic` (or, for the openai harness,
@@ -29,6 +29,7 @@ from consolidation.fake_anthropic import FakeAnthropic, FakeModelServer, Reply, 
 from ledger import Ledger, Provenance, Status, open_ledger
 from ledger.store import PostgresStore
 from tests.consolidation.vendors import VENDORS, Vendor
+from tests.hygiene import kill_group, lose_namespace, popen, redis_namespace
 from tests.worker.conftest import TWO_DUPLICATES, Proc, wait_until
 from worker.jobs.broker import SENTINEL_KEY
 from worker.runtime import FAULT_EXIT_CODE, Runtime
@@ -188,7 +189,7 @@ def test_kill_a_worker_at_each_step_of_a_run(
         for case in batch:
             vendor = kill_vendor(stack, case.point)
             api.service.update_settings(case.scope, mode="apply", **vendor.settings(), debounce_s=0, wall_clock_cap_s=3)
-            namespace = f"{case.point}-{id(case)}"
+            namespace = f"{redis_namespace()}-{case.point}"
             # The queue has lost nothing: no worker's start-up janitor pass re-sends another step's run into its
             # queue
             client.set(f"{namespace}:{SENTINEL_KEY}", "kept")
@@ -252,7 +253,6 @@ def test_redis_losing_everything_loses_no_run(
     make_runtime: Callable[..., Runtime], spawn: Callable[..., Proc], base_env: dict[str, str], redis_url: str
 ) -> None:
     env, api = api_on(make_runtime, base_env, redis_url)
-    client = redis.Redis.from_url(redis_url)
     scopes = []
     for i in range(4):
         led, _ = seed(api.config.database_url, f"loss{i}")
@@ -262,15 +262,14 @@ def test_redis_losing_everything_loses_no_run(
     # Given two pending runs whose messages Redis then loses, before any worker ran
     for scope in scopes[:2]:
         api.notify_turn(scope)
-    client.flushdb()
+    lose_namespace(redis_url, env["MEMLEDGER_REDIS_NAMESPACE"])
     # When a worker starts, and two more runs are queued and lost again while it runs
     worker = spawn("worker", ["memledger", "worker", "--threads", "2"], env)
     wait_until(lambda: "memledger worker ready" in worker.err.read_text(), timeout_s=60)
     for scope in scopes[2:]:
         api.notify_turn(scope)
     assert unacknowledged(redis_url, env["MEMLEDGER_REDIS_NAMESPACE"]) >= 2  # their messages wait in Redis
-    client.flushdb()
-    client.close()
+    lose_namespace(redis_url, env["MEMLEDGER_REDIS_NAMESPACE"])
     # Then every run executes exactly once
     wait_until(lambda: settled_all(api, scopes), timeout_s=30)
     wait_until(lambda: unacknowledged(redis_url, env["MEMLEDGER_REDIS_NAMESPACE"]) == 0, timeout_s=30)
@@ -315,14 +314,36 @@ def test_one_message_delivered_many_times_to_many_workers(
         line for line in workers.log_lines() if str(line.get("event", "")).startswith(f"run {run.id} settled")
     ]
     assert len(settled_lines) == 1
-    # And a worker process killed outright is replaced by the supervisor
-    (supervising,) = [line for line in workers.log_lines() if str(line["event"]).startswith("supervising")]
-    first_child = int(re.findall(r"\d+", str(supervising["event"]))[-2])
-    os.kill(first_child, signal.SIGKILL)
-    wait_until(lambda: workers.text().count("memledger worker ready") >= 3, timeout_s=60)
-    assert "exited with status -9; restarting it" in workers.text()
     assert workers.terminate() == 0
     led.close()
+
+
+def events(proc: Proc, pattern: str) -> list[re.Match[str]]:
+    """The matches of ``pattern`` in ``proc``'s log lines' events, in order."""
+    found = (re.fullmatch(pattern, str(line.get("event", ""))) for line in proc.log_lines())
+    return [match for match in found if match is not None]
+
+
+@pytest.mark.redis
+def test_a_worker_process_killed_outright_is_replaced(
+    spawn: Callable[..., Proc], base_env: dict[str, str], redis_url: str
+) -> None:
+    # Given a supervisor of two worker processes
+    env = {**base_env, "MEMLEDGER_REDIS_URL": redis_url}
+    workers = spawn("workers", ["memledger", "worker", "--processes", "2", "--threads", "1"], env)
+    (supervising,) = wait_until(lambda: events(workers, r"supervising 2 worker processes: \[(\d+), (\d+)\]"))
+    children = {int(supervising.group(1)), int(supervising.group(2))}
+    # When one is killed outright, as soon as it is started (before it could say it is ready)
+    victim = int(supervising.group(1))
+    os.kill(victim, signal.SIGKILL)
+    # Then the supervisor sees it die and starts another, which becomes ready
+    wait_until(lambda: events(workers, rf"worker process {victim} exited with status -9; restarting it in \d+ s"))
+    ready = r"memledger worker ready \(pid (\d+)\)"
+    replacement = wait_until(
+        lambda: [int(m.group(1)) for m in events(workers, ready) if int(m.group(1)) not in children], timeout_s=60
+    )
+    assert len(replacement) == 1
+    assert workers.terminate() == 0
 
 
 @pytest.mark.redis
@@ -558,7 +579,7 @@ def _start_private_redis(port: int, workdir: Any) -> Any:
 
         service_missing("redis-server (to run a private Redis that the test can restart)", FileNotFoundError())
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    proc = subprocess.Popen([*args, "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = popen([*args, "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     client = redis.Redis(port=port)
     wait_until(lambda: _pings(client), timeout_s=15)
     client.close()
@@ -599,8 +620,7 @@ def test_a_restarted_and_flushed_redis_loses_no_run(
         for scope in scopes:
             api.notify_turn(scope)
         # When Redis dies with the delayed messages, comes back empty, and is flushed for good measure
-        server.kill()
-        server.wait(10)
+        kill_group(server)
         server = _start_private_redis(port, tmp_path)
         client = redis.Redis(port=port)
         client.flushall()
@@ -613,5 +633,4 @@ def test_a_restarted_and_flushed_redis_loses_no_run(
             assert run.outcome == Outcome.APPLIED and run.ops_applied == 1
         assert worker.terminate() == 0
     finally:
-        server.kill()
-        server.wait(10)
+        kill_group(server)

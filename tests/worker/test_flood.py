@@ -3,19 +3,33 @@
 1,100 sockets from one address (loopback) send part of a request head and wait: more than
 uvicorn's ``limit_concurrency`` of 1000 once was, which answered every real request 503.
 The server starts with the usual soft limit of 1024 open files, so it must also raise its own.
+
+A flood of dribbled bodies by one tenant does not either: its requests wait for their bodies
+without holding a place among those being answered, and the tenant has a bounded share.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import anyio
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from tests.worker.flood import Flood, ordinary_requests, raise_own_file_limit, serve
+from ledger import open_ledger
+from tests.worker.flood import (
+    ORDINARY,
+    Flood,
+    answered,
+    ordinary_requests,
+    raise_own_file_limit,
+    serve,
+    slow_body_socket,
+)
 from worker.http.limits import InFlightLimit
+from worker.http.tokens import TokenStore
 
 FLOOD = 1_100
 REQUESTS = 20
@@ -42,7 +56,7 @@ def test_past_the_in_flight_limit_a_request_gets_503_busy_at_once() -> None:
 
     async def slow(scope: Scope, receive: Receive, send: Send) -> None:
         nonlocal started
-        if scope["path"] == "/rpc":
+        if scope["path"] == "/healthz":
             started += 1
             await release.wait()
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -58,7 +72,7 @@ def test_past_the_in_flight_limit_a_request_gets_503_busy_at_once() -> None:
             anyio.create_task_group() as tg,
         ):
 
-            async def call(name: str, path: str = "/rpc") -> None:
+            async def call(name: str, path: str = "/healthz") -> None:  # a route without a body: a place at its head
                 got[name] = await client.post(path, content=b"{}")
 
             tg.start_soon(call, "first")
@@ -77,3 +91,62 @@ def test_past_the_in_flight_limit_a_request_gets_503_busy_at_once() -> None:
     assert error["code"] == -32005 and error["data"]["reason"] == "busy" and "retry" in error["message"]
     assert got["probe"].status_code == 200
     assert got["first"].status_code == got["second"].status_code == 200 and limited.in_flight == 0
+
+
+# Scaled down from 1,100 dribbled bodies against the default 1000 places: twice as many as the places.
+IN_FLIGHT = 20
+SHARE = 5
+SLOW_BODIES = 2 * IN_FLIGHT
+
+
+def test_one_tenants_dribbled_bodies_do_not_deny_the_others(tmp_path: Path) -> None:
+    # Given: two accounts with a token each, and serve with 20 places and a share of 5 per account
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        tokens = TokenStore.for_ledger(led)
+        flooder, other = (tokens.create(account)[1] for account in ("flooder", "other"))
+    finally:
+        led.close()
+    env = {
+        "MEMLEDGER_AUTH": "tokens",
+        "MEMLEDGER_MAX_REQUESTS_IN_FLIGHT": str(IN_FLIGHT),
+        "MEMLEDGER_MAX_REQUESTS_PER_ACCOUNT": str(SHARE),
+        "MEMLEDGER_BODY_TIMEOUT_S": "120",  # the dribbled bodies outlast the test
+    }
+    with serve(tmp_path, **env) as base:
+        port = int(base.rsplit(":", 1)[1])
+        # When: the flooder sends 40 requests whose bodies never finish ...
+        socks = [slow_body_socket(port, flooder) for _ in range(SLOW_BODIES)]
+        try:
+            refused = answered(socks, at_least=SLOW_BODIES - SHARE, timeout_s=5)
+            # ... and then the other account, the server's health and the flooder itself call
+            headers = {"Content-Type": "application/json"}
+            others = [
+                httpx.post(f"{base}/rpc", content=ORDINARY, headers={**headers, "Authorization": f"Bearer {other}"})
+                for _ in range(5)
+            ]
+            health = httpx.get(f"{base}/healthz", timeout=5)
+            flooders = httpx.post(
+                f"{base}/rpc", content=ORDINARY, headers={**headers, "Authorization": f"Bearer {flooder}"}
+            )
+        finally:
+            for sock in socks:
+                sock.close()
+        # Then: the other account and the health check are answered; the flooder's share is 5 requests open,
+        # every one past it was refused at once with 429 busy
+        assert [r.status_code for r in others] == [200] * 5, [r.text for r in others]
+        assert all("result" in r.json() for r in others)
+        assert health.status_code == 200, health.text
+        assert sorted(refused.values()) == [429] * (SLOW_BODIES - SHARE), sorted(refused.values())
+        assert flooders.status_code == 429 and flooders.headers["retry-after"] == "1"
+        error = flooders.json()["error"]
+        assert error["data"]["reason"] == "busy" and f"{SHARE} requests open" in error["message"]
+        # And: once the dribbling connections are gone, the flooder's share is free again
+        deadline = time.monotonic() + 10
+        while (
+            status := httpx.post(
+                f"{base}/rpc", content=ORDINARY, headers={**headers, "Authorization": f"Bearer {flooder}"}
+            ).status_code
+        ) == 429 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert status == 200

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from ledger import Status, open_ledger
 from ledger.protocol import METHODS
+from tests.hygiene import popen
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, memledger_env, start_process, wait_until
 
 SCOPE = "account:local"
@@ -229,7 +230,7 @@ def test_hostile_clients_over_http_soak(served: Served) -> None:
 
 def _hostile_stdio(tmp_path: Path, base_env: dict[str, str], examples: int) -> None:
     env = {**base_env, "MEMLEDGER_DATABASE_URL": f"sqlite:///{tmp_path / 'stdio.db'}"}
-    with subprocess.Popen(
+    with popen(
         [MEMLEDGER, "rpc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-import redis
 
 from consolidation import Outcome, RunState
 from ledger import open_ledger
+from tests.hygiene import lose_namespace
 from tests.worker.conftest import TWO_DUPLICATES
 from worker.jobs.broker import QUEUE_NAME
 from worker.runtime import Runtime
@@ -90,11 +90,7 @@ def test_redis_coming_back_empty_is_detected_once(make_runtime: Callable[..., Ru
     runtime.service.notify_turn(runtime.ledger.scope_key)
     assert runtime.janitor.run_once().rearmed == 1
     assert runtime.janitor.run_once().rearmed == 0
-    client = redis.Redis.from_url(redis_url)
-    try:
-        client.flushdb()  # Redis restarted without its data (db 9 only: other users are untouched)
-    finally:
-        client.close()
+    lose_namespace(redis_url, runtime.config.redis_namespace)  # Redis restarted without its data
     assert runtime.janitor.run_once().rearmed == 1
 
 

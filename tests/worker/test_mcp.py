@@ -27,6 +27,7 @@ from mcp.client._memory import InMemoryTransport
 from ledger import Kind, Ledger, open_ledger
 from ledger.protocol import handle
 from tests.conftest import copy_migrated_sqlite, migrate_postgres_schema
+from tests.hygiene import kill_group, popen
 from tests.worker.conftest import MEMLEDGER
 from tests.worker.mcp_helpers import (
     TOOL_NAMES,
@@ -388,7 +389,7 @@ class RawStdio:
 
     def __init__(self, db_url: str) -> None:
         env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
-        self.proc = subprocess.Popen(
+        self.proc = popen(
             [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -411,9 +412,31 @@ class RawStdio:
             return self.proc.wait(30)
         finally:
             self.stdout.close()
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(10)
+            kill_group(self.proc)
+
+
+def test_every_request_is_answered_when_the_client_closes_stdin_at_once(tmp_path: Path) -> None:
+    # Given a ledger with pins, and a client that writes 30 tool calls and closes stdin without waiting
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    copy_migrated_sqlite(url)
+    led = open_ledger(url)
+    for n in range(20):
+        led.save(f"pin number {n}")
+    led.close()
+    raw = RawStdio(url)
+    calls = [("list_pins", {}), ("get_packet", {}), ("search_pins", {"query": "pin"})]
+    raw.send(*(
+        json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                    "params": {"name": calls[n % 3][0], "arguments": calls[n % 3][1]}})
+        for n in range(1, 31)
+    ))  # fmt: skip
+    raw.stdin.close()
+    # When it reads until the server's stdout ends
+    answers = [json.loads(line) for line in raw.stdout.read().splitlines()]
+    # Then every request got its answer, and the server exited cleanly
+    assert sorted(a["id"] for a in answers) == list(range(1, 31))
+    assert all(a["result"]["isError"] is False for a in answers)
+    assert raw.close() == 0
 
 
 @pytest.fixture(scope="module")

@@ -424,3 +424,26 @@ def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtim
     )
     assert data["scopes"][0]["refusals"] == {"budget_exceeded": 1}
     assert data["runs"][0]["refusals"] == {"budget_exceeded": 1}
+
+
+def test_a_propose_mode_run_shows_its_proposals_apart_from_what_it_applied(runtime: Runtime, local: TestClient) -> None:
+    # Given a propose-mode run that turned one merge into a proposal (nothing in the ledger changed)
+    led, service = runtime.ledger, runtime.service
+    for body in ("I prefer metric units", "i prefer  metric units."):
+        led.save(body)
+    service.update_settings(SCOPE, mode="propose", harness="offline", debounce_s=0)
+    service.notify_turn(SCOPE)
+    [run] = service.run_due()
+    assert (run.ops_proposed, run.ops_applied, run.proposals_written, run.ops_refused) == (1, 0, 1, 0)
+    # Then /ops reads "0/1/0 applied/proposals/refused", and `memledger status --json` the same
+    html = local.get("/ops").text
+    assert "<th>Ops applied/proposals/refused</th>" in html
+    row = html[html.index(f'data-run="{run.id}"') :]
+    assert '<td class="num">0/1/0</td>' in row[: row.index("</tr>")]
+    from typer.testing import CliRunner
+
+    from worker.cli import app
+
+    status = CliRunner().invoke(app, ["status", "--json", "--database-url", runtime.config.database_url])
+    [shown] = json.loads(status.stdout)["runs"]
+    assert (shown["opsApplied"], shown["proposalsWritten"], shown["opsRefused"]) == (0, 1, 0)

@@ -169,6 +169,19 @@ def test_null_unsets_the_base_url_and_the_prices(job: str, loopback: tuple[TestC
     assert ok(client, get) == unset
 
 
+@pytest.mark.parametrize("job", list(JOBS))
+def test_a_new_model_with_one_price_is_refused_after_a_free_one(
+    job: str, loopback: tuple[TestClient, Runtime], fake: FakeOpenAI
+) -> None:
+    client, _ = loopback
+    get, update = JOBS[job]
+    ok(client, update, local_target(fake))  # a free local model: 0 and 0
+    before = ok(client, get)
+    error = post(client, update, {"model": "gpt-4.1", "priceInUsdPerMtok": 2}).json()["error"]
+    assert error["data"]["reason"] == "invalid_params" and "set both" in error["message"], error
+    assert ok(client, get) == before
+
+
 BAD_TARGETS = [
     pytest.param({"harness": "openai", "model": MODEL, "baseUrl": "http://127.0.0.1:11434/v1"},
                  "set priceInUsdPerMtok and priceOutUsdPerMtok", id="unpriced-model"),
@@ -176,6 +189,12 @@ BAD_TARGETS = [
                   "priceOutUsdPerMtok": 0}, "baseUrl must be an http(s) URL", id="not-http"),
     pytest.param({"harness": "openai", "model": MODEL, "baseUrl": "http://user:sk-secret@127.0.0.1/v1",
                   "priceInUsdPerMtok": 0, "priceOutUsdPerMtok": 0}, "OPENAI_API_KEY", id="credentials"),
+    pytest.param({"harness": "openai", "model": MODEL, "baseUrl": "http://127.0.0.1/v1?key=sk-secret",
+                  "priceInUsdPerMtok": 0, "priceOutUsdPerMtok": 0}, "must not have a ?query", id="key-in-query"),
+    pytest.param({"harness": "openai", "model": MODEL, "baseUrl": "http://127.0.0.1/v1/sk-proj-sk-secretAbCdEfGhIjKl",
+                  "priceInUsdPerMtok": 0, "priceOutUsdPerMtok": 0}, "key in its path", id="key-in-path"),
+    pytest.param({"harness": "openai", "model": MODEL, "baseUrl": "http://127.0.0.1/v1/%73k-proj-AbCdEfGhIjKlMnOpQrStUv012",
+                  "priceInUsdPerMtok": 0, "priceOutUsdPerMtok": 0}, "key in its path", id="key-in-path-encoded"),
     pytest.param({"harness": "openai", "model": MODEL, "priceInUsdPerMtok": -1, "priceOutUsdPerMtok": 0},
                  "priceInUsdPerMtok must be from 0", id="negative-price"),
     pytest.param({"harness": "openai", "model": MODEL, "priceInUsdPerMtok": 0}, "set both", id="one-price"),

@@ -352,6 +352,33 @@ def test_the_accounts_consolidation_settings(token_server: tuple[TestClient, Run
     assert runtime.service.settings("account:local").allow_removal is False
 
 
+def test_a_tenant_cannot_raise_its_own_budget_past_the_operators_ceiling(
+    make_runtime: Callable[..., Runtime],
+) -> None:
+    # Given a server with tokens whose operator lets an account set its budget up to 300
+    runtime = make_runtime(auth="tokens", tenant_max_records=300, sweep_interval_s=0)
+    _, alice = TokenStore.for_ledger(runtime.ledger).create("alice")
+    client = TestClient(create_app(runtime, run_worker=False), base_url="http://memory.example.com")
+
+    def update(max_records: int) -> dict[str, Any]:
+        request = rpc("memory/update_consolidation_settings", {"maxRecords": max_records, "mode": "propose"})
+        answer: dict[str, Any] = client.post("/rpc", json=request, headers=bearer(alice)).json()
+        return answer
+
+    # When alice asks for a million records, Then it is refused, naming the ceiling, and nothing changes
+    error = update(1_000_000)["error"]
+    assert error["code"] == -32602 and "maxRecords" in error["message"] and "300" in error["message"], error
+    assert runtime.ledger.budget("account:alice").max_records == 200
+    assert runtime.service.settings("account:alice").mode.value == "off"
+    # And up to the ceiling, or down, is hers
+    assert update(300)["result"]["maxRecords"] == 300
+    assert update(50)["result"]["maxRecords"] == 50
+    # And past it only the operator goes; then she may keep (or lower) what the operator gave
+    runtime.ledger.set_budget("account:alice", 5_000)
+    assert update(4_000)["result"]["maxRecords"] == 4_000
+    assert "error" in update(4_001)
+
+
 # ---------------------------------------------------------------------- bind refusal
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "example.com"])
 def test_serve_refuses_a_public_address_without_tokens(host: str) -> None:

@@ -214,9 +214,11 @@ DOCS: dict[str, MethodDoc] = {
             "expiresAt": "when it stops applying, RFC 3339 with an offset, in the future",
             "conflictGroup": "records making competing claims share a group; saving one closes the active member",
             "sourceSessionId": "the chat session it came from",
+            "requestId": "your key for this save, 1 … 200 characters (e.g. a UUID): sent again with the same key and "
+            "params, the record it wrote comes back and nothing is written twice (see *Lost connections*)",
         },
         types={"expiresAt": "string (RFC 3339)"},
-        errors=("body_rejected", "budget_exceeded", "not_found", "invalid_transition"),
+        errors=("body_rejected", "budget_exceeded", "not_found", "invalid_transition", "request_id_reused"),
         note="The scope is always the bound account's: a `scopeKey` param is refused.",
     ),
     "memory/list_memory_records": MethodDoc(
@@ -401,7 +403,8 @@ DOCS: dict[str, MethodDoc] = {
             "mode": "`off`, `propose` or `apply` (`off` cancels a pending run)",
             "allowRemoval": "let consolidation retire records",
             "debounceS": f"seconds of quiet after a turn before a run (0 … {MAX_DEBOUNCE_S:,.0f})",
-            "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts)",
+            "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts; with tokens at most "
+            "`MEMLEDGER_TENANT_MAX_RECORDS`, 1,000 by default, or the budget the account has now)",
             **TARGET_PARAMS_DOC,
         },
         types={"mode": "string: `off`, `propose`, `apply`", **TARGET_TYPES},
@@ -410,7 +413,15 @@ DOCS: dict[str, MethodDoc] = {
 }
 
 # Every method can give these; the per-method list adds its own.
-COMMON_ERRORS = ("parse_error", "invalid_request", "method_not_found", "invalid_params", "busy", "internal_error")
+COMMON_ERRORS = (
+    "parse_error",
+    "invalid_request",
+    "method_not_found",
+    "invalid_params",
+    "busy",
+    "outcome_unknown",
+    "internal_error",
+)
 REASONS: dict[str, tuple[int, str]] = {
     "parse_error": (PARSE_ERROR, "the body is not JSON"),
     "invalid_request": (INVALID_REQUEST, "not a JSON-RPC 2.0 request object"),
@@ -435,5 +446,14 @@ REASONS: dict[str, tuple[int, str]] = {
     "invalid_transition": (
         REASON_CODES.get("invalid_transition", LEDGER_ERROR),
         "the record's status does not allow it (e.g. accepting an active record)",
+    ),
+    "outcome_unknown": (
+        REASON_CODES.get("outcome_unknown", LEDGER_ERROR),
+        "a write lost its database connection after it was sent to be committed: it may have been applied "
+        "(`data.recordId`: the record to read, when known); see *Lost connections*",
+    ),
+    "request_id_reused": (
+        REASON_CODES.get("request_id_reused", LEDGER_ERROR),
+        "the `requestId` was used for a save with other params (`data.recordId`: that save's record); nothing written",
     ),
 }

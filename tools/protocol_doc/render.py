@@ -219,6 +219,20 @@ and `Instant` field types):
   `{field, type, message}`; an unknown param's message lists the params the method takes.
 * **Unknown methods** (`-32601`) list every method of the table, extra methods included.
 
+## Lost connections
+
+With PostgreSQL, a write whose connection to the database is lost after it was sent to be
+committed may or may not have been applied: it is answered `-32006 outcome_unknown`, never as
+refused. The message says how to find out: when the write was a save, `data.recordId` is the
+record it would have written (`memory/get_memory_record` finds it only if it was applied);
+otherwise read the records it touched. A save or an edit that carries a `requestId` (your key,
+1 … 200 characters, e.g. a UUID) is applied at most once in your account: sent again with the same
+`requestId` and params, it answers the record it wrote (as it is now) and writes nothing; the same
+`requestId` with other params is refused with `-32007 request_id_reused`. So a client retries an
+unknown outcome, or any answer lost on the way, with the same `requestId`. A key is remembered
+as long as the record's history is kept. A write that lost its connection before it was sent to
+be committed changed nothing and is run again by the server at once.
+
 ## Batches
 
 As JSON-RPC 2.0 section 6 says, on every transport: an array of requests is answered with an
@@ -240,9 +254,12 @@ configured), `Origin` (403 when present and not in `MEMLEDGER_ALLOWED_ORIGINS`),
 (401), `Content-Length` over `MEMLEDGER_MAX_REQUEST_BYTES` (default 1,000,000; 413, connection
 closed). The body is then read as a stream and cut off at the limit (413) or after
 `MEMLEDGER_BODY_TIMEOUT_S` (default 30; 408); request headers must arrive within
-`MEMLEDGER_HEADER_TIMEOUT_S` (default 10) or the connection is closed. Before all of these, a
+`MEMLEDGER_HEADER_TIMEOUT_S` (default 10) or the connection is closed. With tokens on, an
+account with `MEMLEDGER_MAX_REQUESTS_PER_ACCOUNT` requests open (default 100; waiting for their
+body or being answered) gets 429 for the next, before its body is read. Once the body is in, a
 request past `MEMLEDGER_MAX_REQUESTS_IN_FLIGHT` requests being answered at once (default 1000;
-idle connections never count) gets 503 with `Retry-After: 1` and `-32005 busy`. Refusals are
+idle connections and bodies still arriving never count) gets 503. Both carry `Retry-After: 1`
+and `-32005 busy`. Refusals are
 JSON-RPC error objects too (`data.reason`: `misdirected_request`, `forbidden_origin`,
 `unsupported_media_type`, `unauthorized`, `request_too_large`, `request_timeout`, `busy`). Everything
 else is status 200 (204 for notifications only) — an unexpected failure is a `-32603` response,

@@ -122,10 +122,10 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
         ("Model", None),
         ("Tokens in/out", None),
         ("Spend", None),
-        ("Ops +/-", None),
+        ("Ops applied/ proposals/ refused", None),
         ("Error", "red"),
     ):
-        table.add_column(name, style=style, overflow="fold")
+        table.add_column(name, style=style, overflow="fold", no_wrap=name == "ID")
     for run in found:
         state = str(run.state) if run.outcome is None else f"{run.state}: {run.outcome}"
         table.add_row(
@@ -139,7 +139,7 @@ def runs_table(found: list[ConsolidationRun], *, title: str = "Consolidation run
             Text(run.model or ""),
             f"{run.input_tokens}/{run.output_tokens}",
             _usd(run.spend_micro_usd),
-            f"{run.ops_applied}/{run.ops_refused}",
+            f"{run.ops_applied}/{run.proposals_written}/{run.ops_refused}",
             Text(run.error or ""),
         )
     return table

@@ -50,6 +50,7 @@ from ledger.files import (
     validate,
     validate_json,
     validate_text,
+    write_no_follow,
 )
 from worker.cli.output import emit_json_error, json_errors_on, print_error, progress
 
@@ -158,13 +159,19 @@ def _usage(message: str) -> typer.Exit:
 
 
 def _emit(text: str, output: Path | None = None) -> None:
-    """Print ``text`` (adding a final newline only when it has none) and, with ``output``, write it there."""
-    typer.echo(text, nl=not text.endswith("\n"))
+    """With ``output``, write ``text`` there (never through a symbolic link: a usage error, nothing written or
+    printed); then print it (adding a final newline only when it has none)."""
     if output is not None:
         try:
-            output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+            written = write_no_follow(output, text if text.endswith("\n") else text + "\n")
         except OSError as exc:
             raise _usage(f"cannot write --output {output}: {exc.strerror or exc}") from exc
+        if not written:
+            raise _usage(
+                f"--output {output} is a symbolic link; memledger never writes through links: "
+                "give the path of a regular file (or remove the link)"
+            )
+    typer.echo(text, nl=not text.endswith("\n"))
 
 
 def _resource(name: str) -> str:
@@ -192,13 +199,16 @@ def new(
     if Path(file_name).name != file_name or file_name.startswith(".") or ".." in file_name:
         raise _usage(f"{name!r} is not a plain file name: give a name such as deploy-region")
     target = directory / file_name
-    if target.exists():
-        raise _usage(f"{target} already exists; pick another name")
+    if target.exists() or target.is_symlink():
+        what = "is a symbolic link (memledger never writes through links)" if target.is_symlink() else "already exists"
+        raise _usage(f"{target} {what}; pick another name")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        written = write_no_follow(target, text, exclusive=True)
     except OSError as exc:
         raise _usage(f"cannot write {target}: {exc.strerror or exc}") from exc
+    if not written:
+        raise _usage(f"{target} is a symbolic link (memledger never writes through links); pick another name")
     _emit(f"Created {target}: replace every <...> and YYYY-MM-DD, then run memledger files validate {target}")
 
 

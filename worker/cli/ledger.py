@@ -36,10 +36,11 @@ from ledger import (
     parse_rfc3339,
     upgrade,
 )
-from ledger.errors import InvalidInstant
+from ledger.errors import BudgetExceeded, InvalidInstant, OutcomeUnknown
 from ledger.protocol import ExtraMethod
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
+from worker.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +60,29 @@ def database_url_from_env(database_url: str | None = None) -> str:
     return database_url or LedgerAccess().database_url or DEFAULT_DATABASE_URL
 
 
+def sqlite_synchronous_from_env() -> str:
+    """``MEMLEDGER_SQLITE_SYNCHRONOUS`` (``normal`` unset). Raises ConfigError for another value."""
+    from worker.config import LedgerAccess
+
+    return LedgerAccess().synchronous()
+
+
 def ledger_from_env(database_url: str | None = None) -> Ledger:
     """Open the ledger the command line works on (database and account from the environment, through the configuration).
 
     Raises:
         LedgerError: bad URL or account, or a PostgreSQL schema behind the code.
+        ConfigError: ``MEMLEDGER_SQLITE_SYNCHRONOUS`` is neither ``normal`` nor ``full``.
         SQLAlchemyError: the database cannot be reached.
     """
     from worker.config import LedgerAccess
 
-    account = LedgerAccess().account or DEFAULT_ACCOUNT
-    return open_ledger(database_url_from_env(database_url), account=account)
+    access = LedgerAccess()
+    return open_ledger(
+        database_url_from_env(database_url),
+        account=access.account or DEFAULT_ACCOUNT,
+        sqlite_synchronous=access.synchronous(),
+    )
 
 
 def safe_url(url: str) -> str:
@@ -100,8 +113,12 @@ def cli_errors() -> Iterator[None]:
         yield
     except (typer.Exit, typer.Abort, typer.BadParameter):
         raise
+    except OutcomeUnknown as exc:  # not "refused": it may have been applied (docs/worker.md)
+        fail(exc.message, reason=exc.reason, code=OUTCOME_UNKNOWN_EXIT)
     except LedgerError as exc:
         fail(exc.message, reason=exc.reason)
+    except ConfigError as exc:
+        fail(str(exc), reason="invalid_configuration")
     except SQLAlchemyError as exc:
         log.debug("database error", exc_info=True)
         fail(
@@ -124,6 +141,8 @@ def cli_ledger(database_url: str | None) -> Iterator[Ledger]:
             led.close()
 
 
+OUTCOME_UNKNOWN_EXIT = 3  # the write may or may not have been applied: check before running it again
+
 # ---------------------------------------------------------------------- options
 DbUrl = Annotated[
     str | None,
@@ -135,6 +154,10 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3
 Scope = ScopeOption
 RecordIdArg = Annotated[str, typer.Argument(help="A record id (mem_…).", show_default=False)]
 InstantHelp = "RFC 3339 (2026-01-01T09:00:00Z) or a date (2026-01-01, midnight UTC)"
+# How far past this machine's clock `sweep --now` may reach: the skew between two NTP-synchronised hosts
+# (a cron on one, the database's writers on another), never enough to expire a record ahead of its time
+# by more than a few seconds (docs/operations.md, "Expiry").
+SWEEP_SKEW_S = 5.0
 
 
 # ---------------------------------------------------------------------- writes
@@ -153,17 +176,45 @@ def pin(
     group: Annotated[
         str | None, typer.Option("--group", help="Conflict group: at most one active member.", show_default=False)
     ] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            metavar="KEY",
+            help="Your key for this save: run again with the same key, it is applied once.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: Json = False,
     database_url: DbUrl = None,
 ) -> None:
     """Pin a fact in the account scope (or edit one with --supersedes)."""
     with cli_ledger(database_url) as led:
-        record = led.save(text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group)
+
+        def save() -> MemoryRecord:
+            return led.save(
+                text, kind=kind, supersedes=supersedes, expires_at=expires, conflict_group=group, request_id=request_id
+            )
+
+        try:
+            record = save()
+        except BudgetExceeded:
+            # A full scope: refuse as a serving process does, where consolidation's budget hook schedules a run
+            # and says so. The hook is loaded only now, so a pin that fits pays for no consolidation import.
+            with_consolidation(led)
+            record = save()
     if as_json:
         emit_json(record)
         return
     replaced = f" (replaces {', '.join(record.supersedes)})" if record.supersedes else ""
     print_message(f"Pinned {record.id}{replaced}.", style="green")
+
+
+def with_consolidation(led: Ledger) -> None:
+    """Give ``led`` consolidation's hooks (a full scope gets its run, and the refusal says so), as ``serve`` does."""
+    from consolidation import ConsolidationService
+
+    ConsolidationService(led)
 
 
 def _change(
@@ -198,7 +249,10 @@ def sweep(
     now: Annotated[
         datetime | None,
         typer.Option(
-            "--now", parser=parse_instant, metavar="INSTANT", help=f"Expire what is due at this instant: {InstantHelp}."
+            "--now",
+            parser=parse_instant,
+            metavar="INSTANT",
+            help=f"Expire what was due at this past instant (not later than now): {InstantHelp}.",
         ),
     ] = None,
     as_json: Json = False,
@@ -207,6 +261,14 @@ def sweep(
     """Expire every record whose expiry has passed (idempotent; run it from cron)."""
     with cli_ledger(database_url) as led:
         at = led.now(now)
+        if (at - led.now()).total_seconds() > SWEEP_SKEW_S:
+            # A later instant would expire records that still apply now: `pins` would drop them while
+            # `as-of now` still lists them, and no later sweep could undo it.
+            raise typer.BadParameter(
+                f"{format_rfc3339(at)} is later than now ({format_rfc3339(led.now())}): the sweep expires only "
+                f"what is already due; give an instant that has passed, or omit --now",
+                param_hint="'--now'",
+            )
         with progress("Sweeping expired records") as advance:
             expired = led.sweep_expired(at, progress=advance)
     if as_json:
@@ -312,7 +374,16 @@ def proposals(as_json: Json = False, scope: Scope = None, database_url: DbUrl = 
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
         records = led.proposals(key)
-    print_records(records, as_json=as_json, title=f"Proposals in {key}", empty=f"No proposals waiting in {key}.")
+        # What accepting each would close: a merge proposal is read against the pins it replaces.
+        replaced = {rid for record in records for rid in record.supersedes} if not as_json else set()
+        replaces = {rid: led.get(rid) for rid in sorted(replaced)}  # the account's own ids: they exist
+    print_records(
+        records,
+        as_json=as_json,
+        title=f"Proposals in {key}",
+        empty=f"No proposals waiting in {key}.",
+        replaces=replaces,
+    )
 
 
 # ---------------------------------------------------------------------- db
@@ -324,7 +395,7 @@ def db_upgrade(database_url: DbUrl = None) -> None:
     """Migrate the database to the head revision (safe to repeat)."""
     url = database_url_from_env(database_url)
     with cli_errors():
-        engine = make_engine(url)
+        engine = make_engine(url, sqlite_synchronous=sqlite_synchronous_from_env())
         try:
             upgrade(engine)
             revision = current_revision(engine)
@@ -341,7 +412,7 @@ def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
 
     url = database_url_from_env(database_url)
     with cli_errors():
-        engine = make_engine(url)
+        engine = make_engine(url, sqlite_synchronous=sqlite_synchronous_from_env())
         try:
             report = compact(engine)
         finally:

@@ -156,11 +156,19 @@ def _interval_text(record: MemoryRecord) -> Text:
     return Text(f"{instant_text(record.valid_from)} → {instant_text(end) if end else 'now'}")
 
 
-def records_table(records: Sequence[MemoryRecord], *, title: str | None = None, detail: bool = False) -> Table:
+def records_table(
+    records: Sequence[MemoryRecord],
+    *,
+    title: str | None = None,
+    detail: bool = False,
+    replaces: Mapping[str, MemoryRecord] | None = None,
+) -> Table:
     """A table of records: id, kind, body, since, and expires/group when any record has one.
 
     ``detail`` (for histories) shows status and the validity interval instead of since/expires.
-    Bodies are plain text, never markup; an erased body shows as ``[erased]``.
+    ``replaces`` (for proposals: the records they supersede, by id) adds a column with what each
+    closes when accepted, id and body. Bodies are plain text, never markup; an erased body shows
+    as ``[erased]``.
     """
     table = Table(title=title, expand=False, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("ID", no_wrap=True, style="cyan", min_width=12)
@@ -175,6 +183,9 @@ def records_table(records: Sequence[MemoryRecord], *, title: str | None = None, 
         table.add_column("Expires (UTC)")
     if grouped:
         table.add_column("Group", overflow="fold")
+    replacing = replaces is not None and any(r.supersedes for r in records)
+    if replacing:
+        table.add_column("Replaces (closed on accept)", overflow="fold", min_width=12, ratio=1)
     for r in records:
         cells: list[Text] = [Text(r.id)]
         if detail:
@@ -185,20 +196,38 @@ def records_table(records: Sequence[MemoryRecord], *, title: str | None = None, 
             cells.append(Text(instant_text(r.expires_at)))
         if grouped:
             cells.append(Text(r.conflict_group or ""))
+        if replacing:
+            cells.append(_replaced_text(r, replaces or {}))
         table.add_row(*cells)
     return table
 
 
+def _replaced_text(record: MemoryRecord, replaces: Mapping[str, MemoryRecord]) -> Text:
+    text = Text()
+    for n, rid in enumerate(record.supersedes):
+        old = replaces.get(rid)
+        text.append(("\n" if n else "") + rid + ": ", style="cyan")
+        text.append_text(body_text(old) if old is not None else Text("[not found]", style="dim italic"))
+    return text
+
+
 def print_records(
-    records: Sequence[MemoryRecord], *, as_json: bool, title: str, empty: str, detail: bool = False
+    records: Sequence[MemoryRecord],
+    *,
+    as_json: bool,
+    title: str,
+    empty: str,
+    detail: bool = False,
+    replaces: Mapping[str, MemoryRecord] | None = None,
 ) -> None:
-    """``--json``: a JSON list of records; otherwise a table, or ``empty`` when there is nothing to show."""
+    """``--json``: a JSON list of records; otherwise a table, or ``empty`` when there is nothing to show.
+    ``replaces``: as :func:`records_table`."""
     if as_json:
         emit_json(list(records))
     elif not records:
         print_message(empty, style="dim")
     else:
-        print_table(records_table(records, title=title, detail=detail))
+        print_table(records_table(records, title=title, detail=detail, replaces=replaces))
 
 
 @contextmanager

@@ -143,7 +143,8 @@ def worker(
 
     configure_logging(fmt=config.log_format, level=config.log_level)
     ops = OpsCollector(
-        lazy_database_source(config.database_url, account=config.account), max_scopes=config.ops_metrics_max_scopes
+        lazy_database_source(config.database_url, account=config.account, sqlite_synchronous=config.sqlite_synchronous),
+        max_scopes=config.ops_metrics_max_scopes,
     )
     raise typer.Exit(
         supervise(

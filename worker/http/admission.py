@@ -1,9 +1,10 @@
 """What ``POST /rpc`` and ``POST /mcp`` check before anything is read or run, and whose ledger answers.
 
 :class:`Guard` runs the checks of :mod:`worker.http.server`'s table in order (Host, Origin, content
-type, the token, then the body, read with its limit and timeout) and answers a refusal as one
-JSON-RPC error with its HTTP status. :func:`check_bind` refuses to listen beyond loopback without
-tokens. The token alone picks the account: :meth:`Guard.ledger_for`.
+type, the token, the account's share of the requests open, then the body, read with its limit and
+timeout, and last a place among the requests being answered: :mod:`worker.http.limits`) and
+answers a refusal as one JSON-RPC error with its HTTP status. :func:`check_bind` refuses to listen
+beyond loopback without tokens. The token alone picks the account: :meth:`Guard.ledger_for`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.responses import Response
 from ledger import Ledger
 from ledger.protocol import INVALID_REQUEST, RpcError, dumps, error_response
 from worker.errors import BindRefused
+from worker.http.limits import TICKET_KEY, Busy, Ticket
 from worker.http.tokens import TokenStore
 from worker.runtime import Runtime
 
@@ -77,6 +79,10 @@ def _refusal(
     return Response(answer, status_code=status, media_type="application/json", headers={**extra, **(headers or {})})
 
 
+def _busy(busy: Busy) -> Response:
+    return Response(busy.body(), status_code=busy.status, media_type="application/json", headers={"retry-after": "1"})
+
+
 def _host_name(host_header: str) -> str:
     """The name part of a Host header (no port), lower case; IPv6 keeps its brackets off."""
     value = host_header.strip().lower()
@@ -108,9 +114,16 @@ class Guard:
         account = await self.account(request, self.default_account)
         if isinstance(account, Response):
             return account
+        ticket: Ticket | None = request.scope.get(TICKET_KEY)  # None: served without the limit (tests)
+        busy = None if ticket is None else ticket.join(account)
+        if busy is not None:
+            return _busy(busy)
         body = await self.body(request)
         if isinstance(body, Response):
             return body
+        busy = None if ticket is None else ticket.answer()
+        if busy is not None:
+            return _busy(busy)
         return account, body
 
     def ledger_for(self, account: str) -> Ledger:

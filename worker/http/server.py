@@ -15,17 +15,20 @@ Every request is counted per RPC method and access-logged (never a body): worker
 What ``POST /rpc`` refuses, in this order, before anything is read or run:
 
 ======  ==================================================================================
-503     ``max_requests_in_flight`` requests already being answered (``busy``, ``Retry-After: 1``;
-        :mod:`worker.http.limits`), before any other check
 421     a ``Host`` that is not a loopback name or in ``MEMLEDGER_ALLOWED_HOSTS`` (DNS rebinding);
         with tokens on and no allowed hosts configured the Host is not checked (a browser
         never attaches the Bearer token, so rebinding gains nothing)
 403     an ``Origin`` that is present and not in ``MEMLEDGER_ALLOWED_ORIGINS`` (cross-site forms)
 415     a ``Content-Type`` other than ``application/json`` (the "simple" cross-site request)
 401     with ``MEMLEDGER_AUTH=tokens``: no valid ``Authorization: Bearer`` token
+429     with tokens: the account already has ``max_requests_per_account`` requests open (``busy``,
+        ``Retry-After: 1``; :mod:`worker.http.limits`)
+503     ``max_requests_in_flight`` requests already waiting for their body (``busy``)
 413     a ``Content-Length`` over ``max_request_bytes`` (before a byte is read), or a chunked
         body that reaches it (cut off there); the connection is closed
 408     a body that does not arrive within ``body_timeout_s``
+503     ``max_requests_in_flight`` requests already being answered (``busy``, ``Retry-After: 1``);
+        a request waiting for its body holds no such place
 ======  ==================================================================================
 
 Everything else is answered in JSON-RPC, with status 200 (204 for notifications only):
@@ -38,7 +41,8 @@ keep-alive connections (``timeout_keep_alive``); it has no header read timeout, 
 within ``header_timeout_s`` is closed). The body timeout is enforced here, while reading.
 Floods of idle connections: only requests in flight are limited (503 past
 ``max_requests_in_flight``, :mod:`worker.http.limits`), never connections, and the
-open-file limit is raised at start.
+open-file limit is raised at start. Other routes take their place when their head is in
+(``/livez`` never waits for one).
 
 The protocol is synchronous (database I/O), so each request runs in Starlette's
 thread pool. The lifespan starts the background parts (see :mod:`worker.runtime`)
@@ -273,8 +277,11 @@ def create_app(runtime: Runtime, *, run_worker: bool = True) -> Starlette:
 
 def _middleware(runtime: Runtime) -> list[Middleware]:
     """The in-flight limit, then CORS when origins are configured (no CORS headers at all otherwise)."""
-    # Counted from a request's complete head to its response's end: idle connections never take a place.
-    middleware = [Middleware(InFlightLimit, limit=runtime.config.max_requests_in_flight)]
+    # Counted from a request's complete head (its body, on /rpc and /mcp) to its response's end: idle
+    # connections and dribbled bodies never take a place. With tokens, each account gets a bounded share.
+    config = runtime.config
+    per_account = config.max_requests_per_account if config.auth == "tokens" else None
+    middleware = [Middleware(InFlightLimit, limit=config.max_requests_in_flight, per_account=per_account)]
     origins = runtime.config.origin_list()
     if origins:
         middleware.append(

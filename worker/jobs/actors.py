@@ -177,10 +177,11 @@ def _consolidate(actors: Actors, service: ConsolidationService, run_id: str, bus
         actors.metrics.observe_start(settled)
         actors.metrics.observe_settled(settled)
         log.info(
-            "run %s settled %s (%d applied, %d refused, %d micro-USD)",
+            "run %s settled %s (%d applied, %d proposals, %d refused, %d micro-USD)",
             run_id,
             settled.outcome,
             settled.ops_applied,
+            settled.proposals_written,
             settled.ops_refused,
             settled.spend_micro_usd,
             extra={"outcome": str(settled.outcome), "turns": settled.turns},

@@ -137,11 +137,71 @@ def _mark(value: Any) -> tuple[Any, bool]:
     return value, False
 
 
-class _StdinLines:
-    """The process's stdin as the async line iterator ``stdio_server`` reads, surrogates marked."""
+DRAIN_TIMEOUT_S = 60.0
+"""How long ``memledger mcp`` waits, once stdin is closed, for the answers still owed (tool calls are bounded
+by the database's own timeouts; this only keeps a wedged call from holding the process for ever)."""
+
+
+def _messages(line: str) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of one line (a message or a batch); [] for anything else."""
+    try:
+        found = json.loads(line)
+    except (ValueError, RecursionError):
+        return []
+    items = found if isinstance(found, list) else [found]
+    return [item for item in items if isinstance(item, dict)]
+
+
+class _Owed:
+    """The requests read from stdin and not answered yet, so closing stdin does not drop them.
+
+    The SDK ends its serving loop (and cancels the calls in flight) as soon as its input ends; a
+    client that writes its requests and closes stdin would lose the answers. So the end of stdin is
+    held back until every request read has its answer written (or was cancelled by the client).
+    """
 
     def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._answered = anyio.Event()
+
+    def read(self, line: str) -> None:
+        for message in _messages(line):
+            if "method" in message and message.get("id") is not None:
+                self._ids.add(json.dumps(message["id"]))
+            elif message.get("method") == "notifications/cancelled" and isinstance(message.get("params"), dict):
+                self._settle(message["params"].get("requestId"))
+
+    def written(self, text: str) -> None:
+        if not self._ids:
+            return
+        for message in _messages(text):
+            if "method" not in message and ("result" in message or "error" in message):
+                self._settle(message.get("id"))
+
+    def _settle(self, request_id: Any) -> None:
+        self._ids.discard(json.dumps(request_id))
+        if not self._ids:
+            self._answered.set()
+
+    async def all_answered(self, timeout_s: float) -> None:
+        if not self._ids:
+            return
+        self._answered = anyio.Event()
+        with anyio.move_on_after(timeout_s):
+            await self._answered.wait()
+        if self._ids:
+            log.warning(
+                "memledger mcp: stdin closed; %d request(s) left unanswered after %gs", len(self._ids), timeout_s
+            )
+
+
+class _StdinLines:
+    """The process's stdin as the async line iterator ``stdio_server`` reads, surrogates marked; its end is held
+    back until every request read is answered (:class:`_Owed`)."""
+
+    def __init__(self, owed: _Owed) -> None:
         self._lines = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        self._owed = owed
 
     def __aiter__(self) -> _StdinLines:
         return self
@@ -149,7 +209,9 @@ class _StdinLines:
     async def __anext__(self) -> str:
         line = await self._lines.readline()
         if not line:
+            await self._owed.all_answered(DRAIN_TIMEOUT_S)
             raise StopAsyncIteration
+        self._owed.read(line)
         return mark_lone_surrogates(line)
 
 
@@ -160,11 +222,13 @@ class _StdoutLines:
     splits its input with ``str.splitlines()`` would read a body holding one as two lines.
     """
 
-    def __init__(self, wire: BinaryIO) -> None:
+    def __init__(self, wire: BinaryIO, owed: _Owed) -> None:
         self._wire = anyio.wrap_file(wire)
+        self._owed = owed
 
     async def write(self, text: str) -> int:
         await self._wire.write(escape_line_breaks(text).encode("utf-8"))
+        self._owed.written(text)
         return len(text)
 
     async def flush(self) -> None:
@@ -202,11 +266,12 @@ def _claim_stdout() -> Iterator[BinaryIO]:
 
 
 async def serve_stdio(led: Ledger) -> None:
-    """Serve MCP on this process's stdin/stdout until the client closes stdin."""
+    """Serve MCP on this process's stdin/stdout until the client closes stdin, then answer what it asked."""
     server = build_server(lambda _ctx: led)
-    stdin = cast("anyio.AsyncFile[str]", _StdinLines())  # stdio_server only iterates over its lines
+    owed = _Owed()
+    stdin = cast("anyio.AsyncFile[str]", _StdinLines(owed))  # stdio_server only iterates over its lines
     with _claim_stdout() as wire:
-        stdout = cast("anyio.AsyncFile[str]", _StdoutLines(wire))  # stdio_server only writes and flushes
+        stdout = cast("anyio.AsyncFile[str]", _StdoutLines(wire, owed))  # stdio_server only writes and flushes
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 

@@ -17,6 +17,9 @@ bound account's scope only.
   spend the operator's money, and one that could set ``baseUrl`` would make the worker call
   any address it can reach. The operator sets them with ``memledger consolidation set``.
 
+With tokens, ``maxRecords`` goes up to the operator's ``MEMLEDGER_TENANT_MAX_RECORDS`` (1,000 by default) or
+the budget the account has now, whichever is larger; past that it is refused and nothing changes.
+
 Spend budgets, caps and the other operator settings stay on the command line in both cases.
 See docs/consolidation.md ("Choices made").
 
@@ -116,6 +119,28 @@ def refuse_target_params(params: Mapping[str, Any], *, command: str) -> None:
     )
 
 
+def check_tenant_budget(led: Ledger, max_records: int, *, ceiling: int) -> None:
+    """Refuse a record budget a tenant may not set itself: above the operator's ceiling
+    (``MEMLEDGER_TENANT_MAX_RECORDS``) and above the budget it has now (lowering, or restoring up to the
+    ceiling, is the tenant's; raising past it is the operator's, with ``memledger budget``).
+
+    Raises:
+        RpcError: ``-32602 invalid_params`` naming ``maxRecords`` and the ceiling; nothing is changed.
+    """
+    if max_records <= max(ceiling, led.budget(led.scope_key).max_records):
+        return
+    why = (
+        f"an account may set its record budget up to {ceiling:,} on this server; "
+        "the operator sets a larger one with `memledger budget SCOPE --set N`"
+    )
+    raise RpcError(
+        INVALID_PARAMS,
+        f"invalid params: maxRecords: {why}",
+        reason="invalid_params",
+        errors=[{"field": "maxRecords", "type": "operator_setting", "message": why}],
+    )
+
+
 def validated_update(model: type[U], params: dict[str, Any], *, operator: bool, command: str) -> U:
     """A settings update's params, validated; the model target's refused first unless the caller is the operator.
 
@@ -160,10 +185,13 @@ def update_consolidation_settings(runtime: Runtime, *, operator: bool) -> ExtraM
     """``memory/update_consolidation_settings``; ``operator``: the caller is the operator (one account, no
     tokens), so the update takes the model target; else those params are refused (see the module docstring)."""
     service = runtime.service
+    ceiling = runtime.config.tenant_max_records
 
     def method(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
         command = "memledger consolidation set"
         p = validated_update(UpdateConsolidationParams, params, operator=operator, command=command)
+        if p.max_records is not None and not operator:
+            check_tenant_budget(led, p.max_records, ceiling=ceiling)
         changes = p.changes("mode", "debounce_s", "allow_removal")
         if changes:
             service.update_settings(led.scope_key, **changes)

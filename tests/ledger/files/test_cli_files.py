@@ -104,6 +104,34 @@ def test_output_writes_the_report_and_refuses_an_unwritable_path(tmp_path: Path)
     assert code == 2
 
 
+@pytest.mark.parametrize("dangling", [False, True])
+def test_output_never_writes_through_a_symbolic_link(tmp_path: Path, dangling: bool) -> None:
+    # Given --output naming a link, to a file elsewhere or to nothing yet
+    write_dir(tmp_path / "m", {"a.md": entry()})
+    target = tmp_path / "elsewhere" / "precious.txt"
+    target.parent.mkdir()
+    if not dangling:
+        target.write_text("keep me\n")
+    link = tmp_path / "report.md"
+    link.symlink_to(target)
+    for command in (["audit", str(tmp_path / "m"), "--scope", SCOPE, *AS_OF], ["schema"]):
+        # When the report is written there
+        code, out = run(*command, "--output", str(link))
+        # Then it is a usage error that says why, and the link's target is untouched (or still absent)
+        assert code == 2 and "symbolic link" in out and "Traceback" not in out, out
+        assert (target.read_text() == "keep me\n") if not dangling else not target.exists()
+        assert link.is_symlink()
+
+
+def test_new_never_writes_through_a_symbolic_link(tmp_path: Path) -> None:
+    memories = tmp_path / "memories"
+    memories.mkdir()
+    target = tmp_path / "elsewhere.md"
+    (memories / "deploy-region.md").symlink_to(target)  # dangling: exists() is False
+    code, out = run("new", "deploy-region", "--dir", str(memories))
+    assert code == 2 and "symbolic link" in out and not target.exists()
+
+
 def test_audit_json_contract(tmp_path: Path) -> None:
     files = {"sound.md": entry(), "stale.md": entry(expires="2025-02-01"), "elsewhere.md": entry(sref="acme")}
     code, out = run("audit", str(write_dir(tmp_path, files)), "--scope", SCOPE, *AS_OF, "--format", "json")

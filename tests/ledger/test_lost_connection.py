@@ -1,0 +1,153 @@
+"""A write whose connection to PostgreSQL is lost after ``COMMIT`` was sent: reported as unknown, never as refused,
+and a save retried with its ``requestId`` is applied once.
+
+The connection goes through a loopback proxy (``tests/ledger/cut_proxy.py``) that forwards the
+write's ``COMMIT`` (or the plain save's one statement), drops the server's answer, lets the server
+finish, then ends the server's process with ``pg_terminate_backend``: the write is committed and
+the client sees only a lost connection. Each cut costs well under a second.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from ledger import Ledger, LedgerError, OutcomeUnknown, Status, open_ledger
+from ledger.protocol import handle
+from ledger.store import postgres
+from tests.ledger.cut_proxy import CutProxy, cut_proxy
+
+pytestmark = pytest.mark.usefixtures("pg_available")
+
+
+@pytest.fixture
+def proxy() -> Iterator[CutProxy]:
+    with cut_proxy() as found:
+        yield found
+
+
+@pytest.fixture
+def led(pg_migrated: str, proxy: CutProxy) -> Iterator[Ledger]:
+    opened = open_ledger(proxy.url(pg_migrated), migrate=True)
+    yield opened
+    opened.close()
+
+
+def _cut_during(proxy: CutProxy, marker: bytes, write: Callable[[], Any]) -> Any:
+    """Run ``write`` while its connection is lost right after ``marker`` was sent; what it returned or raised."""
+    proxy.arm(marker)
+    got: list[Any] = []
+
+    def attempt() -> None:
+        try:
+            got.append(write())
+        except Exception as exc:
+            got.append(exc)
+
+    worker = threading.Thread(target=attempt)
+    worker.start()
+    proxy.cut()
+    worker.join(30)
+    assert not worker.is_alive() and len(got) == 1
+    return got[0]
+
+
+def _rpc_save(led: Ledger, **params: Any) -> dict[str, Any]:
+    answer = handle(led, {"jsonrpc": "2.0", "id": 1, "method": "memory/save_memory_record", "params": params})
+    assert answer is not None
+    return answer
+
+
+@pytest.mark.parametrize("write", ["save", "edit"])
+def test_a_commit_whose_answer_is_lost_is_unknown_and_its_retry_applies_once(
+    led: Ledger, proxy: CutProxy, write: str
+) -> None:
+    # Given: a pin, and a save or an edit of it sent over JSON-RPC with a requestId
+    first = led.save("I live in Lisbon")
+    params: dict[str, Any] = {"body": "I live in Porto", "requestId": "move-2026-12"}
+    if write == "edit":
+        params["supersedes"] = first.id
+    # When: the server commits it and the connection is lost before its answer comes back
+    answer = _cut_during(proxy, b"COMMIT", lambda: _rpc_save(led, **params))
+    # Then: the answer says the outcome is unknown, names the record to read and the requestId retry
+    error = answer["error"]
+    assert error["code"] == -32006 and error["data"]["reason"] == "outcome_unknown", error
+    record_id = error["data"]["recordId"]
+    assert record_id in error["message"] and "requestId" in error["message"] and "refused" not in error["message"]
+    # And: it was applied (as the message says to check)
+    assert led.get(record_id).body == "I live in Porto"
+    # When: the client retries with the same requestId
+    again = _rpc_save(led, **params)
+    # Then: the record it wrote comes back, and nothing is written twice
+    assert again["result"]["id"] == record_id, again
+    bodies = sorted(r.body or "" for r in led.list())
+    assert bodies == (["I live in Porto"] if write == "edit" else ["I live in Lisbon", "I live in Porto"])
+    assert sum(1 for r in led.records(led.scope_key) if r.body == "I live in Porto") == 1
+    # And: the same requestId with another body is refused, naming the record, and writes nothing
+    other = _rpc_save(led, **{**params, "body": "I live in Faro"})
+    assert other["error"]["code"] == -32007 and other["error"]["data"]["reason"] == "request_id_reused"
+    assert other["error"]["data"]["recordId"] == record_id
+    assert all(r.body != "I live in Faro" for r in led.records(led.scope_key))
+
+
+def test_a_plain_save_that_cannot_learn_its_outcome_is_unknown(
+    led: Ledger, proxy: CutProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given: the database cannot be reached again for a while after the plain save's call is lost
+    monkeypatch.setattr(postgres, "CHECK_AFTER_LOSS_S", 0.3)
+    led.save("warm the pool")
+
+    def save_then_unreachable() -> Any:
+        return led.save("I have a cat named Miso")
+
+    proxy.arm(b"memledger_save")
+    got: list[Any] = []
+    worker = threading.Thread(target=lambda: got.append(_attempt(save_then_unreachable)))
+    worker.start()
+    proxy.refusing = True  # the check on a new connection cannot connect
+    proxy.cut()
+    worker.join(30)
+    proxy.refusing = False
+    # Then: unknown, naming the record, never "refused" and never written a second time
+    (error,) = got
+    assert isinstance(error, OutcomeUnknown), error
+    assert error.record_id is not None and error.record_id in error.message
+    assert led.get(error.record_id).body == "I have a cat named Miso"
+    assert [r.body for r in led.list()].count("I have a cat named Miso") == 1
+
+
+def _attempt(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except LedgerError as exc:
+        return exc
+
+
+def test_the_command_line_and_mcp_say_unknown(
+    led: Ledger, proxy: CutProxy, pg_migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.cli import app
+    from worker.mcp.tools import call_tool
+
+    first = led.save("Standup is at 9:30")
+    # The command line: an edit whose COMMIT's answer is lost exits 3, reason outcome_unknown
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", proxy.url(pg_migrated))
+    args = ["pin", "Standup is at 10:00", "--supersedes", first.id, "--request-id", "standup-1", "--json"]
+    result = _cut_during(proxy, b"COMMIT", lambda: CliRunner().invoke(app, args))
+    assert result.exit_code == 3, result.output
+    assert '"reason": "outcome_unknown"' in result.stderr and "refused" not in result.stderr
+    # ... and run again with the same key, it is applied once
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert [r.body for r in led.list()] == ["Standup is at 10:00"]
+    # MCP: a proposal whose COMMIT's answer is lost is a tool error with the reason
+    tool = _cut_during(proxy, b"COMMIT", lambda: call_tool(led, "propose_pin", {"body": "Prefers tea"}))
+    assert tool.is_error
+    meta = (tool.meta or {}).get("memledger/error") or {}
+    assert meta.get("reason") == "outcome_unknown" and meta.get("recordId"), tool
+    assert tool.content[0].text.startswith("outcome_unknown: ")
+    assert [r.body for r in led.proposals(led.scope_key) if r.status == Status.PROPOSED] == ["Prefers tea"]
