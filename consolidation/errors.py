@@ -6,7 +6,8 @@
     └── ConsolidationError
         ├── InvalidSettings     reason invalid_params
         ├── InvalidExtractionInput  reason invalid_params
-        └── RunNotFound         reason not_found
+        ├── RunNotFound         reason not_found
+        └── ReplayStopped       reason replay_stopped: the replay's harness kept failing runs
 
     Exception
     ├── HarnessError            the model call failed; the run settles ``failed`` (usage and spend kept)
@@ -47,6 +48,12 @@ class InvalidSettings(ConsolidationError):
 
 class RunNotFound(ConsolidationError):
     reason = "not_found"
+
+
+class ReplayStopped(ConsolidationError):
+    """The replay's harness failed run after run for a cause other than the designed one; the replay stopped."""
+
+    reason = "replay_stopped"
 
 
 class InvalidExtractionInput(ConsolidationError):

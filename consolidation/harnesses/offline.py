@@ -6,7 +6,8 @@ cascades and temporary facts (``expire``) are :mod:`consolidation.harnesses.offl
 this module merges and corrects.
 
 ``merge`` — records of the same conflict group (or both without one), of any kinds (the
-merge keeps the first of :data:`KIND_PRECEDENCE` among them), whose bodies say the same thing. Each body is read as a sequence of tokens — words,
+merge keeps the first of :data:`KIND_PRECEDENCE` among them), whose bodies say the same thing.
+Each body is read as a sequence of tokens — words,
 numbers *with their sign* (``-5`` is not ``5``), and the symbols that carry meaning
 (``$ € £ % ° # + = & @`` …; ``C++`` is not ``C#``) — and canonicalised:
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from consolidation.errors import ReplayStopped
 from consolidation.pricing import PriceTable
 from consolidation.replay.corpus import CLASSES, DEFAULT_EPISODES, SPLITS, generate
 from consolidation.replay.preflight import check_usable
-from consolidation.replay.runner import BASELINES, Progress, ReplayStopped, play_arm
+from consolidation.replay.runner import BASELINES, Progress, play_arm
 from consolidation.replay.score import Tally
 
 __all__ = ["ALL", "BASELINES", "CLASSES", "DEFAULT_EPISODES", "SPLITS", "ReplayReport", "ReplayStopped", "replay"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from consolidation.errors import ConsolidationError
+from consolidation.errors import ConsolidationError, ReplayStopped
 from consolidation.models import ConsolidationRun, Mode, Outcome, RunState
 from consolidation.pricing import PriceTable
 from consolidation.replay.baseline import latest_wins
@@ -34,12 +34,6 @@ DEBOUNCE_S = 60.0
 MAX_WAIT_S = 600.0
 Snapshot = frozenset[tuple[str, str | None]]
 MAX_FAILING_IN_A_ROW = 3
-
-
-class ReplayStopped(ConsolidationError):
-    """The harness failed run after run for a cause other than the designed one; the replay stopped."""
-
-    reason = "replay_stopped"
 
 
 class ReplayClock:

@@ -49,45 +49,58 @@ def _check_harness(name: str) -> str:
     return name
 
 
+HarnessOpt = Annotated[str, typer.Option("--harness", help=HARNESS_HELP, callback=_check_harness)]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", help="The model (default: the harness's default).", show_default=False)
+]
+EpisodesOpt = Annotated[int, typer.Option("--episodes", min=1, max=MAX_EPISODES, help="How many episodes a split.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="The corpus seed: one seed, one corpus.")]
+FormatOpt = Annotated[Format, typer.Option("--format", help="A table per task class, or one JSON object.")]
+DatabaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="Play in this database (fresh scopes; migrated first). Default: a temporary SQLite file per arm.",
+        show_default=False,
+    ),
+]
+SplitOpt = Annotated[
+    Split, typer.Option("--split", help="The tuning split, the held-out one, or both (reported apart).")
+]
+# The harness's scope settings, named as `memledger consolidation set` names them.
+BaseUrlOpt = Annotated[
+    str | None, typer.Option("--base-url", help="Server of the openai harness, as `consolidation set --base-url`.")
+]
+PriceInOpt = Annotated[
+    float | None,
+    typer.Option("--price-in-usd-per-mtok", help="Input price, USD per million tokens (0: a free local model)."),
+]
+PriceOutOpt = Annotated[
+    float | None,
+    typer.Option("--price-out-usd-per-mtok", help="Output price, USD per million tokens (0: a free local model)."),
+]
+CapOpt = Annotated[
+    float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run (a CPU model needs more).")
+]
+MaxOutOpt = Annotated[
+    int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
+]
+
+
 @app.command("replay")
 def replay(
-    harness: Annotated[str, typer.Option("--harness", help=HARNESS_HELP, callback=_check_harness)] = "offline",
-    model: Annotated[
-        str | None,
-        typer.Option("--model", help="The model (default: the harness's default).", show_default=False),
-    ] = None,
-    episodes: Annotated[int, typer.Option("--episodes", min=1, max=MAX_EPISODES, help="How many episodes.")] = 210,
-    seed: Annotated[int, typer.Option("--seed", help="The corpus seed: one seed, one corpus.")] = 0,
-    fmt: Annotated[Format, typer.Option("--format", help="A table per task class, or one JSON object.")] = Format.TEXT,
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            "--database-url",
-            help="Play in this database (fresh scopes; migrated first). Default: a temporary SQLite file per arm.",
-            show_default=False,
-        ),
-    ] = None,
-    split: Annotated[
-        Split, typer.Option("--split", help="The tuning split, the held-out one, or both (reported apart).")
-    ] = Split.ALL,
-    base_url: Annotated[
-        str | None,
-        typer.Option("--base-url", help="Server of the openai harness, as `consolidation set --base-url`."),
-    ] = None,
-    price_in: Annotated[
-        float | None,
-        typer.Option("--price-in-usd-per-mtok", help="Input price, USD per million tokens (0: a free local model)."),
-    ] = None,
-    price_out: Annotated[
-        float | None,
-        typer.Option("--price-out-usd-per-mtok", help="Output price, USD per million tokens (0: a free local model)."),
-    ] = None,
-    cap_s: Annotated[
-        float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run (a CPU model needs more).")
-    ] = None,
-    max_output_tokens: Annotated[
-        int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
-    ] = None,
+    harness: HarnessOpt = "offline",
+    model: ModelOpt = None,
+    episodes: EpisodesOpt = 210,
+    seed: SeedOpt = 0,
+    fmt: FormatOpt = Format.TEXT,
+    database_url: DatabaseUrlOpt = None,
+    split: SplitOpt = Split.ALL,
+    base_url: BaseUrlOpt = None,
+    price_in: PriceInOpt = None,
+    price_out: PriceOutOpt = None,
+    cap_s: CapOpt = None,
+    max_output_tokens: MaxOutOpt = None,
 ) -> None:
     """Score consolidation on generated episodes through the real pipeline, beside keep_all and latest_wins.
 
@@ -103,17 +116,6 @@ def replay(
         prices = load_config().price_table()  # MEMLEDGER_MODEL_PRICES prices a model the table does not know
     except ConfigError as exc:
         fail(str(exc), reason="config_error")
-    target = {
-        key: value
-        for key, value in (
-            ("base_url", base_url),
-            ("price_in_usd_per_mtok", price_in),
-            ("price_out_usd_per_mtok", price_out),
-            ("wall_clock_cap_s", cap_s),
-            ("max_output_tokens", max_output_tokens),
-        )
-        if value is not None
-    }
     with cli_errors():  # the ledger's refusals as the other commands show them
         report = run_replay(
             harness,
@@ -125,13 +127,17 @@ def replay(
             prices=prices,
             progress=_progress if sys.stderr.isatty() else None,
             service_kwargs=OuterEnvironment().model_access(),
-            target=target,
+            target=_target(base_url, price_in, price_out, cap_s, max_output_tokens),
         )
     if fmt == Format.JSON:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
         _print_report(report)
-    ours = report.tallies[report.harness]
+    _fail_on_failed_runs(report.tallies[report.harness])
+
+
+def _fail_on_failed_runs(ours: Tally) -> None:
+    """Exit 1 when a run failed for any cause but the designed one: those scores are not the model's."""
     if ours.undesigned_failures:
         causes = ", ".join(f"{cause} {n}" for cause, n in sorted(ours.failed_by_cause.items()))
         fail(
@@ -139,6 +145,20 @@ def replay(
             f"{'; '.join(ours.run_errors)}. The scores above are not the model's: fix the harness and run again.",
             reason="runs_failed",
         )
+
+
+def _target(
+    base_url: str | None, price_in: float | None, price_out: float | None, cap_s: float | None, max_out: int | None
+) -> dict[str, object]:
+    """The scope settings given on the command line, named as ``consolidation set`` names them."""
+    given = (
+        ("base_url", base_url),
+        ("price_in_usd_per_mtok", price_in),
+        ("price_out_usd_per_mtok", price_out),
+        ("wall_clock_cap_s", cap_s),
+        ("max_output_tokens", max_out),
+    )
+    return {key: value for key, value in given if value is not None}
 
 
 def _progress(arm: str, done: int, total: int) -> None:
