@@ -30,8 +30,9 @@ from consolidation.models import Usage
 class PromptRecord:
     """One active record as the model sees it: nothing but id, kind, body and conflict group.
 
-    ``valid_from`` and ``expires`` (whether it already has an expiry) are never sent to a model: the
-    offline harness reads them to tell the newer of two values and to leave an expiring record alone.
+    ``valid_from``, ``expires`` (whether it already has an expiry) and ``replaced`` (the body a user's edit
+    replaced) are never sent to a model: the offline harness reads them to tell the newer of two values, to
+    leave an expiring record alone, and to see the old value of an edited fact.
     """
 
     id: str
@@ -40,6 +41,7 @@ class PromptRecord:
     conflict_group: str | None
     valid_from: datetime | None = None
     expires: bool = False
+    replaced: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

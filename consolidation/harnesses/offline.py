@@ -58,6 +58,7 @@ measured without a model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
@@ -214,10 +215,28 @@ def _merge(members: list[Features], *, near: bool) -> tuple[int, dict[str, Any]]
     )
 
 
+def _replaced(records: Sequence[PromptRecord]) -> list[Features]:
+    """What the user's edits replaced, each read as a record just older than its edit (never a target)."""
+    return [
+        read_features(
+            PromptRecord(
+                f"replaced:{record.id}",
+                record.kind,
+                record.replaced,
+                record.conflict_group,
+                valid_from=None if record.valid_from is None else record.valid_from - timedelta(microseconds=1),
+            ),
+            -1 - index,
+        )
+        for index, record in enumerate(records)
+        if record.replaced
+    ]
+
+
 def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
     """The offline answer's operations for ``records`` (deterministic; order follows the input; at most 20)."""
     features = [read_features(record, index) for index, record in enumerate(records)]
-    updates, merged = update_operations(features)
+    updates, merged = update_operations(features, _replaced(records))
     buckets: dict[tuple[object, ...], list[Features]] = {}
     for feature in features:
         if feature.index not in merged:

@@ -360,24 +360,32 @@ def _quotes(dependent: Features, cluster: Cluster, old: tuple[str, ...], new: tu
     )
 
 
-def update_operations(features: Sequence[Features]) -> tuple[list[tuple[int, dict[str, Any]]], set[int]]:
-    """``group`` operations for updates and conflicts (with their cascades), and the records they name."""
+def update_operations(
+    features: Sequence[Features], replaced: Sequence[Features] = ()
+) -> tuple[list[tuple[int, dict[str, Any]]], set[int]]:
+    """``group`` operations for updates and conflicts (with their cascades), and the records they name.
+
+    ``replaced``: the bodies the user's edits replaced (negative indices): they show an old value, and
+    the records quoting it follow the edit, but they are no record of the run's and never a target.
+    """
     operations: list[tuple[int, dict[str, Any]]] = []
     named: set[int] = set()
-    found = clusters(features)
+    found = clusters([*replaced, *features])
     for cluster in found:
-        named.update(f.index for f, _ in cluster.members)
+        named.update(f.index for f, _ in cluster.members if f.index >= 0)
     for cluster in found:
         newest, newest_slot = max(cluster.members, key=lambda m: _age(m[0]))
         new = _texts(newest_slot.value)
         olds = {_texts(s.value) for _, s in cluster.members} - {new}
-        targets = [f for f, _ in cluster.members]
+        targets = [f for f, _ in cluster.members if f.index >= 0]
         for other in features:
             if len(targets) >= 10 or other.index in named or _age(other) >= _age(newest):
                 continue
             if any(_quotes(other, cluster, old, new, newest_slot) for old in sorted(olds)):
                 targets.append(other)
                 named.add(other.index)
+        if len(targets) < 2 or newest.index < 0:
+            continue  # an edit with nothing quoting its old value: the user's edit already did it all
         subject = " ".join(cluster.key[0]).strip() or "subject"
         operations.append(
             (

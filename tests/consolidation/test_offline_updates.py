@@ -239,3 +239,42 @@ def test_identical_pins_of_different_kinds_become_one_end_to_end(
     svc.run_due()
     [active] = led.list(SCOPE)
     assert active.body == "I prefer metric units" and active.kind.value == "preference"
+
+
+def test_an_edit_shows_its_old_value_so_the_records_quoting_it_follow() -> None:
+    printer, office = records("The printer next to room 301 is the one I use", "My office is in room 415")
+    edited = PromptRecord(
+        office.id, office.kind, office.body, None, valid_from=office.valid_from, replaced="My office is in room 301"
+    )
+    assert propose_operations([printer, edited]) == [
+        {
+            "op": "group",
+            "targets": ["r1", "r0"],
+            "subject": "my office is in room",
+            "rationale": "offline: one single-valued fact stated with another value; the newest stays",
+        }
+    ]
+    # an edit that nothing quotes needs nothing more: the user's edit already superseded the old value
+    assert propose_operations([edited]) == []
+
+
+def test_an_edited_fact_takes_the_record_quoting_its_old_value_end_to_end(
+    make_ledger: Callable[..., Ledger], make_service: Callable[..., ConsolidationService], clock: Clock
+) -> None:
+    led = make_ledger()
+    svc = make_service(led)
+    svc.update_settings(SCOPE, mode="apply", harness="offline", debounce_s=30)
+    office = led.save("My office is in room 301", scope_key=SCOPE)
+    printer = led.save("The printer next to room 301 is the one I use", scope_key=SCOPE)
+    svc.notify_turn(SCOPE)
+    clock.advance(seconds=31)
+    svc.run_due()
+    clock.advance(days=1)
+    # When the user edits the fact, and the run is due
+    led.save("My office is in room 415", supersedes=office.id, scope_key=SCOPE)
+    svc.notify_turn(SCOPE)
+    clock.advance(seconds=31)
+    svc.run_due()
+    # Then no active record still names the old room; the printer is history
+    assert [r.body for r in led.list(SCOPE)] == ["My office is in room 415"]
+    assert led.get(printer.id).status == Status.SUPERSEDED
