@@ -5,15 +5,26 @@ TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: install run test lint bench soak clean
+.PHONY: install run test test-cluster lint bench soak clean
 
 # uv installs the packages (about 10 s where pip took 30-60 s here); it is itself fetched with the system pip
 # into the venv's tools folder, so nothing outside the checkout changes.
 UV := $(VENV)/tools/bin/uv
 
+# `make run` on a port in use is one line and exit status 1, as `memledger serve` alone (README). make reports a
+# failed recipe with a line of its own and exit status 2, except in question mode (-q), where a recipe's
+# status 1 is the answer, said by nothing else. So `make run` alone runs in question mode, and its recipes
+# run all the same: their `$(RUN_ANYWAY)` prefix is `+` then (not under -n, which must only print them).
+ifeq ($(MAKECMDGOALS),run)
+ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+MAKEFLAGS += -q
+RUN_ANYWAY := +
+endif
+endif
+
 $(UV):
-	python3 -m venv --without-pip $(VENV)
-	python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target $(VENV)/tools uv
+	$(RUN_ANYWAY)python3 -m venv --without-pip $(VENV)
+	$(RUN_ANYWAY)python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore --target $(VENV)/tools uv
 
 $(STAMP): pyproject.toml | $(UV)
 	$(UV) pip install -q --python $(PY) -e '.[dev]'
@@ -21,20 +32,24 @@ $(STAMP): pyproject.toml | $(UV)
 
 # `make run` needs only the runtime dependencies; a venv that already has the dev extras has them too.
 $(RUN_STAMP): pyproject.toml | $(UV)
-	@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
+	$(RUN_ANYWAY)@if [ -f $(STAMP) ] && [ $(STAMP) -nt pyproject.toml ]; then touch $@; else \
 	  $(UV) pip install -q --python $(PY) -e . && touch $@; fi
 
 install: $(STAMP)
 
 # make run PORT=8081 (else MEMLEDGER_PORT, else 8080)
 run: $(RUN_STAMP)
-	@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
+	$(RUN_ANYWAY)@$(VENV)/bin/memledger serve --banner $(if $(PORT),--port $(PORT))
 
 # Whole files to each process, the longest first (tests/conftest.py): no process is left with a long file at the end.
 # Bytecode is cached even where the environment turns it off (PYTHONDONTWRITEBYTECODE): the suite starts hundreds of
 # Python processes, and each compiled every module it imports again, and pytest rewrote every test module in each process.
 test: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# Two API processes and two workers on PostgreSQL and a Redis of their own, with faults (tests/worker/test_cluster.py).
+test-cluster: $(STAMP)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -m cluster tests/worker/test_cluster.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ledger consolidation worker tools tests

@@ -7,12 +7,14 @@
         ├── InvalidSettings     reason invalid_params
         ├── InvalidExtractionInput  reason invalid_params
         ├── RunNotFound         reason not_found
+        ├── NotRetryable        reason invalid_transition: a run that cannot be retried (and why)
         └── ReplayStopped       reason replay_stopped: the replay's harness kept failing runs
 
     Exception
     ├── HarnessError            the model call failed; the run settles ``failed`` (usage and spend kept)
     ├── FormatRefused           a server refused the openai harness's ``response_format`` (internal: tried again
     │                           without it)
+    ├── ResponseTooLarge        a model server's answer passed the size bound (internal: becomes a HarnessError)
     └── LostRace                another caller settled the run first (internal: rolls a batch back)
 
     ValueError
@@ -50,6 +52,13 @@ class RunNotFound(ConsolidationError):
     reason = "not_found"
 
 
+class NotRetryable(ConsolidationError):
+    """:meth:`ConsolidationService.retry` of a run that is not a failed or abandoned consolidation run, or whose
+    scope has consolidation off; nothing was queued."""
+
+    reason = "invalid_transition"
+
+
 class ReplayStopped(ConsolidationError):
     """The replay's harness failed run after run for a cause other than the designed one; the replay stopped."""
 
@@ -60,6 +69,12 @@ class InvalidExtractionInput(ConsolidationError):
     """A turn's messages (or a session id) failed validation; nothing was stored."""
 
     reason = "invalid_params"
+
+
+class ResponseTooLarge(Exception):
+    """Raised inside the HTTP client when a model server's response passes the call's size bound
+    (:attr:`consolidation.harnesses.calls.CallGuard.max_response_bytes`); the harness reports it as a
+    :class:`HarnessError`."""
 
 
 class LostRace(Exception):

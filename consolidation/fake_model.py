@@ -166,7 +166,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_json(status, self.server.fake._error_body(status, message), headers)
 
     def do_GET(self) -> None:
-        self._send_error(404, f"the fake serves only POST {self.server.fake.PATH}, not GET {self.path}")
+        fake = self.server.fake
+        if self.path.split("?", 1)[0].rstrip("/") != MODELS_PATH:
+            self._send_error(404, f"the fake serves POST {fake.PATH} and GET {MODELS_PATH}, not GET {self.path}")
+        elif not fake._key_accepted(self.headers):
+            self._send_error(401, "invalid x-api-key / Authorization: the key is not the fake's")
+        else:  # the models list both APIs serve (not a model call: not counted)
+            self._send_json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in fake.models]})
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -182,6 +188,10 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         reply = fake._arrive(RecordedRequest("POST", self.path, dict(self.headers.items()), body))
         fake._respond(self, body, reply)
+
+
+MODELS_PATH = "/v1/models"
+"""Both APIs list their models here (``GET``); what a settings check asks first."""
 
 
 class FakeModelServer:
@@ -211,7 +221,13 @@ class FakeModelServer:
         counter_file: str | os.PathLike[str] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        models: Iterable[str] = (),
+        api_key: str | None = None,
     ) -> None:
+        # GET /v1/models lists ``models``; with ``api_key``, a request sending another key (Bearer or x-api-key)
+        # gets 401 there, as the vendors' servers answer a wrong key.
+        self.models = tuple(models)
+        self._api_key = api_key
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._arrived = threading.Condition(self._lock)
@@ -230,6 +246,12 @@ class FakeModelServer:
         self._thread: threading.Thread | None = None
         self.fail_next(*statuses, retry_after_s=retry_after_s)
         self.push(*replies)
+
+    def _key_accepted(self, headers: Any) -> bool:
+        if self._api_key is None:
+            return True
+        sent = headers.get("x-api-key") or (headers.get("Authorization") or "").removeprefix("Bearer ")
+        return bool(sent == self._api_key)
 
     # -- lifecycle ---------------------------------------------------------------
 

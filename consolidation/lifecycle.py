@@ -25,7 +25,7 @@ from typing import Protocol
 from consolidation import runs as R
 from consolidation.errors import HarnessError, LostRace
 from consolidation.harnesses import HarnessResult
-from consolidation.models import ConsolidationRun, Outcome, Usage
+from consolidation.models import ConsolidationRun, Outcome, Usage, usage_problem
 from ledger import Ledger, Transaction
 from ledger.schema import RUNS
 
@@ -120,17 +120,26 @@ class RunLife:
     def call(
         self, run: ConsolidationRun, now: datetime | None, harness: str, call: Callable[[], HarnessResult]
     ) -> HarnessResult | tuple[ConsolidationRun, bool]:
-        """Make the run's one model call; a failed call settles the run ``failed`` (usage kept) instead."""
+        """Make the run's one model call; a failed call settles the run ``failed`` (usage kept) instead, and so
+        does a call whose reported usage is impossible (:func:`usage_problem`: not stored, the answer unused)."""
         try:
-            return call()
+            result = call()
         except HarnessError as exc:
+            problem = usage_problem(exc.usage)
+            usage, spend = (None, 0) if problem else (exc.usage, exc.spend_micro_usd)
+            error = f"{exc.message}; {problem}" if problem else exc.message
             return self.settle(
-                run.scope_key, run.id, Outcome.FAILED, now, error=exc.message, usage=exc.usage,
-                spend=exc.spend_micro_usd, calls=1,
+                run.scope_key, run.id, Outcome.FAILED, now, error=error, usage=usage, spend=spend, calls=1
             )  # fmt: skip
         except Exception as exc:  # a harness bug must still settle the run
             log.exception("%s harness %s crashed for run %s", run.job, harness, run.id)
             return self.settle(run.scope_key, run.id, Outcome.FAILED, now, error=f"harness error: {type(exc).__name__}")
+        problem = usage_problem(result.usage)
+        if problem is not None:
+            log.warning("%s run %s: %s", run.job, run.id, problem)
+            error = f"{problem}; the answer was not used"
+            return self.settle(run.scope_key, run.id, Outcome.FAILED, now, error=error, calls=1)
+        return result
 
     def store(
         self,

@@ -74,6 +74,24 @@ class Usage:
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
 
+MAX_REPORTED_TOKENS = 10_000_000
+"""The most tokens of one kind a single call may report (ten times the largest context window offered): a
+server reporting more is wrong or hostile, and its numbers are neither stored nor charged."""
+
+
+def usage_problem(usage: Usage) -> str | None:
+    """Why the usage a model server reported cannot be true (each count a whole number from 0 to
+    :data:`MAX_REPORTED_TOKENS`), or None when it can."""
+    for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+        count = getattr(usage, name)
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_REPORTED_TOKENS:
+            return (
+                f"the model server reported impossible usage ({name} = {str(count)[:40]}; a call has at most "
+                f"{MAX_REPORTED_TOKENS:,}), so it was neither stored nor charged"
+            )
+    return None
+
+
 # Ten minutes of quiet after a turn before a run: it does not read a conversation still going on, and
 # a chatty user does not pay for a run every half minute. A run waits at most an hour after its first
 # turn (so a conversation that never pauses is still tidied), which keeps the debounce meaningful.

@@ -139,6 +139,16 @@ def reschedule_pending(
     return int(done.rowcount)
 
 
+def bring_forward(db: Executor, scope_key: str, *, job: str, now_us: int) -> list[str]:
+    """Make the scope's pending runs of ``job`` due at ``now_us`` (one due later is moved; none is pushed back).
+
+    Returns the ids of every pending run of the scope and job, oldest first.
+    """
+    where = (C.scope_key == scope_key, PENDING, C.job == job)
+    db.execute(update(RUNS).where(*where, C.due_at > now_us).values(due_at=now_us))
+    return [str(rid) for (rid,) in db.execute(select(C.id).where(*where).order_by(C.created_at, C.id))]
+
+
 _CANCEL, _CANCELLED = move(RunState.PENDING, RunState.SETTLED)
 
 
@@ -354,15 +364,19 @@ def _total(found: list[tuple[Any, ...]]) -> int:
     return int(total or 0)
 
 
-def ensure_pending(db: Executor, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
+def ensure_pending(
+    db: Executor, settings: ConsolidationSettings, now_us: int, *, due_us: int | None = None
+) -> ConsolidationRun:
     """The scope's pending run, created (with no turn) when there is none; an existing one is left as it is.
 
-    Used when a full scope needs room: it schedules a run without pushing back one already due.
+    Used when a full scope needs room: it schedules a run without pushing back one already due. A new
+    run is due at ``due_us`` (default: after the scope's debounce).
     """
     pending = _pending(db, settings.scope_key)
     if pending is not None:
         return pending
-    due_us = now_us + round(settings.debounce_s * 1_000_000)
+    if due_us is None:
+        due_us = now_us + round(settings.debounce_s * 1_000_000)
     run_id = _insert_pending(db, settings.scope_key, turns=0, now_us=now_us, due_us=due_us)
     fresh = get(db, run_id)
     assert fresh is not None

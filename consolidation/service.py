@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, NamedTuple, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
 
 from sqlalchemy import and_, select, union
 
 from consolidation import runs as R
-from consolidation.connections import Connections
+from consolidation import settings as S
+from consolidation.connections import Connections, Target
 from consolidation.consolidate import JOB as CONSOLIDATE_JOB
 from consolidation.consolidate import ConsolidationJob
-from consolidation.errors import RunNotFound
+from consolidation.errors import NotRetryable, RunNotFound
+from consolidation.extraction import settings as XS
 from consolidation.extraction.service import JOB as EXTRACT_JOB
 from consolidation.extraction.service import ExtractionJobs
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
@@ -42,9 +44,13 @@ from ledger.schema import CONSOLIDATION_SETTINGS as CS
 from ledger.schema import EXTRACTION_SETTINGS as ES
 from ledger.schema import RUNS
 
+if TYPE_CHECKING:
+    from consolidation.target_check import TargetCheck
+
 log = logging.getLogger(__name__)
 
 DEFAULT_GRACE_S = 30.0
+DEFAULT_CHECK_TIMEOUT_S = 5.0
 RC = RUNS.c
 
 
@@ -66,6 +72,22 @@ class TurnRuns(NamedTuple):
     def run(self) -> ConsolidationRun | None:
         """The session's extraction run when there is one, else the consolidation run."""
         return self.extraction if self.extraction is not None else self.consolidation
+
+
+class RunNowResult(NamedTuple):
+    """One run :meth:`ConsolidationService.run_now` tried: the run as this call settled it, or None when it did not
+    start (another run of the scope was running, or another process took it first)."""
+
+    run_id: str
+    settled: ConsolidationRun | None
+
+
+class RetryResult(NamedTuple):
+    """What :meth:`ConsolidationService.retry` queued: the pending run, and whether it is new (False: the scope's
+    pending run, made due now)."""
+
+    run: ConsolidationRun
+    created: bool
 
 
 class ConsolidationService:
@@ -127,6 +149,33 @@ class ConsolidationService:
             InvalidSettings: a field is invalid (nothing is changed); ScopeError.
         """
         return self.consolidation.update_settings(scope_key, now=now, **changes)
+
+    def preview_settings(self, scope_key: str, **changes: Any) -> ConsolidationSettings:
+        """The settings :meth:`update_settings` would store, validated, without storing them.
+
+        Raises:
+            InvalidSettings; ScopeError.
+        """
+        scope = check_scope(scope_key)
+        with self.led.reading() as db:
+            return S.merge(self.consolidation.settings_in(db, scope), changes, self.connections.prices)
+
+    def preview_extraction_settings(self, scope_key: str, **changes: Any) -> ExtractionSettings:
+        """The extraction settings :meth:`update_extraction_settings` would store, without storing them.
+
+        Raises:
+            InvalidSettings; ScopeError.
+        """
+        scope = check_scope(scope_key)
+        with self.led.reading() as db:
+            return XS.merge(self.extraction.settings_in(db, scope), changes, self.connections.prices)
+
+    def check_target(self, settings: Target, *, timeout_s: float = DEFAULT_CHECK_TIMEOUT_S) -> TargetCheck:
+        """Whether a scope's model target (``settings`` of either job) can be called: the key is there and the
+        server answers its models list within ``timeout_s`` (see :mod:`consolidation.target_check`)."""
+        from consolidation.target_check import check_target
+
+        return check_target(settings.harness, settings.model, self.connections.of(settings), timeout_s=timeout_s)
 
     def extraction_settings(self, scope_key: str) -> ExtractionSettings:
         """The scope's extraction settings (defaults when never set)."""
@@ -241,6 +290,59 @@ class ConsolidationService:
             if done is not None:
                 settled.append(done)
         return settled
+
+    def run_now(self, scope_key: str, *, job: str = CONSOLIDATE_JOB, now: datetime | None = None) -> list[RunNowResult]:
+        """Execute the scope's pending runs of ``job`` here and now, whatever their due time.
+
+        Consolidation has at most one pending run per scope, extraction one per session. Each is made
+        due now (in one transaction) and executed as :meth:`execute` does, exactly once: a queue
+        message that comes for it later finds it settled. An empty list: nothing was pending.
+
+        Raises:
+            ScopeError; ValueError (an unknown job).
+        """
+        scope = check_scope(scope_key)
+        if job not in self.jobs:
+            raise ValueError(f"unknown job {job!r}; jobs are {', '.join(self.jobs)}")
+        ids = self.led.run(scope, lambda tx: R.bring_forward(tx, scope, job=job, now_us=tx.now_us), now=now)
+        return [RunNowResult(run_id, self.execute(run_id, now=now)) for run_id in ids]
+
+    def retry(self, run_id: str, *, now: datetime | None = None) -> RetryResult:
+        """Queue a failed or abandoned consolidation run again, as a new pending run of its scope due now.
+
+        The new run consolidates the scope as it is now (the old one stays as it settled, for the
+        record). When the scope already has a pending run, that one is made due now instead: a scope
+        has one pending run at most, and it covers the same records.
+
+        Raises:
+            RunNotFound; NotRetryable: the run is not a settled ``failed`` or ``abandoned`` consolidation
+                run, or its scope has consolidation off (nothing queued).
+        """
+        old = self.get_run(run_id)
+        if old.job != CONSOLIDATE_JOB:
+            raise NotRetryable(
+                f"run {run_id} is an extraction run: its conversation was dropped when it settled, so it cannot be "
+                "run again; the session's next turn starts a new run"
+            )
+        if old.outcome not in (Outcome.FAILED, Outcome.ABANDONED):
+            state = str(old.state) if old.outcome is None else f"{old.state} {old.outcome}"
+            raise NotRetryable(f"run {run_id} is {state}: only a failed or abandoned run can be retried")
+
+        def fn(tx: Transaction) -> RetryResult:
+            settings = self.consolidation.settings_in(tx, old.scope_key)
+            if settings.mode == Mode.OFF:
+                raise NotRetryable(
+                    f"consolidation is off for {old.scope_key}: turn it on first "
+                    f"(memledger consolidation set {old.scope_key} --mode propose)"
+                )
+            ids = R.bring_forward(tx, old.scope_key, job=CONSOLIDATE_JOB, now_us=tx.now_us)
+            if ids:
+                run = R.get(tx, ids[0])
+                assert run is not None
+                return RetryResult(run, created=False)
+            return RetryResult(R.ensure_pending(tx, settings, tx.now_us, due_us=tx.now_us), created=True)
+
+        return self.led.run(old.scope_key, fn, now=now)
 
     def execute(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun | None:
         """Claim, run and settle one run (of either job). None when the call is stale (not pending, not due,

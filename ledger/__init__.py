@@ -40,6 +40,7 @@ from ledger.paging import Page
 from ledger.reader import Reader
 from ledger.reads import ScopeView, check_scope
 from ledger.screening import find_credential, screen_body
+from ledger.search_index import check_search_index, rebuild_search_index
 from ledger.slash import SlashResult
 from ledger.store import Pending, Prepared, lit, param
 from ledger.tx import Transaction
@@ -80,6 +81,7 @@ __all__ = [
     "SweepStatus",
     "Transaction",
     "check_scope",
+    "check_search_index",
     "check_session_id",
     "compact",
     "current_revision",
@@ -94,6 +96,7 @@ __all__ = [
     "opt_from_micros",
     "param",
     "parse_rfc3339",
+    "rebuild_search_index",
     "require_aware",
     "screen_body",
     "system_clock",

@@ -129,6 +129,10 @@ class LedgerReads:
         latest = self.store.rows(conn, _LATEST, {"s": scope_key})
         return max(clock_us, latest[0][0] or clock_us) if latest else clock_us
 
+    def search_index_problem(self, *, thorough: bool = False) -> str | None:
+        """What is wrong with the full-text index, or None when it is sound (see :func:`ledger.check_search_index`)."""
+        return self.store.search_index_problem(thorough=thorough)
+
     def get(self, record_id: str, *, now: datetime | None = None) -> MemoryRecord:
         """One record of the bound account in any status, as of ``now`` (default: the clock).
 

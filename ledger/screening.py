@@ -37,9 +37,12 @@ from typing import Final
 from ledger.errors import BodyRejected
 from ledger.screening_detectors import detect_secrets_rule
 from ledger.screening_formats import format_rule
+from ledger.screening_languages import has_ascii_language_word, has_ascii_window_word
 from ledger.screening_rules import intl_password_rule, keyword_rule
+from ledger.screening_shapes import command_line_rule, key_material_rule, seed_phrase_rule, url_secret_rule
 from ledger.screening_values import Finding, has_artifactory_hint, has_long_token
 from ledger.screening_views import INVISIBLE, decoded_runs, normalised
+from ledger.screening_window import has_value_char, window_rule
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
 
@@ -55,23 +58,47 @@ log = logging.getLogger(__name__)
 # short formats, which get their own hint.
 # Every branch starts with a literal so the regex engine can skip ahead (a leading \b costs 10x).
 _TRIGGER: Final = re.compile(
-    r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbination)|cv[vc]"
+    r"p(?:ass(?:w|phrase|code|\b|_)|wd|ins?\b|in_?code|rivate|utty)|secret|token|key|co(?:des?\b|mbina)|cv[vc]"
     r"|cred|auth|be(?:arer|gin)|contrase|://"
     r"|kennwort|mot de passe|mdp|clave|senha|palavra|parola|wachtwoord"
 )
 
 
-# The other languages' keywords: the ASCII ones are few (found with `in`, cheaper than more regex
-# branches on common letters, and written out: a loop over them costs twice as much); the others are
-# only looked for in text that is not ASCII.
-def _has_ascii_language_word(low: str) -> bool:
-    return "sandi" in low or "sifre" in low or "siri" in low or "haslo" in low or "laluan" in low or "mat kh" in low
+# A command line that may carry a password: `mysql -p…`, `curl -u user:pass`, `redis-cli -a …`.
+_COMMAND_FLAG: Final = re.compile(r" -[pPuUa]")
+
+
+def _has_network_pair(low: str) -> bool:
+    """A network and its password, written as a pair: "wifi: Home-5G / Walnut#2021"."""
+    return " / " in low and ("wifi" in low or "wi-fi" in low or "wlan" in low or "ssid" in low or "network" in low)
 
 
 _SCRIPT_TRIGGER: Final = re.compile(
     r"парол|пин|pin[码碼]|hasło|şifre|mật kh|密码|密碼|口令|パスワード|暗証|비밀번호|암호|패스워드|번호"
     r"|पासवर्ड|कूटशब्द|पिन|পাসওয়ার্ড|পিন|கடவுச்சொல்|పాస్|รหัส|كلمة|الرقم|رمز|گذرواژه|پسورد|پاس|پن"
+    r"|κωδικ|συνθηματ|סיסמ|קוד|პაროლ|գաղտնաբառ|የይለፍ|ពាក្យសម្ងាត់|പാസ്|ಪಾಸ್|પાસવર્ડ|ਪਾਸਵਰਡ"
+    r"|මුරපද|စကားဝှက်|ລະຫັດ|비번|κλειδί|מפתח|키|キー|密钥|秘钥"
 )
+
+
+# Keywords in Latin letters with diacritics and in Cyrillic, with `in`: a pattern branch starting with
+# a common letter would be tried at most positions of French, German, Spanish or Russian prose.
+def _has_script_word(low: str) -> bool:
+    return (
+        "lösen" in low
+        or "kód" in low
+        or "códig" in low
+        or "şifr" in low
+        or "jelsz" in low
+        or "код" in low
+        or "лозинк" in low
+        or "нууц" in low
+        or "құпия" in low
+        or "ключ" in low
+        or "токен" in low
+    )
+
+
 # A key prefix (a key pasted in pieces has no long token): sk-, sk_live_, ghp_, github_pat_, glpat-,
 # xoxb-, hf_, npm_, ntn_, whsec_, mlt_, pypi- are found from their separator; AKIA, ASIA, AIza,
 # GOCSPX, eyJ and ya29 with `in` (written out), which is cheaper than a pattern starting with a letter.
@@ -102,8 +129,11 @@ def _is_candidate(text: str, low: str) -> bool:
         or has_long_token(text)
         or has_artifactory_hint(text)
         or _has_key_prefix(text)
-        or _has_ascii_language_word(low)
-        or (not text.isascii() and _SCRIPT_TRIGGER.search(low) is not None)
+        or has_ascii_language_word(low)
+        or (has_value_char(text) and has_ascii_window_word(low))
+        or _COMMAND_FLAG.search(text) is not None
+        or _has_network_pair(low)
+        or (not text.isascii() and (_SCRIPT_TRIGGER.search(low) is not None or _has_script_word(low)))
     )
 
 
@@ -120,14 +150,20 @@ def find_credential(text: str) -> str | None:
 
 
 def _find(text: str) -> Finding | None:
-    """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex."""
+    """Screen ``text``, then what a person would read in it: normalised, and decoded from base64/hex.
+
+    The rules that name a format or read a sentence run first, on every view; the generic ones
+    (key material by shape, a secret word followed by a value, URLs, command lines, seed phrases)
+    run last, so a known key disguised or encoded is reported by its name.
+    """
     low = text.lower()
-    if _is_candidate(text, low):
-        finding = _layers(text, low)
+    candidate = _is_candidate(text, low)
+    if candidate:
+        finding = _layers(text, low, generic=False)
         if finding is not None:
             return finding
     elif text.isascii():
-        return None  # nothing to normalise, and no long token to decode (the gate looked for one)
+        return seed_phrase_rule(text, low)  # plain words only: nothing to normalise or decode
     view = normalised(text)
     if view != text:
         finding = _find_in(view)
@@ -138,19 +174,25 @@ def _find(text: str) -> Finding | None:
             finding = _find_in(decoded) or _find_in(normalised(decoded))
             if finding is not None:
                 return Finding(f"{finding.detail}, base64- or hex-encoded", finding.advice)
-    return None
+    view_low = low if view == text else view.lower()
+    if candidate if view == text else _is_candidate(view, view_low):
+        return _layers(view, view_low, generic=True)
+    return seed_phrase_rule(view, view_low)
 
 
 def _find_in(text: str) -> Finding | None:
     low = text.lower()
     if not _is_candidate(text, low):
         return None
-    return _layers(text, low)
+    return _layers(text, low, generic=False)
 
 
-def _layers(text: str, low: str) -> Finding | None:
-    """The layers after the gate, on a text that passed it."""
-    finding = format_rule(text, low)
+def _layers(text: str, low: str, *, generic: bool) -> Finding | None:
+    """The specific or the generic layers, on a text that passed the gate."""
+    if generic:
+        finding = url_secret_rule(text) or command_line_rule(text) or seed_phrase_rule(text, low)
+    else:
+        finding = format_rule(text, low)
     if finding is not None:
         return finding
     segments = [text] if len(text) <= _WHOLE_TEXT_CHARS else _SENTENCE_BREAK.split(text)
@@ -158,7 +200,10 @@ def _layers(text: str, low: str) -> Finding | None:
         # One segment is the text, which passed the gate already.
         if len(segments) > 1 and not _is_candidate(segment, segment.lower()):
             continue
-        finding = keyword_rule(segment) or intl_password_rule(segment) or detect_secrets_rule(segment)
+        if generic:
+            finding = window_rule(segment) or key_material_rule(segment)
+        else:
+            finding = keyword_rule(segment) or intl_password_rule(segment) or detect_secrets_rule(segment)
         if finding is not None:
             return finding
     return None

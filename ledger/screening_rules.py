@@ -67,7 +67,9 @@ def _ends_identifier(text: str, start: int) -> bool:
     if start == 0:
         return True
     before = text[start - 1]
-    return not before.isalnum() or (before.islower() and text[start].isupper())
+    # PGPASSWORD, MYSQL_PWD: a keyword glued to an upper-case prefix ends an environment name too
+    upper_name = before.isupper() and text[start : start + 3].isupper()
+    return not before.isalnum() or (before.islower() and text[start].isupper()) or upper_name
 
 
 def keyword_rule(text: str) -> Finding | None:
@@ -77,6 +79,8 @@ def keyword_rule(text: str) -> Finding | None:
             if not _ends_identifier(text, m.start()):
                 continue
             family = _family(m)
+            if family == KEY and _NOT_SECRET_BEFORE.search(text, max(0, m.start() - 16), m.start()):
+                continue  # PublicKey = …, public_key: …
             mode = "colon" if m.group("op") == ":" and m.group("sp") else "assign"
             if judge(m.group("val"), family, mode, text, m.end()):
                 return DETAILS[family, "assignment"]

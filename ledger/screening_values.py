@@ -85,6 +85,17 @@ REFERENCE: Final = re.compile(
     r"(?i)1password|bitwarden|lastpass|keepass(?:xc)?|dashlane|keychain|vault|op://|doppler|"
     r"aws-?secrets-?manager|secrets?-?manager|\.env|env(?:ironment)?(?:-?var(?:iable)?)?s?"
 )
+# A password manager or vault named at the start of a value, whatever ending the language adds
+# ("1Password'de", "Bitwardenissa", "KeePassban"): where the secret is, not the secret.
+_STORE_NAME: Final = re.compile(
+    r"1\s?password|bitwarden|lastpass|keepass|dashlane|keychain|vault|proton\s?pass|enpass|op://"
+)
+
+
+def mentions_store(value: str) -> bool:
+    return _STORE_NAME.search(value.lower()) is not None
+
+
 STRUCTURED: Final = re.compile(
     r"""(?x)
     v?\d+(?:\.\d+)+(?:[-+][\w.]+)?                        # version 1.2.3, v2.0.1-rc1
@@ -128,9 +139,23 @@ def is_placeholder(value: str) -> bool:
     return _PLACEHOLDER.fullmatch(value) is not None
 
 
+# Source code on the right of "password =": a call, an index or an attribute (form["password"],
+# getpass(), settings.db.password), not a literal.
+_CODE_EXPRESSION: Final = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\s*[\[(].*|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+
+
+def is_code_expression(value: str) -> bool:
+    return _CODE_EXPRESSION.fullmatch(value) is not None
+
+
 def _plain(value: str) -> bool:
     """True for values that are not secrets whatever keyword precedes them."""
-    return is_placeholder(value) or REFERENCE.fullmatch(value) is not None or STRUCTURED.fullmatch(value) is not None
+    return (
+        is_placeholder(value)
+        or REFERENCE.fullmatch(value) is not None
+        or STRUCTURED.fullmatch(value) is not None
+        or _CODE_EXPRESSION.fullmatch(value) is not None
+    )
 
 
 def keyish(value: str, min_len: int) -> bool:
@@ -179,7 +204,9 @@ def judge(raw: str, family: str, mode: str, text: str = "", end: int = 0) -> boo
     and ``end`` locate what follows the value, to tell whether it ends its clause.
     """
     value, quoted, clause_end = _split_value(raw, text, end)
-    if not value or is_placeholder(value) or REFERENCE.fullmatch(value):
+    if not value or is_placeholder(value) or REFERENCE.fullmatch(value) or _STORE_NAME.match(value.lower()):
+        return False
+    if not quoted and _CODE_EXPRESSION.fullmatch(value):
         return False
     if family == PIN and _VERSION.fullmatch(value):  # "pin numpy to 1.26.4": a version, not a code
         return False

@@ -107,6 +107,12 @@ def _base64(run: str) -> bytes | None:
         return None
 
 
+def decodes_to_text(token: str) -> bool:
+    """True when ``token`` is base64 of readable text (its decoded view is screened instead)."""
+    raw = _base64(token)
+    return raw is not None and _as_text(raw) is not None
+
+
 def decoded_runs(text: str) -> Iterator[str]:
     """The text hidden in base64 and hex runs of ``text`` (at most :data:`MAX_RUNS` of each)."""
     for n, m in enumerate(_HEX_RUN.finditer(text)):

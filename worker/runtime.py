@@ -31,8 +31,8 @@ from sqlalchemy import text
 from consolidation import ConsolidationService
 from consolidation.harnesses import give_up_calls
 from consolidation.harnesses import preload as preload_harnesses
-from consolidation.service import TurnRuns
-from ledger import Ledger, open_ledger
+from consolidation.service import RetryResult, TurnRuns
+from ledger import Ledger, LedgerError, open_ledger
 from worker.config import OuterEnvironment, WorkerConfig
 from worker.gauges import bind_default, unbind_default
 from worker.jobs.actors import Actors, declare_actors
@@ -114,6 +114,19 @@ class Runtime:
                 self.actors.send_run(run, now=now)
         return runs
 
+    def retry_run(self, run_id: str, *, now: datetime | None = None) -> RetryResult:
+        """Queue a failed or abandoned run again (:meth:`ConsolidationService.retry`) and send its message, due now.
+
+        As for a turn, the database is what must succeed: when the message is lost (or this process's
+        embedded queue ends with it), the janitor of a running worker wakes the run within seconds.
+
+        Raises:
+            RunNotFound, NotRetryable: nothing queued.
+        """
+        retried = self.service.retry(run_id, now=now)
+        self.actors.send_run(retried.run, now=now)
+        return retried
+
     def start_worker(self, *, threads: int | None = None) -> None:
         """Start dramatiq worker threads on this process's broker (stopped by :meth:`close`)."""
         if self.worker is None:
@@ -173,7 +186,7 @@ class Runtime:
         periodic.start()
 
     def health(self) -> dict[str, Any]:
-        """Database and queue reachability, and which background parts run."""
+        """Database and queue reachability, the full-text index's state, and which background parts run."""
         try:
             with self.ledger.reading() as r:
                 r.execute(text("SELECT 1"))
@@ -181,16 +194,25 @@ class Runtime:
         except Exception as exc:
             cause = exc.__cause__ or exc  # the driver's error names the outage, not the ledger's translation
             database = f"unreachable ({type(cause).__name__})"
+        search_index = "unknown" if database != "ok" else self._search_index()
         queue = "ok" if ping(self.broker) else "unreachable"
-        status = "down" if database != "ok" else ("ok" if queue == "ok" else "degraded")
+        status = "down" if database != "ok" else ("ok" if queue == search_index == "ok" else "degraded")
         return {
             "status": status,
             "database": database,
+            "searchIndex": search_index,
             "queue": queue,
             "broker": "redis" if isinstance(self.broker, RedisBroker) else "embedded",
             "worker": self.worker is not None,
             "janitor": any(p.name == "janitor" and p.running for p in self._schedules),
         }
+
+    def _search_index(self) -> str:
+        """ "ok", or what is wrong with the full-text index (one lookup: a probe may run every few seconds)."""
+        try:
+            return self.ledger.search_index_problem() or "ok"
+        except LedgerError as exc:
+            return f"unknown ({exc})"
 
     def close(self, *, timeout_s: float | None = None) -> None:
         """Stop schedules, then the worker (in-flight runs get ``timeout_s`` to finish), then close connections.

@@ -34,7 +34,7 @@ from anthropic.types import Message, TextBlock
 from consolidation.errors import HarnessError
 from consolidation.harnesses.base import HarnessResult, PromptRecord, Turn
 from consolidation.harnesses.calls import CallGuard
-from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
+from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, checked_spend, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
 from consolidation.models import Usage
 from consolidation.pricing import ModelPrice, PriceTable
@@ -171,7 +171,7 @@ class AnthropicHarness(OneTurnHarness):
 
     def _result(self, message: Message, *, turn: Turn, price: ModelPrice, max_output_tokens: int) -> HarnessResult:
         usage = _usage(message)
-        spend = price.spend_micro_usd(usage)
+        spend = checked_spend(price, usage)
         text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
         log.info(
             "anthropic call id=%s model=%s stop_reason=%s input_tokens=%d output_tokens=%d spend_micro_usd=%d",

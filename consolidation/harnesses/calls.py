@@ -12,7 +12,8 @@ connection close, so a server that stops generating for a closed connection stop
 that is stopping gives its model calls up rather than wait on them (their runs settle
 ``failed`` and say why).
 
-Standard library only: the worker imports this module on its way out without loading an SDK.
+No SDK at import (the standard library and the package's errors): the worker imports this module on its way
+out without loading an SDK.
 """
 
 from __future__ import annotations
@@ -22,11 +23,18 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Self
 
+from consolidation.errors import ResponseTooLarge
+
 log = logging.getLogger(__name__)
+
+MAX_RESPONSE_BYTES = 8_000_000
+"""The largest response body a model call reads (docs/consolidation.md, "Bounds of an answer"): far above what
+the largest ``max_output_tokens`` (64,000) produces, far below what would strain a worker. A server that sends
+more has its connection closed as the limit is passed, and the run fails saying so."""
 
 _guards_lock = threading.Lock()
 _guards: set[CallGuard] = set()
@@ -40,9 +48,11 @@ class CallGuard:
     (None when it was not). Thread-safe.
     """
 
-    def __init__(self, deadline: float) -> None:
+    def __init__(self, deadline: float, *, max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
         self.deadline = deadline
+        self.max_response_bytes = max_response_bytes
         self.expired = False
+        self.oversize = False
         self.given_up: str | None = None
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -66,12 +76,12 @@ class CallGuard:
 
     @property
     def cut(self) -> bool:
-        """The call was cut short: its deadline came, or it was given up."""
-        return self.expired or self.given_up is not None
+        """The call was cut short: its deadline came, it was given up, or its answer was too large."""
+        return self.expired or self.oversize or self.given_up is not None
 
     def event_hooks(self) -> dict[str, list[Callable[[Any], None]]]:
-        """The HTTP client's event hooks that let this guard see the call's sockets."""
-        return {"request": [self._on_request]}
+        """The HTTP client's event hooks that let this guard see the call's sockets and bound its answer."""
+        return {"request": [self._on_request], "response": [self._on_response]}
 
     def give_up(self, reason: str) -> None:
         """Close the call now; it raises in its own thread, and :attr:`given_up` says ``reason``."""
@@ -82,6 +92,20 @@ class CallGuard:
 
     def _on_request(self, request: Any) -> None:
         request.extensions["trace"] = self._trace
+
+    def _on_response(self, response: Any) -> None:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_response_bytes:
+            self._too_large()
+        response.stream = _bounded(response.stream, self)
+
+    def _too_large(self) -> None:
+        """Mark the call cut for its size, close it and raise (the SDK reports a failed connection; the harness
+        reads :attr:`oversize` to say why)."""
+        with self._lock:
+            self.oversize = True
+        self._shut()
+        raise ResponseTooLarge(f"the response is over {self.max_response_bytes:,} bytes")
 
     def _trace(self, event: str, info: dict[str, Any]) -> None:
         if not event.endswith("connect_tcp.complete"):
@@ -107,6 +131,25 @@ class CallGuard:
             sockets = list(self._sockets)
         for sock in sockets:
             _shutdown(sock)
+
+
+def _bounded(stream: Any, guard: CallGuard) -> Any:
+    """``stream`` (the response's byte stream) that raises once more than the guard's limit has come."""
+    import httpx2  # the SDKs' HTTP client, loaded with them: this runs only inside a call
+
+    class Bounded(httpx2.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            seen = 0
+            for chunk in stream:
+                seen += len(chunk)
+                if seen > guard.max_response_bytes:
+                    guard._too_large()
+                yield chunk
+
+        def close(self) -> None:
+            stream.close()
+
+    return Bounded()
 
 
 def _shutdown(sock: socket.socket) -> None:

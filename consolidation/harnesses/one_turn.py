@@ -15,7 +15,7 @@ from typing import Any
 
 from consolidation.errors import HarnessError, UnknownModelPrice
 from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord, Turn
-from consolidation.models import Usage
+from consolidation.models import Usage, usage_problem
 from consolidation.pricing import ModelPrice, PriceTable
 from consolidation.prompt import turn as consolidation_turn
 
@@ -69,6 +69,18 @@ def price_for(prices: PriceTable, model: str) -> ModelPrice:
         return prices.price_for(model)
     except UnknownModelPrice as exc:
         raise HarnessError(str(exc)) from exc
+
+
+def checked_spend(price: ModelPrice, usage: Usage) -> int:
+    """The spend of a reply's ``usage`` at ``price``, once the usage is known to be possible.
+
+    Raises:
+        HarnessError: the server reported impossible usage (:func:`consolidation.models.usage_problem`).
+    """
+    problem = usage_problem(usage)
+    if problem is not None:
+        raise HarnessError(f"{problem}; the answer was not used")
+    return price.spend_micro_usd(usage)
 
 
 def read_reply(turn: Turn, text: str, *, prompt: str, usage: Usage, spend: int, why: str | None) -> HarnessResult:

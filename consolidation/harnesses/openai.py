@@ -47,7 +47,7 @@ from openai.types.chat import ChatCompletion
 from consolidation.errors import FormatRefused, HarnessError
 from consolidation.harnesses.base import HarnessResult, PromptRecord, Turn
 from consolidation.harnesses.calls import CallGuard
-from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, price_for, read_reply
+from consolidation.harnesses.one_turn import OneTurnHarness, check_bounds, checked_spend, price_for, read_reply
 from consolidation.harnesses.retry import Backoff, SdkErrors, within_cap
 from consolidation.models import Usage
 from consolidation.pricing import ModelPrice, PriceTable
@@ -279,7 +279,7 @@ class OpenAIHarness(OneTurnHarness):
         self, completion: ChatCompletion, *, turn: Turn, price: ModelPrice, form: str, limit: int
     ) -> HarnessResult:
         usage = _usage(completion)
-        spend = price.spend_micro_usd(usage)
+        spend = checked_spend(price, usage)
         choice = completion.choices[0] if completion.choices else None
         message = choice.message if choice is not None else None
         finish = choice.finish_reason if choice is not None else None

@@ -25,7 +25,7 @@ from typing import TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_before_delay, wait_exponential_jitter
 from tenacity.stop import stop_base
 
-from consolidation.errors import HarnessError
+from consolidation.errors import HarnessError, ResponseTooLarge
 from consolidation.harnesses.calls import CallGuard
 
 log = logging.getLogger(__name__)
@@ -197,8 +197,9 @@ def within_cap(
                 return attempt(remaining)
     except HarnessError:
         raise
-    except (errors.base, OSError) as exc:
-        # OSError: the SDK's parser read a socket the guard had shut, the same cut seen one layer down.
+    except (errors.base, OSError, ResponseTooLarge) as exc:
+        # OSError: the SDK's parser read a socket the guard had shut, the same cut seen one layer down;
+        # ResponseTooLarge: the guard's bound, raised inside the HTTP client (one SDK wraps it, the other not).
         if isinstance(exc, errors.base) or guard.cut:
             raise _translated(exc, guard, errors, cap_s=cap_s, model=model, attempts=attempts) from exc
         raise
@@ -213,6 +214,11 @@ def _translated(
         return _failure(exc, errors, cap_s=cap_s, attempts=attempts)
     if guard.given_up is not None:
         return HarnessError(f"the model call was given up: {guard.given_up}")
+    if guard.oversize:
+        return HarnessError(
+            f"the model server's answer was over {guard.max_response_bytes:,} bytes, so the connection was closed "
+            f"and nothing of it was used (model {model}); lower max_output_tokens or check the server"
+        )
     if guard.expired or isinstance(exc, errors.timeout):
         how = "the answer was not complete when the cap ended, so the connection was closed" if guard.expired else (
             "no response within the cap")  # fmt: skip
@@ -245,7 +251,7 @@ def _failure(exc: Exception, errors: SdkErrors, *, cap_s: float, attempts: int) 
     if is_retryable(exc, errors):
         return HarnessError(
             f"{errors.service} was still unavailable ({describe(exc, errors)}) when the {cap_s:g} s wall-clock cap "
-            f"ran out after {attempts} attempt(s); the run can be retried later",
+            f"ran out after {attempts} attempt(s); `memledger runs retry <run id>` re-queues the run",
             retryable_exhausted=True,
         )
     if isinstance(exc, errors.status):

@@ -60,6 +60,10 @@ class Pending(Generic[T]):
 
 
 Rows = list[tuple[Any, ...]]
+# What SQLite says when a statement meets a damaged index (FTS5 reports its own damage as a malformed database).
+_DAMAGE = ("database disk image is malformed", "vtable constructor failed")
+# What every report of a damaged full-text index ends with.
+REBUILD_INDEX_HINT = "rebuild it from the records with `memledger db rebuild-index` (safe while the service runs)"
 
 
 def prefixed_columns(alias: str) -> str:
@@ -217,6 +221,21 @@ class Store(ABC):
         return True
 
     @abstractmethod
+    def search_index_problem(self, *, thorough: bool) -> str | None:
+        """What is wrong with the full-text index, or None when it is sound.
+
+        The quick check costs a lookup (the service's health check runs it); ``thorough`` reads
+        the whole index (``memledger db check``). Raises LedgerBusy when the database stays busy.
+        """
+
+    @abstractmethod
+    def rebuild_search_index(self) -> None:
+        """Build the full-text index again from the records (``memledger db rebuild-index``), beside live writers.
+
+        Raises LedgerError when the index is still damaged afterwards.
+        """
+
+    @abstractmethod
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
         """Rewrite ``tables`` so no erased text survives in the files, then checkpoint (``memledger db compact``).
 
@@ -244,7 +263,10 @@ class Store(ABC):
         if isinstance(exc, DBAPIError):
             if self.is_busy(exc):
                 return LedgerBusy("the ledger database stayed busy; try again in a moment")
-            return LedgerError(f"the ledger database refused the operation: {_first_line(exc)}")
+            detail = _first_line(exc)
+            if any(sign in detail for sign in _DAMAGE):
+                detail += "; see whether the full-text index is damaged: `memledger db check`"
+            return LedgerError(f"the ledger database refused the operation: {detail}")
         if isinstance(exc, StatementError):
             return InvalidArgument(f"a value cannot be stored: {_first_line(exc)}")
         return exc

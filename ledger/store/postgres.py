@@ -30,7 +30,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from ledger.errors import LedgerBusy, LedgerError, OutcomeUnknown
 from ledger.schema import RECORDS, SCOPES
 from ledger.store import postgres_ddl
-from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
+from ledger.store.base import REBUILD_INDEX_HINT, Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg
 from ledger.store.postgres_save import save_plain
 from ledger.store.prepared import Prepared, param
@@ -51,6 +51,9 @@ _LOCK = Prepared(select(SCOPES.c.latest_at).where(SCOPES.c.scope_key == param("s
 # Where a write transaction keeps its pipeline: the DB-API connection's info (see _Pipe).
 _PIPE = "memledger_pipe"
 
+
+(_SEARCH_INDEX,) = postgres_ddl.SEARCH
+_SEARCH_INDEX_VALID = text("SELECT indisvalid AND indisready FROM pg_index WHERE indexrelid = to_regclass(:n)")
 
 # pg_advisory_xact_lock's key for migrations: any constant no other user of the database takes.
 MIGRATION_LOCK_KEY = 0x6D656D6C  # "meml"
@@ -100,7 +103,8 @@ class PostgresStore(Store):
                     yield conn
                     pipe.commit()
             except DBAPIError as exc:
-                if not _lost(exc, pipe.raw):
+                lost = _lost(exc, pipe.raw)
+                if not lost and not (pipe.commit_sent and not _answered(exc)):
                     raise  # the server answered: the transaction was rolled back
                 conn.invalidate()
                 if not pipe.commit_sent:
@@ -251,6 +255,29 @@ class PostgresStore(Store):
         params = {"q": " or ".join(words), "s": scope, "n": now_us, "lim": limit}
         return list(conn.execute(text(self._search_sql), params).mappings())
 
+    def search_index_problem(self, *, thorough: bool) -> str | None:
+        # A GIN index PostgreSQL maintains itself: what can go wrong is a build that failed half-way (an
+        # invalid index, which no query uses: searches read every active row) or a dropped one. PostgreSQL
+        # 15 has no checker for the entries of a GIN index (amcheck's gin_index_check came with 18).
+        with self.read() as conn:
+            valid = conn.execute(_SEARCH_INDEX_VALID, {"n": _SEARCH_INDEX.name}).scalar_one_or_none()
+        if valid is None:
+            return f"the full-text index {_SEARCH_INDEX.name} is missing; {REBUILD_INDEX_HINT}"
+        if not valid:
+            return f"the full-text index {_SEARCH_INDEX.name} is invalid (a build did not finish); {REBUILD_INDEX_HINT}"
+        return None
+
+    def rebuild_search_index(self) -> None:
+        # CONCURRENTLY: writes go on while it builds (it cannot run inside a transaction block).
+        with self.boundary, self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            if conn.execute(_SEARCH_INDEX_VALID, {"n": _SEARCH_INDEX.name}).scalar_one_or_none() is None:
+                conn.exec_driver_sql(_SEARCH_INDEX.sql.replace("CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1))
+            else:
+                conn.exec_driver_sql(f"REINDEX INDEX CONCURRENTLY {_SEARCH_INDEX.name}")
+        left = self.search_index_problem(thorough=True)
+        if left is not None:
+            raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
+
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
         quote = self.engine.dialect.identifier_preparer.quote
         with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -308,10 +335,32 @@ def _holding_old_rows(conn: Connection) -> list[str]:
     ]
 
 
+def _errors(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the errors it was raised from or while handling (a failed rollback hides the failed COMMIT)."""
+    found: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(found) < 16:
+        found.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return found
+
+
+def _sqlstates(exc: BaseException) -> list[str]:
+    states = (getattr(getattr(e, "orig", e), "sqlstate", None) for e in _errors(exc))
+    return [state for state in states if state]
+
+
 def _lost(exc: DBAPIError, raw: psycopg.Connection[Any]) -> bool:
     """Whether ``exc`` means the connection is gone (no answer can come on it), not a refusal by the server."""
-    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
-    return bool(raw.broken or exc.connection_invalidated or sqlstate in _GONE_SQLSTATES or sqlstate.startswith("08"))
+    invalidated = any(getattr(e, "connection_invalidated", False) for e in _errors(exc))
+    gone = any(state in _GONE_SQLSTATES or state.startswith("08") for state in _sqlstates(exc))
+    return bool(raw.broken or invalidated or gone)
+
+
+def _answered(exc: DBAPIError) -> bool:
+    """Whether the server answered with an error (an SQLSTATE): else the client failed (e.g. psycopg's pipeline
+    left busy by a read that never came back), and after ``COMMIT`` was sent nothing says whether it committed."""
+    return bool(_sqlstates(exc))
 
 
 def _call(fn: Any) -> Any:

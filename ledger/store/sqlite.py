@@ -31,7 +31,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
 
 from ledger.errors import LedgerBusy, LedgerError
-from ledger.store import sqlite_ddl
+from ledger.store import sqlite_ddl, sqlite_files, sqlite_fts
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 
@@ -234,29 +234,31 @@ class SQLiteStore(Store):
     # ------------------------------------------------------------------ erasure
     def erase_in_transaction(self, conn: Connection) -> None:
         # Rewrite the FTS segments without the deleted entries, inside the forget's own transaction.
-        _exec_dbapi(conn.connection.dbapi_connection, "INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
+        with _dbapi_errors("memory_fts optimize"):
+            sqlite_fts.erase(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+
+    def search_index_problem(self, *, thorough: bool) -> str | None:
+        # The thorough check is an FTS5 command (an INSERT): it needs the write lock, and changes nothing.
+        with self.write() if thorough else self.read() as conn, _dbapi_errors("memory_fts integrity-check"):
+            return sqlite_fts.problem(conn.connection.dbapi_connection, thorough=thorough, busy=_busy)  # type: ignore[arg-type]
+
+    def rebuild_search_index(self) -> None:
+        with self.write() as conn, _dbapi_errors("memory_fts rebuild"):
+            raw = conn.connection.dbapi_connection
+            sqlite_fts.rebuild(raw, busy=_busy)  # type: ignore[arg-type]
+            left = sqlite_fts.problem(raw, thorough=True, busy=_busy)  # type: ignore[arg-type]
+        if left is not None:
+            raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
     def scrub_files(self) -> bool:
-        """Checkpoint the WAL so old page images of erased text leave the files.
-
-        ``TRUNCATE`` is tried once without a busy handler (a checkpoint that waits for readers
-        holds the write lock meanwhile and would stall every writer); when a reader holds a
-        snapshot it falls back to ``PASSIVE``, and the next checkpoint overwrites the rest.
-        """
+        """Checkpoint the WAL so old page images of erased text leave the files (one try, never waiting)."""
         if self.memory:
             return True
         try:
             with self._lock, self.engine.connect() as conn:
-                raw = conn.connection.dbapi_connection
-                assert raw is not None
-                raw.execute("PRAGMA busy_timeout=0")
-                try:
-                    busy, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                    if busy == 0:
-                        return True
-                    raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                finally:
-                    raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+                raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
+                if sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy):
+                    return True
         except (sqlite3.Error, DBAPIError) as exc:
             log.warning("erasure checkpoint failed (%s); the next checkpoint will finish it", type(exc).__name__)
             return False
@@ -264,14 +266,14 @@ class SQLiteStore(Store):
         return False
 
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
-        # On the DB-API connection itself, outside any transaction: VACUUM cannot run inside one.
-        raw = self.engine.raw_connection()
-        try:
-            raw.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
-            raw.driver_connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # type: ignore[union-attr]
-        finally:
-            raw.close()
-        return True, []
+        with self._lock:  # in-memory SQLite's one connection (nothing on a file)
+            proxy = self.engine.raw_connection()
+            try:
+                raw: sqlite3.Connection = proxy.driver_connection  # type: ignore[assignment]
+                truncated = sqlite_files.compact(raw, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
+            finally:
+                proxy.close()
+        return truncated, [] if truncated else [sqlite_files.WAL_KEPT]
 
     def size_bytes(self, tables: Sequence[str]) -> int:
         path = self.engine.url.database or ""
@@ -323,9 +325,11 @@ def _use_wal(cur: sqlite3.Cursor) -> None:
 
 
 def _left_open(conn: Connection) -> bool:
-    """Whether a transaction is still open on ``conn`` (its rollback failed); unknown counts as open."""
+    """Whether a transaction is still on ``conn``, SQLAlchemy's or SQLite's (its rollback failed); unknown: yes."""
     try:
-        return bool(conn.in_transaction() or conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
+        if conn.get_transaction() is not None or conn.in_transaction():
+            return True
+        return bool(conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
     except Exception:
         return True
 
@@ -390,21 +394,32 @@ class _Write:
             try:
                 try:
                     if exc is not None:
-                        if conn.in_transaction():
-                            conn.rollback()
-                        elif dbapi_conn.in_transaction:  # type: ignore[union-attr]
-                            _exec_dbapi(dbapi_conn, "ROLLBACK")
+                        self._roll_back()
                     elif conn.in_transaction():
                         conn.commit()
                     else:
                         _exec_dbapi(dbapi_conn, "COMMIT")
                 except BaseException:
+                    self._roll_back()  # a COMMIT that failed (a full disk) leaves the transaction open
                     self._give_back(failed=True)
                     raise
                 self._give_back(failed=exc is not None)
             finally:
                 store._write_lock.__exit__(None, None, None)
         store.boundary.__exit__(kind, exc, tb)  # the block's own error, translated (else it leaves as it is)
+
+    def _roll_back(self) -> None:
+        """End a failed transaction, SQLAlchemy's and SQLite's; never raises (:meth:`_give_back` drops a spoiled
+        connection). SQLAlchemy keeps a transaction whose ``COMMIT`` failed on the connection and refuses every
+        later statement until it is rolled back: the thread's kept connection would refuse every forget after."""
+        conn, dbapi_conn = self.conn, self.dbapi_conn
+        try:
+            if conn.get_transaction() is not None:
+                conn.rollback()
+            if dbapi_conn.in_transaction:  # type: ignore[union-attr]
+                dbapi_conn.execute("ROLLBACK")  # type: ignore[union-attr]
+        except Exception:
+            log.warning("rolling back a failed write failed; its connection is dropped", exc_info=True)
 
     def _give_back(self, *, failed: bool) -> None:
         """This thread's connection back (a pooled one closed); after a failure, dropped when spoiled."""
@@ -424,6 +439,15 @@ def _on_begin(conn: Connection) -> None:
     dbapi_conn = conn.connection.dbapi_connection
     if not dbapi_conn.in_transaction:  # type: ignore[union-attr]
         dbapi_conn.execute("BEGIN")  # type: ignore[union-attr]
+
+
+@contextmanager
+def _dbapi_errors(what: str) -> Iterator[None]:
+    """sqlite3 errors raised inside come out wrapped as ``conn.execute`` would raise them (the boundary translates)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(what, (), exc, sqlite3.Error) from exc
 
 
 def _exec_dbapi(dbapi_conn: Any, sql: str, params: Any = (), *, many: bool = False) -> Any:

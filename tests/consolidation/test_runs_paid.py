@@ -19,6 +19,7 @@ import pytest
 from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunState
 from consolidation.fake_anthropic import FakeModelServer
 from consolidation.harnesses import Harness, Usage
+from consolidation.harnesses.calls import MAX_RESPONSE_BYTES
 from consolidation.prompt import CLOSE_TAG, IN_GROUP, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
 from ledger import Kind, Ledger, Provenance, Status
 from tests.conftest import T0
@@ -208,6 +209,38 @@ def test_usage_and_spend_come_from_the_response_and_count_against_the_budget(
     skipped = run_once(asvc, now=at(2))
     assert skipped.outcome == Outcome.SKIPPED_BUDGET and skipped.model_calls == 0
     assert fake.calls == 1
+
+
+@pytest.mark.parametrize("usage", [{"input_tokens": 10**20, "output_tokens": 10**20}, {"output_tokens": -5}])
+def test_impossible_usage_settles_the_run_failed_and_charges_nothing(
+    asvc: ConsolidationService, fake: FakeModelServer, usage: dict[str, int]
+) -> None:
+    # Given a server that answers well but reports 10^20 tokens each way, or a negative count
+    pins(asvc.led)
+    fake.set_operations([{"op": "keep", "targets": ["1"]}])
+    fake.set_usage(**usage)
+    enable(asvc)
+    # When a run executes
+    done = run_once(asvc)
+    # Then it settles failed at once (not left running for the janitor), saying why, with nothing charged
+    assert done.state == RunState.SETTLED and done.outcome == Outcome.FAILED
+    assert done.error is not None and "impossible usage" in done.error and "not used" in done.error
+    assert (done.input_tokens, done.output_tokens, done.spend_micro_usd) == (0, 0, 0)
+    assert done.model_calls == 1 and fake.calls == 1 and done.answer_raw is None
+    assert asvc.runs(SCOPE)[0].outcome == Outcome.FAILED
+
+
+def test_an_answer_past_the_size_bound_fails_the_run(asvc: ConsolidationService, fake: FakeModelServer) -> None:
+    # Given a server whose answer is larger than any real one (8 MB and then some)
+    pins(asvc.led)
+    fake.set_text('{"operations": [], "padding": "' + "x" * (MAX_RESPONSE_BYTES + 1_000) + '"}')
+    enable(asvc)
+    # When a run executes
+    done = run_once(asvc)
+    # Then it fails saying the answer was too large; nothing of it was stored
+    assert done.outcome == Outcome.FAILED and done.error is not None
+    assert f"over {MAX_RESPONSE_BYTES:,} bytes" in done.error, done.error
+    assert done.answer_raw is None and fake.calls == 1
 
 
 def test_a_cancelled_run_makes_no_request(asvc: ConsolidationService, fake: FakeModelServer) -> None:

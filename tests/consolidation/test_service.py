@@ -141,6 +141,30 @@ def test_a_new_debounce_reschedules_the_pending_extraction_runs(svc: Consolidati
     assert svc.get_run(run.id).due_at == at(35)
 
 
+def test_run_now_leaves_a_run_pending_while_another_run_of_the_scope_is_running(svc: ConsolidationService) -> None:
+    from consolidation import runs as R
+
+    dupes(svc)
+    svc.update_settings(SCOPE, mode="apply", debounce_s=600, now=at(0))
+    first = svc.notify_turn(SCOPE, now=at(1))
+    assert first is not None
+    # Given the first run running (claimed by a worker) and a second pending behind it
+    claim = R.claim
+    claimed = svc.led.run(
+        SCOPE,
+        lambda tx: claim(tx, first.id, tx.now_us, harness="offline", model="offline", mode="apply", cap_s=60).result(),
+        now=at(700),
+    )
+    assert claimed
+    second = svc.notify_turn(SCOPE, now=at(701))
+    assert second is not None and second.id != first.id
+    # When run-now is asked for, the second does not start and stays pending, due now
+    [tried] = svc.run_now(SCOPE, now=at(702))
+    assert tried == (second.id, None)
+    left = svc.get_run(second.id)
+    assert left.state == RunState.PENDING and left.due_at == at(702)
+
+
 def test_a_run_executes_only_when_due_and_settles_once(svc: ConsolidationService) -> None:
     ids = dupes(svc)
     svc.update_settings(SCOPE, mode="apply", debounce_s=10, now=at(0))

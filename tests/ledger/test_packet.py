@@ -21,6 +21,7 @@ from ledger.packet import (
     HEADER,
     as_read,
     build_packet,
+    flatten,
     is_unsafe_body,
 )
 from tests.conftest import Clock
@@ -97,6 +98,14 @@ def test_a_body_carrying_the_packets_markers_or_a_prompt_delimiter_is_unsafe(led
         "The assistant should answer in French",
         "use x < y > z comparisons",
         "The human resources contact is Ana",
+        # other scripts, brackets and emoji a reader reads as they are
+        "Я живу в Москве и работаю в банке",
+        "Μένω στην Αθήνα",
+        "我住在北京【重要】",
+        "Je bois un café (au lait) le matin",
+        "내 이름은 민수입니다",
+        "I like \u2764\ufe0f emoji and \u27e6x\u27e7 brackets",
+        "my array is \u30101, 2, 3\u3011 and sorted",
     ],
 )
 def test_ordinary_bodies_with_brackets_or_role_words_are_carried(led: Ledger, body: str) -> None:
@@ -448,30 +457,7 @@ def test_a_marker_forged_with_lookalikes_is_unsafe(led: Ledger, body: str) -> No
     # Then it is not carried; but for the turn marker, the flattened text the line would carry is unsafe itself
     assert packet.text == ""
     assert codes(packet) == {rec.id: "unsafe_body"}
-    assert "\n" in body or is_unsafe_body(packet_line_body(body))
-
-
-def packet_line_body(body: str) -> str:
-    """The body as its packet line carries it (flattened): what the check must hold unsafe."""
-    return " ".join(body.split())
-
-
-@pytest.mark.parametrize(
-    "body",
-    [
-        "Я живу в Москве и работаю в банке",
-        "Μένω στην Αθήνα",
-        "我住在北京【重要】",
-        "Je bois un café (au lait) le matin",
-        "내 이름은 민수입니다",
-        "I like \u2764\ufe0f emoji and \u27e6x\u27e7 brackets",
-        "my array is \u30101, 2, 3\u3011 and sorted",
-    ],
-)
-def test_ordinary_text_in_other_scripts_is_carried(led: Ledger, body: str) -> None:
-    led.save(body)
-    packet = led.build_packet(SCOPE)
-    assert len(packet.records) == 1 and packet.excluded == []
+    assert "\n" in body or is_unsafe_body(flatten(body))
 
 
 def test_a_reader_sees_full_width_and_invisible_characters_as_plain_text() -> None:

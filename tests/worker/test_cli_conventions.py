@@ -60,6 +60,8 @@ COMMANDS: dict[str, Cmd] = {
     "status": Cmd(read=True, scope=True),
     "db upgrade": Cmd(json=False),
     "db compact": Cmd(),
+    "db check": Cmd(read=True),
+    "db rebuild-index": Cmd(json=False),
     "mcp": Cmd(json=False),
     "models": Cmd(read=True, db=False),  # the registry and the price table, no database
     "extraction set": Cmd(scope=True),
@@ -73,6 +75,10 @@ COMMANDS: dict[str, Cmd] = {
     "consolidation disable": Cmd(scope=True),
     "consolidation propose": Cmd(scope=True),
     "consolidation run-due": Cmd(),
+    "consolidation run-now": Cmd(scope=True),
+    "runs retry": Cmd(),
+    "models check": Cmd(read=True, scope=True),
+    "extraction run-now": Cmd(scope=True),
     "files new": Cmd(db=False, json=False),
     "files schema": Cmd(read=True, db=False, json=False),  # prints the JSON Schema itself
     "files validate": Cmd(read=True, db=False, json=False, format=True),
@@ -88,6 +94,8 @@ COMMANDS: dict[str, Cmd] = {
 def _walk(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
     subs = getattr(command, "commands", None)
     if subs:
+        if getattr(command, "invoke_without_command", False):  # `runs`, `models`: a command of its own too
+            yield " ".join(path), command
         for name, sub in sorted(subs.items()):
             yield from _walk(sub, (*path, name))
     else:
@@ -211,11 +219,15 @@ def _json_reads(record_id: str) -> dict[str, list[str]]:
         "turn": [],
         "sweep": [],
         "consolidation run-due": [],
+        "consolidation run-now": [],
+        "extraction run-now": [],
+        "models check": [],
         "pin": ["I like tea"],
         "extraction status": [],
         "extraction set": ["--mode", "off"],
         "tokens list": [],
         "models": [],
+        "db check": [],
     }
 
 

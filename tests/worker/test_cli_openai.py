@@ -128,7 +128,7 @@ def test_bad_target_options_are_refused(job: str, args: tuple[str, ...], message
 @pytest.mark.parametrize("job", ["consolidation", "extraction"])
 def test_a_new_model_with_one_price_is_refused_after_a_free_one(job: str) -> None:
     # Given a free local model, When the model changes with its input price only
-    free = ("--harness", "openai", "--model", MODEL, "--base-url", "http://127.0.0.1:11434/v1")
+    free = ("--harness", "openai", "--model", MODEL, "--base-url", "http://127.0.0.1:11434/v1", "--no-check")
     set_free = run(job, "set", "account:local", *free, "--price-in-usd-per-mtok", "0", "--price-out-usd-per-mtok", "0")
     assert set_free.exit_code == 0, set_free.output
     refused = run(job, "set", "account:local", "--model", "gpt-4.1", "--price-in-usd-per-mtok", "2")
@@ -141,7 +141,7 @@ def test_a_new_model_with_one_price_is_refused_after_a_free_one(job: str) -> Non
 def test_extraction_set_takes_the_same_target() -> None:
     result = run(
         "extraction", "set", "account:local", "--mode", "propose", "--harness", "openai", "--model", "gpt-4o-mini",
-        "--base-url", "https://api.openai.com/v1", "--json",
+        "--base-url", "https://api.openai.com/v1", "--no-check", "--json",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     settings = json.loads(result.stdout)["settings"]

@@ -117,6 +117,40 @@ def test_turn_then_run_due_then_runs(db_url: str) -> None:
     assert run_json("runs", "--scope", "account:other") == []
 
 
+def test_run_now_executes_the_pending_run_whatever_its_due_time(db_url: str) -> None:
+    # Given consolidation on with the default ten-minute debounce and nothing pending
+    led = open_ledger(db_url)
+    for body in TWO_DUPLICATES:
+        led.save(body)
+    led.close()
+    run_json("consolidation", "set", "--mode", "propose", "--harness", "offline")
+    nothing = run("consolidation", "run-now")
+    assert nothing.exit_code == 0 and "no pending consolidation run for account:local" in nothing.stdout
+    # When a turn schedules a run ten minutes out, run-due has nothing to do, run-now runs it
+    pending = run_json("turn")
+    assert "`memledger consolidation run-now` runs it now" in " ".join(run("turn").stdout.split())
+    assert run_json("consolidation", "run-due") == []
+    done = run_json("consolidation", "run-now")
+    [settled] = done["settled"]
+    assert done["notStarted"] == [] and settled["id"] == pending["id"] and settled["outcome"] == "proposed"
+    assert (settled["opsApplied"], settled["proposalsWritten"]) == (0, 1)
+    assert "no pending consolidation run" in run("consolidation", "run-now").stdout  # it ran once
+    # Extraction the same way: every session's pending run
+    run_json("extraction", "set", "--mode", "propose", "--harness", "offline")
+    assert "no pending extraction run for account:local" in run("extraction", "run-now").stdout
+    rt = open_ledger(db_url)
+    try:
+        from consolidation import ConsolidationService
+
+        svc = ConsolidationService(rt)
+        for session in ("s1", "s2"):
+            svc.notify_turn("account:local", session_id=session, messages=[{"role": "user", "text": "Call me Ana."}])
+    finally:
+        rt.close()
+    extracted = run_json("extraction", "run-now")["settled"]
+    assert sorted(r["sessionId"] for r in extracted) == ["s1", "s2"] and {r["job"] for r in extracted} == {"extract"}
+
+
 def test_processes_refuse_an_impossible_topology(db_url: str) -> None:
     worker = run("worker")
     assert worker.exit_code == 2 and "MEMLEDGER_REDIS_URL" in worker.stderr

@@ -28,7 +28,7 @@ from tests.worker.flood import (
     serve,
     slow_body_socket,
 )
-from worker.http.limits import InFlightLimit
+from worker.http.limits import InFlightLimit, Ticket
 from worker.http.tokens import TokenStore
 
 FLOOD = 1_100
@@ -150,3 +150,23 @@ def test_one_tenants_dribbled_bodies_do_not_deny_the_others(tmp_path: Path) -> N
         ) == 429 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert status == 200
+
+
+def test_a_request_waiting_for_its_body_holds_no_place_among_those_answered() -> None:
+    limits = InFlightLimit(lambda *_: None, limit=2, per_account=3)  # type: ignore[arg-type]
+    # Given: two requests of one account waiting for their bodies (the waiting pool is full)
+    waiting = [Ticket(limits), Ticket(limits)]
+    assert [t.join("flooder") for t in waiting] == [None, None]
+    # Then: both places for requests being answered are still free, for anyone
+    answered = [Ticket(limits), Ticket(limits)]
+    assert [t.answer() for t in answered] == [None, None] and limits.in_flight == 2
+    # And: a third request waiting is refused 503 (the pool bounds the memory bodies take), a fourth of the
+    # account 429 past its share of 3 open
+    third, fourth = Ticket(limits), Ticket(limits)
+    assert getattr(third.join("flooder"), "status", None) == 503
+    busy = fourth.join("flooder")
+    assert busy is not None and busy.status == 429 and "3 requests open" in busy.message
+    # When: everything ends, every counter is back to zero
+    for ticket in (*waiting, *answered, third, fourth):
+        ticket.release()
+    assert (limits.in_flight, limits.waiting, dict(limits.by_account)) == (0, 0, {})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from ledger import open_ledger
 from tests.conftest import tool_missing
 from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
 
@@ -106,6 +108,41 @@ def test_a_port_in_use_is_one_line_and_exit_status_1_before_anything_starts(base
             assert result.stdout == ""  # refused before the banner, the worker or any log line
 
 
+def _venv_of_this_test(tmp_path: Path) -> Path:
+    """A venv for make's VENV that is this one, installed already: its bin and uv, stamps newer than pyproject."""
+    venv = tmp_path / "venv"
+    (venv / "tools" / "bin").mkdir(parents=True)
+    (venv / "bin").symlink_to(Path(MEMLEDGER).parent)
+    (venv / "tools" / "bin" / "uv").symlink_to(Path(MEMLEDGER).parent / "python")  # never run: it exists
+    for stamp in (".installed", ".installed-runtime"):
+        (venv / stamp).touch()
+    return venv
+
+
+def test_make_run_on_a_port_in_use_is_one_line_and_exit_status_1(tmp_path: Path, base_env: dict[str, str]) -> None:
+    if shutil.which("make") is None:
+        tool_missing("make is not installed")
+    venv = _venv_of_this_test(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            ["make", "--no-print-directory", "-C", str(ROOT), "run", f"PORT={port}", f"VENV={venv}"],
+            capture_output=True,
+            text=True,
+            env=base_env,
+            timeout=60,
+        )
+    # Then what the README says: one line on stderr (make adds none) and exit status 1
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines() == [
+        f"memledger serve: port {port} on 127.0.0.1 is already in use; choose another with --port, "
+        "MEMLEDGER_PORT or `make run PORT=<port>`"
+    ]
+    assert result.stdout == ""
+
+
 def test_the_package_says_its_license_and_where_its_documents_are() -> None:
     import tomllib
 
@@ -128,3 +165,42 @@ def test_the_readme_commands_run_as_written() -> None:
     early = [c for b in re.findall(r"```sh\n(.*?)```", before_path, re.S) for c in re.findall(r"(?m)^memledger \S+", b)]
     assert early == [], "these run before .venv/bin is on the PATH"
     assert blocks
+
+
+def test_the_first_five_minutes_end_with_a_merge_the_user_sees(
+    spawn: Callable[..., Proc], base_env: dict[str, str], tmp_path: Path
+) -> None:
+    # Given a fresh serve, as `make run` starts it (about 3 s of start-up; the rest is a few CLI commands)
+    from tests.worker.test_protocol_doc import MEMLEDGER_BIN, _run_blocks
+
+    if shutil.which("curl") is None:
+        tool_missing("curl is not installed")
+    port = free_port()
+    spawn("serve", ["memledger", "serve", "--port", str(port)], {**base_env, "MEMLEDGER_SWEEP_INTERVAL_S": "0"})
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(up, timeout_s=30)
+    # When every command of the README's first five minutes runs as written, in order
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The first five minutes") : readme.index("Token-protected multi-account serve")]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.M | re.S)
+    assert any("run-now" in block for block in blocks)
+    env = {**base_env, "PATH": f"{MEMLEDGER_BIN}:{os.environ['PATH']}", "COLUMNS": "200"}
+    outputs = _run_blocks(blocks, port, tmp_path, env)
+    # Then the run settled now, not ten minutes later, proposing the merge of the two pins
+    shown = "\n".join(outputs)
+    assert "settled: proposed" in shown and "0/1/0" in shown, shown
+    assert "Replaces (closed on accept)" in shown and "I prefer metric units." in shown, shown
+    # And accepting the proposal, as the README says next, leaves one pin where there were two
+    led = open_ledger(base_env["MEMLEDGER_DATABASE_URL"])
+    try:
+        [proposal] = [p for p in led.proposals(led.scope_key) if len(p.supersedes) == 2]
+        led.accept(proposal.id)
+        assert [r.body for r in led.list(led.scope_key)] == ["I prefer metric units"]
+    finally:
+        led.close()

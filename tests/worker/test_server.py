@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import make_url
 from starlette.testclient import TestClient
 
 from consolidation import RunState
+from ledger import rebuild_search_index
+from tests.ledger.test_search_index import break_structure
 from tests.worker.conftest import TWO_DUPLICATES, wait_until
 from worker.http.server import MAX_REQUEST_BYTES, create_app
 from worker.runtime import Runtime
@@ -84,11 +88,27 @@ def test_healthz_reports_database_queue_and_background_parts(served: tuple[TestC
     assert response.json() == {
         "status": "ok",
         "database": "ok",
+        "searchIndex": "ok",
         "queue": "ok",
         "broker": "embedded",
         "worker": True,
         "janitor": True,
     }
+
+
+def test_healthz_reports_a_damaged_search_index_until_it_is_rebuilt(served: tuple[TestClient, Runtime]) -> None:
+    client, runtime = served
+    assert call(client, "memory/save_memory_record", {"body": "the deploy region is eu-west-1"})["result"]
+    # Given the index's structure record past what FTS5 can read (what a thousand forgets used to leave)
+    break_structure(Path(make_url(runtime.config.database_url).database or ""))
+    # Then the probe says the service is degraded (reads still work), and how to repair it
+    health = client.get("/healthz")
+    assert health.status_code == 200 and health.json()["status"] == "degraded"
+    assert "memledger db rebuild-index" in health.json()["searchIndex"]
+    # When the index is rebuilt beside the running service, then the probe and the writes are fine again
+    rebuild_search_index(runtime.ledger.engine)
+    assert client.get("/healthz").json()["searchIndex"] == "ok"
+    assert call(client, "memory/save_memory_record", {"body": "a pin after the repair"})["result"]["status"] == "active"
 
 
 def test_api_node_stays_up_when_redis_is_down(make_runtime: Callable[..., Runtime]) -> None:

@@ -194,8 +194,10 @@ of the one before, so writes between pages neither repeat nor skip anything: eve
 the list when the first page is read, and still in it when a later page is read, comes exactly
 once; a record saved later comes after those (on a later page); one that leaves the list
 meanwhile (forgotten, superseded, expired, accepted or rejected) is not returned again. A
-cursor is opaque (do not build or edit one); a cut, edited or unknown cursor, one made for
-another scope or account, or for the other list or other filters, is `invalid_params` (`-32602`).
+cursor is opaque (do not build or edit one): it names the last record of the page in its scope,
+so it says nothing of what other accounts wrote. A cut, edited, nested or unknown cursor, one
+naming a record the scope does not hold, one made for another scope or account, or for the other
+list or other filters, is `invalid_params` (`-32602`).
 
 ## Strict input
 

@@ -69,12 +69,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "worker.cli.mcp",
         "Serve the MCP tools (list_pins, search_pins, pins_as_of, pin_history, get_packet, propose_pin) on stdio.",
     ),
-    "db": ("worker.cli.ledger", "Database schema: upgrade, compact."),
+    "db": ("worker.cli.ledger", "Database schema and upkeep: upgrade, compact, check, rebuild-index."),
     "consolidation": (
         "worker.cli.consolidation",
-        "Per-scope consolidation: set, status, enable, disable, propose, run-due.",
+        "Per-scope consolidation: set, status, enable, disable, propose, run-due, run-now.",
     ),
-    "extraction": ("worker.cli.extraction", "Per-scope extraction (proposals from conversations): set, status."),
+    "extraction": (
+        "worker.cli.extraction",
+        "Per-scope extraction (proposals from conversations): set, status, run-now.",
+    ),
     "tokens": ("worker.cli.tokens", "API tokens for MEMLEDGER_AUTH=tokens: create, list, revoke."),
     "models": (
         "worker.cli.models",

@@ -245,3 +245,13 @@ def _print_report(report: ReplayReport) -> None:
 
 def register(app_: typer.Typer) -> None:
     app_.add_typer(app, name="bench", help="Benchmarks: `memledger bench replay` scores consolidation quality.")
+
+
+def _add_cluster() -> None:
+    """``bench cluster`` lives in its own module (it imports :class:`Format` from this one)."""
+    from worker.cli.bench_cluster import cluster
+
+    app.command("cluster")(cluster)
+
+
+_add_cluster()

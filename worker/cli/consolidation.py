@@ -1,5 +1,5 @@
 """Consolidation commands: ``turn``, ``runs`` and the ``consolidation`` group (set, status, enable, disable,
-propose, run-due), with the tables and model-target options ``extraction`` shares.
+propose, run-due, run-now), with the tables and model-target options ``extraction`` shares.
 
 Exit status: 0 done; 1 refused or failed (a red message on stderr); 2 usage or configuration.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -17,11 +17,15 @@ from rich.text import Text
 from consolidation import ConsolidationRun, ConsolidationSettings, Mode, RunState
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.ledger import DbUrl
-from worker.cli.output import emit_json, instant_text, print_message, print_table
+from worker.cli.output import emit_json, fail, instant_text, print_message, print_table, print_warning
 from worker.cli.worker import bound_scope, cli_runtime
 
+if TYPE_CHECKING:
+    from consolidation.target_check import TargetCheck
+    from worker.runtime import Runtime
+
 consolidation_app = typer.Typer(
-    help="Per-scope consolidation: set, status, enable, disable, propose, run-due.", no_args_is_help=True
+    help="Per-scope consolidation: set, status, enable, disable, propose, run-due, run-now.", no_args_is_help=True
 )
 
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3339) instead of a table.")]
@@ -44,6 +48,12 @@ PriceInOpt = Annotated[
 MaxOutputTokensOpt = Annotated[
     int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
 ]
+NoCheckOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-check", help="Store a new model target without checking its key and server (memledger models check)."
+    ),
+]
 PriceOutOpt = Annotated[
     float | None,
     typer.Option("--price-out-usd-per-mtok", help="Output price, USD per million tokens (0: a free local model)."),
@@ -61,6 +71,41 @@ def target_options(
         ("price_in_usd_per_mtok", price_in),
         ("price_out_usd_per_mtok", price_out),
     )
+
+
+def update_checked(
+    runtime: Runtime, key: str, changes: dict[str, Any], *, extraction: bool, no_check: bool
+) -> tuple[Any, TargetCheck | None]:
+    """Store a job's settings ``changes`` once a new model target in them passed :func:`check_new_target`;
+    the new settings, and what the check found (None: nothing checked)."""
+    service = runtime.service
+    preview = service.preview_extraction_settings if extraction else service.preview_settings
+    checked = check_new_target(runtime, changes, lambda: preview(key, **changes), no_check=no_check)
+    update = service.update_extraction_settings if extraction else service.update_settings
+    return update(key, **changes), checked
+
+
+def check_new_target(
+    runtime: Runtime, changes: dict[str, Any], preview: Callable[[], Any], *, no_check: bool
+) -> TargetCheck | None:
+    """Before a new model target is stored: its key is there and its server answers (docs/consolidation.md,
+    "Checking a model target"). A target that cannot work fails the command, nothing stored; None when
+    nothing was checked (no target given, or ``--no-check``)."""
+    if no_check or not any(name in changes for name in ("harness", "model", "base_url")):
+        return None
+    checked = runtime.service.check_target(preview())
+    if not checked.ok:
+        fail(
+            f"the model target was not changed: {checked.problem}. Give --no-check to store it anyway.",
+            reason="target_check_failed",
+        )
+    return checked
+
+
+def warn_note(checked: TargetCheck | None) -> None:
+    """Say what a passed check noticed (a model the server does not list), on stderr."""
+    if checked is not None and checked.note:
+        print_warning(f"note: {checked.note}")
 
 
 # ---------------------------------------------------------------------- turns and runs
@@ -82,18 +127,32 @@ def turn(
     else:
         where = "a running `memledger serve` picks it up once due" if embedded else "queued"
         print_message(
-            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where}); "
-            "`memledger runs` shows its outcome, `memledger proposals` what it proposed"
+            f"turn {run.turns} recorded for {scope}: run {run.id} due at {instant_text(run.due_at)} ({where}; "
+            "`memledger consolidation run-now` runs it now); `memledger runs` shows its outcome, "
+            "`memledger proposals` what it proposed"
         )
 
 
+runs_app = typer.Typer(
+    help="List runs of both jobs (consolidate, extract), newest first, every scope unless --scope "
+    "(a table, or --json).",
+    invoke_without_command=True,
+)
+
+
 def runs(
+    ctx: typer.Context,
     scope: ScopeOption = None,
     as_json: Json = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=10_000, help="At most this many, newest first.")] = 50,
     database_url: DbUrl = None,
 ) -> None:
-    """List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json)."""
+    """List runs of both jobs (consolidate, extract), newest first, every scope unless --scope (a table, or --json).
+
+    `memledger runs retry RUN_ID` queues a failed or abandoned run again.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
     with cli_runtime(database_url=database_url) as runtime:
         found = runtime.service.runs(scope, limit=limit)
     if as_json:
@@ -102,6 +161,27 @@ def runs(
         print_message("no consolidation runs" + (f" for {scope}" if scope else ""), style="dim")
     else:
         print_table(runs_table(found))
+
+
+def runs_retry(
+    run_id: Annotated[str, typer.Argument(help="The failed or abandoned run (run_…).", show_default=False)],
+    as_json: Json = False,
+    database_url: DbUrl = None,
+) -> None:
+    """Queue a failed or abandoned consolidation run again, as a new run of its scope due now."""
+    with cli_runtime(database_url=database_url) as runtime:
+        run, created = runtime.retry_run(run_id)
+        embedded = runtime.config.embedded
+    if as_json:
+        emit_json({"retried": run_id, "run": run.to_json(), "created": created})
+        return
+    what = f"queued as run {run.id}" if created else f"{run.scope_key} already had run {run.id} pending; it is"
+    where = "a running `memledger serve` runs it within seconds" if embedded else "a worker runs it"
+    print_message(
+        f"run {run_id} {what} due now ({where}; `memledger consolidation run-now {run.scope_key}` runs it here); "
+        "`memledger runs` shows its outcome",
+        style="green",
+    )
 
 
 def _usd(micro: int) -> str:
@@ -242,6 +322,7 @@ def consolidation_set(
     max_prompt_chars: Annotated[
         int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
     ] = None,
+    no_check: NoCheckOpt = False,
     as_json: Json = False,
     scope: ScopeOption = None,
     database_url: DbUrl = None,
@@ -256,8 +337,9 @@ def consolidation_set(
         changes["allowed_ops"] = [op.strip() for op in allowed_ops.split(",") if op.strip()]
     with cli_runtime(database_url=database_url) as runtime:
         key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
-        settings = runtime.service.update_settings(key, **changes)
+        settings, checked = update_checked(runtime, key, changes, extraction=False, no_check=no_check)
     _show_settings(settings, as_json=as_json)
+    warn_note(checked)
 
 
 def _set_mode(
@@ -320,10 +402,51 @@ def consolidation_run_due(
         print_table(runs_table(settled, title="Settled now"))
 
 
+def run_now(job: str, positional_scope: str | None, scope: str | None, as_json: bool, database_url: str | None) -> None:
+    """Execute the scope's pending runs of ``job`` here and now and show what they did (both jobs' ``run-now``)."""
+    what = "consolidation" if job == "consolidate" else "extraction"
+    with cli_runtime(database_url=database_url) as runtime:
+        key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
+        tried = runtime.service.run_now(key, job=job)
+        for result in tried:
+            if result.settled is not None:
+                runtime.metrics.observe_settled(result.settled)
+        busy = [result.run_id for result in tried if result.settled is None]
+        left = [runtime.service.get_run(run_id) for run_id in busy]
+    settled = [result.settled for result in tried if result.settled is not None]
+    if as_json:
+        emit_json({"settled": [run.to_json() for run in settled], "notStarted": [run.to_json() for run in left]})
+        return
+    if not tried:
+        print_message(
+            f"no pending {what} run for {key}: nothing to run "
+            f"(a chat turn schedules one once {what} is on; `memledger {what} status {key}` shows the settings)"
+        )
+        return
+    if settled:
+        print_table(runs_table(settled, title="Settled now"))
+        print_message("`memledger proposals` lists what a propose-mode run proposed; `memledger runs` every run")
+    for run in left:
+        print_message(
+            f"run {run.id} did not start: another run of {key} is running; it stays {run.state}, "
+            "try again once that one settles",
+            style="yellow",
+        )
+
+
+def consolidation_run_now(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Execute the scope's pending run here and now, whatever its due time (or say there is none)."""
+    run_now("consolidate", positional_scope, scope, as_json, database_url)
+
+
 def register(app: typer.Typer) -> None:
     """Attach turn, runs and the consolidation group to the top-level app."""
     app.command("turn")(turn)
-    app.command("runs")(runs)
+    runs_app.callback()(runs)
+    runs_app.command("retry")(runs_retry)
+    app.add_typer(runs_app, name="runs")
     group: tuple[tuple[str, Callable[..., None]], ...] = (
         ("set", consolidation_set),
         ("status", consolidation_status),
@@ -331,6 +454,7 @@ def register(app: typer.Typer) -> None:
         ("disable", consolidation_disable),
         ("propose", consolidation_propose),
         ("run-due", consolidation_run_due),
+        ("run-now", consolidation_run_now),
     )
     for name, command in group:
         consolidation_app.command(name)(command)

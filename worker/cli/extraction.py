@@ -1,4 +1,4 @@
-"""``memledger extraction set|status``: an operator's per-scope extraction settings (docs/extraction.md).
+"""``memledger extraction set|status|run-now``: an operator's per-scope extraction settings (docs/extraction.md).
 
 Exit status: 0 done; 1 refused (a red message on stderr); 2 usage or configuration.
 """
@@ -16,13 +16,17 @@ from worker.cli.consolidation import (
     Json,
     MaxOutputTokensOpt,
     ModelOpt,
+    NoCheckOpt,
     PriceInOpt,
     PriceOutOpt,
     ScopeArg,
     job_changes,
+    run_now,
     runs_table,
     settings_table,
     target_options,
+    update_checked,
+    warn_note,
 )
 from worker.cli.conventions import ScopeOption, pick_scope
 from worker.cli.ledger import DbUrl
@@ -30,7 +34,7 @@ from worker.cli.output import emit_json, print_message, print_table
 from worker.cli.worker import bound_scope, cli_runtime
 
 extraction_app = typer.Typer(
-    help="Per-scope extraction (proposals from conversations): set, status.", no_args_is_help=True
+    help="Per-scope extraction (proposals from conversations): set, status, run-now.", no_args_is_help=True
 )
 
 
@@ -65,6 +69,7 @@ def extraction_set(
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one call.")] = None,
     max_output_tokens: MaxOutputTokensOpt = None,
+    no_check: NoCheckOpt = False,
     as_json: Json = False,
     scope: ScopeOption = None,
     database_url: DbUrl = None,
@@ -74,8 +79,9 @@ def extraction_set(
     changes |= target_options(harness, model, base_url, price_in, price_out)
     with cli_runtime(database_url=database_url) as runtime:
         key = pick_scope(positional_scope, scope, default=bound_scope(runtime.config))
-        settings = runtime.service.update_extraction_settings(key, **changes)
+        settings, checked = update_checked(runtime, key, changes, extraction=True, no_check=no_check)
     _show(settings, as_json=as_json)
+    warn_note(checked)
 
 
 def extraction_status(
@@ -89,8 +95,16 @@ def extraction_status(
     _show(settings, as_json=as_json, recent=recent)
 
 
+def extraction_run_now(
+    positional_scope: ScopeArg = None, scope: ScopeOption = None, as_json: Json = False, database_url: DbUrl = None
+) -> None:
+    """Execute the scope's pending extraction runs (one per session) here and now, whatever their due time."""
+    run_now("extract", positional_scope, scope, as_json, database_url)
+
+
 def register(app: typer.Typer) -> None:
     """Attach the ``extraction`` group to the top-level app."""
     extraction_app.command("set")(extraction_set)
     extraction_app.command("status")(extraction_status)
+    extraction_app.command("run-now")(extraction_run_now)
     app.add_typer(extraction_app, name="extraction")

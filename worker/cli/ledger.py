@@ -28,6 +28,7 @@ from ledger import (
     Ledger,
     LedgerError,
     MemoryRecord,
+    check_search_index,
     current_revision,
     format_rfc3339,
     head_revision,
@@ -387,7 +388,7 @@ def proposals(as_json: Json = False, scope: Scope = None, database_url: DbUrl = 
 
 
 # ---------------------------------------------------------------------- db
-db_app = typer.Typer(no_args_is_help=True, help="Database schema: upgrade, compact.")
+db_app = typer.Typer(no_args_is_help=True, help="Database schema and upkeep: upgrade, compact, check, rebuild-index.")
 
 
 @db_app.command("upgrade")
@@ -399,15 +400,18 @@ def db_upgrade(database_url: DbUrl = None) -> None:
         try:
             upgrade(engine)
             revision = current_revision(engine)
+            problem = check_search_index(engine, thorough=False)
         finally:
             engine.dispose()
     head = " (head)" if revision == head_revision() else ""
     print_message(f"{safe_url(url)} is at revision {revision}{head}.", style="green")
+    if problem is not None:  # the schema is up to date; the index is another matter, said but not failed
+        print_message(f"Warning: {problem}", style="yellow")
 
 
 @db_app.command("compact")
 def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
-    """Rewrite the ledger's tables so erased bodies leave the database files (VACUUM FULL + CHECKPOINT)."""
+    """Rewrite the ledger's tables so erased bodies leave the database files, then check the full-text index."""
     from ledger import compact
 
     url = database_url_from_env(database_url)
@@ -419,6 +423,8 @@ def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
             engine.dispose()
     if as_json:
         emit_json(report.to_json())
+        if report.search_index is not None:
+            raise typer.Exit(1)
         return
     print_message(
         f"{safe_url(url)}: {len(report.tables)} tables rewritten, {report.bytes_before:,} -> "
@@ -427,6 +433,43 @@ def db_compact(database_url: DbUrl = None, as_json: Json = False) -> None:
     )
     for note in report.notes:
         print_message(note)
+    if report.search_index is not None:
+        fail(report.search_index, reason="search_index_damaged")
+
+
+@db_app.command("check")
+def db_check(database_url: DbUrl = None, as_json: Json = False) -> None:
+    """Check the full-text index against the records (exit 1 when it is damaged); safe while the service runs."""
+    url = database_url_from_env(database_url)
+    with cli_errors():
+        engine = make_engine(url)
+        try:
+            problem = check_search_index(engine)
+        finally:
+            engine.dispose()
+    if as_json:
+        emit_json({"searchIndex": problem or "ok"})
+        if problem is not None:
+            raise typer.Exit(1)
+        return
+    if problem is not None:
+        fail(problem, reason="search_index_damaged")
+    print_message(f"{safe_url(url)}: the full-text index is sound.", style="green")
+
+
+@db_app.command("rebuild-index")
+def db_rebuild_index(database_url: DbUrl = None) -> None:
+    """Build the full-text index again from the records (repairs a damaged one); safe while the service runs."""
+    from ledger import rebuild_search_index
+
+    url = database_url_from_env(database_url)
+    with cli_errors():
+        engine = make_engine(url)
+        try:
+            rebuild_search_index(engine)
+        finally:
+            engine.dispose()
+    print_message(f"{safe_url(url)}: the full-text index was rebuilt from the records and checked.", style="green")
 
 
 # ---------------------------------------------------------------------- registration

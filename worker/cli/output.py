@@ -97,6 +97,11 @@ def print_error(message: str) -> None:
     stderr_console().print(Text(message, style="bold red"), soft_wrap=True)
 
 
+def print_warning(message: str) -> None:
+    """Print ``message`` in yellow on stderr (plain text): worth reading, not a failure (stdout stays for --json)."""
+    stderr_console().print(Text(message, style="yellow"), soft_wrap=True)
+
+
 _JSON_ERRORS: ContextVar[bool] = ContextVar("memledger_json_errors", default=False)
 
 

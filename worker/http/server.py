@@ -281,6 +281,13 @@ def _middleware(runtime: Runtime) -> list[Middleware]:
     # connections and dribbled bodies never take a place. With tokens, each account gets a bounded share.
     config = runtime.config
     per_account = config.max_requests_per_account if config.auth == "tokens" else None
+    if per_account is not None and per_account >= config.max_requests_in_flight:
+        log.warning(
+            "MEMLEDGER_MAX_REQUESTS_PER_ACCOUNT (%d) is not below MEMLEDGER_MAX_REQUESTS_IN_FLIGHT (%d): one account "
+            "can take every place; keep it well below (docs/operations.md, Floods of connections)",
+            per_account,
+            config.max_requests_in_flight,
+        )
     middleware = [Middleware(InFlightLimit, limit=config.max_requests_in_flight, per_account=per_account)]
     origins = runtime.config.origin_list()
     if origins:

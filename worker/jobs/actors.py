@@ -39,7 +39,7 @@ import redis
 from dramatiq.errors import BrokerError
 from tenacity import Retrying, retry_if_exception_type, stop_before_delay, wait_exponential
 
-from consolidation import ConsolidationRun, ConsolidationService, RunNotFound, RunState
+from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunNotFound, RunState
 from ledger import Ledger, format_rfc3339, parse_rfc3339
 from worker.jobs.broker import QUEUE_NAME
 from worker.logging import bind_run
@@ -176,6 +176,18 @@ def _consolidate(actors: Actors, service: ConsolidationService, run_id: str, bus
             return
         actors.metrics.observe_start(settled)
         actors.metrics.observe_settled(settled)
+        if settled.outcome == Outcome.FAILED:  # one line an operator's log alerting sees, with the reason
+            log.warning(
+                "run %s of %s failed: %s (memledger runs retry %s re-queues it; memledger models check %s "
+                "checks its model target)",
+                run_id,
+                scope_key,
+                settled.error,
+                run_id,
+                scope_key,
+                extra={"outcome": str(settled.outcome), "turns": settled.turns},
+            )
+            return
         log.info(
             "run %s settled %s (%d applied, %d proposals, %d refused, %d micro-USD)",
             run_id,

@@ -1,0 +1,68 @@
+"""SQLite's files after an erasure: the WAL checkpoint after a forget, and ``memledger db compact``.
+
+Both run beside live writers and readers. A checkpoint that waits for readers holds the write
+lock meanwhile, and would stall every writer for as long as a reader keeps its snapshot (the old
+WAL pages it may still read): so no checkpoint here waits, and between tries nothing is held.
+When a reader outlasts them all, a ``PASSIVE`` checkpoint copies what it can and the next one
+overwrites the rest.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+
+# `memledger db compact`: how long VACUUM may wait for the write lock (an operator's command may wait longer than
+# a request), and how long the checkpoint after it tries again while readers hold the WAL.
+COMPACT_BUSY_TIMEOUT_MS = 30_000
+COMPACT_CHECKPOINT_RETRY_S = 5.0
+WAL_KEPT = (
+    "a reader kept its snapshot of the WAL for the whole checkpoint: the WAL was checkpointed as far as it could be "
+    "but not truncated, and may still hold page images of erased text until the next checkpoint; run "
+    "`memledger db compact` again in a quieter moment"
+)
+
+
+def checkpoint(
+    raw: sqlite3.Connection, *, retry_s: float, busy_timeout_ms: int, busy: Callable[[BaseException], bool]
+) -> bool:
+    """``wal_checkpoint(TRUNCATE)``, tried for ``retry_s`` with no busy handler, else ``PASSIVE``; if it truncated.
+
+    ``busy_timeout_ms`` is the connection's busy timeout, set back afterwards.
+    """
+    deadline = time.monotonic() + retry_s
+    raw.execute("PRAGMA busy_timeout=0")
+    try:
+        while True:
+            try:
+                blocked, _log, _done = raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            except sqlite3.OperationalError as exc:
+                if not busy(exc):
+                    raise
+                blocked = 1
+            if blocked == 0:
+                return True
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(random.uniform(0.01, 0.05))
+        raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        return False
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+
+
+def compact(raw: sqlite3.Connection, *, busy_timeout_ms: int, busy: Callable[[BaseException], bool]) -> bool:
+    """``VACUUM``, then a truncating :func:`checkpoint`; whether the WAL was truncated (else: :data:`WAL_KEPT`).
+
+    ``VACUUM`` takes the write lock as any writer does and rewrites the database into the WAL:
+    writers wait for it meanwhile (a save retries for up to 30 s), readers go on reading their
+    snapshots. It cannot run inside a transaction: ``raw`` is the DB-API connection, outside any.
+    """
+    raw.execute(f"PRAGMA busy_timeout={COMPACT_BUSY_TIMEOUT_MS}")
+    try:
+        raw.execute("VACUUM")
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+    return checkpoint(raw, retry_s=COMPACT_CHECKPOINT_RETRY_S, busy_timeout_ms=busy_timeout_ms, busy=busy)

@@ -1,0 +1,1 @@
+"""The held-out screening corpus: measured against, never tuned on (docs/screening.md says how it was made)."""
