@@ -21,7 +21,6 @@ from typing import Any
 from consolidation.errors import ReplayStopped
 from consolidation.pricing import PriceTable
 from consolidation.replay.corpus import CLASSES, DEFAULT_EPISODES, SPLITS, generate
-from consolidation.replay.preflight import check_usable
 from consolidation.replay.runner import BASELINES, Progress, play_arm
 from consolidation.replay.score import Tally
 
@@ -81,7 +80,8 @@ def replay(
     otherwise every arm plays in fresh scopes of that database (migrated first). ``prices`` is the
     price table runs are charged by (default: the built-in one). ``service_kwargs`` are extra
     keyword arguments of the consolidation service: the worker passes the model keys and servers it
-    read (unset: none but what the SDKs read themselves, and the key is not checked before playing).
+    read (unset: none but what the SDKs read themselves, and the target is not checked before playing;
+    set: the harness's key and server are checked first, as ``memledger models check`` checks them).
     ``target`` are scope settings of the harness's scopes (``base_url``, the prices,
     ``wall_clock_cap_s``, ``max_output_tokens``, ...), checked as ``consolidation set`` checks them.
 
@@ -93,8 +93,6 @@ def replay(
     """
     splits = SPLITS if split == ALL else (split,)
     corpora = {name: generate(episodes, seed=seed, split=name) for name in splits}
-    if service_kwargs is not None:
-        check_usable(harness, target=target or {}, access=service_kwargs)
     by_split: dict[str, dict[str, Tally]] = {name: {} for name in splits}
     with tempfile.TemporaryDirectory(prefix="memledger-replay-") as scratch:
         for arm in (harness, *BASELINES):
@@ -109,5 +107,6 @@ def replay(
                     progress=progress,
                     service_kwargs=service_kwargs,
                     target=target,
+                    check=service_kwargs is not None,
                 )
     return ReplayReport(harness, model, seed, split, by_split)

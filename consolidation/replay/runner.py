@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from consolidation.errors import ConsolidationError, ReplayStopped
+from consolidation.errors import ConsolidationError, InvalidSettings, ReplayStopped
 from consolidation.models import ConsolidationRun, Mode, Outcome, RunState
 from consolidation.pricing import PriceTable
 from consolidation.replay.baseline import latest_wins
@@ -112,6 +112,18 @@ class Arm:
                 changes["model"] = self.model
             changes.update(self.target)
         self.svc.update_settings(scope, **changes)
+
+    def check_target(self, scope: str) -> None:
+        """Refuse a harness that cannot be called (no key, nothing answering at its server) before anything is played.
+
+        Raises:
+            InvalidSettings: what to fix.
+        """
+        if self.arm in BASELINES:
+            return
+        found = self.svc.check_target(self.svc.settings(scope))
+        if found.problem is not None:
+            raise InvalidSettings(f"the {self.arm} harness cannot be used: {found.problem} (nothing was played)")
 
     def play(self, episode: Episode, index: int) -> None:
         scope_led = self.led.for_account(f"{self.prefix}{index + 1}")
@@ -278,18 +290,21 @@ def play_arm(
     progress: Progress | None = None,
     service_kwargs: Mapping[str, Any] | None = None,
     target: Mapping[str, Any] | None = None,
+    check: bool = False,
 ) -> Tally:
     """Play ``episodes`` in ``arm`` (a harness name or a baseline) on the ledger at ``database_url``; score them.
 
     ``prices`` is the price table runs are charged by (default: the built-in one);
     ``service_kwargs`` the service's extra keyword arguments, ``target`` the harness's scope settings
-    (see :func:`consolidation.replay.replay`; baselines ignore it).
+    (see :func:`consolidation.replay.replay`; baselines ignore it); ``check``: check the harness's key and
+    server first (``ConsolidationService.check_target``).
 
     Every episode gets a fresh scope (``account:replay-<random>-<n>``), so a database that
     already holds data is not disturbed.
 
     Raises:
-        InvalidSettings: the harness or model cannot be used; ReplayStopped: runs kept failing; LedgerError.
+        InvalidSettings: the harness or model cannot be used (with ``check``: no key, nothing answering);
+        ReplayStopped: runs kept failing; LedgerError.
     """
     prefix = f"replay-{uuid.uuid4().hex[:8]}-"
     runner = Arm(
@@ -298,6 +313,8 @@ def play_arm(
     )  # fmt: skip
     try:
         runner.settings(f"account:{prefix}0")  # refuses a bad harness or model before anything is played
+        if check:
+            runner.check_target(f"account:{prefix}0")
         for index, episode in enumerate(episodes):
             runner.play(episode, index)
             if progress is not None:

@@ -118,7 +118,7 @@ def test_a_dead_server_is_refused_before_anything_is_played(monkeypatch: pytest.
     result = bench(*args, code=1)
     # Then it is refused at once, saying what to fix, and nothing is reported as a score
     assert time.monotonic() - started < 30
-    assert f"nothing answers at http://127.0.0.1:{port}/v1" in result.stderr and "--base-url" in result.stderr
+    assert f"cannot reach http://127.0.0.1:{port}/v1/models" in result.stderr and "--base-url" in result.stderr
     assert result.stdout == ""
 
 
@@ -126,7 +126,7 @@ def test_a_paying_harness_without_a_key_is_refused_before_anything_is_played(mon
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("MEMLEDGER_ANTHROPIC_API_KEY", raising=False)
     result = bench("--harness", "anthropic", "--episodes", "7", code=1)
-    assert "no API key: set ANTHROPIC_API_KEY" in result.stderr and result.stdout == ""
+    assert "no API key for the anthropic harness: set ANTHROPIC_API_KEY" in result.stderr and result.stdout == ""
 
 
 def test_runs_that_fail_for_another_cause_than_a_forget_make_the_command_fail(monkeypatch: pytest.MonkeyPatch) -> None:
