@@ -437,7 +437,7 @@ def test_a_propose_mode_run_shows_its_proposals_apart_from_what_it_applied(runti
     assert (run.ops_proposed, run.ops_applied, run.proposals_written, run.ops_refused) == (1, 0, 1, 0)
     # Then /ops reads "0/1/0 applied/proposals/refused", and `memledger status --json` the same
     html = local.get("/ops").text
-    assert "<th>Ops applied/proposals/refused</th>" in html
+    assert "<th>Ops applied / proposals / refused</th>" in html
     row = html[html.index(f'data-run="{run.id}"') :]
     assert '<td class="num">0/1/0</td>' in row[: row.index("</tr>")]
     from typer.testing import CliRunner

@@ -11,8 +11,10 @@ drives it (`executable_path`), it never downloads a browser of its own.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +52,11 @@ def test_ops_page_in_chromium(
 ) -> None:
     from playwright.sync_api import sync_playwright
 
-    # Given a seeded database and a serve on it
+    # Given a seeded database (with a pin that expires years from now) and a serve on it
     led = open_ledger(base_env["MEMLEDGER_DATABASE_URL"])
     try:
         seeded = seed_scope(led, ConsolidationService(led))
+        later = led.save("my passport is valid until 2030", expires_at=datetime(2030, 1, 1, tzinfo=UTC))
     finally:
         led.close()
     port = free_port()
@@ -104,6 +107,28 @@ def test_ops_page_in_chromium(
             assert EDIT_BODY in page.locator("svg.timeline").inner_html()
             assert FORGOTTEN_BODY not in text and FORGOTTEN_EARLIER_BODY not in text
             page.screenshot(path=str(shot), full_page=True)
+            # A pin expiring in 2030 still applies: drawn up to now, and the axis ends at now, so the
+            # history keeps its width (no 2-px slivers) and "(now)" sits at the now line
+            future = page.locator(f'rect[data-id="{later.id}"]')
+            assert future.get_attribute("data-to") == "" and future.get_attribute("data-expires", timeout=1000)
+            assert abs(_box(page, later.id)["x"] + _box(page, later.id)["width"] - now_line["x"]) < 1.5
+            axis = page.locator("svg.timeline text.axis")
+            svg = page.locator("svg.timeline").bounding_box()
+            assert svg is not None and now_line["x"] > svg["x"] + svg["width"] - 12  # now is the axis's right end
+            assert original["width"] > 20 and expiring["width"] > 20
+            # The axis reads as dates, not raw RFC 3339
+            first_label = axis.first.text_content() or ""
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", first_label), first_label
+            assert axis.filter(has_text="(now)").count() == 1
+            # And at 800 px nothing scrolls sideways: the tables wrap, the timeline scales
+            page.set_viewport_size({"width": 800, "height": 1000})
+            assert page.evaluate("document.documentElement.scrollWidth") <= 800
+            for table in ("table.scopes", "table.runs"):
+                box = page.locator(table).bounding_box()
+                assert box is not None and box["x"] + box["width"] <= 800, table
+            narrow = page.locator("svg.timeline").bounding_box()
+            assert narrow is not None and narrow["x"] + narrow["width"] <= 800
+            page.screenshot(path=str(ARTIFACTS / "ops-800.png"), full_page=True)
         finally:
             browser.close()
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

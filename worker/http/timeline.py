@@ -69,7 +69,9 @@ def _end(record: MemoryRecord, now: datetime) -> tuple[datetime, bool]:
     end, expires = record.valid_to, record.expires_at
     if end is None or (expires is not None and expires < end):
         end = expires
-    if end is None:
+    if end is None or end > now:
+        # Still applies: drawn up to now. An end in the future (an expiry not yet reached) is not drawn,
+        # or one record expiring in 2030 would squeeze all of the scope's history into slivers.
         return (now if now > record.valid_from else record.valid_from), True
     return (end if end > record.valid_from else record.valid_from), False
 
@@ -110,6 +112,11 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+def _axis_instant(value: datetime) -> str:
+    """An instant as the axis shows it: ``2026-01-01 09:30`` (UTC, to the minute); tooltips keep RFC 3339."""
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
 def _label(record: MemoryRecord, show_bodies: bool) -> str:
     if show_bodies and record.body is not None:
         text = record.body.replace("\n", " ")
@@ -135,7 +142,7 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
     if not bars:
         return Markup('<p class="empty">This scope holds no records yet.</p>')
     t0 = min(bar.start for bar in bars).timestamp()
-    t1 = max(max(bar.end for bar in bars), now).timestamp()
+    t1 = max(max(bar.end for bar in bars), now).timestamp()  # now, unless a record claims a later start
     scale = _Scale(t0, max(t1 - t0, 1e-6), WIDTH - LABEL_W - LEFT - RIGHT)
     height = TOP + (max(bar.lane for bar in bars) + 1) * LANE_H + 8
     where: dict[str, tuple[float, float, float]] = {}
@@ -151,17 +158,20 @@ def render_svg(records: Sequence[MemoryRecord], *, now: datetime, show_bodies: b
 
 def _axis(scale: _Scale, first: datetime, now: datetime, height: int) -> list[str]:
     """The ``<svg>`` opening, the axis's ends, the line of now and a few instants along the axis."""
+    now_x = scale.x(now)
     parts: list[str] = [
+        # Scaled to the page's width (CSS), drawn in this coordinate system.
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="validity timeline">',
-        f'<text class="axis" x="{LABEL_W + LEFT}" y="14">{_iso(first)}</text>',
-        f'<text class="axis" x="{WIDTH - RIGHT}" y="14" text-anchor="end">{_iso(now)} (now)</text>',
-        f'<line class="now" x1="{scale.x(now):.1f}" y1="{TOP - 6}" x2="{scale.x(now):.1f}" y2="{height}"/>',
+        f'viewBox="0 0 {WIDTH} {height}" preserveAspectRatio="xMinYMin meet" role="img" '
+        'aria-label="validity timeline">',
+        f'<text class="axis" x="{LABEL_W + LEFT}" y="14">{_axis_instant(first)} UTC</text>',
+        f'<text class="axis" x="{now_x:.1f}" y="14" text-anchor="end">{_axis_instant(now)} (now)</text>',
+        f'<line class="now" x1="{now_x:.1f}" y1="{TOP - 6}" x2="{now_x:.1f}" y2="{height}"/>',
     ]
     for n in range(1, TICKS):  # a few instants along the axis, so a bar's place reads as a date
         at_s = scale.t0 + scale.span * n / TICKS
         tick_x = LABEL_W + LEFT + scale.usable * n / TICKS
-        when = datetime.fromtimestamp(at_s, UTC).strftime("%Y-%m-%d %H:%M")
+        when = _axis_instant(datetime.fromtimestamp(at_s, UTC))
         parts.append(f'<line class="tick" x1="{tick_x:.1f}" y1="{TOP - 4}" x2="{tick_x:.1f}" y2="{height}"/>')
         parts.append(f'<text class="axis" x="{tick_x:.1f}" y="{TOP - 6}" text-anchor="middle">{when}</text>')
     return parts
@@ -183,10 +193,12 @@ def _bar(
     status = record.status.value
     rid = _esc(record.id)
     start, end = _iso(bar.start), "" if bar.open_ended else _iso(bar.end)
+    expires = record.expires_at if bar.open_ended and record.expires_at is not None else None
     common = (
         f'class="bar{" forgotten" if bar.forgotten else ""}" data-id="{rid}" data-status="{status}" '
         f'data-from="{start}" data-to="{end}" data-lane="{bar.lane}" '
-        f'x="{left:.2f}" y="{top}" width="{width:.2f}" height="{BAR_H}"'
+        + (f'data-expires="{_iso(expires)}" ' if expires is not None else "")
+        + f'x="{left:.2f}" y="{top}" width="{width:.2f}" height="{BAR_H}"'
     )
     if bar.forgotten:
         labels.pop(bar.lane, None)  # a forget erases the whole chain: its lane keeps no text
@@ -194,7 +206,8 @@ def _bar(
     label = _esc(_label(record, show_bodies))
     rect = (
         f'<rect {common} fill="{COLOURS.get(status, "#607d8b")}">'
-        f"<title>{rid} · {status} · {start} → {end or 'now'} · {label}</title></rect>"
+        f"<title>{rid} · {status} · {start} → {end or 'now'}"
+        f"{f' (expires {_iso(expires)})' if expires is not None else ''} · {label}</title></rect>"
     )
     if record.supersedes:
         rect = f'<a href="#rec-{_esc(record.supersedes[0])}">{rect}</a>'
