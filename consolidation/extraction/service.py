@@ -327,9 +327,7 @@ class ExtractionJobs:
             stored.append(record.id)
         return stored
 
-    def scrub_digests_hook(
-        self, conn: Connection, scope_key: str, record_ids: Sequence[str], bodies: Sequence[str]
-    ) -> None:
+    def scrub_digests_hook(self, conn: Connection, scope: str, ids: Sequence[str], bodies: Sequence[str]) -> None:
         """An erase hook (in the delete's transaction): a forgotten body leaves the text of the scope's digests too.
 
         The registry (above) covers the records a digest quoted when it was written; this also
@@ -339,18 +337,14 @@ class ExtractionJobs:
         if not needles:
             return
         pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
-        where = (G.scope_key == scope_key, G.messages.is_not(None))
-        digests = conn.execute(select(G.scope_key, G.session_id, G.messages).where(*where)).all()
-        for scope_key, session_id, stored in digests:
+        digests = conn.execute(select(G.session_id, G.messages).where(G.scope_key == scope, G.messages.is_not(None)))
+        for session_id, stored in digests.all():
             digest = D.loads(stored)
             if not any(pattern.search(m.text) for m in digest):
                 continue
             cleaned = [D.DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
-            conn.execute(
-                update(DIGESTS)
-                .where(*_digest_key(scope_key, session_id))
-                .values(messages=D.dumps(cleaned), chars=D.chars(cleaned))
-            )
+            key = _digest_key(scope, session_id)
+            conn.execute(update(DIGESTS).where(*key).values(messages=D.dumps(cleaned), chars=D.chars(cleaned)))
 
     def _extractor(self, settings: XS.ExtractionSettings) -> Extractor:
         """The scope's extraction harness (an injected one by name, else the registry's for the scope's target)."""

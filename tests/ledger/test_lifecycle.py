@@ -594,7 +594,7 @@ def test_budget_refusal_names_the_budget_and_changes_nothing(led: Ledger) -> Non
     assert (exc.scope_key, exc.budget, exc.active, exc.proposed, exc.held) == (SCOPE, 3, 2, 1, 3)
     msg = str(exc)
     assert "account:local holds 3 of 3 (2 active, 1 proposed)" in msg
-    for advice in ("Forget", "reject", "consolidation"):
+    for advice in ("forget", "reject", "consolidation"):
         assert advice in msg
     assert exc.reason == "budget_exceeded"
     assert snapshot(led) == before

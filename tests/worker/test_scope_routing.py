@@ -126,7 +126,9 @@ def _conjunct(node: exp.Expression, query: exp.Expression) -> bool:
 def unpinned_tables(sql: str) -> list[str]:
     """The scoped tables ``sql`` reads or writes without pinning them to one scope."""
     unpinned: list[str] = []
-    for query in sqlglot.parse_one(sql, read="postgres").find_all(exp.Select, exp.Update, exp.Delete, exp.Insert):
+    trees = [tree for tree in sqlglot.parse(sql, read="postgres") if tree is not None]  # ";" is the pool's ping
+    queries = [query for tree in trees for query in tree.find_all(exp.Select, exp.Update, exp.Delete, exp.Insert)]
+    for query in queries:
         refs = {t.alias_or_name: t.name for t in query.find_all(exp.Table) if t.name in SCOPED and _level(t) is query}
         if not refs:
             continue
@@ -161,6 +163,7 @@ def routed_by(sql: str) -> str | None:
     ("sql", "unpinned"),
     [
         ("SELECT id FROM memory_records WHERE scope_key = %(s)s AND status = 'active'", []),
+        (";", []),
         ("SELECT id FROM memory_records WHERE id = %(id)s", ["memory_records"]),
         ("SELECT id FROM memory_records WHERE scope_key = %(s)s OR id = %(id)s", ["memory_records"]),
         ("INSERT INTO ledger_events (scope_key, event) VALUES (%(s)s, 'saved')", []),
