@@ -22,6 +22,7 @@ LONG_MODULES: dict[str, str] = {
     "consolidation.pricing": "the price table and the arithmetic of spend, one unit with its verified rates",
     "consolidation.harnesses.openai": "one SDK's whole call: its three answer formats and their fallback, the "
     "scope's call options, a streamed or a whole reply",
+    "consolidation.harnesses.offline_updates": "one rule (single-valued statements) and the word lists it reads",
 }
 
 
