@@ -28,7 +28,7 @@ from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
 from consolidation.prompt import IN_GROUP, record_chars
-from ledger import MemoryRecord, Transaction, check_scope, format_rfc3339, screen_body, to_micros
+from ledger import MemoryRecord, Provenance, Transaction, check_scope, format_rfc3339, screen_body, to_micros
 
 JOB = "consolidate"
 
@@ -113,8 +113,17 @@ class ConsolidationJob:
         # smaller prompts, and no internal id or group name leaves the service. Targets are mapped back
         # before the answer is stored; an unknown one cannot match.
         aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
+        replaced = {} if spec(settings.harness).pays else self._edited_from(records)
         prompt_records = [
-            PromptRecord(alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP)
+            PromptRecord(
+                alias,
+                r.kind.value,
+                r.body or "",
+                None if r.conflict_group is None else IN_GROUP,
+                valid_from=r.valid_from,
+                expires=r.expires_at is not None,
+                replaced=replaced.get(r.id),
+            )
             for alias, r in zip(aliases, records, strict=True)
         ]
 
@@ -135,6 +144,20 @@ class ConsolidationJob:
             run, now, harness=settings.harness, call=call, record_ids=list(aliases.values()),
             apply=self._apply_and_settle, also=rotate,
         )  # fmt: skip
+
+    def _edited_from(self, records: list[MemoryRecord]) -> dict[str, str]:
+        """For the offline harness: the body each user edit among ``records`` replaced, by the edit's id. It
+        shows an update's old value, so the records that still quote it can follow the update."""
+        edits = {
+            r.id: r.supersedes[0]
+            for r in records
+            if r.provenance == Provenance.USER_EXPLICIT and len(r.supersedes) == 1
+        }
+        if not edits:
+            return {}
+        with self.led.reading() as db:
+            before = db.records(edits.values())
+        return {rid: body for rid, old in edits.items() if old in before and (body := before[old].body)}
 
     def _claim(
         self, tx: Transaction, run: ConsolidationRun

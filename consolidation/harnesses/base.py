@@ -20,6 +20,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from consolidation.models import Usage
@@ -27,12 +28,20 @@ from consolidation.models import Usage
 
 @dataclass(frozen=True, slots=True)
 class PromptRecord:
-    """One active record as the model sees it: nothing but id, kind, body and conflict group."""
+    """One active record as the model sees it: nothing but id, kind, body and conflict group.
+
+    ``valid_from``, ``expires`` (whether it already has an expiry) and ``replaced`` (the body a user's edit
+    replaced) are never sent to a model: the offline harness reads them to tell the newer of two values, to
+    leave an expiring record alone, and to see the old value of an edited fact.
+    """
 
     id: str
     kind: str
     body: str
     conflict_group: str | None
+    valid_from: datetime | None = None
+    expires: bool = False
+    replaced: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -176,7 +176,7 @@ def runs_retry(
         emit_json({"retried": run_id, "run": run.to_json(), "created": created})
         return
     what = f"queued as run {run.id}" if created else f"{run.scope_key} already had run {run.id} pending; it is"
-    where = "a running `memledger serve` runs it within seconds" if embedded else "a worker runs it"
+    where = "a running `memledger serve` runs it within about 15 s" if embedded else "a worker runs it"
     print_message(
         f"run {run_id} {what} due now ({where}; `memledger consolidation run-now {run.scope_key}` runs it here); "
         "`memledger runs` shows its outcome",
