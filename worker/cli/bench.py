@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
