@@ -103,8 +103,8 @@ class PostgresStore(Store):
                     yield conn
                     pipe.commit()
             except DBAPIError as exc:
-                lost = _lost(exc, pipe.raw)
-                if not lost and not (pipe.commit_sent and not _answered(exc)):
+                # After COMMIT was sent, an error the server did not answer (no SQLSTATE) leaves the outcome open too.
+                if not (_lost(exc, pipe.raw) or (pipe.commit_sent and not _answered(exc))):
                     raise  # the server answered: the transaction was rolled back
                 conn.invalidate()
                 if not pipe.commit_sent:
