@@ -90,6 +90,15 @@ class Harness(ABC):
             HarnessError: the call failed; nothing usable arrived.
         """
 
+    def records_room(self, *, model: str, max_output_tokens: int, system_chars: int) -> int | None:
+        """Characters of records one call can carry within the model's context window, after ``system_chars`` of
+        instructions and ``max_output_tokens`` of answer; None: no bound beyond the scope's ``max_prompt_chars``.
+
+        Raises:
+            HarnessError: the answer alone would fill the context window (the message says what to set).
+        """
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -105,3 +114,21 @@ class Turn:
     schema_name: str
     parse: Callable[[str], dict[str, Any]]
     parse_error: type[ValueError]
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """How a paying harness makes its call, from the scope's settings (docs/consolidation.md, "Models").
+
+    ``response_format``: ``auto`` (the strongest form the server takes, falling back on a refusal),
+    ``json_schema``, ``json_object`` or ``plain``; ``system_role``: false puts the instructions at
+    the head of the user message (chat templates without a system role); ``stream``: the answer is
+    streamed, so a call given up stops the server generating; ``context_window_tokens``: None, what
+    the server reports. The openai harness reads them all; the anthropic harness none (its API fixes them).
+    """
+
+    response_format: str = "auto"
+    temperature: float = 0.0
+    context_window_tokens: int | None = None
+    system_role: bool = True
+    stream: bool = True
