@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
-from consolidation.harnesses import Connection
+from consolidation.harnesses import CallOptions, Connection
+from consolidation.models import CALL_FIELDS
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import scope_prices
 
@@ -53,7 +54,13 @@ class Connections:
         return Connection(api_key=api_key, base_url=url, prices=prices)
 
     def of(self, target: Target) -> Connection:
-        """:meth:`connection` for a scope's settings (consolidation's or extraction's)."""
-        return self.connection(
+        """:meth:`connection` for a scope's settings (consolidation's or extraction's), with the call's options
+        where the settings have them (extraction's calls take the defaults)."""
+        connection = self.connection(
             target.harness, target.model, target.base_url, target.price_in_usd_per_mtok, target.price_out_usd_per_mtok
         )
+        given = {name: getattr(target, name) for name in CALL_FIELDS if hasattr(target, name)}
+        if not given:
+            return connection
+        given["response_format"] = str(given.get("response_format", "auto"))
+        return replace(connection, options=CallOptions(**given))

@@ -22,15 +22,17 @@ from consolidation import settings as S
 from consolidation.apply import apply_batch
 from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
 from consolidation.connections import Connections
-from consolidation.errors import LostRace
+from consolidation.errors import HarnessError, LostRace
 from consolidation.gate import UNPARSEABLE, GateResult, check_batch
 from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
-from consolidation.prompt import IN_GROUP, record_chars
-from ledger import MemoryRecord, Transaction, check_scope, format_rfc3339, screen_body, to_micros
+from consolidation.prompt import CLOSE_TAG, IN_GROUP, KINDS, OPEN_TAG, SYSTEM_PROMPT, record_chars
+from ledger import MemoryRecord, Provenance, Transaction, check_scope, format_rfc3339, screen_body, to_micros
 
 JOB = "consolidate"
+# What a prompt holds besides its record lines: the system text, the tags, a line per kind.
+SYSTEM_CHARS = len(SYSTEM_PROMPT) + len(OPEN_TAG) + len(CLOSE_TAG) + sum(len(kind) + 1 for kind in KINDS) + 2
 
 
 class ConsolidationJob:
@@ -108,18 +110,32 @@ class ConsolidationJob:
         if not records:
             outcome = Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED
             return mine(self.life.settle(run.scope_key, run.id, outcome, now))
-        records, selection = self._candidates(run.scope_key, settings, records, now)
+        harness = self._harness(settings)
+        try:
+            max_chars = self._records_room(harness, settings)
+        except HarnessError as exc:  # the answer alone would fill the model's context window
+            return mine(self.life.settle(run.scope_key, run.id, Outcome.FAILED, now, error=exc.message))
+        records, selection = self._candidates(run.scope_key, settings, records, now, max_chars=max_chars)
         # The model sees short per-run ids (1, 2, ...) and a mark for a record in a conflict group:
         # smaller prompts, and no internal id or group name leaves the service. Targets are mapped back
         # before the answer is stored; an unknown one cannot match.
         aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
+        replaced = {} if spec(settings.harness).pays else self._edited_from(records)
         prompt_records = [
-            PromptRecord(alias, r.kind.value, r.body or "", None if r.conflict_group is None else IN_GROUP)
+            PromptRecord(
+                alias,
+                r.kind.value,
+                r.body or "",
+                None if r.conflict_group is None else IN_GROUP,
+                valid_from=r.valid_from,
+                expires=r.expires_at is not None,
+                replaced=replaced.get(r.id),
+            )
             for alias, r in zip(aliases, records, strict=True)
         ]
 
         def call() -> HarnessResult:
-            result = self._harness(settings).call(
+            result = harness.call(
                 prompt_records,
                 model=settings.model,
                 max_output_tokens=settings.max_output_tokens,
@@ -135,6 +151,20 @@ class ConsolidationJob:
             run, now, harness=settings.harness, call=call, record_ids=list(aliases.values()),
             apply=self._apply_and_settle, also=rotate,
         )  # fmt: skip
+
+    def _edited_from(self, records: list[MemoryRecord]) -> dict[str, str]:
+        """For the offline harness: the body each user edit among ``records`` replaced, by the edit's id. It
+        shows an update's old value, so the records that still quote it can follow the update."""
+        edits = {
+            r.id: r.supersedes[0]
+            for r in records
+            if r.provenance == Provenance.USER_EXPLICIT and len(r.supersedes) == 1
+        }
+        if not edits:
+            return {}
+        with self.led.reading() as db:
+            before = db.records(edits.values())
+        return {rid: body for rid, old in edits.items() if old in before and (body := before[old].body)}
 
     def _claim(
         self, tx: Transaction, run: ConsolidationRun
@@ -153,8 +183,26 @@ class ConsolidationJob:
             return None
         return settings, spent.result(), records.result()
 
+    @staticmethod
+    def _records_room(harness: Harness, settings: ConsolidationSettings) -> int:
+        """The bound of the records one run sends: ``max_prompt_chars``, within the model's context window.
+
+        Raises:
+            HarnessError: the answer's limit leaves no room for records in the context window.
+        """
+        room = harness.records_room(
+            model=settings.model, max_output_tokens=settings.max_output_tokens, system_chars=SYSTEM_CHARS
+        )
+        return settings.max_prompt_chars if room is None else min(settings.max_prompt_chars, room)
+
     def _candidates(
-        self, scope: str, settings: ConsolidationSettings, records: list[MemoryRecord], now: datetime | None
+        self,
+        scope: str,
+        settings: ConsolidationSettings,
+        records: list[MemoryRecord],
+        now: datetime | None,
+        *,
+        max_chars: int,
     ) -> tuple[list[MemoryRecord], Selection[MemoryRecord] | None]:
         """The bounded candidate list (docs/consolidation.md), and the selection whose cursor to store
         (None: a whole scope)."""
@@ -164,7 +212,7 @@ class ConsolidationJob:
             group = None if record.conflict_group is None else IN_GROUP
             return record_chars(PromptRecord("000", record.kind.value, record.body or "", group))
 
-        if sum(cost(r) for r in records) <= settings.max_prompt_chars:
+        if sum(cost(r) for r in records) <= max_chars:
             return records, None
         with self.led.reading() as db:
             cursor = S.load_cursor(db, scope)
@@ -178,7 +226,7 @@ class ConsolidationJob:
             return [r.id for r in found]
 
         selection = select_candidates(
-            records, max_chars=settings.max_prompt_chars, cost=cost, changed=changed, similar=similar, cursor=cursor
+            records, max_chars=max_chars, cost=cost, changed=changed, similar=similar, cursor=cursor
         )
         return selection.records, selection
 
@@ -197,8 +245,9 @@ class ConsolidationJob:
             return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
         if run.answer is None:
             count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
+            # The harness's reading of why (cut off at max_tokens, a content filter) was stored with the answer.
             return R.settle(
-                tx, run_id, Outcome.FAILED, tx.now_us, error="unparseable answer", ops_proposed=count,
+                tx, run_id, Outcome.FAILED, tx.now_us, error=run.error or "unparseable answer", ops_proposed=count,
                 ops_refused=count, refusals={UNPARSEABLE: count},
             )  # fmt: skip
         gate, mode = self._gate(tx, run)

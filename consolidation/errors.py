@@ -7,7 +7,8 @@
         ├── InvalidSettings     reason invalid_params
         ├── InvalidExtractionInput  reason invalid_params
         ├── RunNotFound         reason not_found
-        └── NotRetryable        reason invalid_transition: a run that cannot be retried (and why)
+        ├── NotRetryable        reason invalid_transition: a run that cannot be retried (and why)
+        └── ReplayStopped       reason replay_stopped: the replay's harness kept failing runs
 
     Exception
     ├── HarnessError            the model call failed; the run settles ``failed`` (usage and spend kept)
@@ -56,6 +57,12 @@ class NotRetryable(ConsolidationError):
     scope has consolidation off; nothing was queued."""
 
     reason = "invalid_transition"
+
+
+class ReplayStopped(ConsolidationError):
+    """The replay's harness failed run after run for a cause other than the designed one; the replay stopped."""
+
+    reason = "replay_stopped"
 
 
 class InvalidExtractionInput(ConsolidationError):

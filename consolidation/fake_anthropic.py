@@ -30,7 +30,7 @@ from consolidation.fake_model import (
     resolve_target_bodies,
     user_message,
 )
-from consolidation.fake_model import main as serve
+from consolidation.fake_process import main as serve
 
 __all__ = [
     "FakeAnthropic",
@@ -105,7 +105,7 @@ def _invalid_request(body: Any) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the fake Messages API as a process until SIGTERM/SIGINT (see :func:`consolidation.fake_model.main`)."""
+    """Run the fake Messages API as a process until SIGTERM/SIGINT (see :func:`consolidation.fake_process.main`)."""
     return serve(argv, server=FakeAnthropic)
 
 

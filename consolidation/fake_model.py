@@ -30,7 +30,7 @@ the last byte (:meth:`FakeModelServer.wait_for_hangups`). ``counter_file`` (opti
 rewritten with the call count as each request arrives, so a test in another process
 (one that kills a worker mid-call) can see that the request landed.
 
-As a separate process (:func:`main`)::
+As a separate process (:mod:`consolidation.fake_process`)::
 
     python -m consolidation.fake_anthropic --port 8765 [--script FILE.json] [--delay S]
         [--trickle S] [--counter-file PATH]
@@ -43,12 +43,10 @@ and ``replies`` (a list of :class:`Reply` fields).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
 import os
-import signal
 import sys
 import threading
 import time
@@ -57,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 if TYPE_CHECKING:
@@ -146,10 +144,21 @@ class _Handler(BaseHTTPRequestHandler):
         *,
         trickle_s: float | None = None,
     ) -> None:
-        data = json.dumps(payload).encode()
+        self.send_body(status, json.dumps(payload).encode(), headers, trickle_s=trickle_s)
+
+    def send_body(
+        self,
+        status: int,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        *,
+        trickle_s: float | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        """Answer ``data`` (at once, or a byte every ``trickle_s`` seconds); a client that hangs up is counted."""
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("request-id", f"req_fake_{self.server.fake.calls:04d}")
             for name, value in (headers or {}).items():
@@ -167,7 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         fake = self.server.fake
-        if self.path.split("?", 1)[0].rstrip("/") != MODELS_PATH:
+        path = self.path.split("?", 1)[0].rstrip("/")
+        found = fake._get(path)
+        if found is not None:  # what a subclass serves (llama.cpp's /props)
+            self._send_json(200, found)
+        elif path != MODELS_PATH:
             self._send_error(404, f"the fake serves POST {fake.PATH} and GET {MODELS_PATH}, not GET {self.path}")
         elif not fake._key_accepted(self.headers):
             self._send_error(401, "invalid x-api-key / Authorization: the key is not the fake's")
@@ -432,7 +445,7 @@ class FakeModelServer:
             return
         problem = self._invalid_request(body)
         if problem is not None:
-            handler._send_error(400, problem)
+            handler._send_error(self._refusal_status(problem), problem)
             return
         text = self._answer_text(body, reply)
         usage = {name: 0 for name in _USAGE_FIELDS}
@@ -443,6 +456,12 @@ class FakeModelServer:
             usage.update({name: int(value) for name, value in reply.usage.items()})
         with self._lock:
             number = next(self._message_ids)
+        self._send_answer(handler, body, reply, text=text, usage=usage, number=number)
+
+    def _send_answer(
+        self, handler: _Handler, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
+    ) -> None:
+        """Send a successful answer (a subclass may stream it)."""
         handler._send_json(
             200, self._payload(body, reply, text=text, usage=usage, number=number), trickle_s=reply.trickle_s
         )
@@ -469,6 +488,14 @@ class FakeModelServer:
     def _invalid_request(self, body: Any) -> str | None:
         """What the real API would refuse with HTTP 400, for the fields the harness sends."""
         raise NotImplementedError
+
+    def _refusal_status(self, problem: str) -> int:
+        """The HTTP status of a refusal of the request for ``problem`` (400 unless a subclass says otherwise)."""
+        return 400
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        """The JSON a ``GET`` of ``path`` answers (None: 404); none unless a subclass serves one."""
+        return None
 
     def _payload(
         self, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
@@ -507,13 +534,13 @@ def _is_extraction(body: Mapping[str, Any]) -> bool:
 
 def request_records(body: Mapping[str, Any]) -> list[PromptRecord]:
     """The records a consolidation request carries (decoded from its one user message); [] when it has none."""
-    from consolidation.prompt import decode_user_message
+    from consolidation.prompt import OPEN_TAG, decode_user_message
 
     content = user_message(body)
-    if not isinstance(content, str):
+    if not isinstance(content, str) or OPEN_TAG not in content:
         return []
-    try:
-        return decode_user_message(content)
+    try:  # the records open the message, or follow the instructions of a request with no system role
+        return decode_user_message(content[content.index(OPEN_TAG) :])
     except ValueError:
         return []
 
@@ -535,64 +562,3 @@ def resolve_target_bodies(body: Mapping[str, Any], operations: Iterable[Mapping[
             op["targets"] = [ids.get(b, f"absent:{b}") if isinstance(b, str) else b for b in bodies]
         resolved.append(op)
     return resolved
-
-
-def _load_script(path: Path) -> dict[str, Any]:
-    script = json.loads(path.read_text())
-    if isinstance(script, list):
-        return {"operations": script}
-    if not isinstance(script, dict):
-        raise ValueError(f"{path}: the script must be a JSON list of operations or an object")
-    allowed = {
-        "operations", "text", "delay_s", "trickle_s", "usage", "statuses", "retry_after_s", "replies", "proposals"
-    }  # fmt: skip
-    unknown = set(script) - allowed
-    if unknown:
-        raise ValueError(f"{path}: unknown script key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    script["replies"] = [Reply(**reply) for reply in script.get("replies", [])]
-    return script
-
-
-def main(argv: Sequence[str] | None, *, server: type[FakeModelServer]) -> int:
-    """Run the fake ``server`` as a process until SIGTERM/SIGINT.
-
-    The first stdout line is its base URL.
-    """
-    server_class = server
-    module = sys.modules[server_class.__module__]
-    parser = argparse.ArgumentParser(
-        prog=f"python -m {module.__name__}", description=(module.__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--script", type=Path, help="JSON file: a list of operations, or an object (see docstring)")
-    parser.add_argument("--delay", type=float, default=None, help="seconds to wait before every default reply")
-    parser.add_argument("--trickle", type=float, default=None, help="seconds between the bytes of every answer")
-    parser.add_argument(
-        "--counter-file",
-        "--hang-file",
-        dest="counter_file",
-        type=Path,
-        help="file rewritten with the call count as each request arrives",
-    )
-    args = parser.parse_args(argv)
-    try:
-        script = _load_script(args.script) if args.script else {}
-    except (OSError, ValueError, TypeError) as exc:
-        parser.error(str(exc))
-    if args.delay is not None:
-        script["delay_s"] = args.delay
-    if args.trickle is not None:
-        script["trickle_s"] = args.trickle
-    stop = threading.Event()
-
-    def _on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
-    with server_class(counter_file=args.counter_file, host=args.host, port=args.port, **script) as fake:
-        print(fake.base_url, flush=True)
-        while not stop.wait(0.2):
-            pass
-    return 0

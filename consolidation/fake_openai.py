@@ -13,7 +13,15 @@ What it adds, for what servers differ in:
 
 * ``formats`` — the ``response_format`` types the server takes (default all three:
   ``json_schema``, ``json_object``, ``text``). A request asking for another is refused with
-  HTTP 400 naming ``response_format``, as llama.cpp, older Ollama and some vLLM builds do.
+  HTTP ``format_status`` (400 by default, as llama.cpp, older Ollama and some vLLM builds do;
+  500 as llama-cpp-python's server does) naming ``response_format``.
+* ``context_window`` — when set, ``GET /props`` reports it as llama.cpp's server does
+  (``default_generation_settings.n_ctx``); otherwise ``GET`` answers 404, as llama-cpp-python's does.
+* ``stream: true`` is answered with server-sent events: a role chunk, the text in pieces of
+  eight characters (fewer, longer ones past 4,000 characters), a chunk with the finish reason,
+  then (with ``stream_options.include_usage`` and ``stream_usage``, the default) a usage chunk,
+  and ``data: [DONE]``; ``stream_usage=False`` plays a server that reports no usage in a stream
+  (llama-cpp-python's). A trickle applies to the stream's bytes the same way.
 * :class:`~consolidation.fake_anthropic.Reply` ``refusal`` — the model declines
   (``message.refusal``, no content).
 * Usage is scripted with the Anthropic field names and reported the Chat Completions way:
@@ -29,12 +37,15 @@ As a separate process::
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Collection
 from typing import Any
 
-from consolidation.fake_model import FakeModelServer, Reply, main
+from consolidation.fake_model import FakeModelServer, Reply
+from consolidation.fake_model import _Handler as Handler
+from consolidation.fake_process import main
 
 ALL_FORMATS = ("json_schema", "json_object", "text")
 _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error"}
@@ -46,11 +57,22 @@ class FakeOpenAI(FakeModelServer):
 
     PATH = "/v1/chat/completions"
 
-    def __init__(self, *, formats: Collection[str] = ALL_FORMATS, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        formats: Collection[str] = ALL_FORMATS,
+        format_status: int = 400,
+        stream_usage: bool = True,
+        context_window: int | None = None,
+        **options: Any,
+    ) -> None:
         unknown = set(formats) - set(ALL_FORMATS)
         if unknown:
             raise ValueError(f"unknown response_format type(s) {sorted(unknown)}; allowed: {list(ALL_FORMATS)}")
         self._formats = frozenset(formats)
+        self._format_status = format_status
+        self._stream_usage = stream_usage
+        self._context_window = context_window
         super().__init__(**options)
 
     @property
@@ -88,7 +110,30 @@ class FakeOpenAI(FakeModelServer):
             spec = fmt.get("json_schema") if isinstance(fmt, dict) else None
             if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict) or not spec.get("name"):
                 return "response_format.json_schema: expected {'name': ..., 'schema': {...}}"
+        if kind == "json_object" and isinstance(fmt, dict) and not isinstance(fmt.get("schema", {}), dict):
+            return "response_format.schema: expected a JSON schema object"
         return None
+
+    def _refusal_status(self, problem: str) -> int:
+        return self._format_status if problem.startswith("response_format") else 400
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        if path == "/props" and self._context_window is not None:
+            return {"default_generation_settings": {"n_ctx": self._context_window}}
+        return None
+
+    def _send_answer(
+        self, handler: Handler, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
+    ) -> None:
+        if not body.get("stream"):
+            super()._send_answer(handler, body, reply, text=text, usage=usage, number=number)
+            return
+        whole = self._payload(body, reply, text=text, usage=usage, number=number)
+        options = body.get("stream_options")
+        with_usage = self._stream_usage and isinstance(options, dict) and options.get("include_usage") is True
+        events = [json.dumps(chunk) for chunk in _chunks(whole, with_usage=with_usage)] + ["[DONE]"]
+        data = "".join(f"data: {event}\n\n" for event in events).encode()
+        handler.send_body(200, data, trickle_s=reply.trickle_s, content_type="text/event-stream")
 
     def _payload(
         self, body: dict[str, Any], reply: Reply, *, text: str, usage: dict[str, int], number: int
@@ -119,6 +164,30 @@ class FakeOpenAI(FakeModelServer):
                 "prompt_tokens_details": {"cached_tokens": usage["cache_read_input_tokens"]},
             },
         }
+
+
+def _chunks(whole: dict[str, Any], *, with_usage: bool) -> list[dict[str, Any]]:
+    """The chunks of a streamed answer carrying what ``whole`` (the non-streamed payload) carries."""
+    choice = whole["choices"][0]
+    message, finish = choice["message"], choice["finish_reason"]
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        head = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"]}
+        return {**head, "model": whole["model"], "choices": choices, **extra}
+
+    def delta(content: dict[str, Any], finish_reason: str | None = None) -> list[dict[str, Any]]:
+        return [{"index": 0, "delta": content, "finish_reason": finish_reason, "logprobs": None}]
+
+    out = [chunk(delta({"role": "assistant"}))]
+    if message["refusal"] is not None:
+        out.append(chunk(delta({"refusal": message["refusal"]})))
+    text = message["content"] or ""
+    size = max(8, -(-len(text) // 500))  # pieces of eight characters; at most 500 pieces for a huge text
+    out.extend(chunk(delta({"content": text[i : i + size]})) for i in range(0, len(text), size))
+    out.append(chunk(delta({}, finish)))
+    if with_usage:
+        out.append(chunk([], usage=whole["usage"]))
+    return out
 
 
 def _main() -> int:

@@ -157,7 +157,7 @@ class RunLife:
         def fn(tx: Transaction) -> None:
             stored = R.store_answer(
                 tx, run.id, prompt=result.prompt, answer=result.answer, raw=result.raw_text, usage=result.usage,
-                spend_micro_usd=result.spend_micro_usd, now_us=tx.now_us,
+                spend_micro_usd=result.spend_micro_usd, now_us=tx.now_us, error=result.error,
             )  # fmt: skip
             if stored:  # after the text is written: a record forgotten meanwhile erases it at once
                 tx.register_derived(RUNS, run.id, record_ids=record_ids, columns=("prompt", "answer", "answer_raw"))

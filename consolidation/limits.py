@@ -28,8 +28,8 @@ DebounceS = Annotated[Number, Field(ge=0, le=MAX_DEBOUNCE_S)]
 """Seconds of quiet after a turn before a run (both jobs)."""
 MaxWaitS = Annotated[Number, Field(ge=0, le=MAX_MAX_WAIT_S)]
 """Longest delay of a run after its first turn (both jobs; unset: none)."""
-WallClockCapS = Annotated[Number, Field(ge=0.1, le=900)]
-"""Wall-clock cap of one model call, retries included."""
+WallClockCapS = Annotated[Number, Field(ge=0.1, le=1800)]
+"""Wall-clock cap of one model call, retries and every byte of the answer included (a CPU model may need minutes)."""
 MaxOutputTokens = Annotated[StrictInt, Field(ge=16, le=64_000)]
 SpendBudgetMicroUsd = Annotated[StrictInt, Field(ge=0, le=10**12)]
 """The scope's monthly spend budget, shared by both jobs."""
@@ -37,6 +37,10 @@ MaxPromptChars = Annotated[StrictInt, Field(ge=MIN_MAX_PROMPT_CHARS, le=MAX_MAX_
 """Bound of the records one consolidation run sends."""
 PriceUsdPerMtok = Annotated[Number, Field(ge=0, le=MAX_PRICE_USD_PER_MTOK)]
 """A scope's own price of its model (0: a free local model)."""
+Temperature = Annotated[Number, Field(ge=0, le=2)]
+"""Sampling temperature of the model call (0: the most likely answer; consolidation is bookkeeping, not prose)."""
+ContextWindowTokens = Annotated[StrictInt, Field(ge=512, le=2_000_000)]
+"""The model's context window in its own tokens: the prompt and the answer together."""
 
 
 def bounds(kind: Any) -> tuple[Any, Any]:

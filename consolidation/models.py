@@ -45,6 +45,15 @@ class Outcome(StrEnum):
     ABANDONED = "abandoned"
 
 
+class ResponseFormat(StrEnum):
+    """How the openai harness asks for the answer's JSON (docs/consolidation.md, "Models")."""
+
+    AUTO = "auto"  # the strongest form the server takes, falling back on a refusal
+    JSON_SCHEMA = "json_schema"
+    JSON_OBJECT = "json_object"  # with the schema in llama.cpp's form
+    PLAIN = "plain"  # no response_format: the system text's instructions only
+
+
 class Op(StrEnum):
     """The closed vocabulary (docs/consolidation.md), in the order the prompt and the settings list them."""
 
@@ -100,6 +109,8 @@ DEFAULT_MAX_WAIT_S = 3600.0
 DEFAULT_CAP_S = 60.0
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 DEFAULT_SPEND_BUDGET_MICRO_USD = 5_000_000  # 5 USD per scope per calendar month
+CALL_FIELDS = ("response_format", "temperature", "context_window_tokens", "system_role", "stream")
+"""How the call to a scope's model is made (the openai harness reads them; see docs/consolidation.md)."""
 
 
 class ConsolidationSettings(BaseModel):
@@ -127,6 +138,11 @@ class ConsolidationSettings(BaseModel):
     base_url: str | None = None
     price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
     price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
+    response_format: ResponseFormat = ResponseFormat.AUTO
+    temperature: L.Temperature = 0.0
+    context_window_tokens: L.ContextWindowTokens | None = None
+    system_role: bool = True
+    stream: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,6 +161,11 @@ class ConsolidationSettings(BaseModel):
             "base_url": self.base_url,
             "price_in_usd_per_mtok": self.price_in_usd_per_mtok,
             "price_out_usd_per_mtok": self.price_out_usd_per_mtok,
+            "response_format": self.response_format.value,
+            "temperature": self.temperature,
+            "context_window_tokens": self.context_window_tokens,
+            "system_role": self.system_role,
+            "stream": self.stream,
         }
 
 

@@ -62,7 +62,13 @@ Answer one JSON object {{"operations":[...]}}, at most {MAX_OPERATIONS} ops, an 
 {{"op":"retire","targets":[id]}} unwanted now
 {{"op":"keep","targets":[id]}}
 Optional: rationale; confidence_bps 0-10000 (merge, correct); kind (merge).
-Never merge what differs in a number, a negation, a name or any detail, nor across kinds, nor a {IN_GROUP} record. \
+Never merge what differs in a number, a negation, a name or any detail, nor across kinds, nor a {IN_GROUP} record.
+Records are oldest first. A newer value of a fact that holds one value at a time (where the user lives, employer, \
+manager, title, age, diet, timezone, "my X is Y") updates it: group it with the older values and with records \
+that quote an old value; the newest stays. Never for facts that hold several (pets, languages, allergies, \
+relatives, meetings, "I have/speak/use") nor subjects that differ in a detail (sister/brother, Tuesday/Thursday).
+Example: 1 I live in Porto; 2 I commute from Porto by train; 3 I live in Ghent now -> \
+{{"operations":[{{"op":"group","targets":["1","2","3"],"subject":"home city"}}]}}
 If unsure, do nothing: {{"operations":[]}} is fine.
 """
 

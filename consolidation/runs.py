@@ -222,6 +222,7 @@ _STORE_ANSWER = Prepared(
         answer=param("v_answer"),
         answer_raw=param("raw"),
         answer_stored_at=_NOW,
+        error=param("v_error"),
         model_calls=C.model_calls + 1,
         **_ADD_USAGE,
     )
@@ -229,12 +230,15 @@ _STORE_ANSWER = Prepared(
 
 
 def store_answer(
-    db: Executor, run_id: str, *, prompt: str, answer: Any, raw: str, usage: Any, spend_micro_usd: int, now_us: int
-) -> bool:
-    """Write the answer and its usage before anything is applied. Usage is kept even on a settled run."""
+    db: Executor, run_id: str, *, prompt: str, answer: Any, raw: str, usage: Any, spend_micro_usd: int, now_us: int,
+    error: str | None = None,
+) -> bool:  # fmt: skip
+    """Write the answer and its usage before anything is applied. Usage is kept even on a settled run; ``error`` is
+    the harness's reading of an answer that did not parse (cut off at ``max_tokens``, …), the run's error."""
     params = {
         "v_id": run_id,
         "now": now_us,
+        "v_error": None if error is None else error[:500],
         "v_prompt": prompt,
         "v_answer": None if answer is None else json.dumps(answer),
         "raw": raw,

@@ -84,6 +84,16 @@ def seconds(name: str, value: object, kind: Any) -> float:
     return float(value)
 
 
+def number(name: str, value: object, kind: Any) -> float:
+    """``value`` as a number in the range ``kind`` states. Raises InvalidSettings (not finite, out of range)."""
+    low, high = L.bounds(kind)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidSettings(f"{name} must be a number from {low:g} to {high:g}")
+    if not low <= float(value) <= high:
+        raise InvalidSettings(f"{name} must be from {low:g} to {high:g}, got {value}")
+    return float(value)
+
+
 def integer(name: str, value: object, kind: Any) -> int:
     """``value`` as an integer in the range ``kind`` states. Raises InvalidSettings (not an integer, out of range)."""
     low, high = L.bounds(kind)
@@ -185,6 +195,8 @@ FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "base_url": lambda _, value: base_url(value),
     "price_in_usd_per_mtok": price,
     "price_out_usd_per_mtok": price,
+    "temperature": lambda name, value: number(name, value, L.Temperature),
+    "context_window_tokens": lambda name, value: None if value is None else integer(name, value, L.ContextWindowTokens),
 }
 """How a field of either job's settings is checked, by name; each raises InvalidSettings."""
 
@@ -209,8 +221,7 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             values["model"] = default_model(harness, prices)
         if "base_url" not in changes:
             values["base_url"] = None
-    if "harness" in changes or "model" in changes:  # a price not given again is never carried to the new model
-        values.update({name: None for name in PRICE_FIELDS if name not in changes})
+    _drop_the_old_models(values, changes)
     if not spec.pays:
         given = [name for name in ("base_url", *PRICE_FIELDS) if values.get(name) is not None]
         if values["model"] != OFFLINE_MODEL or given:
@@ -238,6 +249,16 @@ def check_model_target(values: dict[str, Any], changes: Mapping[str, Any], price
             "price_in_usd_per_mtok and price_out_usd_per_mtok (USD per million tokens; 0 and 0 for a free local "
             f"model), e.g. --price-in-usd-per-mtok 0 --price-out-usd-per-mtok 0. Priced models: {', '.join(exc.known)}"
         ) from None
+
+
+def _drop_the_old_models(values: dict[str, Any], changes: Mapping[str, Any]) -> None:
+    """A new model (or harness) drops what was set for the old one and not given again: its prices, its window."""
+    if "harness" not in changes and "model" not in changes:
+        return
+    # A price not given again is never carried to the new model.
+    values.update({name: None for name in PRICE_FIELDS if name not in changes})
+    if "context_window_tokens" in values and "context_window_tokens" not in changes:
+        values["context_window_tokens"] = None
 
 
 def merged(

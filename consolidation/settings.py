@@ -9,7 +9,14 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from consolidation.errors import InvalidSettings
-from consolidation.models import ALL_OPS, DEFAULT_SPEND_BUDGET_MICRO_USD, ConsolidationSettings, Mode
+from consolidation.models import (
+    ALL_OPS,
+    CALL_FIELDS,
+    DEFAULT_SPEND_BUDGET_MICRO_USD,
+    ConsolidationSettings,
+    Mode,
+    ResponseFormat,
+)
 from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, mode_check
@@ -32,6 +39,7 @@ FIELDS = (
     "base_url",
     "price_in_usd_per_mtok",
     "price_out_usd_per_mtok",
+    *CALL_FIELDS,
 )
 
 
@@ -50,9 +58,9 @@ def _allowed_ops(_: str, value: Any) -> list[str]:
     return sorted(set(ops), key=ALL_OPS.index)
 
 
-def _allow_removal(_: str, value: Any) -> bool:
+def _switch(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise InvalidSettings("allow_removal must be true or false")
+        raise InvalidSettings(f"{name} must be true or false")
     return value
 
 
@@ -60,7 +68,10 @@ CHECKS = {
     **{name: check for name, check in FIELD_CHECKS.items() if name in FIELDS},
     "mode": _mode,
     "allowed_ops": _allowed_ops,
-    "allow_removal": _allow_removal,
+    "allow_removal": _switch,
+    "response_format": mode_check(ResponseFormat, "response_format"),
+    "system_role": _switch,
+    "stream": _switch,
 }
 
 
@@ -98,6 +109,11 @@ def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
         base_url=row["base_url"],
         price_in_usd_per_mtok=_opt_float(row["price_in_usd_per_mtok"]),
         price_out_usd_per_mtok=_opt_float(row["price_out_usd_per_mtok"]),
+        response_format=ResponseFormat(row["response_format"]),
+        temperature=float(row["temperature"]),
+        context_window_tokens=None if row["context_window_tokens"] is None else int(row["context_window_tokens"]),
+        system_role=bool(row["system_role"]),
+        stream=bool(row["stream"]),
     )
 
 

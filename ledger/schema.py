@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     false,
     text,
+    true,
 )
 
 from ledger.models import Kind, Provenance, Status
@@ -161,6 +162,12 @@ CONSOLIDATION_SETTINGS = Table(
     Column("base_url", Text, nullable=True),
     Column("price_in_usd_per_mtok", Float, nullable=True),
     Column("price_out_usd_per_mtok", Float, nullable=True),
+    # How the call to the scope's model is made (the openai harness; docs/consolidation.md, "Models").
+    Column("response_format", Text, nullable=False, server_default="auto"),
+    Column("temperature", Float, nullable=False, server_default="0"),
+    Column("context_window_tokens", Integer, nullable=True),
+    Column("system_role", Boolean, nullable=False, server_default=true()),
+    Column("stream", Boolean, nullable=False, server_default=true()),
     CheckConstraint("mode IN ('off','propose','apply')", name="ck_consolidation_settings_mode"),
     CheckConstraint("debounce_s >= 0", name="ck_consolidation_settings_debounce"),
     CheckConstraint("max_wait_s IS NULL OR max_wait_s >= debounce_s", name="ck_consolidation_settings_wait"),

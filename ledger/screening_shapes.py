@@ -200,7 +200,7 @@ _CLI: Final = re.compile(
 
 
 def _password_like(value: str) -> bool:
-    value = value.strip("'\"")
+    value = value.strip("'\"`,.;)")
     if not value or is_placeholder(value) or value.startswith(("$", "%", "<", "-")) or "stdin" in value:
         return False
     return len(value) >= 6 and any(c.isdigit() or not c.isalnum() for c in value) and any(c.isalpha() for c in value)

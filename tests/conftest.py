@@ -106,6 +106,7 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
             reporter = session.config.pluginmanager.get_plugin("terminalreporter")
             lines = ["the test run left these behind:", *(f"  {problem}" for problem in problems)]
             if reporter is not None:
+                reporter.write("\n")
                 reporter.write_sep("=", "leftovers", red=True)
                 reporter.write_line("\n".join(lines))
             if session.exitstatus == pytest.ExitCode.OK:

@@ -183,3 +183,12 @@ def test_blocks_are_read_with_their_language() -> None:
     readme = docs_check.blocks(docs_check.ROOT / "README.md")
     assert any(b.language == "sh" and "memledger --version" in b.text for b in readme)
     assert all(isinstance(b, Block) for b in readme)
+
+
+def test_every_setting_is_documented() -> None:
+    from worker.config import WorkerConfig
+
+    text = "\n".join(page.read_text(encoding="utf-8") for page in docs_check.pages())
+    test_only = {"fault_point"}  # fault tests only
+    settings = [f"MEMLEDGER_{name.upper()}" for name in WorkerConfig.model_fields if name not in test_only]
+    assert [name for name in settings if name not in text] == []

@@ -273,8 +273,8 @@ class ExtractionJobs:
             return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
         if run.answer is None:
             return R.settle(
-                tx, run_id, Outcome.FAILED, tx.now_us, error="unparseable answer", ops_proposed=1, ops_refused=1,
-                refusals={UNPARSEABLE: 1},
+                tx, run_id, Outcome.FAILED, tx.now_us, error=run.error or "unparseable answer", ops_proposed=1,
+                ops_refused=1, refusals={UNPARSEABLE: 1},
             )  # fmt: skip
         tx.prepare()
         existing = _bodies(tx, run.scope_key)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from consolidation.errors import UnknownHarness
-from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
+from consolidation.harnesses.base import CallOptions, Harness, HarnessResult, PromptRecord
 from consolidation.harnesses.calls import give_up_calls
 from consolidation.models import Usage
 
@@ -36,6 +36,7 @@ __all__ = [
     "HARNESSES",
     "HARNESS_NAMES",
     "AnthropicHarness",
+    "CallOptions",
     "Connection",
     "Harness",
     "HarnessResult",
@@ -50,13 +51,18 @@ __all__ = [
 ]
 
 
+DEFAULT_OPTIONS = CallOptions()
+
+
 @dataclass(frozen=True, slots=True)
 class Connection:
-    """Where a harness sends its call: a key (``None``: none set), a base URL (``None``: the vendor's), prices."""
+    """Where a harness sends its call: a key (``None``: none set), a base URL (``None``: the vendor's), prices,
+    and how the call is made (``options``)."""
 
     api_key: str | None
     base_url: str | None
     prices: PriceTable
+    options: CallOptions = DEFAULT_OPTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,7 @@ class HarnessSpec:
     (:class:`~consolidation.harnesses.extract_base.OneTurnExtractor`).
     ``pays``: it calls a priced model (so its model needs a price, and its harness takes the
     :class:`Connection`); ``takes_base_url``: a scope may point it at a server of its own;
+    ``takes_call_options``: its harness takes the scope's :class:`CallOptions`;
     ``key_env`` / ``base_url_env``: the environment variables the service reads at start for
     it; ``model_prefix``: the ids of its vendor's models in the price table; ``names_default``:
     a scope that picks it without a model gets the cheapest of them (false: the model must be
@@ -81,6 +88,7 @@ class HarnessSpec:
     extractor: str | None = None
     pays: bool = True
     takes_base_url: bool = False
+    takes_call_options: bool = False
     key_env: str | None = None
     base_url_env: str | None = None
     model_prefix: str | None = None
@@ -90,7 +98,12 @@ class HarnessSpec:
         """The consolidation harness, sending its calls through ``connection`` (ignored when it does not pay)."""
         implementation = _load(self.harness)
         harness: Harness = (
-            implementation(api_key=connection.api_key, base_url=connection.base_url, prices=connection.prices)
+            implementation(
+                api_key=connection.api_key,
+                base_url=connection.base_url,
+                prices=connection.prices,
+                **({"options": connection.options} if self.takes_call_options else {}),
+            )
             if self.pays
             else implementation()
         )
@@ -132,6 +145,7 @@ HARNESSES: dict[str, HarnessSpec] = {
             "OPENAI_API_KEY, base_url or OPENAI_BASE_URL",
             harness="consolidation.harnesses.openai:OpenAIHarness",
             takes_base_url=True,
+            takes_call_options=True,
             key_env="OPENAI_API_KEY",
             base_url_env="OPENAI_BASE_URL",
             model_prefix="gpt-",

@@ -183,7 +183,7 @@ class AnthropicHarness(OneTurnHarness):
             spend,
         )
         why = {
-            "max_tokens": f" (the reply was cut off at max_tokens={max_output_tokens})",
+            "max_tokens": f" (the reply was cut off at max_tokens={max_output_tokens}: raise max_output_tokens)",
             "refusal": " (the model refused)",
         }.get(message.stop_reason or "")
         return read_reply(turn, text, prompt=turn.user_message, usage=usage, spend=spend, why=why)

@@ -20,6 +20,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 from consolidation.models import Usage
@@ -27,12 +28,20 @@ from consolidation.models import Usage
 
 @dataclass(frozen=True, slots=True)
 class PromptRecord:
-    """One active record as the model sees it: nothing but id, kind, body and conflict group."""
+    """One active record as the model sees it: nothing but id, kind, body and conflict group.
+
+    ``valid_from``, ``expires`` (whether it already has an expiry) and ``replaced`` (the body a user's edit
+    replaced) are never sent to a model: the offline harness reads them to tell the newer of two values, to
+    leave an expiring record alone, and to see the old value of an edited fact.
+    """
 
     id: str
     kind: str
     body: str
     conflict_group: str | None
+    valid_from: datetime | None = None
+    expires: bool = False
+    replaced: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +90,15 @@ class Harness(ABC):
             HarnessError: the call failed; nothing usable arrived.
         """
 
+    def records_room(self, *, model: str, max_output_tokens: int, system_chars: int) -> int | None:
+        """Characters of records one call can carry within the model's context window, after ``system_chars`` of
+        instructions and ``max_output_tokens`` of answer; None: no bound beyond the scope's ``max_prompt_chars``.
+
+        Raises:
+            HarnessError: the answer alone would fill the context window (the message says what to set).
+        """
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Turn:
@@ -96,3 +114,21 @@ class Turn:
     schema_name: str
     parse: Callable[[str], dict[str, Any]]
     parse_error: type[ValueError]
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """How a paying harness makes its call, from the scope's settings (docs/consolidation.md, "Models").
+
+    ``response_format``: ``auto`` (the strongest form the server takes, falling back on a refusal),
+    ``json_schema``, ``json_object`` or ``plain``; ``system_role``: false puts the instructions at
+    the head of the user message (chat templates without a system role); ``stream``: the answer is
+    streamed, so a call given up stops the server generating; ``context_window_tokens``: None, what
+    the server reports. The openai harness reads them all; the anthropic harness none (its API fixes them).
+    """
+
+    response_format: str = "auto"
+    temperature: float = 0.0
+    context_window_tokens: int | None = None
+    system_role: bool = True
+    stream: bool = True

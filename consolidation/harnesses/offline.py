@@ -1,11 +1,13 @@
 """The offline harness: deterministic consolidation with no network and no model.
 
-It proposes two things, and errs on the side of doing nothing (a false merge destroys
-what the user said; a missed one costs nothing). It never expires, groups or retires:
-competing claims and stale facts need judgement it does not have.
+It errs on the side of doing nothing (a false merge destroys what the user said; a missed
+one costs nothing). It never retires. Updates of single-valued facts (``group``), their
+cascades and temporary facts (``expire``) are :mod:`consolidation.harnesses.offline_updates`'s;
+this module merges and corrects.
 
-``merge`` — records of the same kind and the same conflict group (or both without one)
-whose bodies say the same thing. Each body is read as a sequence of tokens — words,
+``merge`` — records of the same conflict group (or both without one), of any kinds (the
+merge keeps the first of :data:`KIND_PRECEDENCE` among them), whose bodies say the same thing.
+Each body is read as a sequence of tokens — words,
 numbers *with their sign* (``-5`` is not ``5``), and the symbols that carry meaning
 (``$ € £ % ° # + = & @`` …; ``C++`` is not ``C#``) — and canonicalised:
 
@@ -39,8 +41,8 @@ maybe, senior, only, very* …: a frequency, certainty, title, scope or degree c
 the claim), a different number, sign, symbol or unit, a negation, a name, an acronym
 whose case changed (*US*/*us*), and the order of words inside a clause.
 
-Merged groups are cliques (every pair passes), of at most ten records, and the merged
-body is the member with the fewest misspelled words, cleaned.
+Merged groups are stars of at most ten records: each member duplicates the member with the
+fewest misspelled words, whose body, cleaned, is the merged body.
 
 ``correct`` — a record (not in a merge) whose body has whitespace or case noise:
 runs of spaces or tabs, spaces at either end of the body or of a line, a lowercase
@@ -56,11 +58,13 @@ measured without a model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from consolidation.harnesses.base import Harness, HarnessResult, PromptRecord
 from consolidation.harnesses.offline_text import NUMBER_WORDS, Features, Token, known, read_features
 from consolidation.harnesses.offline_text import clean_body as clean_body  # re-exported: a public name here
+from consolidation.harnesses.offline_updates import expiry_operations, update_operations
 from consolidation.prompt import MAX_OPERATIONS, MAX_TARGETS, build_user_message
 
 EXACT_CONFIDENCE_BPS = 10_000
@@ -159,36 +163,51 @@ def _duplicate_kind(a: Features, b: Features) -> str | None:
 
 
 def _group(features: list[Features]) -> list[list[tuple[Features, str]]]:
-    """Greedy cliques in input order: a record joins the first group (of fewer than ten) it duplicates entirely."""
+    """Stars around the best-spelt records: the record with the fewest misspelt words (then the first) gathers
+    every other record that duplicates it, up to ten; the rest do the same among themselves. Two misspellings of
+    one word (``prefered`` / ``preferd``) are not a pair, but both are a typo of the word they share."""
     groups: list[list[tuple[Features, str]]] = []
-    for feature in features:
-        for group in groups:
+    grouped: set[int] = set()
+    for center in sorted(features, key=lambda f: (_unknown_words(f), f.index)):
+        if center.index in grouped:
+            continue
+        group = [(center, "exact")]
+        for other in features:
             if len(group) >= MAX_TARGETS:
-                continue
-            kinds = [_duplicate_kind(feature, member) for member, _ in group]
-            if all(kinds):
-                group.append((feature, "near" if "near" in kinds else "exact"))
                 break
-        else:
-            groups.append([(feature, "exact")])
+            if other.index in grouped or other.index == center.index:
+                continue
+            if kind := _duplicate_kind(other, center):
+                group.append((other, kind))
+        grouped.update(member.index for member, _ in group)
+        groups.append(sorted(group, key=lambda member: member[0].index))
     return groups
 
 
 def _bucket_key(feature: Features) -> tuple[object, ...]:
-    # Duplicates share kind, group, length and every number, symbol and polarity word: compare only within a bucket.
+    # Duplicates share group, length and every number, symbol and polarity word: compare only within a bucket.
+    # Kinds may differ: the same words pinned as a fact and as a preference are one pin (the merge's kind below).
     fixed = sorted(t.text for t in feature.tokens if t.kind != "word" or t.text in POLARITY_WORDS | NUMBER_WORDS)
-    return (feature.record.kind, feature.record.conflict_group, len(feature.tokens), tuple(fixed))
+    return (feature.record.conflict_group, len(feature.tokens), tuple(fixed))
+
+
+KIND_PRECEDENCE = ("constraint", "decision", "preference", "fact")
+"""The kind a merge of records of different kinds keeps: the first of these among them. ``fact`` is what a
+pin gets when no kind is named, so any named kind says more; among named kinds the one that binds more wins."""
 
 
 def _merge(members: list[Features], *, near: bool) -> tuple[int, dict[str, Any]]:
     """The merge of a group of duplicates, at the position of its first member; the cleanest body is kept."""
     keeper = min(members, key=lambda m: (_unknown_words(m), clean_body(m.record.body) != m.record.body, m.index))
+    kinds = {m.record.kind for m in members}
+    kind = min(kinds, key=lambda k: KIND_PRECEDENCE.index(k) if k in KIND_PRECEDENCE else len(KIND_PRECEDENCE))
     return (
         min(m.index for m in members),
         {
             "op": "merge",
             "targets": [m.record.id for m in members],
             "body": clean_body(keeper.record.body),
+            **({"kind": kind} if len(kinds) > 1 else {}),
             "confidence_bps": NEAR_CONFIDENCE_BPS if near else EXACT_CONFIDENCE_BPS,
             "rationale": "offline: "
             + ("near-duplicate (a plural or a typo)" if near else "duplicate after normalising"),
@@ -196,14 +215,33 @@ def _merge(members: list[Features], *, near: bool) -> tuple[int, dict[str, Any]]
     )
 
 
+def _replaced(records: Sequence[PromptRecord]) -> list[Features]:
+    """What the user's edits replaced, each read as a record just older than its edit (never a target)."""
+    return [
+        read_features(
+            PromptRecord(
+                f"replaced:{record.id}",
+                record.kind,
+                record.replaced,
+                record.conflict_group,
+                valid_from=None if record.valid_from is None else record.valid_from - timedelta(microseconds=1),
+            ),
+            -1 - index,
+        )
+        for index, record in enumerate(records)
+        if record.replaced
+    ]
+
+
 def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
     """The offline answer's operations for ``records`` (deterministic; order follows the input; at most 20)."""
     features = [read_features(record, index) for index, record in enumerate(records)]
+    updates, merged = update_operations(features, _replaced(records))
     buckets: dict[tuple[object, ...], list[Features]] = {}
     for feature in features:
-        buckets.setdefault(_bucket_key(feature), []).append(feature)
-    merges: list[tuple[int, dict[str, Any]]] = []
-    merged: set[int] = set()
+        if feature.index not in merged:
+            buckets.setdefault(_bucket_key(feature), []).append(feature)
+    merges: list[tuple[int, dict[str, Any]]] = list(updates)
     for bucket in buckets.values():
         if len(bucket) < 2:
             continue
@@ -229,6 +267,8 @@ def propose_operations(records: Sequence[PromptRecord]) -> list[dict[str, Any]]:
                     },
                 )
             )
+    merges += expiry_operations(features, merged)
+    merged.update(index for index, _ in merges)
     chosen = sorted(merges, key=lambda item: item[0])[:MAX_OPERATIONS]
     chosen += sorted(corrections, key=lambda item: item[0])[: MAX_OPERATIONS - len(chosen)]
     return [operation for _, operation in sorted(chosen, key=lambda item: item[0])]

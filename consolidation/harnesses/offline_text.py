@@ -124,8 +124,29 @@ def _dictionary() -> Any:
     return SpellChecker(distance=1)
 
 
+# British spellings the dictionary (American) lacks: centre/center, kilometres, colour, favourite, organise, travelled.
+_BRITISH = ((r"tre(s?)$", r"ter\1"), (r"our", "or"), (r"is(e|es|ed|ing|ation|ations)$", r"iz\1"), (r"yse$", "yze"),
+            (r"ll(ed|ing|er)$", r"l\1"), (r"ogue$", "og"))  # fmt: skip
+MIN_COMPOUND_PART = 3
+
+
+@functools.cache
 def known(word: str) -> bool:
-    return bool(_dictionary().known([word]))
+    """Whether ``word`` is an English word: in the dictionary, in its American spelling, or a compound of two
+    words of three letters or more (``offsite``, ``weekday``)."""
+    dictionary = _dictionary()
+    if dictionary.known([word]):
+        return True
+    if any(
+        dictionary.known([re.sub(british, american, word)])
+        for british, american in _BRITISH
+        if re.search(british, word)
+    ):
+        return True
+    return any(
+        dictionary.known([word[:i]]) and dictionary.known([word[i:]])
+        for i in range(MIN_COMPOUND_PART, len(word) - MIN_COMPOUND_PART + 1)
+    )
 
 
 def _expand(word: str) -> tuple[str, ...]:

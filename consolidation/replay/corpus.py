@@ -21,6 +21,9 @@ HOUR = 3600.0
 DAY = 86_400.0
 CLASSES = ("duplicate", "lookalike", "update", "deletion", "conflict", "expiry", "cascade")
 DEFAULT_EPISODES = 210
+TUNING, HELDOUT = "tuning", "heldout"
+SPLITS = (TUNING, HELDOUT)
+NUMBER_NAMES = {2: "two", 3: "three", 4: "four", 5: "five"}
 
 ACTIVE, EXPIRED, FORGOTTEN, STALE = "active", "expired", "forgotten", "stale"
 
@@ -82,6 +85,7 @@ class Episode:
     as_of: tuple[AsOf, ...]
     apart: tuple[tuple[str, str], ...] = ()  # look-alike pairs that must never share a record
     secrets: tuple[str, ...] = ()  # words of forgotten bodies that must be found nowhere
+    split: str = TUNING
 
 
 @dataclass
@@ -109,7 +113,7 @@ class _Builder:
     def held(self, at: float, *handles: str, hidden: tuple[str, ...] = ()) -> None:
         self.as_of.append(AsOf(at, tuple((h, h not in hidden) for h in handles)))
 
-    def build(self, eid: str) -> Episode:
+    def build(self, eid: str, split: str) -> Episode:
         return Episode(
             eid,
             self.klass,
@@ -119,6 +123,7 @@ class _Builder:
             tuple(self.as_of),
             tuple(self.apart),
             tuple(self.secrets),
+            split,
         )
 
 
@@ -129,21 +134,21 @@ def active(*partners: str, marker: str | None = None) -> Gold:
 # ------------------------------------------------------------------ one generator per class
 
 
-def _duplicate(rng: random.Random) -> _Builder:
-    f = F.fact(rng)
+def _duplicate(rng: random.Random, words: F.Words) -> _Builder:
+    f = F.fact(rng, words=words)
     copies = rng.choice((1, 1, 2))
     bodies, kinds = [f.body], []
     for _ in range(copies):
-        kind, body = F.reword(f, rng, avoid=set(bodies))
+        kind, body = F.reword(f, rng, avoid=set(bodies), words=words)
         bodies.append(body)
         kinds.append(kind)
     b = _Builder("duplicate", "+".join(kinds))
     handles = [f"d{i}" for i in range(len(bodies))]
     for i, (h, body) in enumerate(zip(handles, bodies, strict=True)):
         b.save(10.0 * i, h, body)
-    other = F.fact(rng)
+    other = F.fact(rng, words=words)
     while other.template == f.template:
-        other = F.fact(rng)
+        other = F.fact(rng, words=words)
     b.save(5.0, "x", other.body)
     b.turn(30.0)
     b.held(45.0, *handles, "x")
@@ -151,9 +156,9 @@ def _duplicate(rng: random.Random) -> _Builder:
     return b
 
 
-def _lookalike(rng: random.Random) -> _Builder:
-    pair = F.lookalike(rng, rng.choice(F.ASPECTS))
-    _, reworded = F.reword(pair.a, rng, avoid={pair.a.body, pair.b.body})
+def _lookalike(rng: random.Random, words: F.Words) -> _Builder:
+    pair = words.lookalike(rng, rng.choice(words.aspects))
+    _, reworded = F.reword(pair.a, rng, avoid={pair.a.body, pair.b.body}, words=words)
     b = _Builder("lookalike", pair.aspect)
     b.save(0.0, "a", pair.a.body)
     b.save(10.0, "b", pair.b.body)
@@ -166,17 +171,18 @@ def _lookalike(rng: random.Random) -> _Builder:
     return b
 
 
-def _update(rng: random.Random) -> _Builder:
-    f = F.fact(rng)
+def _update(rng: random.Random, words: F.Words) -> _Builder:
+    f = F.fact(rng, words=words)
     values = [f.value]
     for _ in range(rng.choice((1, 1, 2))):
-        values.append(F.fact(rng, template=f.template, avoid=values[-1]).value)
+        values.append(F.fact(rng, template=f.template, avoid=values[-1], words=words).value)
     edit = rng.random() < 0.3
     b = _Builder("update", "edit" if edit else "new pin")
     handles = [f"v{i}" for i in range(len(values))]
     for i, (h, value) in enumerate(zip(handles, values, strict=True)):
         at = i * DAY
-        b.save(at, h, F.Fact(f.template, value).body, supersedes=handles[i - 1] if edit and i else None)
+        body = F.Fact(f.template, value).body
+        b.save(at, h, words.restate(body, rng) if i else body, supersedes=handles[i - 1] if edit and i else None)
         b.turn(at + 10.0)
         if edit or i == 0:  # after a run, what a new pin sits beside depends on what the run did
             b.held(at + 30.0, handles[i])
@@ -185,13 +191,11 @@ def _update(rng: random.Random) -> _Builder:
     return b
 
 
-def _deletion(rng: random.Random) -> _Builder:
+def _deletion(rng: random.Random, words: F.Words) -> _Builder:
     secret = F.codename(rng)
-    f = F.Fact(
-        rng.choice(("The code name of my side project is {v}", "My locker combination is kept under {v}")), secret
-    )
-    _, reworded = F.reword(f, rng, avoid={f.body})
-    other = F.fact(rng)
+    f = F.Fact(rng.choice(words.deletions), secret)
+    _, reworded = F.reword(f, rng, avoid={f.body}, words=words)
+    other = F.fact(rng, words=words)
     during = rng.random() < 0.5
     b = _Builder("deletion", "forgotten while a run thinks" if during else "forgotten after the merge")
     b.secrets.append(secret)
@@ -208,11 +212,11 @@ def _deletion(rng: random.Random) -> _Builder:
     return b
 
 
-def _conflict(rng: random.Random) -> _Builder:
-    f = F.fact(rng)
+def _conflict(rng: random.Random, words: F.Words) -> _Builder:
+    f = F.fact(rng, words=words)
     values = [f.value]
     for _ in range(rng.choice((1, 2))):
-        values.append(F.fact(rng, template=f.template, avoid=values[-1]).value)
+        values.append(F.fact(rng, template=f.template, avoid=values[-1], words=words).value)
     grouped = rng.random() < 0.3
     b = _Builder("conflict", "saved into one group" if grouped else "competing pins")
     handles = [f"c{i}" for i in range(len(values))]
@@ -225,10 +229,10 @@ def _conflict(rng: random.Random) -> _Builder:
     return b
 
 
-def _expiry(rng: random.Random) -> _Builder:
+def _expiry(rng: random.Random, words: F.Words) -> _Builder:
     if rng.random() < 0.5:
-        f = F.fact(rng)
-        _, reworded = F.reword(f, rng, avoid={f.body})
+        f = F.fact(rng, words=words)
+        _, reworded = F.reword(f, rng, avoid={f.body}, words=words)
         b = _Builder("expiry", "pinned with an expiry, twice")
         ends = 2 * DAY
         b.save(0.0, "e", f.body, expires_at_s=ends)
@@ -241,8 +245,8 @@ def _expiry(rng: random.Random) -> _Builder:
         return b
     days = rng.randint(2, 5)
     city = rng.choice(F.CITIES)
-    body = rng.choice(F.TEMPORARY).format(v=city, n=days)
-    other = F.fact(rng)
+    body = rng.choice(words.temporary).format(v=city, n=days, nw=NUMBER_NAMES[days])
+    other = F.fact(rng, words=words)
     b = _Builder("expiry", "true for a few days")
     b.save(0.0, "t", body)
     b.save(10.0, "x", other.body)
@@ -254,17 +258,19 @@ def _expiry(rng: random.Random) -> _Builder:
     return b
 
 
-def _cascade(rng: random.Random) -> _Builder:
-    head, dependent, kind = rng.choice(F.CASCADES)
-    old = F.VALUES[kind](rng)
-    new = F.fact(rng, template=head, avoid=old).value
+def _cascade(rng: random.Random, words: F.Words) -> _Builder:
+    head, dependent, kind = rng.choice(words.cascades)
+    old = words.values[kind](rng)
+    new = words.values[kind](rng)
+    while new == old:
+        new = words.values[kind](rng)
     edit = rng.random() < 0.5
     b = _Builder("cascade", "edited" if edit else "new pin")
     b.save(0.0, "h", head.format(v=old))
     b.save(10.0, "dep", dependent.format(v=old))
     b.turn(20.0)
     b.held(40.0, "h", "dep")
-    b.save(DAY, "h2", head.format(v=new), supersedes="h" if edit else None)
+    b.save(DAY, "h2", words.restate(head.format(v=new), rng), supersedes="h" if edit else None)
     b.turn(DAY + 10.0)
     moved = active("h", "h2", marker=new)
     b.check(DAY + HOUR, h=moved, h2=moved)
@@ -272,7 +278,7 @@ def _cascade(rng: random.Random) -> _Builder:
     return b
 
 
-GENERATORS: dict[str, Callable[[random.Random], _Builder]] = {
+GENERATORS: dict[str, Callable[[random.Random, F.Words], _Builder]] = {
     "duplicate": _duplicate,
     "lookalike": _lookalike,
     "update": _update,
@@ -283,22 +289,33 @@ GENERATORS: dict[str, Callable[[random.Random], _Builder]] = {
 }
 
 
-def generate(episodes: int = DEFAULT_EPISODES, *, seed: int = 0) -> list[Episode]:
-    """``episodes`` episodes, the classes in turn (so every class has ``episodes // 7`` or one more).
+def generate(episodes: int = DEFAULT_EPISODES, *, seed: int = 0, split: str = TUNING) -> list[Episode]:
+    """``episodes`` episodes of one split, the classes in turn (so every class has ``episodes // 7`` or one more).
 
-    Deterministic: the same ``(episodes, seed)`` gives the same corpus, and the first ``n``
+    ``split``: ``tuning`` (the words the offline harness's rules were written against) or
+    ``heldout`` (templates and phrasings kept out of tuning, :mod:`consolidation.replay.heldout`).
+    Deterministic: the same ``(episodes, seed, split)`` gives the same corpus, and the first ``n``
     episodes of a larger corpus are the corpus of ``n``.
+
+    Raises:
+        ValueError: ``episodes`` below 1, or an unknown split.
     """
     if episodes < 1:
         raise ValueError("episodes must be at least 1")
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    from consolidation.replay.heldout import HELDOUT
+
+    words = F.TUNING if split == TUNING else HELDOUT
     out: list[Episode] = []
     secrets: set[str] = set()
     for i in range(episodes):
         klass = CLASSES[i % len(CLASSES)]
-        rng = random.Random(f"{seed}:{i}")
-        built = GENERATORS[klass](rng)
+        rng = random.Random(f"{seed}:{i}" if split == TUNING else f"{split}:{seed}:{i}")
+        built = GENERATORS[klass](rng, words)
         while secrets & set(built.secrets):  # one made-up word per forgotten fact
-            built = GENERATORS[klass](rng)
+            built = GENERATORS[klass](rng, words)
         secrets.update(built.secrets)
-        out.append(built.build(f"{klass}-{i:04d}"))
+        prefix = "" if split == TUNING else f"{split}-"
+        out.append(built.build(f"{prefix}{klass}-{i:04d}", split))
     return out

@@ -70,12 +70,16 @@ class Fact:
         return self.template.format(v=self.value)
 
 
-def fact(rng: random.Random, *, template: str | None = None, avoid: str | None = None) -> Fact:
-    """A fact from a random template (or ``template``) whose value is not ``avoid``."""
-    text, kind = next(t for t in TEMPLATES if t[0] == template) if template else rng.choice(TEMPLATES)
-    value = VALUES[kind](rng)
+def fact(
+    rng: random.Random, *, template: str | None = None, avoid: str | None = None, words: Words | None = None
+) -> Fact:
+    """A fact from a random template of ``words`` (default: the tuning split's), or ``template``, whose value is
+    not ``avoid``."""
+    templates, values = (TEMPLATES, VALUES) if words is None else (words.templates, words.values)
+    text, kind = next(t for t in templates if t[0] == template) if template else rng.choice(templates)
+    value = values[kind](rng)
     while value == avoid:
-        value = VALUES[kind](rng)
+        value = values[kind](rng)
     return Fact(text, value)
 
 
@@ -135,14 +139,15 @@ REWORDINGS: dict[str, Callable[[str, str, random.Random], str | None]] = {
 }
 
 
-def reword(f: Fact, rng: random.Random, *, avoid: set[str]) -> tuple[str, str]:
+def reword(f: Fact, rng: random.Random, *, avoid: set[str], words: Words | None = None) -> tuple[str, str]:
     """One rewording of ``f`` (kind, body) whose body is not in ``avoid``; word order and contractions first
-    where the body has them, so every kind is represented."""
-    kinds = list(REWORDINGS)
+    where the body has them, so every kind is represented. ``words``: the split's rewordings (default: tuning's)."""
+    rewordings = REWORDINGS if words is None else words.rewordings
+    kinds = list(rewordings)
     rng.shuffle(kinds)
     kinds.sort(key=lambda k: k not in ("word_order", "contraction"))
     for kind in kinds:
-        body = REWORDINGS[kind](f.body, f.value, rng)
+        body = rewordings[kind](f.body, f.value, rng)
         if body is not None and body not in avoid and body != f.body:
             return kind, body
     return "politeness", f"Please note: {f.body}"
@@ -221,3 +226,30 @@ SYLLABLES = ("ka", "lo", "vi", "ren", "to", "mar", "zu", "bel", "qui", "dor", "s
 def codename(rng: random.Random) -> str:
     """A made-up word no other body contains: what an erasure check looks for."""
     return "".join(rng.choice(SYLLABLES) for _ in range(4)).capitalize() + str(rng.randint(10, 99))
+
+
+DELETIONS = ("The code name of my side project is {v}", "My locker combination is kept under {v}")
+
+
+def plain(body: str, rng: random.Random) -> str:
+    """A new value stated the way the first was (the tuning split's updates)."""
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """Everything one split of the corpus draws from (see docs/consolidation-quality.md, "Splits")."""
+
+    templates: tuple[tuple[str, str], ...]
+    values: dict[str, Callable[[random.Random], str]]
+    rewordings: dict[str, Callable[[str, str, random.Random], str | None]]
+    aspects: tuple[str, ...]
+    lookalike: Callable[[random.Random, str], Lookalike]
+    cascades: tuple[tuple[str, str, str], ...]
+    temporary: tuple[str, ...]
+    deletions: tuple[str, ...]
+    restate: Callable[[str, random.Random], str]  # how a later value of an update is said
+
+
+TUNING = Words(TEMPLATES, VALUES, REWORDINGS, ASPECTS, lookalike, CASCADES, TEMPORARY, DELETIONS, plain)
+"""The split the offline harness's rules were written against."""

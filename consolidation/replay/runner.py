@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from consolidation.errors import ConsolidationError
-from consolidation.models import Mode, Outcome, RunState
+from consolidation.errors import ConsolidationError, InvalidSettings, ReplayStopped
+from consolidation.models import ConsolidationRun, Mode, Outcome, RunState
 from consolidation.pricing import PriceTable
 from consolidation.replay.baseline import latest_wins
 from consolidation.replay.corpus import AsOf, Checkpoint, Episode, Step
 from consolidation.replay.leaks import scan_files, scan_tables
-from consolidation.replay.score import Tally, count_false_merges, observe
+from consolidation.replay.score import FORGOTTEN_WHILE_THINKING, Tally, count_false_merges, failure_cause, observe
 from consolidation.service import ConsolidationService
 from ledger import Ledger, MemoryRecord, Status, open_ledger
 
@@ -33,6 +33,7 @@ BASELINES = ("keep_all", "latest_wins")
 DEBOUNCE_S = 60.0
 MAX_WAIT_S = 600.0
 Snapshot = frozenset[tuple[str, str | None]]
+MAX_FAILING_IN_A_ROW = 3
 
 
 class ReplayClock:
@@ -78,9 +79,12 @@ class Arm:
         scope_prefix: str,
         prices: PriceTable | None = None,
         service_kwargs: Mapping[str, Any] | None = None,
+        target: Mapping[str, Any] | None = None,
     ) -> None:
         self.arm = arm
         self.model = model
+        self.target = dict(target or {})
+        self.failing = 0  # runs failed in a row for a cause other than the designed one
         self.url = database_url
         self.prefix = scope_prefix
         self.clock = ReplayClock()
@@ -106,7 +110,20 @@ class Arm:
             changes.update(mode=Mode.APPLY.value, harness=self.arm, allow_removal=False)
             if self.model is not None:
                 changes["model"] = self.model
+            changes.update(self.target)
         self.svc.update_settings(scope, **changes)
+
+    def check_target(self, scope: str) -> None:
+        """Refuse a harness that cannot be called (no key, nothing answering at its server) before anything is played.
+
+        Raises:
+            InvalidSettings: what to fix.
+        """
+        if self.arm in BASELINES:
+            return
+        found = self.svc.check_target(self.svc.settings(scope))
+        if found.problem is not None:
+            raise InvalidSettings(f"the {self.arm} harness cannot be used: {found.problem} (nothing was played)")
 
     def play(self, episode: Episode, index: int) -> None:
         scope_led = self.led.for_account(f"{self.prefix}{index + 1}")
@@ -147,10 +164,25 @@ class Arm:
             for run in self.svc.runs(play.scope, limit=5):
                 if run.state == RunState.PENDING and run.due_at <= due:
                     started = time.perf_counter()
-                    if self.svc.execute(run.id) is None:  # never in one thread: do not spin on it
+                    settled = self.svc.execute(run.id)
+                    if settled is None:  # never in one thread: do not spin on it
                         raise ConsolidationError(f"run {run.id} was due but could not be executed")
                     self.tally.run_wall_s.append(time.perf_counter() - started)
+                    self._watch(settled)
             self._fire_armed(play)  # a run that called no model (an empty scope) still ends the wait
+
+    def _watch(self, run: ConsolidationRun) -> None:
+        """Stop the replay once runs keep failing for a cause other than the designed one: the harness is broken,
+        and every further run would only wait out its cap."""
+        if run.outcome != Outcome.FAILED or failure_cause(run.error) == FORGOTTEN_WHILE_THINKING:
+            self.failing = 0
+            return
+        self.failing += 1
+        if self.failing >= MAX_FAILING_IN_A_ROW:
+            raise ReplayStopped(
+                f"the {self.arm} harness failed {self.failing} runs in a row "
+                f"({failure_cause(run.error)}: {run.error}); fix the harness's settings and run the replay again"
+            )
 
     def _hook(self, step: str) -> None:
         # The forget a user makes while the model is thinking: after the answer is stored, before it is applied.
@@ -229,11 +261,13 @@ class Arm:
                 self.tally.runs += 1
                 self.tally.tokens += run.input_tokens + run.output_tokens
                 self.tally.spend_micro_usd += run.spend_micro_usd
+                self.tally.ops_proposed += run.ops_proposed
+                self.tally.ops_applied += run.ops_applied
+                self.tally.ops_refused += run.ops_refused
+                for reason, count in run.refusals.items():
+                    self.tally.refusals[reason] = self.tally.refusals.get(reason, 0) + count
             if run.outcome == Outcome.FAILED:
-                self.tally.failed_runs += 1
-                error = run.error or "failed"
-                if len(self.tally.run_errors) < 3 and error not in self.tally.run_errors:
-                    self.tally.run_errors.append(error)
+                self.tally.fail(run.error)
 
     def scan_leaks(self) -> None:
         """Count erased leaks over every episode this arm played (call once, at the end)."""
@@ -255,22 +289,32 @@ def play_arm(
     prices: PriceTable | None = None,
     progress: Progress | None = None,
     service_kwargs: Mapping[str, Any] | None = None,
+    target: Mapping[str, Any] | None = None,
+    check: bool = False,
 ) -> Tally:
     """Play ``episodes`` in ``arm`` (a harness name or a baseline) on the ledger at ``database_url``; score them.
 
     ``prices`` is the price table runs are charged by (default: the built-in one);
-    ``service_kwargs`` the service's extra keyword arguments (see :func:`consolidation.replay.replay`).
+    ``service_kwargs`` the service's extra keyword arguments, ``target`` the harness's scope settings
+    (see :func:`consolidation.replay.replay`; baselines ignore it); ``check``: check the harness's key and
+    server first (``ConsolidationService.check_target``).
 
     Every episode gets a fresh scope (``account:replay-<random>-<n>``), so a database that
     already holds data is not disturbed.
 
     Raises:
-        InvalidSettings: the harness or model cannot be used; LedgerError.
+        InvalidSettings: the harness or model cannot be used (with ``check``: no key, nothing answering);
+        ReplayStopped: runs kept failing; LedgerError.
     """
     prefix = f"replay-{uuid.uuid4().hex[:8]}-"
-    runner = Arm(database_url, arm=arm, model=model, scope_prefix=prefix, prices=prices, service_kwargs=service_kwargs)
+    runner = Arm(
+        database_url, arm=arm, model=model, scope_prefix=prefix, prices=prices, service_kwargs=service_kwargs,
+        target=target,
+    )  # fmt: skip
     try:
         runner.settings(f"account:{prefix}0")  # refuses a bad harness or model before anything is played
+        if check:
+            runner.check_target(f"account:{prefix}0")
         for index, episode in enumerate(episodes):
             runner.play(episode, index)
             if progress is not None:

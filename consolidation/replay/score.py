@@ -112,6 +112,31 @@ class ClassTally:
         return 1.0 if self.gold == 0 else self.tp / self.gold
 
 
+FORGOTTEN_WHILE_THINKING = "forgotten_while_thinking"
+"""The one designed failure: the user forgot a record while the run waited for its model."""
+FIRST_ERRORS = 5
+
+# (cause, words of a run's error that say it), first match wins; the errors are the harnesses' own messages.
+_CAUSES = (
+    (FORGOTTEN_WHILE_THINKING, ("stored answer was erased",)),
+    ("no_key", ("api key", "api_key", "credential")),
+    ("timeout", ("timed out", "cap ran out")),
+    ("unavailable", ("still unavailable",)),
+    ("connection", ("connection",)),
+    ("cut_off", ("cut off",)),
+    ("unparseable", ("unparseable",)),
+    ("refused", ("refused",)),
+    ("http_error", ("answered",)),
+    ("apply_error", ("apply error",)),
+)
+
+
+def failure_cause(error: str | None) -> str:
+    """The cause of a failed run, read from its error: a stable name for the report (``other`` when unknown)."""
+    text = (error or "").casefold()
+    return next((cause for cause, words in _CAUSES if any(w in text for w in words)), "other")
+
+
 @dataclass
 class Tally:
     """Every figure of one arm (the harness, or a baseline) over a corpus."""
@@ -126,8 +151,48 @@ class Tally:
     spend_micro_usd: int = 0
     run_wall_s: list[float] = field(default_factory=list)
     failed_runs: int = 0
-    run_errors: list[str] = field(default_factory=list)  # the first few failed runs' errors, for the text report
+    failed_by_cause: dict[str, int] = field(default_factory=dict)
+    run_errors: list[str] = field(default_factory=list)  # the first few distinct errors of failed runs
+    ops_proposed: int = 0
+    ops_applied: int = 0
+    ops_refused: int = 0
+    refusals: dict[str, int] = field(default_factory=dict)  # the gate's reasons, summed over runs
     leak_places: list[str] = field(default_factory=list)
+
+    def fail(self, error: str | None) -> None:
+        """Count one failed run by its cause, keeping the first few distinct errors."""
+        self.failed_runs += 1
+        cause = failure_cause(error)
+        self.failed_by_cause[cause] = self.failed_by_cause.get(cause, 0) + 1
+        text = error or "failed"
+        if len(self.run_errors) < FIRST_ERRORS and text not in self.run_errors:
+            self.run_errors.append(text)
+
+    @property
+    def undesigned_failures(self) -> int:
+        """Failed runs of any cause but the designed forget-while-the-model-thinks."""
+        return self.failed_runs - self.failed_by_cause.get(FORGOTTEN_WHILE_THINKING, 0)
+
+    def absorb(self, other: Tally) -> None:
+        """Add ``other``'s figures to these (one split's tally into the whole corpus's)."""
+        for name, c in other.classes.items():
+            mine = self.classes[name]
+            mine.episodes, mine.tp, mine.fp, mine.gold = (
+                mine.episodes + c.episodes, mine.tp + c.tp, mine.fp + c.fp, mine.gold + c.gold
+            )  # fmt: skip
+        for name in (
+            "false_merges", "as_of_reads", "as_of_exact_reads", "erased_leaks", "runs", "tokens", "spend_micro_usd",
+            "failed_runs", "ops_proposed", "ops_applied", "ops_refused",
+        ):  # fmt: skip
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for mine_counts, theirs in ((self.failed_by_cause, other.failed_by_cause), (self.refusals, other.refusals)):
+            for key, count in theirs.items():
+                mine_counts[key] = mine_counts.get(key, 0) + count
+        self.run_wall_s += other.run_wall_s
+        self.run_errors += [e for e in other.run_errors if e not in self.run_errors][
+            : max(0, FIRST_ERRORS - len(self.run_errors))
+        ]
+        self.leak_places += other.leak_places
 
     @property
     def episodes(self) -> int:
@@ -153,6 +218,13 @@ class Tally:
             "as_of_exact": round(self.as_of_exact(), 4),
             "erased_leaks": self.erased_leaks,
             "runs": self.runs,
+            "failed_runs": self.failed_runs,
+            "failed_by_cause": dict(sorted(self.failed_by_cause.items())),
+            "first_errors": list(self.run_errors),
+            "ops_proposed": self.ops_proposed,
+            "ops_applied": self.ops_applied,
+            "ops_refused": self.ops_refused,
+            "refusals": dict(sorted(self.refusals.items())),
             "tokens": self.tokens,
             "spend_micro_usd": self.spend_micro_usd,
         }

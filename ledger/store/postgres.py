@@ -103,7 +103,8 @@ class PostgresStore(Store):
                     yield conn
                     pipe.commit()
             except DBAPIError as exc:
-                if not _lost(exc, pipe.raw):
+                # After COMMIT was sent, an error the server did not answer (no SQLSTATE) leaves the outcome open too.
+                if not (_lost(exc, pipe.raw) or (pipe.commit_sent and not _answered(exc))):
                     raise  # the server answered: the transaction was rolled back
                 conn.invalidate()
                 if not pipe.commit_sent:
@@ -334,10 +335,32 @@ def _holding_old_rows(conn: Connection) -> list[str]:
     ]
 
 
+def _errors(exc: BaseException) -> list[BaseException]:
+    """``exc`` and the errors it was raised from or while handling (a failed rollback hides the failed COMMIT)."""
+    found: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(found) < 16:
+        found.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return found
+
+
+def _sqlstates(exc: BaseException) -> list[str]:
+    states = (getattr(getattr(e, "orig", e), "sqlstate", None) for e in _errors(exc))
+    return [state for state in states if state]
+
+
 def _lost(exc: DBAPIError, raw: psycopg.Connection[Any]) -> bool:
     """Whether ``exc`` means the connection is gone (no answer can come on it), not a refusal by the server."""
-    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
-    return bool(raw.broken or exc.connection_invalidated or sqlstate in _GONE_SQLSTATES or sqlstate.startswith("08"))
+    invalidated = any(getattr(e, "connection_invalidated", False) for e in _errors(exc))
+    gone = any(state in _GONE_SQLSTATES or state.startswith("08") for state in _sqlstates(exc))
+    return bool(raw.broken or invalidated or gone)
+
+
+def _answered(exc: DBAPIError) -> bool:
+    """Whether the server answered with an error (an SQLSTATE): else the client failed (e.g. psycopg's pipeline
+    left busy by a read that never came back), and after ``COMMIT`` was sent nothing says whether it committed."""
+    return bool(_sqlstates(exc))
 
 
 def _call(fn: Any) -> Any:

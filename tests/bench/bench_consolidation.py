@@ -342,7 +342,7 @@ def test_prompt_size_against_the_raw_bodies(tmp_path: Path) -> None:
         "",
         None,
     )
-    record("  system + user / raw bodies", f"{ratio:.3f}x", f"Mem0 {mem0_ratio:.2f}x", "<= 1.3x", ratio <= 1.3)
+    record("  system + user / raw bodies", f"{ratio:.3f}x", f"Mem0 {mem0_ratio:.2f}x", "<= 1.4x", ratio <= 1.4)
     record(
         "  of which the fixed system text",
         f"{len(system):,} ch",
@@ -360,7 +360,7 @@ def test_prompt_size_against_the_raw_bodies(tmp_path: Path) -> None:
         "",
         None,
     )
-    assert ratio <= 1.3
+    assert ratio <= 1.4  # 1.3 before the update rules and their example joined the system text
 
 
 def test_prompt_size_does_not_grow_with_the_scope(tmp_path: Path) -> None:

@@ -95,7 +95,7 @@ def test_three_duplicates_merge_once():
     assert merges(rec("m1", "I like tea"), rec("m2", "i like tea"), rec("m3", "I like tea.")) == [["m1", "m2", "m3"]]
 
 
-def test_merged_groups_are_cliques():
+def test_a_record_joins_a_merge_only_by_duplicating_its_best_spelt_record():
     # Given b is a near-duplicate of a (one word inserted), and c of b, but a and c differ by a substitution
     words = "red green blue cyan teal pink gold gray navy plum"
     a, b, c = f"{words} kiwi", f"{words} kiwi lime", f"{words} lime"
@@ -148,8 +148,11 @@ def test_a_substituted_word_in_a_long_body_is_never_merged():
     assert merges(rec("m1", a), rec("m2", b)) == []
 
 
-def test_different_kinds_never_merge():
-    assert merges(rec("m1", "Use metric units", "preference"), rec("m2", "Use metric units", "decision")) == []
+def test_different_kinds_merge_keeping_the_kind_that_binds_more():
+    [operation] = propose_operations(
+        [rec("m1", "Use metric units", "preference"), rec("m2", "Use metric units", "decision")]
+    )
+    assert operation["op"] == "merge" and operation["kind"] == "decision"
 
 
 def test_different_conflict_groups_never_merge():

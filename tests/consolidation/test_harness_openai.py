@@ -1,20 +1,24 @@
 """What only the openai harness does, through the real ``openai`` SDK against the loopback Chat Completions fake:
-the request's shape, the response_format fallback, refusals, cached tokens, and keys."""
+the request's shape, the response_format forms and their fallback, the scope's call options (temperature, system
+role, streaming, context window), refusals, cached tokens, and keys."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from consolidation import Outcome
 from consolidation.errors import HarnessError
 from consolidation.extraction.digest import DigestMessage
+from consolidation.extraction.prompt import ANSWER_SCHEMA as PROPOSALS_SCHEMA
 from consolidation.extraction.prompt import SYSTEM_PROMPT as EXTRACTION_SYSTEM_PROMPT
 from consolidation.fake_anthropic import Reply
+from consolidation.fake_model import request_records
 from consolidation.fake_openai import FakeOpenAI
-from consolidation.harnesses import PromptRecord, Usage
+from consolidation.harnesses import CallOptions, PromptRecord, Usage
 from consolidation.harnesses.anthropic import AnthropicHarness
 from consolidation.harnesses.extract_base import OneTurnExtractor
 from consolidation.harnesses.openai import OpenAIHarness, forget_formats, remembered_format, strict_schema
@@ -45,8 +49,11 @@ def fake() -> Iterator[FakeOpenAI]:
         yield server
 
 
-def harness(base_url: str | None, *, api_key: str | None = None) -> OpenAIHarness:
-    return OpenAIHarness(api_key=api_key, base_url=base_url, prices=PRICES, backoff_initial_s=0.02, backoff_max_s=0.1)
+def harness(base_url: str | None, *, api_key: str | None = None, **options: Any) -> OpenAIHarness:
+    return OpenAIHarness(
+        api_key=api_key, base_url=base_url, prices=PRICES, options=CallOptions(**options),
+        backoff_initial_s=0.02, backoff_max_s=0.1,
+    )  # fmt: skip
 
 
 def call(h: OpenAIHarness, model: str = MODEL):
@@ -58,8 +65,17 @@ def test_one_tool_less_turn_with_the_anthropic_harnesses_system_text_and_records
 
     [request] = fake.requests
     body = request.json
-    assert set(body) == {"model", "max_tokens", "messages", "response_format"}
-    assert body["model"] == MODEL and body["max_tokens"] == 512
+    assert set(body) == {
+        "model",
+        "max_tokens",
+        "messages",
+        "response_format",
+        "temperature",
+        "stream",
+        "stream_options",
+    }
+    assert body["model"] == MODEL and body["max_tokens"] == 512 and body["temperature"] == 0
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     # the same system text and the same encoded records as the Messages request carries
     anthropic = AnthropicHarness(api_key="k", base_url=None, prices=PRICES)
     messages_request = anthropic.request_params(RECORDS, model="claude-haiku-4-5", max_output_tokens=512)
@@ -100,8 +116,8 @@ def test_a_server_refusing_the_schema_gets_json_mode_then_text_and_it_is_remembe
     kinds = [(r.json.get("response_format") or {}).get("type") for r in fake.requests]
     assert kinds == ["json_schema", "json_object", None]
     assert result.answer == {"operations": [MERGE]} and result.error is None
-    assert remembered_format(h.base_url, MODEL) == "text"
-    # And the next call, by another harness of the same process, goes straight to text
+    assert remembered_format(h.base_url, MODEL) == "plain"
+    # And the next call, by another harness of the same process, goes straight to plain text
     call(harness(fake.base_url))
     assert fake.calls == 4 and "response_format" not in fake.requests[-1].json
     # while another model on that server starts from the schema again
@@ -199,7 +215,7 @@ def test_extraction_asks_with_its_own_schema_and_falls_back_too(fake: FakeOpenAI
 
     first, second = fake.requests
     assert first.json["response_format"]["json_schema"]["name"] == "memledger_proposals"
-    assert second.json["response_format"] == {"type": "json_object"}
+    assert second.json["response_format"] == {"type": "json_object", "schema": PROPOSALS_SCHEMA}
     assert second.json["messages"][0] == {"role": "system", "content": EXTRACTION_SYSTEM_PROMPT}
     assert result.answer == {"proposals": [{"body": "I prefer metric units", "kind": "preference"}]}
 
@@ -222,3 +238,136 @@ def test_a_refusal_settles_the_run_failed_once_with_its_reason_and_usage(make_se
     assert done.outcome == Outcome.FAILED and done.error == "the model refused: I won't."
     assert (done.input_tokens, done.output_tokens, done.spend_micro_usd, done.model_calls) == (200, 4, 220, 1)
     assert svc.run_due(now=T0 + timedelta(seconds=60)) == [] and fake.calls == 1
+
+
+# -- the scope's call options --------------------------------------------------------------
+
+
+def test_a_500_naming_response_format_falls_back_as_llama_cpp_pythons_server_needs() -> None:
+    # Given a server that answers a json_schema request with a 500 whose validation error names the field
+    with FakeOpenAI(operations=[MERGE], formats=("json_object", "text"), format_status=500) as fake:
+        result = call(harness(fake.base_url))
+
+    kinds = [(r.json.get("response_format") or {}).get("type") for r in fake.requests]
+    assert kinds == ["json_schema", "json_object"] and result.answer == {"operations": [MERGE]}
+
+
+def test_json_mode_carries_the_schema_in_llama_cpps_form_but_not_to_openais_api(fake: FakeOpenAI) -> None:
+    call(harness(fake.base_url, response_format="json_object"))
+    official = OpenAIHarness(api_key="k", base_url=None, prices=DEFAULT_PRICES, options=CallOptions(
+        response_format="json_object"))  # fmt: skip
+
+    assert fake.requests[0].json["response_format"] == {"type": "json_object", "schema": ANSWER_SCHEMA}
+    params = official.request_params(RECORDS, model="gpt-4o-mini", max_output_tokens=64, form="json_object")
+    assert params["response_format"] == {"type": "json_object"}
+
+
+def test_a_format_the_scope_chose_is_the_only_one_tried_and_its_refusal_says_what_to_set(fake: FakeOpenAI) -> None:
+    fake.set_formats("json_object", "text")
+
+    call(harness(fake.base_url, response_format="plain"))
+    assert "response_format" not in fake.requests[0].json
+    with pytest.raises(HarnessError, match=r"refused response_format json_schema .*set the scope's response_format"):
+        call(harness(fake.base_url, response_format="json_schema"))
+
+    assert fake.calls == 2  # no fallback to a form the scope did not choose
+    assert remembered_format(fake.base_url, MODEL) == "json_schema"  # nor remembered for auto
+
+
+def test_temperature_and_the_instructions_without_a_system_role(fake: FakeOpenAI) -> None:
+    result = call(harness(fake.base_url, temperature=0.7, system_role=False))
+
+    body = fake.requests[0].json
+    assert body["temperature"] == 0.7
+    [message] = body["messages"]
+    assert message["role"] == "user" and message["content"] == f"{SYSTEM_PROMPT}\n{result.prompt}"
+    assert result.answer == {"operations": [MERGE]}  # the records still reached the model
+
+
+def test_usage_is_read_from_the_stream_or_the_whole_response_and_counted_when_a_stream_has_none() -> None:
+    usage = {"input_tokens": 300, "output_tokens": 12}
+    with FakeOpenAI(operations=[MERGE], usage=usage) as fake:
+        streamed = call(harness(fake.base_url))
+        whole = call(harness(fake.base_url, stream=False))
+    with FakeOpenAI(operations=[MERGE], usage=usage, stream_usage=False) as quiet:
+        counted = call(harness(quiet.base_url))
+
+    assert streamed.usage == whole.usage == Usage(input_tokens=300, output_tokens=12)
+    assert "stream" not in fake.requests[1].json
+    # A stream without usage (llama-cpp-python's): the content chunks counted, no input tokens
+    text = counted.raw_text
+    assert counted.usage == Usage(input_tokens=0, output_tokens=-(-len(text) // 8)) and counted.answer is not None
+
+
+def test_the_context_window_bounds_the_records_a_run_sends() -> None:
+    from consolidation.harnesses.model_window import DEFAULT_TOKENS_PER_CHAR, TEMPLATE_TOKENS
+
+    with FakeOpenAI(operations=[MERGE], context_window=4096) as fake:
+        reported = harness(fake.base_url).records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
+        stated = harness(fake.base_url, context_window_tokens=2048)
+        room = stated.records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
+        with pytest.raises(HarnessError, match=r"max_output_tokens 2000 leaves no room .*context window of 2048"):
+            stated.records_room(model=MODEL, max_output_tokens=2000, system_chars=1000)
+    with FakeOpenAI(operations=[MERGE]) as silent:  # reports no window (llama-cpp-python's server)
+        unknown = harness(silent.base_url).records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
+
+    per_char = DEFAULT_TOKENS_PER_CHAR
+    assert reported == int((4096 - 1024 - 1000 * per_char - TEMPLATE_TOKENS) / per_char)
+    assert room == int((2048 - 1024 - 1000 * per_char - TEMPLATE_TOKENS) / per_char)
+    assert unknown is None
+
+
+def test_a_calls_usage_teaches_the_tokens_a_character_costs(fake: FakeOpenAI) -> None:
+    h = harness(fake.base_url, context_window_tokens=8192)
+    before = h.records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
+    fake.set_usage(input_tokens=100, output_tokens=10)  # far fewer tokens than the default guess
+
+    call(h)
+
+    after = h.records_room(model=MODEL, max_output_tokens=1024, system_chars=1000)
+    assert after is not None and before is not None and after > 2 * before
+
+
+# -- the call options through real runs ------------------------------------------------------
+
+
+def test_a_run_sends_only_the_records_that_fit_the_models_context_window(make_service, fake: FakeOpenAI) -> None:  # type: ignore[no-untyped-def]
+    # Given a scope of 60 pins (about 2,700 characters of record lines) on a model with a small window
+    svc = make_service(openai_api_key="", openai_base_url=fake.base_url)
+    svc.update_settings(
+        SCOPE, mode="apply", harness="openai", model=MODEL, debounce_s=0, price_in_usd_per_mtok=0,
+        price_out_usd_per_mtok=0, context_window_tokens=2048, max_output_tokens=1024, now=T0,
+    )  # fmt: skip
+    for n in range(60):
+        svc.led.save(f"Project {n} ships on day {n} of the quarter", now=T0)
+    fake.set_operations([])
+
+    # When the run executes
+    svc.notify_turn(SCOPE, now=T0 + timedelta(seconds=1))
+    [done] = svc.run_due(now=T0 + timedelta(seconds=1))
+
+    # Then the prompt held fewer records than the scope, within what the window leaves beside the answer
+    sent = request_records(fake.requests[0].json)
+    assert done.outcome == Outcome.APPLIED and 0 < len(sent) < 60
+    system = fake.requests[0].json["messages"][0]["content"]
+    prompt_chars = len(system) + len(fake.requests[0].json["messages"][1]["content"])
+    assert prompt_chars * 0.4 + 1024 + 64 <= 2048 + 0.4 * 80  # the harness's estimate, a kind line's slack
+
+
+def test_an_answer_limit_that_fills_the_context_window_fails_the_run_saying_what_to_set(
+    make_service, fake: FakeOpenAI
+) -> None:  # type: ignore[no-untyped-def]
+    svc = make_service(openai_api_key="", openai_base_url=fake.base_url)
+    svc.update_settings(
+        SCOPE, mode="apply", harness="openai", model=MODEL, debounce_s=0, price_in_usd_per_mtok=0,
+        price_out_usd_per_mtok=0, context_window_tokens=2048, max_output_tokens=2000, now=T0,
+    )  # fmt: skip
+    svc.led.save("I prefer metric units", now=T0)
+
+    svc.notify_turn(SCOPE, now=T0 + timedelta(seconds=1))
+    [done] = svc.run_due(now=T0 + timedelta(seconds=1))
+
+    assert done.outcome == Outcome.FAILED and fake.calls == 0
+    assert "max_output_tokens 2000 leaves no room" in (done.error or "") and "context_window_tokens" in (
+        done.error or ""
+    )

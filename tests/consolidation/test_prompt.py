@@ -87,7 +87,20 @@ def test_the_system_prompt_says_bodies_are_data_and_names_the_vocabulary():
 
 
 def test_the_system_text_is_short_and_fixed():
-    assert len(SYSTEM_PROMPT) <= 1_000
+    # 925 characters for the vocabulary, about 600 more for the update rules and their worked example
+    assert len(SYSTEM_PROMPT) <= 1_600
+
+
+def test_the_system_text_states_updates_conflicts_and_cascades_with_one_worked_example():
+    assert "oldest first" in SYSTEM_PROMPT and "one value at a time" in SYSTEM_PROMPT
+    assert "the newest stays" in SYSTEM_PROMPT and "quote an old value" in SYSTEM_PROMPT  # the cascade
+    assert "pets" in SYSTEM_PROMPT and "sister/brother" in SYSTEM_PROMPT  # what is never an update
+    [example] = [line for line in SYSTEM_PROMPT.splitlines() if line.startswith("Example: ")]
+    records, answer = example.removeprefix("Example: ").split(" -> ")
+    assert [part.split(" ", 1)[0] for part in records.split("; ")] == ["1", "2", "3"]
+    # The example's answer is one the parser reads and the vocabulary allows
+    [op] = parse_answer(answer)["operations"]
+    assert op == {"op": "group", "targets": ["1", "2", "3"], "subject": "home city"}
 
 
 def test_the_schema_names_every_operation_and_field_the_gate_accepts():

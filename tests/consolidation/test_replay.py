@@ -37,11 +37,42 @@ def test_offline_small_run_never_merges_a_lookalike_leaks_nothing_and_reads_the_
     offline_report: ReplayReport,
 ) -> None:
     ours = offline_report.to_json()
-    assert ours["episodes"] == SMALL
-    assert ours["false_merges"] == 0
-    assert ours["erased_leaks"] == 0
-    assert ours["as_of_exact"] == 1.0
+    assert ours["episodes"] == 2 * SMALL and set(ours["splits"]) == {"tuning", "heldout"}
+    for figures in (ours, *ours["splits"].values()):
+        assert figures["false_merges"] == 0
+        assert figures["erased_leaks"] == 0
+        assert figures["as_of_exact"] == 1.0
+        assert all(c["precision"] == 1.0 for c in figures["classes"].values())
+        assert figures["failed_by_cause"].keys() <= {"forgotten_while_thinking"}
     assert ours["runs"] > 0
+
+
+def test_offline_updates_beat_keep_all_on_both_splits(offline_report: ReplayReport) -> None:
+    report = offline_report.to_json()
+    for split, figures in report["splits"].items():
+        keep_all = report["baselines"]["keep_all"]["splits"][split]["classes"]
+        for name in ("update", "conflict"):
+            assert figures["classes"][name]["recall"] > keep_all[name]["recall"], (split, name)
+
+
+# Per split: the recall each class reaches on seeds 0-4 (docs/consolidation-quality.md gives the figures). The
+# held-out duplicate target (0.95) is not met: it is asserted at what is measured, so a regression still fails.
+RECALL_FLOORS = {
+    "tuning": {"update": 0.90, "conflict": 0.90, "expiry": 0.75, "duplicate": 0.95, "cascade": 0.75},
+    "heldout": {"update": 0.90, "conflict": 0.90, "expiry": 0.75, "duplicate": 0.65, "cascade": 0.75},
+}
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", range(5))
+def test_offline_meets_its_floors_on_both_splits(seed: int) -> None:
+    # The default corpus, both splits (about a minute a seed on a quiet machine).
+    report = replay("offline", seed=seed).to_json()
+    for split, figures in report["splits"].items():
+        recall = {name: c["recall"] for name, c in figures["classes"].items()}
+        assert all(recall[name] >= floor for name, floor in RECALL_FLOORS[split].items()), (split, recall)
+        assert all(c["precision"] == 1.0 for c in figures["classes"].values()), split
+        assert figures["false_merges"] == 0 and figures["erased_leaks"] == 0 and figures["as_of_exact"] == 1.0
 
 
 def test_offline_merges_duplicates_that_keep_all_leaves(offline_report: ReplayReport) -> None:
@@ -52,16 +83,23 @@ def test_offline_merges_duplicates_that_keep_all_leaves(offline_report: ReplayRe
 
 
 def test_the_report_has_exactly_the_documented_fields(offline_report: ReplayReport) -> None:
-    fields = {"episodes", "classes", "false_merges", "as_of_exact", "erased_leaks", "runs", "tokens", "spend_micro_usd"}
+    fields = {
+        "episodes", "classes", "false_merges", "as_of_exact", "erased_leaks", "runs", "tokens", "spend_micro_usd",
+        "failed_runs", "failed_by_cause", "first_errors", "ops_proposed", "ops_applied", "ops_refused", "refusals",
+    }  # fmt: skip
     report = offline_report.to_json()
-    assert set(report) == fields | {"baselines"}
+    assert set(report) == fields | {"baselines", "split", "splits"}
     assert set(report["baselines"]) == {"keep_all", "latest_wins"}
     for figures in (report, *report["baselines"].values()):
-        assert set(figures) >= fields and set(figures) - fields <= {"baselines"}
-        assert set(figures["classes"]) == set(CLASSES)
-        for per_class in figures["classes"].values():
-            assert set(per_class) == {"episodes", "precision", "recall"}
-            assert per_class["episodes"] == 2
+        assert set(figures) - fields <= {"baselines", "split", "splits"}
+        for per_split in figures["splits"].values():
+            assert set(per_split) == fields
+            assert set(per_split["classes"]) == set(CLASSES)
+            for per_class in per_split["classes"].values():
+                assert set(per_class) == {"episodes", "precision", "recall"}
+                assert per_class["episodes"] == 2
+    ops = report["ops_applied"] + report["ops_refused"]
+    assert report["ops_proposed"] == ops > 0
 
 
 def test_latest_wins_supersedes_look_alikes_and_is_counted(tmp_path: Path) -> None:
@@ -140,6 +178,21 @@ def test_the_gold_is_reachable_through_the_gate(monkeypatch: pytest.MonkeyPatch,
 
 
 # ------------------------------------------------------------------ the corpus
+
+
+def test_the_held_out_split_shares_no_template_or_rewording_with_tuning() -> None:
+    from consolidation.replay.facts import TUNING
+    from consolidation.replay.heldout import HELDOUT
+
+    assert not {t for t, _ in TUNING.templates} & {t for t, _ in HELDOUT.templates}
+    assert not set(TUNING.aspects) & set(HELDOUT.aspects)
+    assert not set(TUNING.cascades) & set(HELDOUT.cascades) and not set(TUNING.temporary) & set(HELDOUT.temporary)
+    tuning, heldout = generate(70, seed=3), generate(70, seed=3, split="heldout")
+    assert {e.split for e in tuning} == {"tuning"} and {e.split for e in heldout} == {"heldout"}
+    bodies = {s.body for e in tuning for s in e.steps if s.body}
+    assert not bodies & {s.body for e in heldout for s in e.steps if s.body}
+    with pytest.raises(ValueError, match="unknown split"):
+        generate(7, split="everything")
 
 
 def test_the_corpus_is_deterministic_balanced_and_varied() -> None:

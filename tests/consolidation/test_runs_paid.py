@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunState
-from consolidation.fake_anthropic import FakeModelServer
+from consolidation.fake_anthropic import FakeModelServer, Reply
 from consolidation.harnesses import Harness, Usage
 from consolidation.harnesses.calls import MAX_RESPONSE_BYTES
 from consolidation.prompt import CLOSE_TAG, IN_GROUP, OPEN_TAG, SYSTEM_PROMPT, decode_user_message
@@ -361,13 +361,26 @@ def test_a_garbage_answer_fails_with_every_operation_refused(
     done = run_once(asvc)
 
     # Then it failed, every operation is counted as refused, nothing applied, and the call was paid for
-    assert done.outcome == Outcome.FAILED and done.error == "unparseable answer"
+    assert done.outcome == Outcome.FAILED and (done.error or "").startswith("unparseable answer: ")
     assert done.refusals == {"unparseable": count}
     assert (done.ops_proposed, done.ops_applied, done.ops_refused) == (count, 0, count)
     assert (done.input_tokens, done.output_tokens) == (300, 40) and done.spend_micro_usd == 300 + 200
     assert fake.calls == 1 and done.model_calls == 1  # no repair turn
     assert {r.id for r in asvc.led.list(SCOPE, now=at(2))} == before
     assert done.answer is None and done.answer_raw == text
+
+
+def test_an_answer_cut_off_at_max_tokens_fails_the_run_saying_so(
+    asvc: ConsolidationService, fake: FakeModelServer
+) -> None:
+    pins(asvc.led)
+    fake.push(Reply(text='{"operations": [{"op": "keep", "targ', stop_reason="max_tokens"))
+    enable(asvc)
+
+    done = run_once(asvc)
+
+    assert done.outcome == Outcome.FAILED and done.refusals == {"unparseable": 1}
+    assert "cut off at max_tokens" in (done.error or "") and "raise max_output_tokens" in (done.error or "")
 
 
 # -- the gate, through real runs ----------------------------------------------------------

@@ -99,6 +99,6 @@ def test_a_stored_value_outside_todays_range_is_refused_as_invalid_settings() ->
 
     prices = default_price_table()
     stored = defaults("s", api_key=None, prices=prices).model_copy(update={"wall_clock_cap_s": 10_000.0})
-    with pytest.raises(InvalidSettings, match=r"^wall_clock_cap_s input should be less than or equal to 900"):
+    with pytest.raises(InvalidSettings, match=r"^wall_clock_cap_s input should be less than or equal to 1800"):
         merge(stored, {"debounce_s": 5}, prices)
     assert merge(stored, {"wall_clock_cap_s": 30}, prices).wall_clock_cap_s == 30.0

@@ -266,6 +266,7 @@ _LOOKALIKES: list[tuple[str, str]] = [
     ("one pass of a job", "One pass (:meth:`Janitor.run_once`), on start and every minute"),
     ("markdown emphasis after password", "* passwords: *store where the password is kept, not the password itself*;"),
     ("credentials before a URL in backticks", "URLs without credentials (`postgres://app@db/app`) are kept"),
+    ("command forms in backticks", "the forms are `smbclient -U user%pass` and `mysql -pSECRET`"),
     ("model name with a slash", "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000"),
     ("seed in prose", "the seed phrase must never be typed into a website, only into the device itself"),
 ]

@@ -151,3 +151,78 @@ def test_the_command_line_and_mcp_say_unknown(
     assert meta.get("reason") == "outcome_unknown" and meta.get("recordId"), tool
     assert tool.content[0].text.startswith("outcome_unknown: ")
     assert [r.body for r in led.proposals(led.scope_key) if r.status == Status.PROPOSED] == ["Prefers tea"]
+
+
+def _writes_while_backends_die(pg_migrated: str, *, seconds: float, every_s: float) -> dict[str, int]:
+    """Saves, keyed saves and edits while every server process of the ledger is ended every ``every_s``; the
+    counts of what was answered and of what the answers got wrong."""
+    from sqlalchemy import create_engine, make_url, text
+
+    from tests.conftest import PG_URL
+
+    app = dict(part.split("=", 1) for part in make_url(pg_migrated).query["options"].split() if "=" in part)
+    name = app["-capplication_name"]
+    led = open_ledger(pg_migrated, migrate=True)
+    led.set_budget(led.scope_key, 100_000)
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    stop, pause = threading.Event(), threading.Event()
+    ended = [0]
+
+    def killer() -> None:
+        with admin.connect() as conn:
+            while not stop.wait(every_s):
+                if pause.is_set():
+                    continue
+                ended[0] += conn.execute(
+                    text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = :a"),
+                    {"a": name},
+                ).scalar_one()
+
+    counts = {"writes": 0, "ok": 0, "unknown": 0, "refused": 0, "refused_but_applied": 0}
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        deadline = threading.Event()
+        threading.Timer(seconds, deadline.set).start()
+        last = None
+        while not deadline.is_set():
+            counts["writes"] += 1
+            i = counts["writes"]
+            body = f"note number {i}"
+            options: dict[str, Any] = {"request_id": f"r{i}"} if i % 2 else {}
+            if i % 3 == 0 and last is not None:
+                options["supersedes"] = last
+            try:
+                last = led.save(body, **options).id
+                counts["ok"] += 1
+            except OutcomeUnknown:
+                counts["unknown"] += 1
+            except LedgerError:
+                counts["refused"] += 1
+                pause.set()  # read with the database left alone
+                counts["refused_but_applied"] += any(r.body == body for r in led.records(led.scope_key))
+                pause.clear()
+    finally:
+        stop.set()
+        thread.join()
+        admin.dispose()
+    bodies = [r.body for r in led.records(led.scope_key)]
+    counts["duplicated"] = len(bodies) - len(set(bodies))
+    counts["backends_ended"] = ended[0]
+    led.close()
+    return counts
+
+
+def test_writes_while_backends_are_ended_are_never_refused_when_applied(pg_migrated: str) -> None:
+    # Given/When: three seconds of writes, every server process of the ledger ended every 0.3 s (about 10 times)
+    counts = _writes_while_backends_die(pg_migrated, seconds=3, every_s=0.3)
+    # Then: no write reported refused had been applied, and none was written twice
+    assert counts["refused_but_applied"] == 0 and counts["duplicated"] == 0, counts
+    assert counts["ok"] > 0 and counts["backends_ended"] > 0, counts
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(300)
+def test_writes_while_backends_are_ended_every_1_5_s_for_two_minutes(pg_migrated: str) -> None:
+    counts = _writes_while_backends_die(pg_migrated, seconds=120, every_s=1.5)
+    assert counts["refused_but_applied"] == 0 and counts["duplicated"] == 0, counts

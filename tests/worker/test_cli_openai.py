@@ -158,3 +158,51 @@ def test_models_lists_the_harnesses_and_the_priced_models() -> None:
     assert models["gpt-4o-mini"]["harness"] == "openai"
     text = run("models")
     assert text.exit_code == 0 and "qwen" not in text.stdout and "--price-in-usd-per-mtok" in text.stdout
+
+
+def test_the_call_options_are_set_shown_and_checked(ollama: FakeOpenAI) -> None:
+    target = ("--harness", "openai", "--model", MODEL, "--base-url", ollama.base_url,
+              "--price-in-usd-per-mtok", "0", "--price-out-usd-per-mtok", "0")  # fmt: skip
+    shown = run(
+        "consolidation", "set", "account:local", *target, "--response-format", "json_object", "--temperature",
+        "0.2", "--context-window-tokens", "8192", "--no-system-role", "--no-stream", "--wall-clock-cap-s", "1200",
+        "--json",
+    )  # fmt: skip
+    assert shown.exit_code == 0, shown.output
+    settings = json.loads(shown.stdout)["settings"]
+    assert (settings["responseFormat"], settings["temperature"], settings["contextWindowTokens"]) == (
+        "json_object", 0.2, 8192)  # fmt: skip
+    assert (settings["systemRole"], settings["stream"], settings["wallClockCapS"]) == (False, False, 1200)
+    # 0 hands the window back to what the server reports
+    unset = json.loads(run("consolidation", "set", "account:local", "--context-window-tokens", "0", "--json").stdout)
+    assert unset["settings"]["contextWindowTokens"] is None
+    for args, message in (
+        (("--temperature", "3"), "temperature must be from 0 to 2"),
+        (("--context-window-tokens", "100"), "context_window_tokens must be an integer from 512"),
+        (("--response-format", "yaml"), "--response-format"),
+    ):
+        refused = run("consolidation", "set", "account:local", *args)
+        assert refused.exit_code in (1, 2) and message in refused.output, refused.output
+        assert "Traceback" not in refused.output
+    still = json.loads(run("consolidation", "status", "account:local", "--json").stdout)["settings"]
+    assert (still["temperature"], still["responseFormat"]) == (0.2, "json_object")  # a refused change changes nothing
+
+
+def test_run_due_exits_1_when_a_run_it_settled_failed(ollama: FakeOpenAI) -> None:
+    # Given a scope whose server answers a 500 to everything
+    configured = run(
+        "consolidation", "set", "account:local", "--mode", "apply", "--harness", "openai", "--model", MODEL,
+        "--base-url", ollama.base_url, "--price-in-usd-per-mtok", "0", "--price-out-usd-per-mtok", "0",
+        "--debounce-s", "0",
+    )  # fmt: skip
+    assert configured.exit_code == 0, configured.output
+    assert run("pin", "I prefer metric units").exit_code == 0
+    assert run("turn", "account:local").exit_code == 0
+    ollama.fail_next(500)
+
+    # When an operator runs what is due
+    result = run("consolidation", "run-due")
+
+    # Then the run is listed, and the command says it failed and exits 1
+    assert result.exit_code == 1, result.output
+    assert "1 of 1 runs failed" in result.stderr and "HTTP 500" in result.stderr

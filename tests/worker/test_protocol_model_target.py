@@ -268,3 +268,39 @@ def test_with_tokens_the_refusal_names_every_target_param_sent(tenants: tuple[Te
                  alice).json()["error"]  # fmt: skip
     assert error["message"].startswith("invalid params: harness, priceOutUsdPerMtok: ")
     assert [e["field"] for e in error["data"]["errors"]] == ["harness", "priceOutUsdPerMtok"]
+
+
+# ---------------------------------------------------------------------- how the call is made
+CALL = {"responseFormat": "json_object", "temperature": 0.3, "contextWindowTokens": 8192, "systemRole": False,
+        "stream": False}  # fmt: skip
+
+
+def test_the_operator_sets_how_consolidations_call_is_made(
+    loopback: tuple[TestClient, Runtime], fake: FakeOpenAI
+) -> None:
+    client, runtime = loopback
+    defaults = ok(client, "memory/get_consolidation_settings")
+    expected = {"responseFormat": "auto", "temperature": 0, "contextWindowTokens": None, "systemRole": True,
+                "stream": True}  # fmt: skip
+    assert {name: defaults[name] for name in CALL} == expected
+
+    settings = ok(client, "memory/update_consolidation_settings", {**local_target(fake), **CALL})
+
+    assert {name: settings[name] for name in CALL} == CALL
+    stored = runtime.service.settings(SCOPE)
+    assert (stored.response_format, stored.temperature, stored.context_window_tokens) == ("json_object", 0.3, 8192)
+    unset = ok(client, "memory/update_consolidation_settings", {"contextWindowTokens": None})
+    assert unset["contextWindowTokens"] is None and unset["temperature"] == 0.3
+    error = post(client, "memory/update_consolidation_settings", {"temperature": 5}).json()["error"]
+    assert error["code"] == -32602 and "temperature" in error["message"]
+
+
+def test_with_tokens_the_call_params_are_the_operators_too(tenants: tuple[TestClient, Runtime, str]) -> None:
+    client, runtime, alice = tenants
+    before = runtime.service.settings(SCOPE)
+
+    error = post(client, "memory/update_consolidation_settings", {"temperature": 0, "stream": False}, alice).json()
+
+    assert [e["field"] for e in error["error"]["data"]["errors"]] == ["temperature", "stream"]
+    assert all(e["type"] == "operator_setting" for e in error["error"]["data"]["errors"])
+    assert runtime.service.settings(SCOPE) == before

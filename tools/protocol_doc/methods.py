@@ -163,6 +163,13 @@ RESULTS: dict[str, tuple[Field_, ...]] = {
         Field_("debounceS", "number", "seconds of quiet after a turn before a run"),
         Field_("maxRecords", "integer", "the scope's record budget"),
         *TARGET_RESULT,
+        Field_("responseFormat", "string", "how the openai harness asks for the answer's JSON (`auto` falls back)"),
+        Field_("temperature", "number", "the model call's sampling temperature"),
+        Field_(
+            "contextWindowTokens", "integer \\| null", "the model's context window; `null`: what the server reports"
+        ),
+        Field_("systemRole", "boolean", "false: the instructions open the user message (no system role)"),
+        Field_("stream", "boolean", "the answer is streamed, so a call given up stops the server"),
     ),
     "notify_turn": (
         Field_("scheduled", "boolean", "false when the scope's consolidation is off"),
@@ -406,9 +413,18 @@ DOCS: dict[str, MethodDoc] = {
             "maxRecords": "the scope's record budget (0 … 1,000,000; never evicts; with tokens at most "
             "`MEMLEDGER_TENANT_MAX_RECORDS`, 1,000 by default, or the budget the account has now)",
             **TARGET_PARAMS_DOC,
+            "responseFormat": "openai harness: `auto` (the strongest form the server takes, falling back on a "
+            "refusal), `json_schema`, `json_object` (the schema in llama.cpp's form) or `plain`",
+            "temperature": "openai harness: sampling temperature, 0 … 2 (default 0)",
+            "contextWindowTokens": "openai harness: the model's context window in its tokens, 512 … 2,000,000; "
+            "the prompt and the answer fit in it; `null`: what the server reports",
+            "systemRole": "openai harness: false puts the instructions at the head of the user message, for chat "
+            "templates without a system role (Gemma's)",
+            "stream": "openai harness: stream the answer (default), so a call given up stops the server generating",
         },
-        types={"mode": "string: `off`, `propose`, `apply`", **TARGET_TYPES},
-        note=TARGET_NOTE.format(command="memledger consolidation set"),
+        types={"mode": "string: `off`, `propose`, `apply`", "contextWindowTokens": "integer \\| null", **TARGET_TYPES},
+        note=TARGET_NOTE.format(command="memledger consolidation set")
+        + " The five params of the call (`responseFormat` … `stream`) are the operator's the same way.",
     ),
 }
 

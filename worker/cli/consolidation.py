@@ -14,7 +14,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from consolidation import ConsolidationRun, ConsolidationSettings, Mode, RunState
+from consolidation import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
+from consolidation.models import ResponseFormat
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.ledger import DbUrl
 from worker.cli.output import emit_json, fail, instant_text, print_message, print_table, print_warning
@@ -58,6 +59,64 @@ PriceOutOpt = Annotated[
     float | None,
     typer.Option("--price-out-usd-per-mtok", help="Output price, USD per million tokens (0: a free local model)."),
 ]
+
+
+AllowedOpsOpt = Annotated[
+    str | None, typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep.")
+]
+AllowRemovalOpt = Annotated[
+    bool | None,
+    typer.Option("--allow-removal/--no-allow-removal", help="Let consolidation retire (forget) pins. Off by default."),
+]
+MaxPromptCharsOpt = Annotated[
+    int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
+]
+# How the openai harness makes the call (see docs/consolidation.md, "Models").
+ResponseFormatOpt = Annotated[
+    ResponseFormat | None,
+    typer.Option("--response-format", help="openai harness: how the answer's JSON is asked for (auto falls back)."),
+]
+TemperatureOpt = Annotated[
+    float | None, typer.Option("--temperature", help="openai harness: sampling temperature (default 0).")
+]
+ContextWindowOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window-tokens",
+        help="openai harness: the model's context window, in its tokens (0: what the server reports).",
+    ),
+]
+SystemRoleOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--system-role/--no-system-role",
+        help="openai harness: instructions in a system message (--no-system-role: in the user message, "
+        "for chat templates without a system role, such as Gemma's).",
+    ),
+]
+StreamOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--stream/--no-stream", help="openai harness: stream the answer, so a call given up stops the server."
+    ),
+]
+
+
+def call_options(
+    response_format: ResponseFormat | None,
+    temperature: float | None,
+    context_window_tokens: int | None,
+    system_role: bool | None,
+    stream: bool | None,
+) -> dict[str, Any]:
+    """The call options the operator gave, as keyword arguments of a settings update (a window of 0 unsets it)."""
+    changes = given_options(
+        ("response_format", response_format), ("temperature", temperature), ("system_role", system_role),
+        ("stream", stream),
+    )  # fmt: skip
+    if context_window_tokens is not None:
+        changes["context_window_tokens"] = context_window_tokens or None
+    return changes
 
 
 def target_options(
@@ -176,7 +235,7 @@ def runs_retry(
         emit_json({"retried": run_id, "run": run.to_json(), "created": created})
         return
     what = f"queued as run {run.id}" if created else f"{run.scope_key} already had run {run.id} pending; it is"
-    where = "a running `memledger serve` runs it within seconds" if embedded else "a worker runs it"
+    where = "a running `memledger serve` runs it within about 15 s" if embedded else "a worker runs it"
     print_message(
         f"run {run_id} {what} due now ({where}; `memledger consolidation run-now {run.scope_key}` runs it here); "
         "`memledger runs` shows its outcome",
@@ -309,19 +368,14 @@ def consolidation_set(
     ] = None,
     cap_s: Annotated[float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run.")] = None,
     max_output_tokens: MaxOutputTokensOpt = None,
-    allowed_ops: Annotated[
-        str | None,
-        typer.Option("--allowed-ops", help="Comma-separated, of: merge,correct,expire,group,retire,keep."),
-    ] = None,
-    allow_removal: Annotated[
-        bool | None,
-        typer.Option(
-            "--allow-removal/--no-allow-removal", help="Let consolidation retire (forget) pins. Off by default."
-        ),
-    ] = None,
-    max_prompt_chars: Annotated[
-        int | None, typer.Option("--max-prompt-chars", help="Bound of the records one run sends (characters).")
-    ] = None,
+    allowed_ops: AllowedOpsOpt = None,
+    allow_removal: AllowRemovalOpt = None,
+    max_prompt_chars: MaxPromptCharsOpt = None,
+    response_format: ResponseFormatOpt = None,
+    temperature: TemperatureOpt = None,
+    context_window_tokens: ContextWindowOpt = None,
+    system_role: SystemRoleOpt = None,
+    stream: StreamOpt = None,
     no_check: NoCheckOpt = False,
     as_json: Json = False,
     scope: ScopeOption = None,
@@ -331,6 +385,7 @@ def consolidation_set(
     changes = job_changes(mode, debounce_s, max_wait_s, cap_s, max_output_tokens)
     changes |= target_options(harness, model, base_url, price_in, price_out)
     changes |= given_options(("allow_removal", allow_removal), ("max_prompt_chars", max_prompt_chars))
+    changes |= call_options(response_format, temperature, context_window_tokens, system_role, stream)
     if budget_usd is not None:
         changes["spend_budget_micro_usd"] = _budget_micro(budget_usd)
     if allowed_ops is not None:
@@ -389,7 +444,10 @@ def consolidation_run_due(
     as_json: Json = False,
     database_url: DbUrl = None,
 ) -> None:
-    """Execute every due pending run here and now, without the queue (an operator's escape hatch)."""
+    """Execute every due pending run here and now, without the queue (an operator's escape hatch).
+
+    Exits 1 when a run it settled failed (the table, or the JSON, still lists every run it settled).
+    """
     with cli_runtime(database_url=database_url) as runtime:
         settled = runtime.service.run_due(limit=limit)
         for run in settled:
@@ -400,6 +458,13 @@ def consolidation_run_due(
         print_message("no due runs", style="dim")
     else:
         print_table(runs_table(settled, title="Settled now"))
+    failed = [run for run in settled if run.outcome == Outcome.FAILED]
+    if failed:
+        first = failed[0]
+        fail(
+            f"{len(failed)} of {len(settled)} runs failed; {first.id} ({first.scope_key}): {first.error}",
+            reason="run_failed",
+        )
 
 
 def run_now(job: str, positional_scope: str | None, scope: str | None, as_json: bool, database_url: str | None) -> None:

@@ -1,9 +1,10 @@
 """The account's own switches on the record protocol: its consolidation settings.
 
 ``memory/get_consolidation_settings`` (no params) and ``memory/update_consolidation_settings``
-(``mode``, ``allowRemoval``, ``debounceS``, ``maxRecords``, and the model target ``harness``,
-``model``, ``baseUrl``, ``priceInUsdPerMtok``, ``priceOutUsdPerMtok``; each optional) act on the
-bound account's scope only.
+(``mode``, ``allowRemoval``, ``debounceS``, ``maxRecords``, the model target ``harness``,
+``model``, ``baseUrl``, ``priceInUsdPerMtok``, ``priceOutUsdPerMtok``, and how the call is made:
+``responseFormat``, ``temperature``, ``contextWindowTokens``, ``systemRole``, ``stream``; each
+optional) act on the bound account's scope only.
 
 **The model target is the operator's.** Who may change it depends on how the server is reached:
 
@@ -12,10 +13,11 @@ bound account's scope only.
   target params, validated by :meth:`ConsolidationService.update_settings` exactly as
   ``memledger consolidation set`` is (same rules, same messages);
 * many accounts (``MEMLEDGER_AUTH=tokens``): a caller is one tenant among many, so the five
-  params are refused with ``-32602`` and nothing changes, whatever their values (the refusal
-  does not even validate them): a tenant that could set a price of 0 on a paid model would
-  spend the operator's money, and one that could set ``baseUrl`` would make the worker call
-  any address it can reach. The operator sets them with ``memledger consolidation set``.
+  params, and the five of the call (they shape what the operator's server is asked), are refused
+  with ``-32602`` and nothing changes, whatever their values (the refusal does not even validate
+  them): a tenant that could set a price of 0 on a paid model would spend the operator's money,
+  and one that could set ``baseUrl`` would make the worker call any address it can reach. The
+  operator sets them with ``memledger consolidation set``.
 
 With tokens, ``maxRecords`` goes up to the operator's ``MEMLEDGER_TENANT_MAX_RECORDS`` (1,000 by default) or
 the budget the account has now, whichever is larger; past that it is refused and nothing changes.
@@ -24,9 +26,10 @@ Spend budgets, caps and the other operator settings stay on the command line in 
 See docs/consolidation.md ("Choices made").
 
 Result of both: ``{scopeKey, mode, allowRemoval, debounceS, maxRecords, harness, model, baseUrl,
-priceInUsdPerMtok, priceOutUsdPerMtok}``; ``maxRecords`` is the scope's record budget (the ceiling
-consolidation works under); ``baseUrl`` and the prices are ``null`` when unset. No key is ever part
-of the settings.
+priceInUsdPerMtok, priceOutUsdPerMtok, responseFormat, temperature, contextWindowTokens, systemRole,
+stream}``; ``maxRecords`` is the scope's record budget (the ceiling consolidation works under);
+``baseUrl``, the prices and ``contextWindowTokens`` are ``null`` when unset. No key is ever part of
+the settings.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic.alias_generators import to_camel
 
 from consolidation import ConsolidationService
-from consolidation.limits import DebounceS
+from consolidation.limits import ContextWindowTokens, DebounceS, Temperature
+from consolidation.models import CALL_FIELDS
 from consolidation.setting_checks import PRICE_FIELDS, TARGET_FIELDS
 from ledger import Ledger
 from ledger.protocol import INVALID_PARAMS, ExtraMethod, NoParams, Params, RpcError
@@ -51,6 +55,8 @@ UPDATE_CONSOLIDATION_SETTINGS = "memory/update_consolidation_settings"
 # The model target's params: wire name -> the service's name (harness, model, baseUrl, the two prices).
 TARGET_PARAMS = {to_camel(name): name for name in TARGET_FIELDS}
 _NULLABLE_TARGET = ("base_url", *PRICE_FIELDS)  # null unsets these
+# How consolidation's call is made: the operator's too (it shapes what the operator's server is asked).
+CALL_PARAMS = {to_camel(name): name for name in CALL_FIELDS}
 
 Price = StrictFloat | StrictInt
 U = TypeVar("U", bound="TargetParams")
@@ -84,6 +90,25 @@ class TargetParams(Params):
         return changes
 
 
+class CallParams(Params):
+    """How consolidation's model call is made (``null`` unsets ``contextWindowTokens``); ranges as the settings'."""
+
+    response_format: Literal["auto", "json_schema", "json_object", "plain"] | None = None
+    temperature: Temperature | None = None
+    context_window_tokens: ContextWindowTokens | None = None
+    system_role: StrictBool | None = None
+    stream: StrictBool | None = None
+
+    def call_changes(self) -> dict[str, Any]:
+        """The call params that were sent, as keyword arguments of a settings update."""
+        changes: dict[str, Any] = {}
+        for name in CALL_FIELDS:
+            value = getattr(self, name)
+            if value is not None or (name == "context_window_tokens" and name in self.model_fields_set):
+                changes[name] = float(value) if name == "temperature" and value is not None else value
+        return changes
+
+
 class ConsolidationSwitches(Params):
     mode: Literal["off", "propose", "apply"] | None = None
     allow_removal: StrictBool | None = None
@@ -91,11 +116,12 @@ class ConsolidationSwitches(Params):
     max_records: Annotated[StrictInt, Field(ge=0, le=1_000_000)] | None = None
 
 
-class UpdateConsolidationParams(TargetParams, ConsolidationSwitches):
-    """The update's params: the switches, then the model target (pydantic lists the last base's fields first)."""
+class UpdateConsolidationParams(TargetParams, CallParams, ConsolidationSwitches):
+    """The update's params: the switches, the call, then the model target (pydantic lists the last base's fields
+    first)."""
 
 
-def refuse_target_params(params: Mapping[str, Any], *, command: str) -> None:
+def refuse_target_params(params: Mapping[str, Any], *, command: str, also: Mapping[str, str] | None = None) -> None:
     """Refuse the model target's params from a caller that is not the operator (a server with tokens on).
 
     Looks only at which params were sent, never at their values, so the refusal is the same for a
@@ -104,7 +130,7 @@ def refuse_target_params(params: Mapping[str, Any], *, command: str) -> None:
     Raises:
         RpcError: ``-32602 invalid_params`` naming each target param sent and ``command``.
     """
-    sent = [name for name in TARGET_PARAMS if name in params]
+    sent = [name for name in (*TARGET_PARAMS, *(also or {})) if name in params]
     if not sent:
         return
     why = (
@@ -141,7 +167,9 @@ def check_tenant_budget(led: Ledger, max_records: int, *, ceiling: int) -> None:
     )
 
 
-def validated_update(model: type[U], params: dict[str, Any], *, operator: bool, command: str) -> U:
+def validated_update(
+    model: type[U], params: dict[str, Any], *, operator: bool, command: str, also: Mapping[str, str] | None = None
+) -> U:
     """A settings update's params, validated; the model target's refused first unless the caller is the operator.
 
     Raises:
@@ -149,7 +177,7 @@ def validated_update(model: type[U], params: dict[str, Any], *, operator: bool, 
         ValidationError: a param is unknown or mistyped (the protocol answers ``invalid_params``).
     """
     if not operator:
-        refuse_target_params(params, command=command)
+        refuse_target_params(params, command=command, also=also)
     return model.model_validate(params)
 
 
@@ -167,6 +195,7 @@ def _settings_json(service: ConsolidationService, led: Ledger) -> dict[str, Any]
         "debounceS": settings.debounce_s,
         "maxRecords": led.budget(led.scope_key).max_records,
         **target_json(settings),
+        **{wire: getattr(settings, name) for wire, name in CALL_PARAMS.items()},
     }
 
 
@@ -189,10 +218,10 @@ def update_consolidation_settings(runtime: Runtime, *, operator: bool) -> ExtraM
 
     def method(led: Ledger, params: dict[str, Any]) -> dict[str, Any]:
         command = "memledger consolidation set"
-        p = validated_update(UpdateConsolidationParams, params, operator=operator, command=command)
+        p = validated_update(UpdateConsolidationParams, params, operator=operator, command=command, also=CALL_PARAMS)
         if p.max_records is not None and not operator:
             check_tenant_budget(led, p.max_records, ceiling=ceiling)
-        changes = p.changes("mode", "debounce_s", "allow_removal")
+        changes = p.changes("mode", "debounce_s", "allow_removal") | p.call_changes()
         if changes:
             service.update_settings(led.scope_key, **changes)
         if p.max_records is not None:
