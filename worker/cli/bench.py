@@ -26,7 +26,7 @@ from worker.cli.consolidation import (  # the harness's scope settings, as `meml
     TemperatureOpt,
     call_options,
 )
-from worker.cli.output import fail, print_message, print_table
+from worker.cli.output import Format, fail, print_message, print_table
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -40,11 +40,6 @@ MAX_EPISODES = 10_000
 HARNESS_HELP = (
     "The consolidation harness to score, e.g. offline or anthropic; an unknown name is answered with the list."
 )
-
-
-class Format(StrEnum):
-    TEXT = "text"
-    JSON = "json"
 
 
 class Split(StrEnum):
