@@ -31,6 +31,7 @@ from worker.cli.output import Format, fail, print_message, print_table
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from consolidation.pricing import PriceTable
     from consolidation.replay import ReplayReport
     from consolidation.replay.score import Tally
 
@@ -106,13 +107,9 @@ def replay(
     """
     from consolidation.replay import replay as run_replay
     from worker.cli.ledger import cli_errors
-    from worker.config import OuterEnvironment, load_config
-    from worker.errors import ConfigError
+    from worker.config import OuterEnvironment
 
-    try:
-        prices = load_config().price_table()  # MEMLEDGER_MODEL_PRICES prices a model the table does not know
-    except ConfigError as exc:
-        fail(str(exc), reason="config_error")
+    prices = _prices()
     with cli_errors():  # the ledger's refusals as the other commands show them
         report = run_replay(
             harness,
@@ -132,6 +129,17 @@ def replay(
     else:
         _print_report(report)
     _fail_on_failed_runs(report.tallies[report.harness])
+
+
+def _prices() -> PriceTable:
+    """The configured price table (``MEMLEDGER_MODEL_PRICES`` prices a model the built-in table does not know)."""
+    from worker.config import load_config
+    from worker.errors import ConfigError
+
+    try:
+        return load_config().price_table()
+    except ConfigError as exc:
+        fail(str(exc), reason="config_error")
 
 
 def _fail_on_failed_runs(ours: Tally) -> None:
