@@ -160,3 +160,19 @@ def test_the_model_target_options_reach_the_harnesss_scopes(monkeypatch: pytest.
         assert call["temperature"] == 0.25 and call["max_tokens"] == 512
         assert call["response_format"]["type"] == "json_object"
         assert [m["role"] for m in call["messages"]] == ["user"]
+
+
+def test_one_failed_run_among_good_ones_prints_the_report_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from consolidation.fake_model import Reply
+    from consolidation.fake_openai import FakeOpenAI
+
+    # Given a server whose first answer is not JSON and every later one is an empty answer
+    with FakeOpenAI(operations=[], replies=[Reply(text="Sorry, no JSON today.")]) as fake:
+        monkeypatch.setenv("MEMLEDGER_MODEL_PRICES", '{"local": {"input": 0, "output": 0}}')
+        args = ("--harness", "openai", "--model", "local", "--base-url", fake.base_url, "--episodes", "3")
+        result = bench(*args, "--split", "tuning", "--format", "json", code=1)
+    # Then the report is printed, with the failure counted by cause, and the command fails saying why
+    report = json.loads(result.stdout)
+    assert report["failed_runs"] == 1 and report["failed_by_cause"] == {"unparseable": 1}
+    assert report["runs"] > 1 and report["first_errors"][0].startswith("unparseable answer")
+    assert f"1 of {report['runs']} runs failed (unparseable 1)" in result.stderr
