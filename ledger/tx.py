@@ -226,8 +226,12 @@ class Transaction(Reader):
         return Pending(result)
 
     def _row(self, record_id: object) -> Row:
-        row = rows.fetch_one(self.conn, _record_id(record_id))
-        if row is None or row["scope_key"] != self.scope_key:  # another account's id reads as an unknown one
+        return self._in_scope(record_id, store_rows(self.conn, rows.BY_ID, {"id": V.record_id(record_id)}))
+
+    def _in_scope(self, record_id: object, found: Sequence[Sequence[Any]]) -> Row:
+        """The record read as ``found`` (its row, or none); another account's id reads as an unknown one."""
+        row = dict(zip(rows.NAMES, found[0], strict=True)) if found else None
+        if row is None or row["scope_key"] != self.scope_key:
             raise RecordNotFound.for_id(record_id)
         return row
 
@@ -262,7 +266,7 @@ class Transaction(Reader):
         new_kind = None if kind is None else V.kind(kind)
         exp_us = self._expiry(expires_at)
         # An edit's target is asked for with the usage (one round trip on PostgreSQL); read again if an expiry ran.
-        ahead = None if supersedes is None else store_query(self.conn, rows.BY_ID, {"id": _record_id(supersedes)})
+        ahead = None if supersedes is None else store_query(self.conn, rows.BY_ID, {"id": V.record_id(supersedes)})
         use = self._prepare_usage()
         replaced: list[Row] = []
         if supersedes is not None:
@@ -288,13 +292,8 @@ class Transaction(Reader):
         return self._write_record(new, replaced=replaced)
 
     def _edit_target(self, record_id: str, ahead: Sequence[Sequence[Any]] | None = None) -> Row:
-        """The active record an edit replaces; ``ahead``: its row as read after the lock with nothing since."""
-        if ahead is None:
-            target = self._row(record_id)  # another account's id is not found, exactly as an unknown one
-        elif not ahead or ahead[0][rows.NAMES.index("scope_key")] != self.scope_key:
-            raise RecordNotFound.for_id(record_id)
-        else:
-            target = dict(zip(rows.NAMES, ahead[0], strict=True))
+        """The active record an edit replaces (``ahead``: its row, read after the lock, nothing written since)."""
+        target = self._row(record_id) if ahead is None else self._in_scope(record_id, ahead)
         if target["status"] != Status.ACTIVE:
             raise InvalidTransition(
                 f"record {record_id} is {target['status']}, not active: only an active record can be edited"
@@ -591,12 +590,6 @@ class Transaction(Reader):
         event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
         self._event(event.value, new_id, None, new.run_id, Q.record_detail(names, new.provenance))
         return rows.record_of_new_row(values)
-
-
-def _record_id(record_id: object) -> str:
-    if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
-        raise InvalidArgument("a record id must be a non-empty string without NUL characters")
-    return record_id
 
 
 def _proposed_action(conn: Connection, record_id: str) -> str | None:
