@@ -120,19 +120,7 @@ class ConsolidationJob:
         # smaller prompts, and no internal id or group name leaves the service. Targets are mapped back
         # before the answer is stored; an unknown one cannot match.
         aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
-        replaced = {} if spec(settings.harness).pays else self._edited_from(records)
-        prompt_records = [
-            PromptRecord(
-                alias,
-                r.kind.value,
-                r.body or "",
-                None if r.conflict_group is None else IN_GROUP,
-                valid_from=r.valid_from,
-                expires=r.expires_at is not None,
-                replaced=replaced.get(r.id),
-            )
-            for alias, r in zip(aliases, records, strict=True)
-        ]
+        prompt_records = self._prompt_records(settings, records, aliases)
 
         def call() -> HarnessResult:
             result = harness.call(
@@ -151,6 +139,24 @@ class ConsolidationJob:
             run, now, harness=settings.harness, call=call, record_ids=list(aliases.values()),
             apply=self._apply_and_settle, also=rotate,
         )  # fmt: skip
+
+    def _prompt_records(
+        self, settings: ConsolidationSettings, records: list[MemoryRecord], aliases: dict[str, str]
+    ) -> list[PromptRecord]:
+        """The records as the harness gets them, under their aliases (``aliases``: alias -> record id, in order)."""
+        replaced = {} if spec(settings.harness).pays else self._edited_from(records)
+        return [
+            PromptRecord(
+                alias,
+                r.kind.value,
+                r.body or "",
+                None if r.conflict_group is None else IN_GROUP,
+                valid_from=r.valid_from,
+                expires=r.expires_at is not None,
+                replaced=replaced.get(r.id),
+            )
+            for alias, r in zip(aliases, records, strict=True)
+        ]
 
     def _edited_from(self, records: list[MemoryRecord]) -> dict[str, str]:
         """For the offline harness: the body each user edit among ``records`` replaced, by the edit's id. It

@@ -58,3 +58,7 @@ class ToolFailure(Exception):
         self.reason = reason
         self.message = message
         self.context = context
+
+
+class ClusterError(Exception):
+    """``memledger bench cluster`` cannot run here (no PostgreSQL, no redis-server, a process that did not start)."""

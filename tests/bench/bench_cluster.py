@@ -12,7 +12,7 @@ import pytest
 
 from tests.bench.conftest import note
 from tests.conftest import PG_URL
-from worker.cluster_bench import ClusterPlan, format_report, run_cluster
+from worker.cluster import ClusterPlan, format_report, run_cluster
 
 pytestmark = pytest.mark.bench
 

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LONG_MODULES: dict[str, str] = {
     "consolidation.fake_model": "the loopback fake model server both fakes share (scripts, drips, drops), one file",
     "consolidation.pricing": "the price table and the arithmetic of spend, one unit with its verified rates",
+    "consolidation.service": "the one object worker/ drives: both jobs' settings, turns, runs, run-now and retry",
     "consolidation.harnesses.openai": "one SDK's whole call: its three answer formats and their fallback, the "
     "scope's call options, a streamed or a whole reply",
     "consolidation.harnesses.offline_updates": "one rule (single-valued statements) and the word lists it reads",

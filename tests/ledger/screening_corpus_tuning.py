@@ -213,7 +213,7 @@ _LOOKALIKES: list[tuple[str, str]] = [
     ("en: NAS password talk", "the password for the NAS admin account is in the vault"),
     ("pl: kod pocztowy", "kod pocztowy 00-950"),
     ("de: Postleitzahl code", "der Code der Fehlermeldung ist E1234"),
-    ("words after seed that are prose", "the seed for the random tests is fixed in conftest"),
+    ("words after seed that are prose", "a fixed seed for the random tests is set in conftest"),
     ("many short plain words", "we will all act again and add more of what we also need next time"),
     ("mysql -p prompting in the middle", "mysql -p -u root shop"),
     ("sqlcmd with an env var", "sqlcmd -S db01 -U sa -P $SA_PASSWORD"),
@@ -268,7 +268,7 @@ _LOOKALIKES: list[tuple[str, str]] = [
     ("credentials before a URL in backticks", "URLs without credentials (`postgres://app@db/app`) are kept"),
     ("command forms in backticks", "the forms are `smbclient -U user%pass` and `mysql -pSECRET`"),
     ("model name with a slash", "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000"),
-    ("seed in prose", "the seed phrase must never be typed into a website, only into the device itself"),
+    ("seed in prose", "a seed phrase must never be typed into a website, only into the device itself"),
 ]
 
 SECRETS_TUNING: list[Sample] = [Sample(body, True, note, value) for note, body, value in _SECRETS]

@@ -222,6 +222,7 @@ def test_writes_while_backends_are_ended_are_never_refused_when_applied(pg_migra
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(300)
 def test_writes_while_backends_are_ended_every_1_5_s_for_two_minutes(pg_migrated: str) -> None:
     counts = _writes_while_backends_die(pg_migrated, seconds=120, every_s=1.5)
     assert counts["refused_but_applied"] == 0 and counts["duplicated"] == 0, counts

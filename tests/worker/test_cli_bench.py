@@ -140,3 +140,39 @@ def test_runs_that_fail_for_another_cause_than_a_forget_make_the_command_fail(mo
     # Then the replay stops after a few failed runs, exits 1 and says why
     assert "failed 3 runs in a row" in result.stderr and "unparseable" in result.stderr
     assert fake.calls == 3
+
+
+def test_the_model_target_options_reach_the_harnesss_scopes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from consolidation.fake_openai import FakeOpenAI
+
+    # Given a local server, and the options `consolidation set` takes for it
+    with FakeOpenAI(operations=[]) as fake:
+        monkeypatch.setenv("MEMLEDGER_MODEL_PRICES", '{"local": {"input": 0, "output": 0}}')
+        args = ("--harness", "openai", "--model", "local", "--base-url", fake.base_url, "--episodes", "1")
+        args += ("--split", "tuning", "--temperature", "0.25", "--max-output-tokens", "512")
+        args += ("--response-format", "json_object", "--no-system-role", "--wall-clock-cap-s", "30")
+        # When it is scored
+        report = json.loads(bench(*args, "--format", "json").stdout)
+    # Then every call was made with them
+    calls = [r.json for r in fake.requests if r.path.endswith("/chat/completions")]
+    assert calls and report["runs"] >= len(calls)
+    for call in calls:
+        assert call["temperature"] == 0.25 and call["max_tokens"] == 512
+        assert call["response_format"]["type"] == "json_object"
+        assert [m["role"] for m in call["messages"]] == ["user"]
+
+
+def test_one_failed_run_among_good_ones_prints_the_report_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from consolidation.fake_model import Reply
+    from consolidation.fake_openai import FakeOpenAI
+
+    # Given a server whose first answer is not JSON and every later one is an empty answer
+    with FakeOpenAI(operations=[], replies=[Reply(text="Sorry, no JSON today.")]) as fake:
+        monkeypatch.setenv("MEMLEDGER_MODEL_PRICES", '{"local": {"input": 0, "output": 0}}')
+        args = ("--harness", "openai", "--model", "local", "--base-url", fake.base_url, "--episodes", "3")
+        result = bench(*args, "--split", "tuning", "--format", "json", code=1)
+    # Then the report is printed, with the failure counted by cause, and the command fails saying why
+    report = json.loads(result.stdout)
+    assert report["failed_runs"] == 1 and report["failed_by_cause"] == {"unparseable": 1}
+    assert report["runs"] > 1 and report["first_errors"][0].startswith("unparseable answer")
+    assert f"1 of {report['runs']} runs failed (unparseable 1)" in result.stderr

@@ -88,6 +88,7 @@ COMMANDS: dict[str, Cmd] = {
     "files import": Cmd(json=False, format=True),
     # a report with fixed snake_case fields (docs/consolidation-quality.md), chosen with --format as files' are
     "bench replay": Cmd(read=True, json=False, format=True),
+    "bench cluster": Cmd(read=True, json=False, format=True),
 }
 
 

@@ -14,11 +14,24 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worker.cli.output import fail, print_message, print_table
+from worker.cli.consolidation import (  # the harness's scope settings, as `memledger consolidation set` takes them
+    BaseUrlOpt,
+    ContextWindowOpt,
+    MaxOutputTokensOpt,
+    PriceInOpt,
+    PriceOutOpt,
+    ResponseFormatOpt,
+    StreamOpt,
+    SystemRoleOpt,
+    TemperatureOpt,
+    call_options,
+)
+from worker.cli.output import Format, fail, print_message, print_table
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from consolidation.pricing import PriceTable
     from consolidation.replay import ReplayReport
     from consolidation.replay.score import Tally
 
@@ -28,11 +41,6 @@ MAX_EPISODES = 10_000
 HARNESS_HELP = (
     "The consolidation harness to score, e.g. offline or anthropic; an unknown name is answered with the list."
 )
-
-
-class Format(StrEnum):
-    TEXT = "text"
-    JSON = "json"
 
 
 class Split(StrEnum):
@@ -67,23 +75,8 @@ DatabaseUrlOpt = Annotated[
 SplitOpt = Annotated[
     Split, typer.Option("--split", help="The tuning split, the held-out one, or both (reported apart).")
 ]
-# The harness's scope settings, named as `memledger consolidation set` names them.
-BaseUrlOpt = Annotated[
-    str | None, typer.Option("--base-url", help="Server of the openai harness, as `consolidation set --base-url`.")
-]
-PriceInOpt = Annotated[
-    float | None,
-    typer.Option("--price-in-usd-per-mtok", help="Input price, USD per million tokens (0: a free local model)."),
-]
-PriceOutOpt = Annotated[
-    float | None,
-    typer.Option("--price-out-usd-per-mtok", help="Output price, USD per million tokens (0: a free local model)."),
-]
 CapOpt = Annotated[
     float | None, typer.Option("--wall-clock-cap-s", help="Wall-clock cap of one run (a CPU model needs more).")
-]
-MaxOutOpt = Annotated[
-    int | None, typer.Option("--max-output-tokens", help="Most tokens the model may answer with in one run.")
 ]
 
 
@@ -100,7 +93,12 @@ def replay(
     price_in: PriceInOpt = None,
     price_out: PriceOutOpt = None,
     cap_s: CapOpt = None,
-    max_output_tokens: MaxOutOpt = None,
+    max_output_tokens: MaxOutputTokensOpt = None,
+    response_format: ResponseFormatOpt = None,
+    temperature: TemperatureOpt = None,
+    context_window_tokens: ContextWindowOpt = None,
+    system_role: SystemRoleOpt = None,
+    stream: StreamOpt = None,
 ) -> None:
     """Score consolidation on generated episodes through the real pipeline, beside keep_all and latest_wins.
 
@@ -109,13 +107,9 @@ def replay(
     """
     from consolidation.replay import replay as run_replay
     from worker.cli.ledger import cli_errors
-    from worker.config import OuterEnvironment, load_config
-    from worker.errors import ConfigError
+    from worker.config import OuterEnvironment
 
-    try:
-        prices = load_config().price_table()  # MEMLEDGER_MODEL_PRICES prices a model the table does not know
-    except ConfigError as exc:
-        fail(str(exc), reason="config_error")
+    prices = _prices()
     with cli_errors():  # the ledger's refusals as the other commands show them
         report = run_replay(
             harness,
@@ -127,13 +121,25 @@ def replay(
             prices=prices,
             progress=_progress if sys.stderr.isatty() else None,
             service_kwargs=OuterEnvironment().model_access(),
-            target=_target(base_url, price_in, price_out, cap_s, max_output_tokens),
+            target=_target(base_url, price_in, price_out, cap_s, max_output_tokens)
+            | call_options(response_format, temperature, context_window_tokens, system_role, stream),
         )
     if fmt == Format.JSON:
         typer.echo(json.dumps(report.to_json(), indent=2))
     else:
         _print_report(report)
     _fail_on_failed_runs(report.tallies[report.harness])
+
+
+def _prices() -> PriceTable:
+    """The configured price table (``MEMLEDGER_MODEL_PRICES`` prices a model the built-in table does not know)."""
+    from worker.config import load_config
+    from worker.errors import ConfigError
+
+    try:
+        return load_config().price_table()
+    except ConfigError as exc:
+        fail(str(exc), reason="config_error")
 
 
 def _fail_on_failed_runs(ours: Tally) -> None:

@@ -1,18 +1,19 @@
 """``memledger bench cluster``: N API and M worker processes on one PostgreSQL and one Redis, with faults.
 
-What it runs and counts: :mod:`worker.cluster_bench` and docs/performance.md ("Past one machine").
+What it runs and counts: :mod:`worker.cluster` and docs/performance.md ("Past one machine").
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from worker.cli.bench import Format
-from worker.cli.output import fail, print_message
+from worker.cli.output import Format, fail, print_message
+
+if TYPE_CHECKING:
+    from worker.cluster import ClusterPlan
 
 
 def _workers(value: str) -> str:
@@ -53,14 +54,31 @@ def cluster(
     ] = None,
 ) -> None:
     """Measure saves/s and runs/s with N API and M worker processes; then lose a node of each kind under load."""
-    from worker.cluster_bench import ClusterError, ClusterPlan, format_report, report_json, run_cluster
+    from worker.cluster import ClusterPlan
 
-    url = database_url or os.environ.get("MEMLEDGER_DATABASE_URL", "")
     counts = (1, 2) if quick else tuple(int(p) for p in workers.split(","))
     plan = ClusterPlan(
-        url, api=api, workers=counts, threads=threads, clients=clients, seconds=5.0 if quick else seconds,
-        model_latency_s=latency_ms / 1000, faults=faults, logs=logs,
+        _database_url(database_url), api=api, workers=counts, threads=threads, clients=clients,
+        seconds=5.0 if quick else seconds, model_latency_s=latency_ms / 1000, faults=faults, logs=logs,
     )  # fmt: skip
+    _run(plan, fmt)
+
+
+def _database_url(given: str | None) -> str:
+    from worker.config import load_config
+    from worker.errors import ConfigError
+
+    try:
+        return given or load_config().database_url
+    except ConfigError as exc:
+        fail(str(exc), reason="config_error")
+
+
+def _run(plan: ClusterPlan, fmt: Format) -> None:
+    """Run ``plan``, print its report; exit 1 when a fault lost a save, applied a run twice or left one unsettled."""
+    from worker.cluster import format_report, report_json, run_cluster
+    from worker.errors import ClusterError
+
     progress = (lambda line: print_message(line, style="dim")) if fmt == Format.TEXT else (lambda line: None)
     try:
         report = run_cluster(plan, progress=progress)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, NoReturn
 
 import typer
@@ -31,6 +32,13 @@ from ledger.protocol import to_jsonable
 
 ERASED = "[erased]"
 PIPE_WIDTH = 200
+
+
+class Format(StrEnum):
+    """``--format`` of the commands that print a report: a table, or one JSON object."""
+
+    TEXT = "text"
+    JSON = "json"
 
 
 def is_terminal() -> bool:
