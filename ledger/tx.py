@@ -74,6 +74,7 @@ class Transaction(Reader):
         self.now_us = now_us
         self._after_commit: list[Callable[[], object]] = []
         self._read_ahead = read_ahead  # what the statement that took the lock read for _prepare_usage
+        self._expired = False  # whether _prepare_usage expired records (what was read before it may be stale)
 
     @cached_property
     def now(self) -> datetime:
@@ -171,6 +172,7 @@ class Transaction(Reader):
         budget, active, proposed, due = found
         if due:
             self.prepare()
+            self._expired = True
             return self.usage()
         return self._usage(budget, active, proposed)
 
@@ -224,10 +226,12 @@ class Transaction(Reader):
         return Pending(result)
 
     def _row(self, record_id: object) -> Row:
-        if not isinstance(record_id, str) or not record_id or "\x00" in record_id:
-            raise InvalidArgument("a record id must be a non-empty string without NUL characters")
-        row = rows.fetch_one(self.conn, record_id)
-        if row is None or row["scope_key"] != self.scope_key:  # another account's id reads as an unknown one
+        return self._in_scope(record_id, store_rows(self.conn, rows.BY_ID, {"id": V.record_id(record_id)}))
+
+    def _in_scope(self, record_id: object, found: Sequence[Sequence[Any]]) -> Row:
+        """The record read as ``found`` (its row, or none); another account's id reads as an unknown one."""
+        row = dict(zip(rows.NAMES, found[0], strict=True)) if found else None
+        if row is None or row["scope_key"] != self.scope_key:
             raise RecordNotFound.for_id(record_id)
         return row
 
@@ -261,10 +265,12 @@ class Transaction(Reader):
         expires_at = options.get("expires_at")
         new_kind = None if kind is None else V.kind(kind)
         exp_us = self._expiry(expires_at)
+        # An edit's target is asked for with the usage (one round trip on PostgreSQL); read again if an expiry ran.
+        ahead = None if supersedes is None else store_query(self.conn, rows.BY_ID, {"id": V.record_id(supersedes)})
         use = self._prepare_usage()
         replaced: list[Row] = []
         if supersedes is not None:
-            target = self._edit_target(supersedes)
+            target = self._edit_target(supersedes, None if ahead is None or self._expired else ahead.result())
             replaced.append(target)
             new_kind = new_kind or Kind(target["kind"])
             group = group if group is not None else target["conflict_group"]
@@ -285,8 +291,9 @@ class Transaction(Reader):
         )
         return self._write_record(new, replaced=replaced)
 
-    def _edit_target(self, record_id: str) -> Row:
-        target = self._row(record_id)  # another account's id is not found, exactly as an unknown one
+    def _edit_target(self, record_id: str, ahead: Sequence[Sequence[Any]] | None = None) -> Row:
+        """The active record an edit replaces (``ahead``: its row, read after the lock, nothing written since)."""
+        target = self._row(record_id) if ahead is None else self._in_scope(record_id, ahead)
         if target["status"] != Status.ACTIVE:
             raise InvalidTransition(
                 f"record {record_id} is {target['status']}, not active: only an active record can be edited"

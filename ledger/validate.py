@@ -84,6 +84,13 @@ def storable_body(body: str) -> None:
         ) from None
 
 
+def record_id(value: object) -> str:
+    """One record id as a caller gave it: a non-empty string without NUL."""
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise InvalidArgument("a record id must be a non-empty string without NUL characters")
+    return value
+
+
 def record_ids(value: Iterable[object] | str) -> list[str]:
     targets = [value] if isinstance(value, str) else list(value)
     if any(not isinstance(t, str) for t in targets) or len(set(targets)) != len(targets):

@@ -1,14 +1,18 @@
-"""PostgreSQL: a save against a bare psycopg transaction with one insert, measured in the same run.
+"""PostgreSQL: a save against a bare psycopg transaction with one insert, and against LangGraph's ``PostgresStore``.
 
 ``make bench`` (or ``pytest -m bench tests/bench/bench_postgres.py -s``). The bare transaction
 is what any write costs on this server: ``BEGIN``, one ``INSERT`` of a body, ``COMMIT`` (the
 commit's WAL flush is most of it). Target: a save costs at most twice as much. Also printed:
 a consolidation run's claim and settlement, each a transaction of its own.
+
+Against ``PostgresStore`` (the ``bench`` extra) both sides commit durably (``synchronous_commit`` on, checked):
+save vs ``put`` (target: at least as many saves per second), edit vs ``put`` over a key (target: at most
+1.5x the time), then where one save's and one edit's time goes on both sides, statement by statement
+(``tests/bench/where_time_goes.py``).
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -20,13 +24,16 @@ import pytest
 from consolidation import ConsolidationService, Outcome
 from consolidation import runs as R
 from ledger import Ledger, Transaction, open_ledger
-from tests.bench.conftest import Sample, interleave, median, note, per_op, report
+from tests.bench.conftest import Sample, interleave, load, median, note, per_op, report
+from tests.bench.where_time_goes import breakdown, psycopg_clock
 from tests.conftest import PG_URL, durable
 
 pytestmark = pytest.mark.bench
 
 SAVES = 100
 ROUNDS = 15
+STORE_ROUNDS = 9
+BREAKDOWN_N = 200
 
 
 @pytest.fixture
@@ -48,12 +55,8 @@ def bare(pg_schema: str) -> Iterator[psycopg.Connection[Any]]:
     conn.close()
 
 
-def _load() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-
-
 def test_a_save_costs_at_most_twice_a_bare_transaction(pg: Ledger, bare: psycopg.Connection[Any]) -> None:
-    note(f"load: {_load()}")
+    note(f"load: {load()}")
 
     def ours(r: int) -> Sample:
         return per_op(lambda i: pg.save(f"pin {r}.{i}: the staging database is on port 5433"), SAVES)
@@ -76,7 +79,7 @@ def test_a_save_costs_at_most_twice_a_bare_transaction(pg: Ledger, bare: psycopg
         target=2.0,
         baseline_label="bare psycopg BEGIN/INSERT/COMMIT",
     )
-    note(f"load: {_load()}")
+    note(f"load: {load()}")
     figure.check()
 
 
@@ -102,4 +105,91 @@ def test_a_runs_claim_and_settlement(pg: Ledger) -> None:
         claims.append(claimed - started)
         settles.append(time.perf_counter() - claimed)
     note(f"claim (50 active records read) p50 {median(claims) * 1e3:.2f} ms; settle p50 {median(settles) * 1e3:.2f} ms")
-    note(f"load: {_load()}")
+    note(f"load: {load()}")
+
+
+@pytest.fixture
+def langgraph_store(pg_schema: str) -> Iterator[Any]:
+    """LangGraph's ``PostgresStore`` on its own psycopg connection to the same schema (autocommit, as it asks)."""
+    pytest.importorskip("langgraph.store.postgres", reason="pip install -e '.[bench]' (make bench does)")
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+
+    schema = pg_schema.rsplit("%3D", 1)[1]
+    conn = psycopg.connect(
+        PG_URL.replace("postgresql+psycopg://", "postgresql://"),
+        autocommit=True,
+        prepare_threshold=0,
+        row_factory=dict_row,
+        options=f"-csearch_path={schema}",
+    )
+    store = PostgresStore(conn)
+    store.setup()
+    yield store
+    conn.close()
+
+
+def test_side_by_side_with_langgraph_postgres_store(
+    pg: Ledger, langgraph_store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Durable commits on both sides; interleaved rounds; then each write's statements and round trips."""
+    note(f"load: {load()}")
+    with pg.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == "on"
+    assert langgraph_store.conn.execute("SHOW synchronous_commit").fetchone()["synchronous_commit"] == "on"
+    body = "pin {r}.{i}: the staging database is on port 5433"
+    ids: list[str] = []
+
+    def ours_save(r: int) -> Sample:
+        return per_op(lambda i: ids.append(pg.save(body.format(r=r, i=i)).id), SAVES)
+
+    def their_put(r: int) -> Sample:
+        return per_op(
+            lambda i: langgraph_store.put(("memories", "pg"), f"k{r}.{i}", {"text": body.format(r=r, i=i)}), SAVES
+        )
+
+    saves = interleave({"ours": ours_save, "theirs": their_put}, rounds=STORE_ROUNDS)
+    save_fig = report(
+        "PostgreSQL: save vs PostgresStore.put",
+        saves["ours"],
+        saves["theirs"],
+        target=1.0,  # at least as many saves per second
+        baseline_label="LangGraph PostgresStore.put",
+    )
+    heads: dict[int, str] = {}
+
+    def edit(r: int, i: int) -> None:
+        key = (r * SAVES + i) % len(ids)
+        heads[key] = pg.save(f"edited {r}.{i}: staging moved to port 5434", supersedes=heads.get(key, ids[key])).id
+
+    def overwrite(r: int, i: int) -> None:
+        langgraph_store.put(("memories", "pg"), f"k{r % STORE_ROUNDS}.{i}", {"text": f"edited {r}.{i}"})
+
+    edits = interleave(
+        {"ours": lambda r: per_op(partial(edit, r), SAVES), "theirs": lambda r: per_op(partial(overwrite, r), SAVES)},
+        rounds=STORE_ROUNDS,
+    )
+    edit_fig = report(
+        "PostgreSQL: edit vs put over a key",
+        edits["ours"],
+        edits["theirs"],
+        target=1.5,
+        baseline_label="LangGraph PostgresStore.put over a key",
+    )
+    with psycopg_clock(monkeypatch) as clock:
+        breakdown(clock, lambda i: pg.save(body.format(r="b", i=i)), BREAKDOWN_N, "memledger save")
+    with psycopg_clock(monkeypatch) as clock:
+        put = langgraph_store.put
+        breakdown(
+            clock,
+            lambda i: put(("memories", "b"), f"k{i}", {"text": body.format(r="b", i=i)}),
+            BREAKDOWN_N,
+            "LangGraph put",
+        )
+    with psycopg_clock(monkeypatch) as clock:
+        breakdown(clock, partial(edit, 1_000), BREAKDOWN_N, "memledger edit")
+    with psycopg_clock(monkeypatch) as clock:
+        breakdown(clock, partial(overwrite, 0), BREAKDOWN_N, "LangGraph put over a key")
+    note(f"load: {load()}")
+    save_fig.check()
+    edit_fig.check()

@@ -40,6 +40,7 @@ import gc
 import json
 import os
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -226,6 +227,11 @@ def ratio(ours: Sequence[Sample], baseline: Sequence[Sample], pick: Callable[[Sa
     if len(ours) == len(baseline):
         return median([pick(o) / max(pick(b), 1e-12) for o, b in zip(ours, baseline, strict=True)])
     return median([pick(s) for s in ours]) / max(median([pick(s) for s in baseline]), 1e-12)
+
+
+def load() -> str:
+    """The machine's load averages (``uptime``), printed beside figures that depend on it."""
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
 def note(text: str) -> None:

@@ -94,6 +94,29 @@ def test_a_save_at_an_explicit_instant_waits_for_the_server_three_times(pg: Ledg
     assert pg.get(rec.id).body == "the office is in Lisbon"
 
 
+def test_an_edit_waits_for_the_server_four_times(pg: Ledger, tmp_path: Path) -> None:
+    # Given an active record
+    old = pg.save("the office is in Porto")
+    with waits(pg.engine, tmp_path) as sent:
+        # When it is edited
+        new = pg.save("the office is in Lisbon", supersedes=old.id)
+        # Then the lock, the usage read with the target's row, the close's row count and the commit are the waits
+        assert len(sent()) == 4
+    assert pg.get(old.id).superseded_by == new.id
+    assert [r.body for r in pg.list(pg.scope_key)] == ["the office is in Lisbon"]
+
+
+def test_an_edit_of_a_record_that_expired_under_the_lock_is_refused(pg: Ledger, clock: Any) -> None:
+    # Given an active record whose expiry passes before the edit (the edit's usage read expires it)
+    old = pg.save("the door code changes tonight", expires_at=clock.now + timedelta(seconds=5))
+    clock.advance(seconds=10)
+    # When it is edited, Then the edit is refused as for any record no longer active, and nothing is written
+    with pytest.raises(LedgerError, match="not active"):
+        pg.save("the door code changed", supersedes=old.id)
+    assert pg.get(old.id).status == "expired"
+    assert pg.list(pg.scope_key) == []
+
+
 def test_a_failed_insert_in_the_pipeline_rolls_the_whole_write_back(
     pg: Ledger, monkeypatch: pytest.MonkeyPatch
 ) -> None:
