@@ -2,7 +2,8 @@
 
 Starts the server (:mod:`tools.llama_server`, the Python of the venv ``make test-llm`` installs,
 ``MEMLEDGER_LLM_PYTHON``) with a 2,048-token context, runs the replay through the real ``openai``
-harness with the model free of charge and a cap that suits a CPU, prints its report, and stops the
+harness with the model free of charge, that context window stated (this server reports none) and a
+cap that suits a CPU, prints its report, and stops the
 server. Extra arguments go to ``memledger bench replay`` (``make replay-llm REPLAY_ARGS="--episodes 7
 --split tuning --format json"``); docs/consolidation-quality.md records what it measured.
 
@@ -34,7 +35,8 @@ def main(argv: list[str]) -> int:
         command = [
             str(Path(sys.executable).with_name("memledger")), "bench", "replay", "--harness", "openai",
             "--model", MODEL_ALIAS, "--base-url", base_url, "--price-in-usd-per-mtok", "0",
-            "--price-out-usd-per-mtok", "0", "--wall-clock-cap-s", "300", "--max-output-tokens", "256", *argv,
+            "--price-out-usd-per-mtok", "0", "--wall-clock-cap-s", "300", "--max-output-tokens", "256",
+            "--context-window-tokens", str(CONTEXT_WINDOW), *argv,
         ]  # fmt: skip
         return subprocess.run(command, check=False).returncode
 
