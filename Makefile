@@ -88,8 +88,10 @@ bench: $(STAMP)
 	$(UV) pip install -q --python $(PY) -e '.[dev,bench]'
 	$(PY) -m pytest -q -s -m bench tests/bench -p no:cacheprovider
 
+# The long loops, then the replay through the openai harness against the real local model (replay-llm).
 soak: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -m soak
+	$(MAKE) replay-llm
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache
