@@ -1,4 +1,4 @@
-"""Ledger benchmarks (``make bench``): three figures, each measured side by side in one run.
+"""Ledger benchmarks (``make bench``): each figure measured side by side in one run.
 
 * save throughput — ``Ledger.save`` against raw ``sqlite3`` doing the same writes on
   the same schema and pragmas: one ``BEGIN IMMEDIATE`` transaction with the budget
@@ -7,7 +7,10 @@
 * as-of latency on a full scope (200 active records) as its history grows 3x, at a
   recent and at a mid instant (target: <= 1.2x in CPU time), with the query plan checked;
 * sweep time for the same number of due records among 20x more held records
-  (target: <= 1.5x in CPU time).
+  (target: <= 1.5x in CPU time);
+* against LangGraph's ``SqliteStore`` with both sides at ``synchronous=NORMAL``, then both at ``FULL``:
+  save vs ``put`` (target: <= 2x the time), edit vs ``put`` over a key (<= 3x), list and get; then where
+  one save's and one edit's time goes on each side, statement by statement.
 
 Each figure is the median of interleaved rounds (see ``tests/bench/conftest.py``; the
 save target applies to wall-clock time, the scaling targets to CPU time, and both are
