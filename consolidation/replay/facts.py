@@ -61,11 +61,10 @@ TEMPLATES: tuple[tuple[str, str], ...] = (
     ("Our on-call rotation is led by {v}, and the escalation contact is the platform team", "name"),
     # Tool names the dictionary does not know either (a letter dropped from one is a typo of an unknown word).
     ("Our staging cluster runs kubernetes {v}", "k8s"),
-    ("The pytest suite of the billing service takes {v} minutes", "minutes"),
+    ("The pytest timeout of the billing service is {v} seconds", "minutes"),
     ("Our gunicorn workers restart every {v}", "day"),
     # Words a user writes in capitals for emphasis.
     ("I never eat lunch before {v}", "clock"),
-    ("Always book my flights to {v} with a window seat", "city"),
     ("I really need a quiet morning every {v}", "day"),
 )
 
