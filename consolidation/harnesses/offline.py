@@ -71,6 +71,7 @@ EXACT_CONFIDENCE_BPS = 10_000
 NEAR_CONFIDENCE_BPS = 9_000
 CORRECT_CONFIDENCE_BPS = 10_000
 MIN_TYPO_WORD_CHARS = 4
+MIN_UNKNOWN_TYPO_CHARS = 6
 
 
 POLARITY_WORDS = frozenset(
@@ -125,17 +126,45 @@ def _plural_pair(a: str, b: str) -> bool:
     return long in (short + "s", short + "es") or (short.endswith("y") and long == short[:-1] + "ies")
 
 
-def _variant(a: Token, b: Token) -> bool:
-    """Whether two different tokens at one position are noise: a plural/singular pair or a one-letter typo."""
+def _inner_slip(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by one letter dropped or added, or two adjacent letters swapped, away from
+    either end of the word (a changed letter, or a change at an end, is too often another name: *libssl/libssh*,
+    *mongod/mongodb*)."""
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 2 and diff[1] == diff[0] + 1 and diff[0] >= 1 and diff[1] <= len(a) - 2
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    if len(long) - len(short) != 1:
+        return False
+    i = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
+    # Where a doubled letter lost one copy, every copy's position counts: the slip must be inside either way.
+    j = i
+    while j > 0 and long[j - 1] == long[i]:
+        j -= 1
+    return short[i:] == long[i + 1 :] and j >= 1 and i <= len(long) - 2
+
+
+def _variant(a: Token, b: Token) -> str | None:
+    """Whether two different tokens at one position are noise: ``"plural"`` (a plural/singular pair), ``"typo"``
+    (a one-letter typo of an English word), ``"unknown"`` (a letter slipped inside a long word the dictionary
+    does not know either) or None."""
     if a.kind != "word" or b.kind != "word" or a.cased or b.cased:
-        return False
+        return None
     if {a.text, b.text} & (POLARITY_WORDS | NUMBER_WORDS) or "'" in a.text + b.text:
-        return False
+        return None
     if _plural_pair(a.text, b.text):
-        return not (a.after_determiner or b.after_determiner)
+        return None if a.after_determiner or b.after_determiner else "plural"
     if min(len(a.text), len(b.text)) < MIN_TYPO_WORD_CHARS or not _one_edit(a.text, b.text):
-        return False
-    return known(a.text) != known(b.text)
+        return None
+    if a.text[0] != b.text[0]:  # a different first letter is another word more often than a typo: gunicorn/unicorn
+        return None
+    # A compound of two short words is no proof of a word here: libssh (lib + ssh) is not a spelling of libssl.
+    known_a, known_b = known(a.text, compounds=False), known(b.text, compounds=False)
+    if known_a != known_b:
+        return "typo"
+    if known_a or min(len(a.text), len(b.text)) < MIN_UNKNOWN_TYPO_CHARS:
+        return None
+    return "unknown" if _inner_slip(a.text, b.text) else None
 
 
 def _duplicate_kind(a: Features, b: Features) -> str | None:
@@ -157,9 +186,11 @@ def _duplicate_kind(a: Features, b: Features) -> str | None:
     a_words, b_words = set(a.key), set(b.key)
     if any(x.text in b_words or y.text in a_words for x, y in differing):
         return None
-    if all(_variant(x, y) for x, y in differing):
-        return "near"
-    return None
+    variants = [_variant(x, y) for x, y in differing]
+    if None in variants:
+        return None
+    # A slip in a word no dictionary knows is trusted only when it is the body's one difference.
+    return "near" if "unknown" not in variants or len(variants) == 1 else None
 
 
 def _group(features: list[Features]) -> list[list[tuple[Features, str]]]:

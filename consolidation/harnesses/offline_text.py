@@ -131,9 +131,9 @@ MIN_COMPOUND_PART = 3
 
 
 @functools.cache
-def known(word: str) -> bool:
-    """Whether ``word`` is an English word: in the dictionary, in its American spelling, or a compound of two
-    words of three letters or more (``offsite``, ``weekday``)."""
+def known(word: str, *, compounds: bool = True) -> bool:
+    """Whether ``word`` is an English word: in the dictionary, in its American spelling, or (``compounds``) a
+    compound of two words of three letters or more (``offsite``, ``weekday``; but also ``libssh``, ``mongod``)."""
     dictionary = _dictionary()
     if dictionary.known([word]):
         return True
@@ -143,10 +143,24 @@ def known(word: str) -> bool:
         if re.search(british, word)
     ):
         return True
-    return any(
+    return compounds and any(
         dictionary.known([word[:i]]) and dictionary.known([word[i:]])
         for i in range(MIN_COMPOUND_PART, len(word) - MIN_COMPOUND_PART + 1)
     )
+
+
+MIN_EMPHASIS_CHARS = 4
+
+WORD_ACRONYMS = frozenset(
+    {"rest", "soap", "lamp", "mean", "aids", "acid", "base", "solid", "smart", "kiss", "safe", "fair", "grasp", "swat"}
+)  # fmt: skip
+"""Acronyms that spell an English word (``REST``/*rest*, ``ACID``/*acid*): never read as emphasis."""
+
+
+def emphasis(word: str) -> bool:
+    """Whether ``word`` (case-folded), written in capitals, is an English word stressed ("I NEVER eat before 10")
+    rather than an acronym: four letters or more, in the dictionary, and not an acronym that spells a word."""
+    return len(word) >= MIN_EMPHASIS_CHARS and word not in WORD_ACRONYMS and known(word, compounds=False)
 
 
 def _expand(word: str) -> tuple[str, ...]:
@@ -259,13 +273,15 @@ def read_features(record: PromptRecord, index: int) -> Features:
     shouting = bool(raw) and all(word.isupper() for word in raw if len(word) > 1)
     upper = frozenset(w.casefold() for w in raw if len(w) > 1 and w.isupper())
     kept = {t.text for t in flat}
+    # "I NEVER eat before 10": a stressed word, not an acronym (the dictionary is asked only of short capitals)
+    acronyms = frozenset() if shouting else frozenset(w for w in upper if len(w) <= 5 and w in kept and not emphasis(w))
     return Features(
         record=record,
         index=index,
         clauses=tuple(clauses),
         tokens=flat,
         key=tuple(t.text for t in flat),
-        acronyms=frozenset() if shouting else frozenset(w for w in upper if len(w) <= 5 and w in kept),
+        acronyms=acronyms,
         upper=upper,
     )
 

@@ -34,6 +34,8 @@ VALUES: dict[str, Callable[[random.Random], str]] = {
     "editor": lambda r: r.choice(EDITORS),
     "rent": lambda r: str(r.randrange(700, 2400, 50)),
     "km": lambda r: str(r.randint(3, 21)),
+    "k8s": lambda r: f"1.{r.randint(24, 31)}",
+    "minutes": lambda r: str(r.randint(3, 40)),
 }
 
 # (template, value kind): one fact about one subject each.
@@ -57,6 +59,13 @@ TEMPLATES: tuple[tuple[str, str], ...] = (
     ("It is fine to call me before {v}", "clock"),
     ("I work from home on {v}, and I go to the office on Fridays", "day"),
     ("Our on-call rotation is led by {v}, and the escalation contact is the platform team", "name"),
+    # Tool names the dictionary does not know either (a letter dropped from one is a typo of an unknown word).
+    ("Our staging cluster runs kubernetes {v}", "k8s"),
+    ("The pytest timeout of the billing service is {v} seconds", "minutes"),
+    ("Our gunicorn workers restart every {v}", "day"),
+    # Words a user writes in capitals for emphasis.
+    ("I never eat lunch before {v}", "clock"),
+    ("I really need a quiet morning every {v}", "day"),
 )
 
 
@@ -130,12 +139,37 @@ def noise(body: str, marker: str, rng: random.Random) -> str | None:
     return lowered.replace(" ", "  ", 1) + " "
 
 
+def dropped_letter(body: str, marker: str, rng: random.Random) -> str | None:
+    """One letter dropped from inside one lowercase word of seven letters or more (never the marker)."""
+    words = [m for m in re.finditer(r"\b[a-z]{7,}\b", body) if m.group(0) != marker.lower()]
+    if not words:
+        return None
+    word = rng.choice(words)
+    w = word.group(0)
+    i = rng.randint(2, len(w) - 3)
+    return body[: word.start()] + w[:i] + w[i + 1 :] + body[word.end() :]
+
+
+_EMPHASIS = ("never", "always", "really", "every", "must", "only", "before", "after", "still", "very")
+
+
+def emphasis(body: str, marker: str, rng: random.Random) -> str | None:
+    """One word of emphasis (*never, always, really* ...) written in capitals: "I NEVER eat before 10"."""
+    words = [m for m in re.finditer(r"\b[A-Za-z]+\b", body) if m.group(0).lower() in _EMPHASIS]
+    if not words:
+        return None
+    word = rng.choice(words)
+    return body[: word.start()] + word.group(0).upper() + body[word.end() :]
+
+
 REWORDINGS: dict[str, Callable[[str, str, random.Random], str | None]] = {
     "typo": typo,
     "contraction": contraction,
     "politeness": politeness,
     "word_order": word_order,
     "noise": noise,
+    "dropped_letter": dropped_letter,
+    "emphasis": emphasis,
 }
 
 
@@ -195,12 +229,38 @@ def lookalike(rng: random.Random, aspect: str) -> Lookalike:
     if aspect == "unit":
         t = "Keep the nightly backups for " + str(rng.randint(2, 12)) + " {v}"
         return Lookalike(aspect, Fact(t, "days"), Fact(t, "weeks"))
+    if aspect == "one letter":
+        t, a, b = rng.choice(ONE_LETTER)
+        return Lookalike(aspect, Fact(t, a), Fact(t, b))
+    if aspect == "acronym":
+        t, a, b = rng.choice(ACRONYMS)
+        return Lookalike(aspect, Fact(t, a), Fact(t, b))
     city = rng.choice(CITIES)
     t = f"The {city} office is open until {_clock(rng, 17, 20)} on " + "{v}"
     return Lookalike(aspect, Fact(t, "weekdays"), Fact(t, "weekends"))
 
 
-ASPECTS = ("number", "currency", "sign", "negation", "name", "unit", "qualifier")
+# Two names or two real words one letter apart: never a typo of each other.
+ONE_LETTER = (
+    ("Book the small meeting room for {v} on Thursdays", "Maria", "Mario"),
+    ("Book the small meeting room for {v} on Thursdays", "Anna", "Anne"),
+    ("Send the quarterly numbers to {v} before the review", "Jon", "Joe"),
+    ("My neighbour looks after the {v} when I travel", "cat", "car"),
+    ("Fill in the {v} field first when you draft my emails", "form", "from"),
+    ("The bottle on the left of the shelf is {v}", "mine", "wine"),
+    ("The release build links against {v} statically", "libssl", "libssh"),
+)
+
+# An acronym and the lowercase word it spells: never the same.
+ACRONYMS = (
+    ("Send the signed invoices to {v} by Friday", "US", "us"),
+    ("I report broken laptops to {v} first", "IT", "it"),
+    ("Check {v} published the travel vaccine schedule", "WHO", "who"),
+    ("The deploy script calls {v} directly", "AWS", "aws"),
+    ("Read the {v} notes before you change the API", "REST", "rest"),
+)
+
+ASPECTS = ("number", "currency", "sign", "negation", "name", "unit", "qualifier", "one letter", "acronym")
 
 
 # ------------------------------------------------------------------ cascades: a fact that depends on another

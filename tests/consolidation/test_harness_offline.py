@@ -289,3 +289,55 @@ def test_any_bodies_produce_well_formed_operations(bodies):
         assert op["op"] in {"merge", "correct"}
         assert op["body"].strip() == op["body"] and op["body"]
         assert (len(op["targets"]) >= 2) if op["op"] == "merge" else (len(op["targets"]) == 1)
+
+
+# -- a letter slipped in a word no dictionary knows, and words in capitals for emphasis ------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Our staging cluster runs kubernetes 1.29", "Our staging cluster runs kubernets 1.29"),  # dropped
+        ("Our gunicorn workers restart every Monday", "Our gunicorrn workers restart every Monday"),  # added
+        ("The pytest suite takes 12 minutes", "The pyetst suite takes 12 minutes"),  # swapped
+        ("I NEVER eat lunch before 10", "I never eat lunch before 10"),
+        ("I eat lunch AFTER 12 on weekdays", "I eat lunch after 12 on weekdays"),
+        ("I still need a quiet morning every Friday", "I STILL need a quiet morning every Friday"),
+    ],
+)
+def test_a_slip_in_an_unknown_word_and_emphasis_in_capitals_merge(a, b):
+    assert merges(rec("m1", a), rec("m2", b)) == [["m1", "m2"]]
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # names one letter apart
+        ("Book the small meeting room for Maria", "Book the small meeting room for Mario"),
+        ("Book the small meeting room for Anna", "Book the small meeting room for Anne"),
+        ("Send the numbers to Jon", "Send the numbers to Joe"),
+        # real words one letter apart
+        ("My neighbour looks after the cat", "My neighbour looks after the car"),
+        ("Fill in the form field first", "Fill in the from field first"),
+        ("The bottle on the left is mine", "The bottle on the left is wine"),
+        # acronyms and the word they spell; a word-acronym of four letters stays an acronym
+        ("Send the signed invoices to US by Friday", "Send the signed invoices to us by Friday"),
+        ("I report broken laptops to IT first", "I report broken laptops to it first"),
+        ("Check WHO published the schedule", "Check who published the schedule"),
+        ("The deploy script calls AWS directly", "The deploy script calls aws directly"),
+        ("Read the REST notes before you change the API", "Read the rest notes before you change the API"),
+        ("I want ACID databases", "I want acid databases"),
+        # different numbers
+        ("Our staging cluster runs kubernetes 1.29", "Our staging cluster runs kubernetes 1.28"),
+        # unknown words: a changed letter, a slip at either end, too short, or with another difference
+        ("The release build links against libssl", "The release build links against libssh"),
+        ("I run mongod on the build host", "I run mongodb on the build host"),
+        ("I run gunicorn on the build host", "I run unicorn on the build host"),
+        ("I run nginx on the build host", "I run ngnx on the build host"),
+        ("I run gunicorn and pytest on Fridays", "I run gunicron and pytset on Fridays"),
+        # a capitalised unknown word is a name, never a typo
+        ("Our staging cluster runs Kubernetes 1.29", "Our staging cluster runs Kubernets 1.29"),
+    ],
+)
+def test_look_alikes_of_slips_and_emphasis_never_merge(a, b):
+    assert merges(rec("m1", a), rec("m2", b)) == []

@@ -59,7 +59,7 @@ def test_offline_updates_beat_keep_all_on_both_splits(offline_report: ReplayRepo
 # held-out duplicate target (0.95) is not met: it is asserted at what is measured, so a regression still fails.
 RECALL_FLOORS = {
     "tuning": {"update": 0.90, "conflict": 0.90, "expiry": 0.75, "duplicate": 0.95, "cascade": 0.75},
-    "heldout": {"update": 0.90, "conflict": 0.90, "expiry": 0.75, "duplicate": 0.65, "cascade": 0.75},
+    "heldout": {"update": 0.90, "conflict": 0.90, "expiry": 0.75, "duplicate": 0.80, "cascade": 0.75},
 }
 
 
