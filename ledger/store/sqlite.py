@@ -76,6 +76,8 @@ class SQLiteStore(Store):
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
+        # An erasure's checkpoint a reader blocked: tried again as each later transaction ends (see scrub_files).
+        self._scrub_pending = False
         self._search_sql = (
             f"SELECT {prefixed_columns('m')} FROM memory_fts f JOIN memory_records m ON m.seq = f.rowid "
             "WHERE memory_fts MATCH :q AND m.scope_key = :s AND m.status = 'active' "
@@ -172,6 +174,8 @@ class SQLiteStore(Store):
     def _begin_read(self) -> Iterator[Connection]:
         with self.engine.connect() as conn, conn.begin():
             yield conn
+        if self._scrub_pending:  # this read may have been the snapshot that kept an erased page in the WAL
+            self.scrub_files()
 
     # ------------------------------------------------------------------ statements
     def run(self, conn: Connection, stmt: Statement, params: Params | None = None) -> int:
@@ -251,19 +255,17 @@ class SQLiteStore(Store):
             raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
     def scrub_files(self) -> bool:
-        """Checkpoint the WAL so old page images of erased text leave the files (one try, never waiting)."""
-        if self.memory:
-            return True
+        """Checkpoint the WAL so old page images of erased text leave the files (one try, never waiting); when a
+        reader's snapshot keeps the WAL, tried again as each later transaction of this store ends."""
+        done = self.memory
         try:
             with self._lock, self.engine.connect() as conn:
                 raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
-                if sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy):
-                    return True
+                done = done or sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
         except (sqlite3.Error, DBAPIError) as exc:
-            log.warning("erasure checkpoint failed (%s); the next checkpoint will finish it", type(exc).__name__)
-            return False
-        log.info("erasure checkpoint could not truncate: a reader held the WAL; the next checkpoint finishes it")
-        return False
+            log.warning("erasure checkpoint failed (%s); the next transaction tries again", type(exc).__name__)
+        self._scrub_pending = not done
+        return done
 
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:
         with self._lock:  # in-memory SQLite's one connection (nothing on a file)
@@ -406,6 +408,8 @@ class _Write:
                 self._give_back(failed=exc is not None)
             finally:
                 store._write_lock.__exit__(None, None, None)
+        if store._scrub_pending:  # an erasure's checkpoint a reader blocked (never raises)
+            store.scrub_files()
         store.boundary.__exit__(kind, exc, tb)  # the block's own error, translated (else it leaves as it is)
 
     def _roll_back(self) -> None:

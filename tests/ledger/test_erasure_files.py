@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from ledger import Ledger, open_ledger
+from ledger.schema import RECORDS
 
 SCOPE = "account:local"
 WORD = "zanzibarquokka"
@@ -55,6 +57,17 @@ def test_a_forgotten_edited_body_leaves_no_trace_in_the_files(led: Ledger, clock
     led.delete(head.id)
     assert holders(_dir(led), WORD) == []
     assert led.search(SCOPE, WORD) == []
+
+
+def test_a_reader_that_held_the_wal_during_a_forget_lets_it_go_when_it_ends(led: Ledger, clock: Any) -> None:
+    """The window a reader's snapshot keeps open closes when that reader ends, with no later write or forget."""
+    pin = led.save(f"My locker code phrase is {WORD} at the gym")
+    clock.advance(seconds=1)
+    with led.reading() as reader:
+        reader.rows(select(RECORDS.c.id))  # a snapshot taken before the forget, kept across it
+        led.delete(pin.id)
+        assert holders(_dir(led), WORD), "the snapshot did not keep the old pages (the test shows nothing)"
+    assert holders(_dir(led), WORD) == []
 
 
 @pytest.mark.parametrize("neighbours", [60, 400])
