@@ -255,15 +255,16 @@ class SQLiteStore(Store):
             raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
     def scrub_files(self) -> bool:
-        """Checkpoint the WAL so old page images of erased text leave the files (one try, never waiting); when a
-        reader's snapshot keeps the WAL, tried again as each later transaction of this store ends."""
-        done = self.memory
+        """Checkpoint the WAL so erased text leaves the files; never waits, tried again as later transactions end."""
+        if self.memory:
+            return True
         try:
             with self._lock, self.engine.connect() as conn:
                 raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
-                done = done or sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
+                done = sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
         except (sqlite3.Error, DBAPIError) as exc:
             log.warning("erasure checkpoint failed (%s); the next transaction tries again", type(exc).__name__)
+            done = False
         self._scrub_pending = not done
         return done
 
