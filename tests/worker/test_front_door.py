@@ -101,11 +101,16 @@ def test_a_port_in_use_is_one_line_and_exit_status_1_before_anything_starts(base
                 timeout=60,
             )
             assert result.returncode == 1, result.stderr
-            assert result.stderr.splitlines() == [
-                f"memledger serve: port {port} on 127.0.0.1 is already in use; choose another with --port, "
-                "MEMLEDGER_PORT or `make run PORT=<port>`"
-            ]
+            assert result.stderr.splitlines() == [port_in_use(port)]
             assert result.stdout == ""  # refused before the banner, the worker or any log line
+
+
+def port_in_use(port: int) -> str:
+    """The one line ``serve`` (and so ``make run``) prints when its port is taken."""
+    return (
+        f"memledger serve: port {port} on 127.0.0.1 is already in use; choose another with --port, "
+        "MEMLEDGER_PORT or `make run PORT=<port>`"
+    )
 
 
 def _venv_of_this_test(tmp_path: Path) -> Path:
@@ -136,10 +141,7 @@ def test_make_run_on_a_port_in_use_is_one_line_and_exit_status_1(tmp_path: Path,
         )
     # Then what the README says: one line on stderr (make adds none) and exit status 1
     assert result.returncode == 1, result.stderr
-    assert result.stderr.splitlines() == [
-        f"memledger serve: port {port} on 127.0.0.1 is already in use; choose another with --port, "
-        "MEMLEDGER_PORT or `make run PORT=<port>`"
-    ]
+    assert result.stderr.splitlines() == [port_in_use(port)]
     assert result.stdout == ""
 
 
