@@ -45,7 +45,7 @@ SQLITE_SYNCHRONOUS_ENV = "MEMLEDGER_SQLITE_SYNCHRONOUS"
 def _sqlite_synchronous(value: str) -> str:
     mode = value.strip().lower()
     if mode not in SQLITE_SYNCHRONOUS:
-        raise ValueError("must be normal or full (docs/operations.md, Durability)")
+        raise ValueError("must be normal or full (docs/operations.md, What is durable)")
     return mode
 
 

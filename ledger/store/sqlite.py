@@ -38,7 +38,7 @@ from ledger.store.prepared import Prepared
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 5_000
-# PRAGMA synchronous in WAL mode (docs/operations.md, "Durability"). normal: the WAL is synced at checkpoints
+# PRAGMA synchronous in WAL mode (docs/operations.md, "What is durable"). normal: the WAL is synced at checkpoints
 # only, so a committed write survives a crash of the process but the last ones may be lost with the machine
 # (power loss, OS crash; the file stays consistent). full: the WAL is synced at every commit, so a committed
 # write survives those too, for an fsync per commit.

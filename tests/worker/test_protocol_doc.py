@@ -1,5 +1,5 @@
 """The protocol reference is generated, complete and true: it is not stale, every served method is in it,
-every example answers the documented fields, and every curl in it and in the README works against serve."""
+every example answers the documented fields, and every curl in it and in the quickstart works against serve."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "protocol.md"
 PACKET = ROOT / "docs" / "packet.md"
 INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
-README = ROOT / "README.md"
+QUICKSTART = ROOT / "docs" / "quickstart.md"
 MARK = "@@memledger-example@@"
 
 
@@ -167,7 +167,7 @@ def serve_with_proposals(spawn: Callable[..., Proc], base_env: dict[str, str]) -
     return port
 
 
-@pytest.mark.parametrize("document", [REFERENCE, README], ids=["protocol.md", "README.md"])
+@pytest.mark.parametrize("document", [REFERENCE, QUICKSTART], ids=["protocol.md", "quickstart.md"])
 def test_every_curl_example_works_against_a_running_serve(
     document: Path, serve_with_proposals: int, tmp_path: Path, base_env: dict[str, str]
 ) -> None:
@@ -179,7 +179,7 @@ def test_every_curl_example_works_against_a_running_serve(
         if "curl " in block and "/rpc" in block and "memledger serve" not in block and "make " not in block
     ]
     assert blocks, f"no curl examples in {document.name}"
-    # As the README has it: .venv/bin on the PATH, the commands on the served database.
+    # As the quickstart has it: .venv/bin on the PATH, the commands on the served database.
     env = {**base_env, "PATH": f"{MEMLEDGER_BIN}:{os.environ['PATH']}"}
     outputs = _run_blocks(blocks, serve_with_proposals, tmp_path, env)
     documented = iter(_documented_answers(document))
