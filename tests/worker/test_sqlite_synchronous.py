@@ -1,5 +1,5 @@
 """``MEMLEDGER_SQLITE_SYNCHRONOUS=normal|full``: SQLite's ``PRAGMA synchronous`` on every connection the ledger
-opens, through the library, the service's configuration and the ledger commands (docs/operations.md, What is durable)."""
+opens, through the library, the configuration and the ledger commands (docs/operations.md, What is durable)."""
 
 from __future__ import annotations
 
