@@ -10,9 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ledger import screening_detectors
 from ledger.errors import BodyRejected, LedgerError
-from ledger.screening import MAX_BODY_CHARS, find_credential, screen_body
+from ledger.screening import MAX_BODY_CHARS, detectors, find_credential, screen_body
 from tests.ledger.screening_corpus import (
     ANTHROPIC_KEY,
     GITHUB_CLASSIC,
@@ -190,7 +189,7 @@ def test_ordinary_pins_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> No
     def unreachable() -> None:
         raise AssertionError("detect-secrets ran for an ordinary pin")
 
-    monkeypatch.setattr(screening_detectors, "_load_detectors", unreachable)
+    monkeypatch.setattr(detectors, "_load_detectors", unreachable)
 
     # Then ordinary pins (no keyword, no long token) are kept without them
     for body in ["I prefer metric units", "my deploy region is eu-west-1", "standup is at 09:30", "port 8080"]:
@@ -199,8 +198,8 @@ def test_ordinary_pins_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_every_keyword_a_rule_finds_in_ascii_text_holds_a_word_of_its_hint() -> None:
     # Given the rules that skip an ASCII text whose lower-cased form holds none of their hint's words
-    from ledger.screening_languages import INTL_ASCII_HINT, INTL_SENTENCE
-    from ledger.screening_rules import _ENV_NAME, _KEYWORD, _KEYWORD_HINT
+    from ledger.screening.languages import INTL_ASCII_HINT, INTL_SENTENCE
+    from ledger.screening.rules import _ENV_NAME, _KEYWORD, _KEYWORD_HINT
 
     spelled = [
         "Door code 4471",
@@ -233,8 +232,8 @@ def test_every_keyword_a_rule_finds_in_ascii_text_holds_a_word_of_its_hint() -> 
 def test_every_keyword_the_window_rule_finds_in_ascii_text_passes_the_gate() -> None:
     # Given the window rule's keywords, spelled in ASCII in many languages
     from ledger.screening import _is_candidate
-    from ledger.screening_window import _KEYWORD as WINDOW_KEYWORD
-    from ledger.screening_window import KEYWORD_ANCHOR
+    from ledger.screening.window import _KEYWORD as WINDOW_KEYWORD
+    from ledger.screening.window import KEYWORD_ANCHOR
 
     spelled = [
         "password",
@@ -361,10 +360,10 @@ def test_importing_the_module_does_not_import_detect_secrets() -> None:
 
 def test_concurrent_screening_gives_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     # Given detectors not yet built, so the threads also race on the lazy set-up
-    monkeypatch.setattr(screening_detectors, "_detectors", None)
+    monkeypatch.setattr(detectors, "_detectors", None)
     bodies = [s.body for s in CORPUS]
     expected = [find_credential(b) for b in bodies]
-    monkeypatch.setattr(screening_detectors, "_detectors", None)
+    monkeypatch.setattr(detectors, "_detectors", None)
     start = threading.Barrier(8)
 
     def screen_all(_: int) -> list[str | None]:
@@ -406,7 +405,7 @@ def test_the_format_character_class_is_every_cf_character() -> None:
     import sys
     import unicodedata
 
-    from ledger.screening_views import INVISIBLE
+    from ledger.screening.views import INVISIBLE
 
     missing = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
     assert all(INVISIBLE.fullmatch(chr(c)) for c in missing)
@@ -440,7 +439,7 @@ def test_a_kept_body_is_stored_as_sent() -> None:
 def test_decoding_is_bounded() -> None:
     import base64
 
-    from ledger.screening_views import MAX_RUNS, decoded_runs
+    from ledger.screening.views import MAX_RUNS, decoded_runs
 
     runs = " ".join(base64.b64encode(f"ordinary words number {n:04d}".encode()).decode() for n in range(50))
     assert len(list(decoded_runs(runs))) == MAX_RUNS

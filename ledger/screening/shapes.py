@@ -21,8 +21,8 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Final
 
-from ledger.screening_values import ADVICE_KEY, ADVICE_PASSWORD, Finding, entropy, is_placeholder
-from ledger.screening_views import decodes_to_text
+from ledger.screening.values import ADVICE_KEY, ADVICE_PASSWORD, Finding, entropy, is_placeholder
+from ledger.screening.views import decodes_to_text
 
 # --------------------------------------------------------------------------- key material
 

@@ -1,6 +1,6 @@
 """A secret word in any language, then a value a few words later, for :mod:`ledger.screening`.
 
-The keyword rules (:mod:`ledger.screening_rules`) read a sentence's grammar; this one does not need to:
+The keyword rules (:mod:`ledger.screening.rules`) read a sentence's grammar; this one does not need to:
 after a password, PIN / access-code or key word (in some sixty languages), it skips up to five plain
 words — "for the NAS admin account", "di Netflix", "від пошти", "til routeren er", "ke kartě" — and
 judges the first token that is not a plain word. Because it knows no grammar it asks more of that
@@ -17,7 +17,7 @@ import re
 import unicodedata
 from typing import Final
 
-from ledger.screening_languages import (
+from ledger.screening.languages import (
     ACCESS_WORDS,
     WINDOW_CODE,
     WINDOW_CVV,
@@ -29,8 +29,8 @@ from ledger.screening_languages import (
     WINDOW_PIN_SCRIPT,
     WINDOW_STOP,
 )
-from ledger.screening_shapes import PUBLIC_PREFIX
-from ledger.screening_values import (
+from ledger.screening.shapes import PUBLIC_PREFIX
+from ledger.screening.values import (
     DETAILS,
     KEY,
     PIN,

@@ -12,17 +12,17 @@ Credential screening has three layers, cheapest first, each in its own module:
    is accepted at once; that is the common case and costs a few microseconds
    (docs/screening.md has the measurements).
 2. Our own patterns for current key formats, whole or pasted in pieces, and connection
-   strings with a password (:mod:`ledger.screening_formats`); the keyword rules for values
+   strings with a password (:mod:`ledger.screening.formats`); the keyword rules for values
    stated after ``password`` / ``PIN`` / ``api key`` / ``token`` / ``secret`` in an
    assignment or a sentence, in English or another language, passphrases included
-   (:mod:`ledger.screening_rules`, :mod:`ledger.screening_languages`), judged by
-   :mod:`ledger.screening_values`.
-3. detect-secrets' specific detectors (:mod:`ledger.screening_detectors`; never its
+   (:mod:`ledger.screening.rules`, :mod:`ledger.screening.languages`), judged by
+   :mod:`ledger.screening.values`.
+3. detect-secrets' specific detectors (:mod:`ledger.screening.detectors`; never its
    high-entropy plugins, which flag ordinary words), each run only where it could match.
 
 Each layer runs on the body as sent, then on what a person would read in it (NFKC, format
 characters removed, look-alike letters folded; base64 and hex decoded:
-:mod:`ledger.screening_views`).
+:mod:`ledger.screening.views`).
 
 Nothing here logs or returns the body or any part of it: ``BodyRejected.detail``
 names the kind of credential, never its value.
@@ -35,14 +35,14 @@ import re
 from typing import Final
 
 from ledger.errors import BodyRejected
-from ledger.screening_detectors import detect_secrets_rule
-from ledger.screening_formats import format_rule
-from ledger.screening_languages import has_ascii_language_word, has_ascii_window_word
-from ledger.screening_rules import intl_password_rule, keyword_rule
-from ledger.screening_shapes import command_line_rule, key_material_rule, seed_phrase_rule, url_secret_rule
-from ledger.screening_values import Finding, has_artifactory_hint, has_long_token
-from ledger.screening_views import INVISIBLE, decoded_runs, normalised
-from ledger.screening_window import has_value_char, window_rule
+from ledger.screening.detectors import detect_secrets_rule
+from ledger.screening.formats import format_rule
+from ledger.screening.languages import has_ascii_language_word, has_ascii_window_word
+from ledger.screening.rules import intl_password_rule, keyword_rule
+from ledger.screening.shapes import command_line_rule, key_material_rule, seed_phrase_rule, url_secret_rule
+from ledger.screening.values import Finding, has_artifactory_hint, has_long_token
+from ledger.screening.views import INVISIBLE, decoded_runs, normalised
+from ledger.screening.window import has_value_char, window_rule
 
 __all__ = ["MAX_BODY_CHARS", "find_credential", "screen_body"]
 

@@ -1,4 +1,4 @@
-"""Passwords and PINs stated in a sentence in other languages, for :mod:`ledger.screening_rules`.
+"""Passwords and PINs stated in a sentence in other languages, for :mod:`ledger.screening.rules`.
 
 The twenty most spoken languages and a few more (Chinese, Hindi, Spanish, French, Arabic, Bengali,
 Portuguese, Russian, Urdu, Indonesian and Malay, German, Japanese, Marathi, Telugu, Turkish, Tamil,
@@ -133,7 +133,7 @@ _INTL_PROSE_TEXT = """
 INTL_PROSE: Final = frozenset(_INTL_PROSE_TEXT.split())
 
 # --------------------------------------------------------------------------- the window rule's words
-# Keywords for :mod:`ledger.screening_window` (a secret word, then a value a few plain words later), in
+# Keywords for :mod:`ledger.screening.window` (a secret word, then a value a few plain words later), in
 # some sixty languages. Latin, Cyrillic, Greek, Georgian and Armenian ones are matched as whole words
 # (inflected endings allowed); the others are found inside longer words too.
 WINDOW_PASSWORD = (

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Final
 
-from ledger.screening_values import (
+from ledger.screening.values import (
     ADVICE_KEY,
     ADVICE_PRIVATE_KEY,
     ADVICE_URL,

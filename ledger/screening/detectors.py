@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable
 from typing import Final, Protocol
 
-from ledger.screening_values import (
+from ledger.screening.values import (
     ADVICE_KEY,
     ADVICE_URL,
     PW,

@@ -1,8 +1,8 @@
 """The keyword rules of :mod:`ledger.screening`: values stated after password / PIN / key words.
 
 In an assignment (``DB_PASSWORD=...``, ``"api_key": "..."``), in an English sentence ("my wifi
-password is ..."), and in a sentence in another language (:mod:`ledger.screening_languages`).
-Each value is judged by :func:`ledger.screening_values.judge`.
+password is ..."), and in a sentence in another language (:mod:`ledger.screening.languages`).
+Each value is judged by :func:`ledger.screening.values.judge`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ledger.screening_languages import INTL_ASCII_HINT, INTL_PROSE, INTL_SENTENCE, SCRIPT_NEXT
-from ledger.screening_values import DETAILS, KEY, PIN, PROSE_WORDS, PW, Finding, judge, prose_word
+from ledger.screening.languages import INTL_ASCII_HINT, INTL_PROSE, INTL_SENTENCE, SCRIPT_NEXT
+from ledger.screening.values import DETAILS, KEY, PIN, PROSE_WORDS, PW, Finding, judge, prose_word
 
 _KW_PASSWORD = r"pass(?:word|wd|phrase)s?|pass[\s-]phrase|pwd|wi-?fi\s+(?:pass|key)|network\s+key"
 _CODE_OF = (
