@@ -17,8 +17,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from consolidation import runs as R
-from consolidation import settings as S
+from consolidation import runs
+from consolidation import settings as scope_settings
 from consolidation.apply import apply_batch
 from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
 from consolidation.connections import Connections
@@ -45,11 +45,11 @@ class ConsolidationJob:
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
 
     # ------------------------------------------------------------------ settings
-    def settings_in(self, db: R.Executor, scope_key: str) -> ConsolidationSettings:
-        row = S.load(db, scope_key)
+    def settings_in(self, db: runs.Executor, scope_key: str) -> ConsolidationSettings:
+        row = scope_settings.load(db, scope_key)
         if row is None:
-            return S.defaults(scope_key, api_key=self.connections.api_key, prices=self.connections.prices)
-        return S.from_row(row)
+            return scope_settings.defaults(scope_key, api_key=self.connections.api_key, prices=self.connections.prices)
+        return scope_settings.from_row(row)
 
     def settings(self, scope_key: str) -> ConsolidationSettings:
         scope = check_scope(scope_key)
@@ -66,17 +66,17 @@ class ConsolidationJob:
 
         def fn(tx: Transaction) -> ConsolidationSettings:
             old = self.settings_in(tx, scope)
-            new = S.merge(old, changes, self.connections.prices)
-            S.store(tx, new)
+            new = scope_settings.merge(old, changes, self.connections.prices)
+            scope_settings.store(tx, new)
             if new.mode == Mode.OFF:
-                R.cancel_pending(tx, scope, tx.now_us)
+                runs.cancel_pending(tx, scope, tx.now_us)
                 return new
             # A pending run waits for the new debounce, not the one it was scheduled with.
-            R.reschedule_pending(
+            runs.reschedule_pending(
                 tx, scope, job=JOB, old=(old.debounce_s, old.max_wait_s), new=(new.debounce_s, new.max_wait_s)
             )
             if (use := tx.usage()).held >= use.max_records:
-                R.ensure_pending(tx, new, tx.now_us)  # turned on for a scope that is already full
+                runs.ensure_pending(tx, new, tx.now_us)  # turned on for a scope that is already full
             return new
 
         return self.led.run(scope, fn, now=now)
@@ -86,7 +86,7 @@ class ConsolidationJob:
         settings = self.settings_in(tx, tx.scope_key)
         if settings.mode == Mode.OFF:
             return None
-        run = R.ensure_pending(tx, settings, tx.now_us)
+        run = runs.ensure_pending(tx, settings, tx.now_us)
         return (
             f"Consolidation is on: run {run.id}, due {format_rfc3339(run.due_at)}, will merge duplicates to make "
             "room; try again after it."
@@ -95,7 +95,7 @@ class ConsolidationJob:
     def notify_turn_in(self, tx: Transaction, scope_key: str) -> ConsolidationRun | None:
         """Inside the scope's write transaction: create or push back the scope's pending run (None when off)."""
         settings = self.settings_in(tx, scope_key)
-        return None if settings.mode == Mode.OFF else R.debounce(tx, settings, tx.now_us)
+        return None if settings.mode == Mode.OFF else runs.debounce(tx, settings, tx.now_us)
 
     # ------------------------------------------------------------------ execution
     def execute(self, run: ConsolidationRun, now: datetime | None) -> ConsolidationRun | None:
@@ -133,7 +133,7 @@ class ConsolidationJob:
 
         def rotate(tx: Transaction) -> None:  # the rotation moves on once the answer is stored
             if selection is not None:
-                S.store_cursor(tx, selection.cursor)
+                scope_settings.store_cursor(tx, selection.cursor)
 
         return self.life.answer(
             run, now, harness=settings.harness, call=call, record_ids=list(aliases.values()),
@@ -177,13 +177,13 @@ class ConsolidationJob:
     ) -> tuple[ConsolidationSettings, int, list[MemoryRecord]] | None:
         """Claim the run; in the same transaction read what the run needs: settings, spend, active records."""
         settings = self.settings_in(tx, run.scope_key)
-        claimed = R.claim(
+        claimed = runs.claim(
             tx, run.id, tx.now_us, harness=settings.harness, model=settings.model, mode=settings.mode.value,
             cap_s=settings.wall_clock_cap_s,
         )  # fmt: skip
         # The claim and the reads go out together (one round trip on PostgreSQL); the reads are
         # wasted only when the claim is lost.
-        spent = R.month_spend(tx, run.scope_key, tx.now)
+        spent = runs.month_spend(tx, run.scope_key, tx.now)
         records = tx.active_later()
         if not claimed.result():
             return None
@@ -221,8 +221,8 @@ class ConsolidationJob:
         if sum(cost(r) for r in records) <= max_chars:
             return records, None
         with self.led.reading() as db:
-            cursor = S.load_cursor(db, scope)
-            since = R.last_prompt_at(db, scope)
+            cursor = scope_settings.load_cursor(db, scope)
+            since = runs.last_prompt_at(db, scope)
         changed = set()
         if since is not None:
             changed = {r.id for r in records if max(to_micros(r.updated_at), to_micros(r.valid_from)) > since}
@@ -242,17 +242,17 @@ class ConsolidationJob:
 
     def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
         """Gate and apply the stored answer at ``tx.now`` (when the answer is applied), then settle."""
-        run = R.get(tx, run_id)
+        run = runs.get(tx, run_id)
         if run is None or run.state != RunState.RUNNING:
             return False
         if run.answer is None and run.answer_raw is None:
             # A record the answer was built from was forgotten after it was stored: nothing to apply.
             error = "the stored answer was erased: a record it was built from was forgotten"
-            return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
+            return runs.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
         if run.answer is None:
             count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
             # The harness's reading of why (cut off at max_tokens, a content filter) was stored with the answer.
-            return R.settle(
+            return runs.settle(
                 tx, run_id, Outcome.FAILED, tx.now_us, error=run.error or "unparseable answer", ops_proposed=count,
                 ops_refused=count, refusals={UNPARSEABLE: count},
             )  # fmt: skip
@@ -263,7 +263,7 @@ class ConsolidationJob:
         for reason, count in applied.refusals.items():
             refusals[reason] = refusals.get(reason, 0) + count
         outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
-        won = R.settle(
+        won = runs.settle(
             tx, run_id, outcome, tx.now_us, ops_proposed=gate.proposed, ops_applied=applied.applied,
             proposals_written=applied.proposed, ops_refused=sum(refusals.values()), refusals=refusals,
         )  # fmt: skip

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from consolidation import runs as R
+from consolidation import runs
 from consolidation.errors import HarnessError, LostRace
 from consolidation.harnesses import HarnessResult
 from consolidation.models import ConsolidationRun, Outcome, Usage, usage_problem
@@ -78,7 +78,7 @@ class RunLife:
     def get(self, run_id: str) -> ConsolidationRun:
         """The run as stored (it exists: its caller holds its id)."""
         with self.led.reading() as db:
-            found = R.get(db, run_id)
+            found = runs.get(db, run_id)
         assert found is not None
         return found
 
@@ -98,13 +98,13 @@ class RunLife:
         """Settle a running run without applying anything; a call's usage is kept even if another settled first."""
 
         def fn(tx: Transaction) -> bool:
-            won = R.settle(
+            won = runs.settle(
                 tx, run_id, outcome, tx.now_us, error=error, usage=usage, spend_micro_usd=spend,
                 unanswered=unanswered, calls=calls,
             )  # fmt: skip
             if not won and (usage is not None or spend or calls):
                 # Someone else settled first; the call was still made and paid: keep its usage.
-                R.add_usage(tx, run_id, usage, spend, calls=calls)
+                runs.add_usage(tx, run_id, usage, spend, calls=calls)
             return won
 
         won = self.led.run(scope, fn, now=now)
@@ -155,7 +155,7 @@ class RunLife:
         ``also`` runs in the same transaction once the answer is stored."""
 
         def fn(tx: Transaction) -> None:
-            stored = R.store_answer(
+            stored = runs.store_answer(
                 tx, run.id, prompt=result.prompt, answer=result.answer, raw=result.raw_text, usage=result.usage,
                 spend_micro_usd=result.spend_micro_usd, now_us=tx.now_us, error=result.error,
             )  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from consolidation import limits as L
+from consolidation import limits
 from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
 from ledger import format_rfc3339, from_micros, opt_from_micros
 
@@ -126,21 +126,21 @@ class ConsolidationSettings(BaseModel):
     scope_key: str
     mode: Mode = Mode.OFF
     allowed_ops: list[str] = Field(default_factory=lambda: list(ALL_OPS))
-    debounce_s: L.DebounceS = DEFAULT_DEBOUNCE_S
-    max_wait_s: L.MaxWaitS | None = DEFAULT_MAX_WAIT_S
+    debounce_s: limits.DebounceS = DEFAULT_DEBOUNCE_S
+    max_wait_s: limits.MaxWaitS | None = DEFAULT_MAX_WAIT_S
     harness: str
     model: str
-    wall_clock_cap_s: L.WallClockCapS = DEFAULT_CAP_S
-    max_output_tokens: L.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
-    spend_budget_micro_usd: L.SpendBudgetMicroUsd = DEFAULT_SPEND_BUDGET_MICRO_USD
+    wall_clock_cap_s: limits.WallClockCapS = DEFAULT_CAP_S
+    max_output_tokens: limits.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
+    spend_budget_micro_usd: limits.SpendBudgetMicroUsd = DEFAULT_SPEND_BUDGET_MICRO_USD
     allow_removal: bool = False
-    max_prompt_chars: L.MaxPromptChars = DEFAULT_MAX_PROMPT_CHARS
+    max_prompt_chars: limits.MaxPromptChars = DEFAULT_MAX_PROMPT_CHARS
     base_url: str | None = None
-    price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
-    price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
+    price_in_usd_per_mtok: limits.PriceUsdPerMtok | None = None
+    price_out_usd_per_mtok: limits.PriceUsdPerMtok | None = None
     response_format: ResponseFormat = ResponseFormat.AUTO
-    temperature: L.Temperature = 0.0
-    context_window_tokens: L.ContextWindowTokens | None = None
+    temperature: limits.Temperature = 0.0
+    context_window_tokens: limits.ContextWindowTokens | None = None
     system_role: bool = True
     stream: bool = True
 

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
 
 from sqlalchemy import and_, select, union
 
-from consolidation import runs as R
-from consolidation import settings as S
+from consolidation import runs, settings
 from consolidation.connections import Connections, Target
 from consolidation.consolidate import JOB as CONSOLIDATE_JOB
 from consolidation.consolidate import ConsolidationJob
@@ -158,7 +157,7 @@ class ConsolidationService:
         """
         scope = check_scope(scope_key)
         with self.led.reading() as db:
-            return S.merge(self.consolidation.settings_in(db, scope), changes, self.connections.prices)
+            return settings.merge(self.consolidation.settings_in(db, scope), changes, self.connections.prices)
 
     def preview_extraction_settings(self, scope_key: str, **changes: Any) -> ExtractionSettings:
         """The extraction settings :meth:`update_extraction_settings` would store, without storing them.
@@ -252,14 +251,14 @@ class ConsolidationService:
     # ------------------------------------------------------------------ runs
     def get_run(self, run_id: str) -> ConsolidationRun:
         with self.led.reading() as db:
-            run = R.get(db, run_id)
+            run = runs.get(db, run_id)
         if run is None:
             raise RunNotFound(f"no consolidation run {run_id!r}")
         return run
 
     def _select(self, where: Any, order: tuple[Any, ...], limit: int) -> list[ConsolidationRun]:
         with self.led.reading() as db:
-            return R.select_runs(db, where, order=order, limit=limit)
+            return runs.select_runs(db, where, order=order, limit=limit)
 
     def runs(self, scope_key: str | None = None, *, limit: int = 100) -> list[ConsolidationRun]:
         """Runs newest first, of one scope or all."""
@@ -268,10 +267,10 @@ class ConsolidationService:
 
     def due_runs(self, *, now: datetime | None = None, limit: int = 1000) -> list[ConsolidationRun]:
         now_us = self._now(now)
-        return self._select(and_(R.PENDING, RC.due_at <= now_us), (RC.due_at, RC.id), limit)
+        return self._select(and_(runs.PENDING, RC.due_at <= now_us), (RC.due_at, RC.id), limit)
 
     def pending_runs(self, *, limit: int = 1000) -> list[ConsolidationRun]:
-        return self._select(R.PENDING, (RC.due_at, RC.id), limit)
+        return self._select(runs.PENDING, (RC.due_at, RC.id), limit)
 
     def harnesses_on(self) -> set[str]:
         """The harnesses some scope has on, for either job (a worker preloads them)."""
@@ -304,7 +303,7 @@ class ConsolidationService:
         scope = check_scope(scope_key)
         if job not in self.jobs:
             raise ValueError(f"unknown job {job!r}; jobs are {', '.join(self.jobs)}")
-        ids = self.led.run(scope, lambda tx: R.bring_forward(tx, scope, job=job, now_us=tx.now_us), now=now)
+        ids = self.led.run(scope, lambda tx: runs.bring_forward(tx, scope, job=job, now_us=tx.now_us), now=now)
         return [RunNowResult(run_id, self.execute(run_id, now=now)) for run_id in ids]
 
     def retry(self, run_id: str, *, now: datetime | None = None) -> RetryResult:
@@ -335,12 +334,12 @@ class ConsolidationService:
                     f"consolidation is off for {old.scope_key}: turn it on first "
                     f"(memledger consolidation set {old.scope_key} --mode propose)"
                 )
-            ids = R.bring_forward(tx, old.scope_key, job=CONSOLIDATE_JOB, now_us=tx.now_us)
+            ids = runs.bring_forward(tx, old.scope_key, job=CONSOLIDATE_JOB, now_us=tx.now_us)
             if ids:
-                run = R.get(tx, ids[0])
+                run = runs.get(tx, ids[0])
                 assert run is not None
                 return RetryResult(run, created=False)
-            return RetryResult(R.ensure_pending(tx, settings, tx.now_us, due_us=tx.now_us), created=True)
+            return RetryResult(runs.ensure_pending(tx, settings, tx.now_us, due_us=tx.now_us), created=True)
 
         return self.led.run(old.scope_key, fn, now=now)
 
@@ -375,7 +374,7 @@ class ConsolidationService:
         """
         now_us = self._now(now)
         grace_us = round(self.janitor_grace_s * 1_000_000)
-        stuck = self._select(R.RUNNING, (RC.started_at, RC.id), 1000)
+        stuck = self._select(runs.RUNNING, (RC.started_at, RC.id), 1000)
         recovered = []
         for run in stuck:
             assert run.started_at is not None

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
-from consolidation import limits as L
+from consolidation import limits
 from consolidation.errors import InvalidSettings, UnknownModelPrice
 from consolidation.harnesses import HARNESS_NAMES, HARNESSES
 from consolidation.pricing import PriceTable, scope_price
@@ -76,7 +76,7 @@ def mode_check(enum: type[M], what: str) -> Callable[[str, Any], M]:
 
 def seconds(name: str, value: object, kind: Any) -> float:
     """``value`` as seconds in the range ``kind`` states. Raises InvalidSettings (not a finite number, out of range)."""
-    low, high = L.bounds(kind)
+    low, high = limits.bounds(kind)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidSettings(f"{name} must be a number of seconds from {low:g} to {high:g}")
     if not low <= float(value) <= high:
@@ -86,7 +86,7 @@ def seconds(name: str, value: object, kind: Any) -> float:
 
 def number(name: str, value: object, kind: Any) -> float:
     """``value`` as a number in the range ``kind`` states. Raises InvalidSettings (not finite, out of range)."""
-    low, high = L.bounds(kind)
+    low, high = limits.bounds(kind)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidSettings(f"{name} must be a number from {low:g} to {high:g}")
     if not low <= float(value) <= high:
@@ -96,7 +96,7 @@ def number(name: str, value: object, kind: Any) -> float:
 
 def integer(name: str, value: object, kind: Any) -> int:
     """``value`` as an integer in the range ``kind`` states. Raises InvalidSettings (not an integer, out of range)."""
-    low, high = L.bounds(kind)
+    low, high = limits.bounds(kind)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidSettings(f"{name} must be an integer from {low} to {high}")
     return value
@@ -175,7 +175,7 @@ def price(name: str, value: object) -> float | None:
     """
     if value is None:
         return None
-    low, high = L.bounds(L.PriceUsdPerMtok)
+    low, high = limits.bounds(limits.PriceUsdPerMtok)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidSettings(f"{name} must be a number of USD per million tokens from {low:g} to {high:g}")
     if not low <= value <= high:
@@ -184,19 +184,21 @@ def price(name: str, value: object) -> float | None:
 
 
 FIELD_CHECKS: dict[str, Callable[[str, Any], Any]] = {
-    "debounce_s": lambda name, value: seconds(name, value, L.DebounceS),
-    "max_wait_s": lambda name, value: None if value is None else seconds(name, value, L.MaxWaitS),
-    "wall_clock_cap_s": lambda name, value: seconds(name, value, L.WallClockCapS),
-    "max_output_tokens": lambda name, value: integer(name, value, L.MaxOutputTokens),
-    "spend_budget_micro_usd": lambda name, value: integer(name, value, L.SpendBudgetMicroUsd),
-    "max_prompt_chars": lambda name, value: integer(name, value, L.MaxPromptChars),
+    "debounce_s": lambda name, value: seconds(name, value, limits.DebounceS),
+    "max_wait_s": lambda name, value: None if value is None else seconds(name, value, limits.MaxWaitS),
+    "wall_clock_cap_s": lambda name, value: seconds(name, value, limits.WallClockCapS),
+    "max_output_tokens": lambda name, value: integer(name, value, limits.MaxOutputTokens),
+    "spend_budget_micro_usd": lambda name, value: integer(name, value, limits.SpendBudgetMicroUsd),
+    "max_prompt_chars": lambda name, value: integer(name, value, limits.MaxPromptChars),
     "harness": lambda _, value: harness_name(value),
     "model": lambda _, value: model_name(value),
     "base_url": lambda _, value: base_url(value),
     "price_in_usd_per_mtok": price,
     "price_out_usd_per_mtok": price,
-    "temperature": lambda name, value: number(name, value, L.Temperature),
-    "context_window_tokens": lambda name, value: None if value is None else integer(name, value, L.ContextWindowTokens),
+    "temperature": lambda name, value: number(name, value, limits.Temperature),
+    "context_window_tokens": lambda name, value: (
+        None if value is None else integer(name, value, limits.ContextWindowTokens)
+    ),
 }
 """How a field of either job's settings is checked, by name; each raises InvalidSettings."""
 

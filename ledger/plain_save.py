@@ -10,7 +10,7 @@ answer (a refused body included).
 
 from __future__ import annotations
 
-from ledger import validate as V
+from ledger import validate
 from ledger.errors import LedgerBusy, LedgerError
 from ledger.instants import to_micros
 from ledger.models import Kind, MemoryRecord, Provenance, Status
@@ -28,16 +28,16 @@ def save_plain(
     kind, expires_at = options.get("kind"), options.get("expires_at")
     try:
         new = NewRecord(
-            V.stored_body(body, max_chars=policy.max_body_chars),
-            Kind.FACT if kind is None else V.kind(kind),
+            validate.stored_body(body, max_chars=policy.max_body_chars),
+            Kind.FACT if kind is None else validate.kind(kind),
             Provenance.USER_EXPLICIT,
             Status.ACTIVE,
             expires_at=None if expires_at is None else to_micros(expires_at, name="expires_at"),
-            source_session_id=V.opt_text(options.get("source_session_id"), "source_session_id"),
+            source_session_id=validate.opt_text(options.get("source_session_id"), "source_session_id"),
         )
     except LedgerError:
         return None  # the transaction refuses it, with its own words
-    record_id = V.new_record_id()
+    record_id = validate.new_record_id()
     params = {
         "s": scope,
         "clock": clock_us,

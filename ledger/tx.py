@@ -21,18 +21,10 @@ from typing import Any, Unpack
 
 from sqlalchemy import Connection, Table
 
-from ledger import derived_text
+from ledger import derived_text, statements, validate
 from ledger import record_rows as rows
-from ledger import statements as Q
-from ledger import validate as V
 from ledger.erasure import erase_chain
-from ledger.errors import (
-    BudgetExceeded,
-    InvalidArgument,
-    InvalidInstant,
-    InvalidTransition,
-    RecordNotFound,
-)
+from ledger.errors import BudgetExceeded, InvalidArgument, InvalidInstant, InvalidTransition, RecordNotFound
 from ledger.instants import from_micros, to_micros
 from ledger.models import EventKind, Kind, MemoryRecord, Provenance, ScopeUsage, Status
 from ledger.options import ProposeOptions, SaveOptions
@@ -142,7 +134,7 @@ class Transaction(Reader):
         detail: Mapping[str, Any] | None = None,
     ) -> None:
         """Append one row to ``ledger_events`` at ``tx.now`` (never a body)."""
-        self._event(str(event), record_id, reason, run_id, Q.sorted_json(dict(detail or {})))
+        self._event(str(event), record_id, reason, run_id, statements.sorted_json(dict(detail or {})))
 
     def _event(self, event: str, record_id: str | None, reason: str | None, run_id: str | None, detail: str) -> None:
         """:meth:`event` with its detail already encoded."""
@@ -155,7 +147,7 @@ class Transaction(Reader):
             "run_id": run_id,
             "detail": detail,
         }
-        self.store.send(self.conn, Q.INSERT_EVENT, params)
+        self.store.send(self.conn, statements.INSERT_EVENT, params)
 
     def prepare(self) -> None:
         """Expire what is due in the scope at ``tx.now``, so no write acts on an expired record."""
@@ -167,7 +159,7 @@ class Transaction(Reader):
         when the statement that took the scope's lock read them (the transaction's first, nothing written since)."""
         found, self._read_ahead = self._read_ahead, None
         if found is None:
-            stmt = self.store.built(Q.usage_and_due, driver_values=True)  # ``due`` is tested for truth
+            stmt = self.store.built(statements.usage_and_due, driver_values=True)  # ``due`` is tested for truth
             (found,) = self.store.rows(self.conn, stmt, {"s": self.scope_key, "n": self.now_us})
         budget, active, proposed, due = found
         if due:
@@ -177,7 +169,7 @@ class Transaction(Reader):
         return self._usage(budget, active, proposed)
 
     def usage(self) -> ScopeUsage:
-        ((budget, active, proposed),) = store_rows(self.conn, Q.USAGE, {"s": self.scope_key})
+        ((budget, active, proposed),) = store_rows(self.conn, statements.USAGE, {"s": self.scope_key})
         return self._usage(budget, active, proposed)
 
     def _usage(self, budget: int | None, active: int, proposed: int) -> ScopeUsage:
@@ -206,7 +198,9 @@ class Transaction(Reader):
 
     def active(self) -> list[MemoryRecord]:
         """The scope's active set at ``tx.now``."""
-        return rows.fetch_active(self.conn, Q.ACTIVE_NOW, self.scope_key, {"s": self.scope_key, "n": self.now_us})
+        return rows.fetch_active(
+            self.conn, statements.ACTIVE_NOW, self.scope_key, {"s": self.scope_key, "n": self.now_us}
+        )
 
     def active_later(self) -> Pending[list[MemoryRecord]]:
         """:meth:`prepare`, then :meth:`active`: sent now, read with ``.result()`` (see :meth:`query`).
@@ -215,8 +209,8 @@ class Transaction(Reader):
         expired first, so both questions go out together and the expiry runs only when needed.
         """
         params = {"s": self.scope_key, "n": self.now_us}
-        due = store_query(self.conn, self.store.built(Q.due_now, driver_values=True), params)
-        found = store_query(self.conn, Q.ACTIVE_NOW, params)
+        due = store_query(self.conn, self.store.built(statements.due_now, driver_values=True), params)
+        found = store_query(self.conn, statements.ACTIVE_NOW, params)
 
         def result() -> list[MemoryRecord]:
             if due.result()[0][0]:
@@ -226,7 +220,7 @@ class Transaction(Reader):
         return Pending(result)
 
     def _row(self, record_id: object) -> Row:
-        return self._in_scope(record_id, store_rows(self.conn, rows.BY_ID, {"id": V.record_id(record_id)}))
+        return self._in_scope(record_id, store_rows(self.conn, rows.BY_ID, {"id": validate.record_id(record_id)}))
 
     def _in_scope(self, record_id: object, found: Sequence[Sequence[Any]]) -> Row:
         """The record read as ``found`` (its row, or none); another account's id reads as an unknown one."""
@@ -255,18 +249,20 @@ class Transaction(Reader):
         Raises:
             BodyRejected, BudgetExceeded, RecordNotFound, InvalidTransition, InvalidInstant, InvalidArgument.
         """
-        clean = V.stored_body(body, max_chars=self.policy.max_body_chars)
-        group = V.group(options.get("conflict_group"))
-        session = V.opt_text(options.get("source_session_id"), "source_session_id")
+        clean = validate.stored_body(body, max_chars=self.policy.max_body_chars)
+        group = validate.group(options.get("conflict_group"))
+        session = validate.opt_text(options.get("source_session_id"), "source_session_id")
         supersedes = options.get("supersedes")
         if supersedes is not None and not isinstance(supersedes, str):
             raise InvalidArgument("supersedes must be one record id (a string)")
         kind = options.get("kind")
         expires_at = options.get("expires_at")
-        new_kind = None if kind is None else V.kind(kind)
+        new_kind = None if kind is None else validate.kind(kind)
         exp_us = self._expiry(expires_at)
         # An edit's target is asked for with the usage (one round trip on PostgreSQL); read again if an expiry ran.
-        ahead = None if supersedes is None else store_query(self.conn, rows.BY_ID, {"id": V.record_id(supersedes)})
+        ahead = (
+            None if supersedes is None else store_query(self.conn, rows.BY_ID, {"id": validate.record_id(supersedes)})
+        )
         use = self._prepare_usage()
         replaced: list[Row] = []
         if supersedes is not None:
@@ -319,7 +315,7 @@ class Transaction(Reader):
             group=options.get("conflict_group"),
             run_id=options.get("run_id"),
         )
-        targets = V.record_ids(options.get("supersedes", ()))
+        targets = validate.record_ids(options.get("supersedes", ()))
         new = new.with_expiry(self._expiry(options.get("expires_at")))
         self.check_growth(notify=True, usage=self._prepare_usage())
         return self._write_record(new, supersedes=targets)
@@ -337,7 +333,7 @@ class Transaction(Reader):
         run_id: str | None = None,
     ) -> NewRecord:
         """A proposal's record, screened (first) and validated."""
-        clean = V.stored_body(body, max_chars=self.policy.max_body_chars)
+        clean = validate.stored_body(body, max_chars=self.policy.max_body_chars)
         try:
             prov = Provenance(str(provenance))
         except ValueError:
@@ -346,13 +342,13 @@ class Transaction(Reader):
             raise InvalidArgument("a proposal comes from a model: provenance cannot be user_explicit")
         return NewRecord(
             clean,
-            V.kind(kind),
+            validate.kind(kind),
             prov,
             Status.PROPOSED,
-            conflict_group=V.group(group),
-            source_session_id=V.opt_text(session, "source_session_id"),
-            confidence_bps=V.confidence(confidence_bps),
-            rationale=V.opt_text(rationale, "rationale", limit=self.policy.max_body_chars),
+            conflict_group=validate.group(group),
+            source_session_id=validate.opt_text(session, "source_session_id"),
+            confidence_bps=validate.confidence(confidence_bps),
+            rationale=validate.opt_text(rationale, "rationale", limit=self.policy.max_body_chars),
             run_id=run_id,
         )
 
@@ -392,7 +388,7 @@ class Transaction(Reader):
         )
         exp_us = None if expires_at is None else to_micros(expires_at, name="expires_at")
         new = new.with_expiry(exp_us if exp_us is None or exp_us > self.now_us else None)
-        targets = V.record_ids(target_ids)
+        targets = validate.record_ids(target_ids)
         found = {r["id"]: r for r in rows.fetch_many(self.conn, targets)}
         for tid in targets:
             row = found.get(tid)
@@ -415,7 +411,7 @@ class Transaction(Reader):
         """
         self.prepare()
         row = self._row(record_id)
-        V.transition(row, Status.ACTIVE, "accept")
+        validate.transition(row, Status.ACTIVE, "accept")
         if _proposed_action(self.conn, record_id) == FORGET:
             return self._accept_forget(row, run_id)
         wanted = json.loads(row["supersedes"])
@@ -433,7 +429,11 @@ class Transaction(Reader):
             replaced.append(member)
         for target in replaced:
             self._close(target, record_id)
-        run(self.conn, Q.ACCEPT, {"n": self.now_us, "rid": record_id, "sup": json.dumps([t["id"] for t in replaced])})
+        run(
+            self.conn,
+            statements.ACCEPT,
+            {"n": self.now_us, "rid": record_id, "sup": json.dumps([t["id"] for t in replaced])},
+        )
         self.event(EventKind.ACCEPTED, record_id=record_id, run_id=run_id)
         return self._fresh(record_id)
 
@@ -441,8 +441,8 @@ class Transaction(Reader):
         """Turn a proposal down; its interval stays empty. Raises RecordNotFound, InvalidTransition."""
         self.prepare()
         row = self._row(record_id)
-        V.transition(row, Status.REJECTED, "reject")
-        run(self.conn, Q.REJECT, {"n": self.now_us, "rid": record_id})
+        validate.transition(row, Status.REJECTED, "reject")
+        run(self.conn, statements.REJECT, {"n": self.now_us, "rid": record_id})
         self.event(EventKind.REJECTED, record_id=record_id)
         return self._fresh(record_id)
 
@@ -462,13 +462,13 @@ class Transaction(Reader):
                 f"{record_id} was superseded by {row['superseded_by']}; forget {row['superseded_by']} instead "
                 "(forgetting the head erases the whole chain)"
             )
-        V.transition(row, Status.DELETED, "forget")
+        validate.transition(row, Status.DELETED, "forget")
         end_us = row["valid_to"]
         if row["status"] == Status.ACTIVE:
             if row["valid_from"] > self.now_us:
                 raise InvalidInstant("cannot forget a record at an instant before it took effect")
             end_us = self.now_us
-        run(self.conn, Q.DELETE, {"end": end_us, "n": self.now_us, "rid": record_id})
+        run(self.conn, statements.DELETE, {"end": end_us, "n": self.now_us, "rid": record_id})
         self.event(EventKind.DELETED, record_id=record_id)
         erased_ids, bodies = erase_chain(self.conn, row, self.now_us)
         for erased in erased_ids:
@@ -493,7 +493,7 @@ class Transaction(Reader):
         if row is None or row["scope_key"] != self.scope_key or row["status"] != Status.ACTIVE:
             raise InvalidTransition(f"record {record_id} is no longer active in {self.scope_key}")
         if row["expires_at"] is None or row["expires_at"] > exp_us:
-            run(self.conn, Q.SET_EXPIRY, {"e": exp_us, "n": self.now_us, "rid": record_id})
+            run(self.conn, statements.SET_EXPIRY, {"e": exp_us, "n": self.now_us, "rid": record_id})
         return self._fresh(record_id)
 
     def propose_forget(
@@ -526,7 +526,7 @@ class Transaction(Reader):
         )
         self.check_growth()
         record = self._write_record(new, supersedes=[target_id])
-        run(self.conn, Q.SET_ACTION, {"a": FORGET, "rid": record.id})
+        run(self.conn, statements.SET_ACTION, {"a": FORGET, "rid": record.id})
         return record
 
     def _accept_forget(self, row: Row, run_id: str | None) -> MemoryRecord:
@@ -546,7 +546,7 @@ class Transaction(Reader):
         """Set the scope's ``max_records``. Never evicts. Raises InvalidArgument (not 0 to 1,000,000)."""
         if isinstance(max_records, bool) or not isinstance(max_records, int) or not 0 <= max_records <= 1_000_000:
             raise InvalidArgument("max_records must be an integer from 0 to 1000000")
-        run(self.conn, Q.SET_BUDGET, {"m": max_records, "n": self.now_us, "s": self.scope_key})
+        run(self.conn, statements.SET_BUDGET, {"m": max_records, "n": self.now_us, "s": self.scope_key})
         self.event(EventKind.BUDGET_SET, detail={"max_records": max_records})
         return self.usage()
 
@@ -559,7 +559,7 @@ class Transaction(Reader):
     def _active_in_group(self, group: str | None) -> Row | None:
         if group is None:
             return None
-        found = rows.fetch_rows(self.conn, Q.GROUP_MEMBER, {"s": self.scope_key, "g": group})
+        found = rows.fetch_rows(self.conn, statements.GROUP_MEMBER, {"s": self.scope_key, "g": group})
         return found[0] if found else None
 
     def _close(self, row: Row, successor: str) -> None:
@@ -569,7 +569,7 @@ class Transaction(Reader):
                 f"cannot supersede {row['id']} at an instant before it took effect "
                 f"({from_micros(row['valid_from']).isoformat()})"
             )
-        done = run(self.conn, Q.CLOSE, {"n": self.now_us, "succ": successor, "rid": row["id"]})
+        done = run(self.conn, statements.CLOSE, {"n": self.now_us, "succ": successor, "rid": row["id"]})
         if done != 1:
             raise InvalidTransition(f"record {row['id']} is no longer active")
         self.event(EventKind.SUPERSEDED, record_id=row["id"], detail={"superseded_by": successor})
@@ -581,19 +581,19 @@ class Transaction(Reader):
 
         ``supersedes`` defaults to the replaced ids; a proposal names targets it does not close yet.
         """
-        new_id = V.new_record_id()
+        new_id = validate.new_record_id()
         for row in replaced:
             self._close(row, new_id)
         names = [r["id"] for r in replaced] if supersedes is None else list(supersedes)
         values = rows.new_row(new_id, self.scope_key, new, self.now_us, names)
-        self.store.send(self.conn, Q.INSERT_RECORD, values)
+        self.store.send(self.conn, statements.INSERT_RECORD, values)
         event = EventKind.SAVED if new.status == Status.ACTIVE else EventKind.PROPOSED
-        self._event(event.value, new_id, None, new.run_id, Q.record_detail(names, new.provenance))
+        self._event(event.value, new_id, None, new.run_id, statements.record_detail(names, new.provenance))
         return rows.record_of_new_row(values)
 
 
 def _proposed_action(conn: Connection, record_id: str) -> str | None:
-    found = store_rows(conn, Q.PROPOSED_ACTION, {"rid": record_id})
+    found = store_rows(conn, statements.PROPOSED_ACTION, {"rid": record_id})
     return None if not found else found[0][0]
 
 

@@ -3,6 +3,8 @@
 * No import cycle inside ``ledger/``, ``consolidation/`` or ``worker/`` (each package on its own). An import
   anywhere counts: module level, inside a function (a lazy import), under ``if TYPE_CHECKING:``.
 * No module over 600 lines, no function or method over 50: past them is a sign to split.
+* No import under a one-letter name (``import runs as R``, ``from a import b as B``), in the packages, ``tools/``
+  or the tests: a module is read by its own name.
 
 The offenders other work is taking apart now are listed in the ``*_NOT_YET`` tables below, each checked
 to offend still, so an entry goes once it is fixed; ``consolidation/`` has none. The figures of all four
@@ -23,6 +25,7 @@ from tests.test_seams import crossings
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ledger", "consolidation", "worker")
+ALIAS_CHECKED = (*PACKAGES, "tools", "tests")  # every Python directory of the project
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 50
 SOFT_MODULE_LINES = 400  # only counted (the figures); a package may hold its own list of modules over it
@@ -172,6 +175,27 @@ def over(sizes: dict[str, int], limit: int) -> dict[str, int]:
     return {name: lines for name, lines in sizes.items() if lines > limit}
 
 
+def one_letter_aliases(tree: ast.Module) -> list[tuple[int, str]]:
+    """Every import anywhere in ``tree`` bound to a one-letter name: ``import x as y``, ``from a import b as y``."""
+    return [
+        (node.lineno, f"{alias.name} as {alias.asname}")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+        if alias.asname is not None and len(alias.asname) == 1
+    ]
+
+
+def aliases_under(root: Path, folders: tuple[str, ...]) -> list[str]:
+    """The one-letter import aliases of every module under ``folders`` of ``root``, as ``path:line: what``."""
+    return [
+        f"{path.relative_to(root).as_posix()}:{line}: {what}"
+        for folder in folders
+        for path in sorted((root / folder).rglob("*.py"))
+        for line, what in one_letter_aliases(_parse(path))
+    ]
+
+
 # ---------------------------------------------------------------------------------------------- self-tests
 
 
@@ -219,6 +243,14 @@ def test_the_size_check_sees_a_long_module_and_a_long_method(tmp_path: Path) -> 
     assert over(function_lines(root, "pkg"), MAX_FUNCTION_LINES) == {"pkg/m.py:C.long": MAX_FUNCTION_LINES + 1}
 
 
+def test_the_alias_check_sees_a_one_letter_name_in_either_form_at_any_level() -> None:
+    source = (
+        "import consolidation.runs as R\nimport numpy as np\nfrom consolidation import limits as L, runs\n"
+        "def f():\n    from ledger import validate as V\nif TYPE_CHECKING:\n    from a import B as b\n"
+    )
+    assert [line for line, _ in one_letter_aliases(ast.parse(source))] == [1, 3, 5, 7]
+
+
 # ---------------------------------------------------------------------------------------------- the checks
 
 
@@ -251,6 +283,11 @@ def test_no_function_over_50_lines(package: str) -> None:
     allowed = {name for name in FUNCTIONS_NOT_YET if name.startswith(f"{package}/")}
     assert sorted(set(long) - allowed) == [], "split it into functions with one job each"
     assert sorted(allowed - set(long)) == [], "short enough now: take it off FUNCTIONS_NOT_YET"
+
+
+def test_no_one_letter_import_alias() -> None:
+    found = aliases_under(ROOT, ALIAS_CHECKED)
+    assert found == [], "import the module by its own name (from consolidation import runs):\n" + "\n".join(found)
 
 
 # ---------------------------------------------------------------------------------------------- figures

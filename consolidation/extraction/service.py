@@ -24,17 +24,17 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, or_, select, update
 
-from consolidation import runs as R
-from consolidation import settings as S
+from consolidation import runs
 from consolidation.connections import Connections
-from consolidation.extraction import digest as D
 from consolidation.extraction import settings as XS
+from consolidation.extraction.digest import DigestMessage, chars, check_messages, dumps, extend, loads
 from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResult, check_proposals
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
 from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, Outcome, RunState
+from consolidation.settings import spend_budget
 from ledger import (
     EventKind,
     Prepared,
@@ -84,11 +84,11 @@ _PINNED = Prepared(
 )
 
 
-def _bodies(db: R.Executor, scope_key: str) -> list[Any]:
+def _bodies(db: runs.Executor, scope_key: str) -> list[Any]:
     return db.rows(_BODIES, {"scope": scope_key})
 
 
-def _pinned(db: R.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]]:
+def _pinned(db: runs.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in db.rows(_PINNED, {"scope": scope_key, "now": now_us})]
 
 
@@ -125,10 +125,10 @@ class ExtractionJobs:
             new = XS.merge(old, changes, self.connections.prices)
             XS.store(tx, new, tx.now_us)
             if new.mode == XS.ExtractionMode.OFF:
-                R.cancel_pending(tx, scope, tx.now_us, job=JOB)
+                runs.cancel_pending(tx, scope, tx.now_us, job=JOB)
                 tx.execute(delete(DIGESTS).where(DIGESTS.c.scope_key == scope))
             else:  # each session's pending run waits for the new debounce
-                R.reschedule_pending(
+                runs.reschedule_pending(
                     tx, scope, job=JOB, old=(old.debounce_s, old.max_wait_s), new=(new.debounce_s, new.max_wait_s)
                 )
             return new
@@ -142,7 +142,7 @@ class ExtractionJobs:
             session = check_session_id(session_id)
         except InvalidArgument as exc:
             raise InvalidArgument(f"sessionId: {exc.message}") from None
-        return session, D.check_messages(messages) if messages is not None else []
+        return session, check_messages(messages) if messages is not None else []
 
     def notify_turn_in(
         self, tx: Transaction, scope_key: str, session_id: str, messages: Sequence[Mapping[str, Any]]
@@ -158,9 +158,9 @@ class ExtractionJobs:
             return None
         key = _digest_key(scope_key, session_id)
         found = tx.execute(_DIGEST_READ.where(*key)).first()
-        current = D.loads(found[0]) if found and found[0] else []
-        digest, next_seq = D.extend(current, messages, next_seq=found[1] if found else 0)
-        values = {"messages": D.dumps(digest), "chars": D.chars(digest), "next_seq": next_seq, "updated_at": tx.now_us}
+        current = loads(found[0]) if found and found[0] else []
+        digest, next_seq = extend(current, messages, next_seq=found[1] if found else 0)
+        values = {"messages": dumps(digest), "chars": chars(digest), "next_seq": next_seq, "updated_at": tx.now_us}
         # Insert or update (the scope's write lock is held: no other writer adds this session's digest meanwhile).
         if tx.execute(update(DIGESTS).where(*key).values(**values)).rowcount == 0:
             tx.execute(
@@ -180,7 +180,7 @@ class ExtractionJobs:
         debounce_us = round(settings.debounce_s * 1_000_000)
         pending = tx.execute(
             select(C.id, C.created_at, C.due_at).where(
-                C.scope_key == settings.scope_key, R.PENDING, C.job == JOB, C.session_id == session_id
+                C.scope_key == settings.scope_key, runs.PENDING, C.job == JOB, C.session_id == session_id
             )
         ).first()
         if pending:
@@ -188,9 +188,10 @@ class ExtractionJobs:
             due = now_us + debounce_us
             if settings.max_wait_s is not None:
                 due = min(due, created_us + round(settings.max_wait_s * 1_000_000))
-            tx.execute(update(RUNS).where(C.id == run_id, R.PENDING).values(turns=C.turns + 1, due_at=max(due, due_us)))
+            due = max(due, due_us)  # a turn pushes the run back, never forward
+            tx.execute(update(RUNS).where(C.id == run_id, runs.PENDING).values(turns=C.turns + 1, due_at=due))
         else:
-            run_id = R.new_run_id()
+            run_id = runs.new_run_id()
             tx.execute(
                 insert(RUNS).values(
                     id=run_id,
@@ -240,10 +241,10 @@ class ExtractionJobs:
 
     def _claim(
         self, tx: Transaction, run: ConsolidationRun
-    ) -> tuple[XS.ExtractionSettings, int, int, list[D.DigestMessage], list[tuple[str, str]], list[str]] | None:
+    ) -> tuple[XS.ExtractionSettings, int, int, list[DigestMessage], list[tuple[str, str]], list[str]] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(tx, run.scope_key)
-        claimed = R.claim(
+        claimed = runs.claim(
             tx, run.id, tx.now_us, harness=settings.harness, model=settings.model, mode="propose",
             cap_s=settings.wall_clock_cap_s,
         )  # fmt: skip
@@ -253,10 +254,10 @@ class ExtractionJobs:
         found = tx.rows(_DIGEST_TAKE, key)
         stored = found[0][0] if found else None
         tx.run(_DIGEST_DROP, key)
-        spent, budget = R.month_spend(tx, run.scope_key, tx.now).result(), S.spend_budget(tx, run.scope_key)
+        spent, budget = runs.month_spend(tx, run.scope_key, tx.now).result(), spend_budget(tx, run.scope_key)
         tx.prepare()
         pinned = _pinned(tx, run.scope_key, tx.now_us)
-        digest = D.loads(stored) if stored else []
+        digest = loads(stored) if stored else []
         quoted = _quoted(_bodies(tx, run.scope_key), digest) if digest else []
         return settings, spent, budget, digest, pinned, quoted
 
@@ -270,9 +271,9 @@ class ExtractionJobs:
             return False
         if run.answer is None and run.answer_raw is None:
             error = "the stored answer was erased: a record it was built from was forgotten"
-            return R.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
+            return runs.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
         if run.answer is None:
-            return R.settle(
+            return runs.settle(
                 tx, run_id, Outcome.FAILED, tx.now_us, error=run.error or "unparseable answer", ops_proposed=1,
                 ops_refused=1, refusals={UNPARSEABLE: 1},
             )  # fmt: skip
@@ -295,7 +296,7 @@ class ExtractionJobs:
         over = len(gate.passed) - len(stored)
         if over:
             refusals[BUDGET_EXCEEDED] = refusals.get(BUDGET_EXCEEDED, 0) + over
-        return R.settle(
+        return runs.settle(
             tx,
             run_id,
             Outcome.PROPOSED,
@@ -339,12 +340,12 @@ class ExtractionJobs:
         pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
         digests = conn.execute(select(G.session_id, G.messages).where(G.scope_key == scope, G.messages.is_not(None)))
         for session_id, stored in digests.all():
-            digest = D.loads(stored)
+            digest = loads(stored)
             if not any(pattern.search(m.text) for m in digest):
                 continue
-            cleaned = [D.DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
+            cleaned = [DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
             key = _digest_key(scope, session_id)
-            conn.execute(update(DIGESTS).where(*key).values(messages=D.dumps(cleaned), chars=D.chars(cleaned)))
+            conn.execute(update(DIGESTS).where(*key).values(messages=dumps(cleaned), chars=chars(cleaned)))
 
     def _extractor(self, settings: XS.ExtractionSettings) -> Extractor:
         """The scope's extraction harness (an injected one by name, else the registry's for the scope's target)."""
@@ -352,7 +353,7 @@ class ExtractionJobs:
         return injected if injected is not None else spec(settings.harness).extraction(self.connections.of(settings))
 
 
-def _digest_of(prompt: str | None) -> list[D.DigestMessage]:
+def _digest_of(prompt: str | None) -> list[DigestMessage]:
     """The digest a run's stored prompt carried (its messages' ids and roles judge ``source_message_id``)."""
     if not prompt:
         return []
@@ -362,9 +363,9 @@ def _digest_of(prompt: str | None) -> list[D.DigestMessage]:
         return []
 
 
-def _run(db: R.Executor, run_id: str) -> ConsolidationRun:
+def _run(db: runs.Executor, run_id: str) -> ConsolidationRun:
     """The run as stored (it exists: its caller holds its id)."""
-    found = R.get(db, run_id)
+    found = runs.get(db, run_id)
     assert found is not None
     return found
 
@@ -373,7 +374,7 @@ def _digest_id() -> str:
     return "dig_" + secrets.token_hex(12)
 
 
-def _quoted(records: Sequence[Sequence[Any]], messages: Sequence[D.DigestMessage]) -> list[str]:
+def _quoted(records: Sequence[Sequence[Any]], messages: Sequence[DigestMessage]) -> list[str]:
     """Ids of the ``(id, body)`` records whose body (case- and whitespace-insensitively) a message quotes."""
     if not messages:
         return []
@@ -387,13 +388,13 @@ def _quoted(records: Sequence[Sequence[Any]], messages: Sequence[D.DigestMessage
     return found
 
 
-def _answer_messages(answer: Any) -> list[D.DigestMessage]:
+def _answer_messages(answer: Any) -> list[DigestMessage]:
     """The answer's proposal bodies, as messages for :func:`_quoted`."""
     proposals = answer.get("proposals") if isinstance(answer, dict) else None
     if not isinstance(proposals, list):
         return []
     return [
-        D.DigestMessage("", "model", p["body"])
+        DigestMessage("", "model", p["body"])
         for p in proposals
         if isinstance(p, dict) and isinstance(p.get("body"), str)
     ]

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select
 
-from consolidation import limits as L
+from consolidation import limits
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, mode_check
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
@@ -60,13 +60,13 @@ class ExtractionSettings(BaseModel):
     mode: ExtractionMode = ExtractionMode.OFF
     harness: str
     model: str
-    debounce_s: L.DebounceS = DEFAULT_DEBOUNCE_S
-    max_wait_s: L.MaxWaitS | None = DEFAULT_MAX_WAIT_S
-    wall_clock_cap_s: L.WallClockCapS = DEFAULT_CAP_S
-    max_output_tokens: L.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
+    debounce_s: limits.DebounceS = DEFAULT_DEBOUNCE_S
+    max_wait_s: limits.MaxWaitS | None = DEFAULT_MAX_WAIT_S
+    wall_clock_cap_s: limits.WallClockCapS = DEFAULT_CAP_S
+    max_output_tokens: limits.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
     base_url: str | None = None
-    price_in_usd_per_mtok: L.PriceUsdPerMtok | None = None
-    price_out_usd_per_mtok: L.PriceUsdPerMtok | None = None
+    price_in_usd_per_mtok: limits.PriceUsdPerMtok | None = None
+    price_out_usd_per_mtok: limits.PriceUsdPerMtok | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = self.model_dump()

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from consolidation.replay import facts as F
+from consolidation.replay import facts
 
 MINUTE = 60.0
 HOUR = 3600.0
@@ -134,21 +134,21 @@ def active(*partners: str, marker: str | None = None) -> Gold:
 # ------------------------------------------------------------------ one generator per class
 
 
-def _duplicate(rng: random.Random, words: F.Words) -> _Builder:
-    f = F.fact(rng, words=words)
+def _duplicate(rng: random.Random, words: facts.Words) -> _Builder:
+    f = facts.fact(rng, words=words)
     copies = rng.choice((1, 1, 2))
     bodies, kinds = [f.body], []
     for _ in range(copies):
-        kind, body = F.reword(f, rng, avoid=set(bodies), words=words)
+        kind, body = facts.reword(f, rng, avoid=set(bodies), words=words)
         bodies.append(body)
         kinds.append(kind)
     b = _Builder("duplicate", "+".join(kinds))
     handles = [f"d{i}" for i in range(len(bodies))]
     for i, (h, body) in enumerate(zip(handles, bodies, strict=True)):
         b.save(10.0 * i, h, body)
-    other = F.fact(rng, words=words)
+    other = facts.fact(rng, words=words)
     while other.template == f.template:
-        other = F.fact(rng, words=words)
+        other = facts.fact(rng, words=words)
     b.save(5.0, "x", other.body)
     b.turn(30.0)
     b.held(45.0, *handles, "x")
@@ -156,9 +156,9 @@ def _duplicate(rng: random.Random, words: F.Words) -> _Builder:
     return b
 
 
-def _lookalike(rng: random.Random, words: F.Words) -> _Builder:
+def _lookalike(rng: random.Random, words: facts.Words) -> _Builder:
     pair = words.lookalike(rng, rng.choice(words.aspects))
-    _, reworded = F.reword(pair.a, rng, avoid={pair.a.body, pair.b.body}, words=words)
+    _, reworded = facts.reword(pair.a, rng, avoid={pair.a.body, pair.b.body}, words=words)
     b = _Builder("lookalike", pair.aspect)
     b.save(0.0, "a", pair.a.body)
     b.save(10.0, "b", pair.b.body)
@@ -171,17 +171,17 @@ def _lookalike(rng: random.Random, words: F.Words) -> _Builder:
     return b
 
 
-def _update(rng: random.Random, words: F.Words) -> _Builder:
-    f = F.fact(rng, words=words)
+def _update(rng: random.Random, words: facts.Words) -> _Builder:
+    f = facts.fact(rng, words=words)
     values = [f.value]
     for _ in range(rng.choice((1, 1, 2))):
-        values.append(F.fact(rng, template=f.template, avoid=values[-1], words=words).value)
+        values.append(facts.fact(rng, template=f.template, avoid=values[-1], words=words).value)
     edit = rng.random() < 0.3
     b = _Builder("update", "edit" if edit else "new pin")
     handles = [f"v{i}" for i in range(len(values))]
     for i, (h, value) in enumerate(zip(handles, values, strict=True)):
         at = i * DAY
-        body = F.Fact(f.template, value).body
+        body = facts.Fact(f.template, value).body
         b.save(at, h, words.restate(body, rng) if i else body, supersedes=handles[i - 1] if edit and i else None)
         b.turn(at + 10.0)
         if edit or i == 0:  # after a run, what a new pin sits beside depends on what the run did
@@ -191,11 +191,11 @@ def _update(rng: random.Random, words: F.Words) -> _Builder:
     return b
 
 
-def _deletion(rng: random.Random, words: F.Words) -> _Builder:
-    secret = F.codename(rng)
-    f = F.Fact(rng.choice(words.deletions), secret)
-    _, reworded = F.reword(f, rng, avoid={f.body}, words=words)
-    other = F.fact(rng, words=words)
+def _deletion(rng: random.Random, words: facts.Words) -> _Builder:
+    secret = facts.codename(rng)
+    f = facts.Fact(rng.choice(words.deletions), secret)
+    _, reworded = facts.reword(f, rng, avoid={f.body}, words=words)
+    other = facts.fact(rng, words=words)
     during = rng.random() < 0.5
     b = _Builder("deletion", "forgotten while a run thinks" if during else "forgotten after the merge")
     b.secrets.append(secret)
@@ -212,16 +212,16 @@ def _deletion(rng: random.Random, words: F.Words) -> _Builder:
     return b
 
 
-def _conflict(rng: random.Random, words: F.Words) -> _Builder:
-    f = F.fact(rng, words=words)
+def _conflict(rng: random.Random, words: facts.Words) -> _Builder:
+    f = facts.fact(rng, words=words)
     values = [f.value]
     for _ in range(rng.choice((1, 2))):
-        values.append(F.fact(rng, template=f.template, avoid=values[-1], words=words).value)
+        values.append(facts.fact(rng, template=f.template, avoid=values[-1], words=words).value)
     grouped = rng.random() < 0.3
     b = _Builder("conflict", "saved into one group" if grouped else "competing pins")
     handles = [f"c{i}" for i in range(len(values))]
     for i, (h, value) in enumerate(zip(handles, values, strict=True)):
-        b.save(15.0 * i, h, F.Fact(f.template, value).body, session=f"s{i}", group="subject" if grouped else None)
+        b.save(15.0 * i, h, facts.Fact(f.template, value).body, session=f"s{i}", group="subject" if grouped else None)
         b.turn(15.0 * i + 1, session=f"s{i}")
     b.held(50.0, *(handles[-1:] if grouped else handles))
     gold = active(*handles, marker=values[-1])
@@ -229,10 +229,10 @@ def _conflict(rng: random.Random, words: F.Words) -> _Builder:
     return b
 
 
-def _expiry(rng: random.Random, words: F.Words) -> _Builder:
+def _expiry(rng: random.Random, words: facts.Words) -> _Builder:
     if rng.random() < 0.5:
-        f = F.fact(rng, words=words)
-        _, reworded = F.reword(f, rng, avoid={f.body}, words=words)
+        f = facts.fact(rng, words=words)
+        _, reworded = facts.reword(f, rng, avoid={f.body}, words=words)
         b = _Builder("expiry", "pinned with an expiry, twice")
         ends = 2 * DAY
         b.save(0.0, "e", f.body, expires_at_s=ends)
@@ -244,9 +244,9 @@ def _expiry(rng: random.Random, words: F.Words) -> _Builder:
         b.check(ends + HOUR, e=Gold(EXPIRED), e2=Gold(EXPIRED))
         return b
     days = rng.randint(2, 5)
-    city = rng.choice(F.CITIES)
+    city = rng.choice(facts.CITIES)
     body = rng.choice(words.temporary).format(v=city, n=days, nw=NUMBER_NAMES[days])
-    other = F.fact(rng, words=words)
+    other = facts.fact(rng, words=words)
     b = _Builder("expiry", "true for a few days")
     b.save(0.0, "t", body)
     b.save(10.0, "x", other.body)
@@ -258,7 +258,7 @@ def _expiry(rng: random.Random, words: F.Words) -> _Builder:
     return b
 
 
-def _cascade(rng: random.Random, words: F.Words) -> _Builder:
+def _cascade(rng: random.Random, words: facts.Words) -> _Builder:
     head, dependent, kind = rng.choice(words.cascades)
     old = words.values[kind](rng)
     new = words.values[kind](rng)
@@ -278,7 +278,7 @@ def _cascade(rng: random.Random, words: F.Words) -> _Builder:
     return b
 
 
-GENERATORS: dict[str, Callable[[random.Random, F.Words], _Builder]] = {
+GENERATORS: dict[str, Callable[[random.Random, facts.Words], _Builder]] = {
     "duplicate": _duplicate,
     "lookalike": _lookalike,
     "update": _update,
@@ -306,7 +306,7 @@ def generate(episodes: int = DEFAULT_EPISODES, *, seed: int = 0, split: str = TU
         raise ValueError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     from consolidation.replay.heldout import HELDOUT
 
-    words = F.TUNING if split == TUNING else HELDOUT
+    words = facts.TUNING if split == TUNING else HELDOUT
     out: list[Episode] = []
     secrets: set[str] = set()
     for i in range(episodes):

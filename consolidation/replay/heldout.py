@@ -12,7 +12,7 @@ import random
 import re
 from collections.abc import Callable
 
-from consolidation.replay import facts as F
+from consolidation.replay import facts
 
 COMPANIES = ("Acme", "Globex", "Initech", "Hooli", "Vandelay", "Umbrella", "Soylent", "Cyberdyne")
 TEAMS = ("Payments", "Search", "Platform", "Billing", "Growth", "Identity", "Mobile")
@@ -22,7 +22,7 @@ MONTHS = ("January", "March", "April", "June", "September", "October", "November
 LANGUAGES = ("French", "German", "Spanish", "Italian", "Dutch", "Polish", "Portuguese")
 
 VALUES: dict[str, Callable[[random.Random], str]] = {
-    **F.VALUES,
+    **facts.VALUES,
     "company": lambda r: r.choice(COMPANIES),
     "team": lambda r: r.choice(TEAMS),
     "age": lambda r: str(r.randint(21, 64)),
@@ -92,8 +92,8 @@ REWORDINGS: dict[str, Callable[[str, str, random.Random], str | None]] = {
     "typo_drop": typo_drop,
     "aside": aside,
     "closing": closing,
-    "contraction": F.contraction,
-    "word_order": F.word_order,
+    "contraction": facts.contraction,
+    "word_order": facts.word_order,
     "shouting": shouting,
 }
 
@@ -122,38 +122,38 @@ def _two(rng: random.Random, pool: tuple[str, ...]) -> tuple[str, str]:
     return a, b
 
 
-def lookalike(rng: random.Random, aspect: str) -> F.Lookalike:
+def lookalike(rng: random.Random, aspect: str) -> facts.Lookalike:
     """Two facts the user holds at once that differ only in ``aspect``; the marker of each is what differs."""
     if aspect == "relative":
-        city = rng.choice(F.CITIES)
-        return F.Lookalike(
-            aspect, F.Fact("My {v} lives in " + city, "sister"), F.Fact("My {v} lives in " + city, "brother")
+        city = rng.choice(facts.CITIES)
+        return facts.Lookalike(
+            aspect, facts.Fact("My {v} lives in " + city, "sister"), facts.Fact("My {v} lives in " + city, "brother")
         )
     if aspect == "environment":
         t = "The {v} database runs PostgreSQL " + str(rng.randint(12, 17))
-        return F.Lookalike(aspect, F.Fact(t, "staging"), F.Fact(t, "production"))
+        return facts.Lookalike(aspect, facts.Fact(t, "staging"), facts.Fact(t, "production"))
     if aspect == "day_in_subject":
-        a, b = _two(rng, F.DAYS)
-        t = "The {v} meeting starts at " + F.VALUES["clock"](rng)
-        return F.Lookalike(aspect, F.Fact(t, a), F.Fact(t, b))
+        a, b = _two(rng, facts.DAYS)
+        t = "The {v} meeting starts at " + facts.VALUES["clock"](rng)
+        return facts.Lookalike(aspect, facts.Fact(t, a), facts.Fact(t, b))
     if aspect == "languages":
         a, b = _two(rng, LANGUAGES)
-        return F.Lookalike(aspect, F.Fact("I speak {v}", a), F.Fact("I speak {v}", b))
+        return facts.Lookalike(aspect, facts.Fact("I speak {v}", a), facts.Fact("I speak {v}", b))
     if aspect == "pets":
-        a, b = _two(rng, F.NAMES)
+        a, b = _two(rng, facts.NAMES)
         t = "I have a " + rng.choice(("cat", "dog")) + " called {v}"
-        return F.Lookalike(aspect, F.Fact(t, a), F.Fact(t, b))
+        return facts.Lookalike(aspect, facts.Fact(t, a), facts.Fact(t, b))
     if aspect == "companion":
-        a, b = _two(rng, F.NAMES)
+        a, b = _two(rng, facts.NAMES)
         t = "I play tennis with {v} on Saturdays"
-        return F.Lookalike(aspect, F.Fact(t, a), F.Fact(t, b))
+        return facts.Lookalike(aspect, facts.Fact(t, a), facts.Fact(t, b))
     if aspect == "paid_invoice":
         n = rng.randint(1000, 9899)
-        day = rng.choice(F.DAYS)
+        day = rng.choice(facts.DAYS)
         t = "I paid invoice {v} on " + day
-        return F.Lookalike(aspect, F.Fact(t, str(n)), F.Fact(t, str(n + rng.randint(1, 99))))
+        return facts.Lookalike(aspect, facts.Fact(t, str(n)), facts.Fact(t, str(n + rng.randint(1, 99))))
     a, b = _two(rng, ("peanuts", "shellfish", "penicillin", "pollen", "latex"))
-    return F.Lookalike(aspect, F.Fact("I am allergic to {v}", a), F.Fact("I am allergic to {v}", b))
+    return facts.Lookalike(aspect, facts.Fact("I am allergic to {v}", a), facts.Fact("I am allergic to {v}", b))
 
 
 ASPECTS = ("relative", "environment", "day_in_subject", "languages", "pets", "companion", "paid_invoice", "allergy")
@@ -176,5 +176,5 @@ TEMPORARY = (
 
 DELETIONS = ("My safe deposit box is filed under {v}", "The nickname I use on the forum is {v}")
 
-HELDOUT = F.Words(TEMPLATES, VALUES, REWORDINGS, ASPECTS, lookalike, CASCADES, TEMPORARY, DELETIONS, restate)
+HELDOUT = facts.Words(TEMPLATES, VALUES, REWORDINGS, ASPECTS, lookalike, CASCADES, TEMPORARY, DELETIONS, restate)
 """The split kept out of tuning."""

@@ -21,8 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from consolidation import ConsolidationService, Outcome
-from consolidation import runs as R
+from consolidation import ConsolidationService, Outcome, runs
 from ledger import Ledger, Transaction, open_ledger
 from tests.bench.conftest import Sample, interleave, load, median, note, per_op, report
 from tests.bench.where_time_goes import breakdown, psycopg_clock
@@ -92,7 +91,7 @@ def test_a_runs_claim_and_settlement(pg: Ledger) -> None:
     settles: list[float] = []
 
     def settle(tx: Transaction, run_id: str) -> bool:
-        return R.settle(tx, run_id, Outcome.APPLIED, tx.now_us)
+        return runs.settle(tx, run_id, Outcome.APPLIED, tx.now_us)
 
     for _ in range(60):
         pending = svc.notify_turn(pg.scope_key)

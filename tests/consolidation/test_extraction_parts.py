@@ -11,8 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consolidation.errors import InvalidExtractionInput, ProposalsParseError
-from consolidation.extraction import digest as D
-from consolidation.extraction.digest import DigestMessage, check_messages, extend
+from consolidation.extraction.digest import (
+    MAX_CHARS,
+    MAX_MESSAGES,
+    WITHHELD,
+    DigestMessage,
+    chars,
+    check_messages,
+    extend,
+)
 from consolidation.extraction.gate import MAX_CONSIDERED, check_proposals, normalize
 from consolidation.extraction.prompt import (
     MAX_PINNED,
@@ -29,7 +36,7 @@ def test_digest_keeps_the_newest_30_messages() -> None:
     seq = 0
     for n in range(45):
         digest, seq = extend(digest, [{"id": None, "role": "user", "text": f"message {n}"}], next_seq=seq)
-    assert len(digest) == D.MAX_MESSAGES
+    assert len(digest) == MAX_MESSAGES
     assert [m.text for m in digest] == [f"message {n}" for n in range(15, 45)]
     assert [m.id for m in digest][-1] == "m45"
 
@@ -37,9 +44,9 @@ def test_digest_keeps_the_newest_30_messages() -> None:
 def test_digest_keeps_at_most_24000_characters_newest_kept() -> None:
     digest, seq = extend([], [{"id": "a", "role": "user", "text": "x" * 10_000}] * 2, next_seq=0)
     digest, seq = extend(digest, [{"id": "b", "role": "assistant", "text": "y" * 10_000}], next_seq=seq)
-    assert D.chars(digest) <= D.MAX_CHARS and [m.role for m in digest] == ["user", "assistant"]
+    assert chars(digest) <= MAX_CHARS and [m.role for m in digest] == ["user", "assistant"]
     huge, _ = extend(digest, [{"id": "c", "role": "user", "text": "z" * 50_000}], next_seq=seq)
-    assert [m.id for m in huge] == ["c"] and len(huge[0].text) == D.MAX_CHARS
+    assert [m.id for m in huge] == ["c"] and len(huge[0].text) == MAX_CHARS
 
 
 def test_a_message_carrying_a_credential_is_withheld() -> None:
@@ -47,7 +54,7 @@ def test_a_message_carrying_a_credential_is_withheld() -> None:
         [], [{"id": None, "role": "user", "text": "my key is sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789abcd"}],
         next_seq=0,
     )  # fmt: skip
-    assert digest[0].text == D.WITHHELD
+    assert digest[0].text == WITHHELD
 
 
 @pytest.mark.parametrize(

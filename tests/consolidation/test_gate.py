@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from consolidation import gate as G
+from consolidation import gate
 from consolidation.models import Op
 from ledger import Kind, MemoryRecord, Status, screen_body
 from ledger.errors import BodyRejected
@@ -36,8 +36,8 @@ NOW = T0 + timedelta(seconds=5)
 ALL = ("merge", "correct", "expire", "group", "retire", "keep")
 
 
-def gate(ops: object, *, allowed: tuple[str, ...] = ALL, allow_removal: bool = True) -> G.GateResult:
-    return G.check_batch(
+def judge(ops: object, *, allowed: tuple[str, ...] = ALL, allow_removal: bool = True) -> gate.GateResult:
+    return gate.check_batch(
         {"operations": ops},
         scope_key=SCOPE,
         records=RECORDS,
@@ -49,7 +49,7 @@ def gate(ops: object, *, allowed: tuple[str, ...] = ALL, allow_removal: bool = T
 
 
 def test_a_clean_batch_passes_with_derived_fields() -> None:
-    result = gate(
+    result = judge(
         [
             {"op": "merge", "targets": ["c", "d"], "body": "merged"},
             {"op": "correct", "targets": ["g1"], "body": "fixed"},
@@ -66,100 +66,100 @@ def test_a_clean_batch_passes_with_derived_fields() -> None:
 
 
 def test_answer_cannot_set_status_provenance_scope_or_interval() -> None:
-    result = gate([{"op": "correct", "targets": ["a"], "body": "x", "status": "active", "scope_key": "evil"}])
-    assert result.refusals == {G.FIELD_NOT_CARRIED: 1}
+    result = judge([{"op": "correct", "targets": ["a"], "body": "x", "status": "active", "scope_key": "evil"}])
+    assert result.refusals == {gate.FIELD_NOT_CARRIED: 1}
 
 
 def test_kind_is_common_kind_else_one_of_the_targets() -> None:
-    result = gate([{"op": "merge", "targets": ["a", "b"], "body": "m", "kind": "constraint"}])
+    result = judge([{"op": "merge", "targets": ["a", "b"], "body": "m", "kind": "constraint"}])
     assert result.passed[0].kind in (Kind.FACT, Kind.PREFERENCE)
-    result = gate([{"op": "merge", "targets": ["a", "b"], "body": "m", "kind": "preference"}])
+    result = judge([{"op": "merge", "targets": ["a", "b"], "body": "m", "kind": "preference"}])
     assert result.passed[0].kind == Kind.PREFERENCE
 
 
 @pytest.mark.parametrize(
     ("ops", "reason"),
     [
-        ([{"op": "delete", "targets": ["a"]}], G.UNKNOWN_OP),
-        ([{"targets": ["a"]}], G.UNKNOWN_OP),
-        ([{"op": "merge", "targets": ["a"], "body": "x"}], G.TOO_FEW_TARGETS),
-        ([{"op": "group", "targets": ["a"], "subject": "x"}], G.TOO_FEW_TARGETS),
-        ([{"op": "keep", "targets": []}], G.TOO_FEW_TARGETS),
-        ([{"op": "correct", "targets": ["a", "c"], "body": "x"}], G.TOO_MANY_TARGETS),
-        ([{"op": "expire", "targets": ["a", "c"], "after_days": 3}], G.TOO_MANY_TARGETS),
-        ([{"op": "retire", "targets": ["a", "c"]}], G.TOO_MANY_TARGETS),
-        ([{"op": "keep", "targets": ["a", "c"]}], G.TOO_MANY_TARGETS),
-        ([{"op": "merge", "targets": [f"t{i}" for i in range(11)], "body": "x"}], G.TOO_MANY_TARGETS),
-        ([{"op": "group", "targets": [f"t{i}" for i in range(11)], "subject": "x"}], G.TOO_MANY_TARGETS),
-        ([{"op": "correct", "targets": ["a"]}], G.MALFORMED),
-        ([{"op": "correct", "targets": ["a"], "body": 3}], G.MALFORMED),
-        ([{"op": "correct", "targets": "a", "body": "x"}], G.MALFORMED),
-        ([{"op": "correct", "targets": [""], "body": "x"}], G.MALFORMED),
-        ([{"op": "correct", "targets": ["a"], "body": "x", "confidence_bps": 20000}], G.MALFORMED),
-        ([{"op": "correct", "targets": ["a"], "body": "x", "rationale": 7}], G.MALFORMED),
-        ([{"op": "expire", "targets": ["a"]}], G.MALFORMED),
-        ([{"op": "expire", "targets": ["a"], "after_days": "3"}], G.MALFORMED),
-        ([{"op": "expire", "targets": ["a"], "after_days": 2.5}], G.MALFORMED),
-        ([{"op": "expire", "targets": ["a"], "after_days": True}], G.MALFORMED),
-        ([{"op": "group", "targets": ["a", "c"]}], G.MALFORMED),
-        ([{"op": "group", "targets": ["a", "c"], "subject": ["x"]}], G.MALFORMED),
-        (["not an object"], G.MALFORMED),
-        ([{"op": "keep", "targets": ["a"], "body": "x"}], G.FIELD_NOT_CARRIED),
-        ([{"op": "keep", "targets": ["a"], "rationale": "fine"}], G.FIELD_NOT_CARRIED),
-        ([{"op": "correct", "targets": ["a"], "body": "x", "kind": "fact"}], G.FIELD_NOT_CARRIED),
-        ([{"op": "expire", "targets": ["a"], "after_days": 3, "body": "x"}], G.FIELD_NOT_CARRIED),
-        ([{"op": "group", "targets": ["a", "c"], "subject": "s", "after_days": 3}], G.FIELD_NOT_CARRIED),
-        ([{"op": "retire", "targets": ["a"], "body": "gone"}], G.FIELD_NOT_CARRIED),
-        ([{"op": "merge", "targets": ["a", "c"], "body": "x", "subject": "s"}], G.FIELD_NOT_CARRIED),
-        ([{"op": "expire", "targets": ["a"], "after_days": 0}], G.HORIZON_OUT_OF_RANGE),
-        ([{"op": "expire", "targets": ["a"], "after_days": -1}], G.HORIZON_OUT_OF_RANGE),
-        ([{"op": "expire", "targets": ["a"], "after_days": 3651}], G.HORIZON_OUT_OF_RANGE),
-        ([{"op": "group", "targets": ["a", "c"], "subject": "   "}], G.SUBJECT_OUT_OF_RANGE),
-        ([{"op": "group", "targets": ["a", "c"], "subject": "x" * 81}], G.SUBJECT_OUT_OF_RANGE),
-        ([{"op": "group", "targets": ["a", "c"], "subject": "!!!"}], G.SUBJECT_OUT_OF_RANGE),
-        ([{"op": "correct", "targets": ["nope"], "body": "x"}], G.NOT_IN_SCOPE),
-        ([{"op": "correct", "targets": ["other"], "body": "x"}], G.NOT_IN_SCOPE),
-        ([{"op": "expire", "targets": ["other"], "after_days": 3}], G.NOT_IN_SCOPE),
-        ([{"op": "retire", "targets": ["nope"]}], G.NOT_IN_SCOPE),
-        ([{"op": "correct", "targets": ["old"], "body": "x"}], G.NOT_ACTIVE),
-        ([{"op": "correct", "targets": ["soon"], "body": "x"}], G.NOT_ACTIVE),
-        ([{"op": "group", "targets": ["a", "old"], "subject": "s"}], G.NOT_ACTIVE),
-        ([{"op": "retire", "targets": ["old"]}], G.NOT_ACTIVE),
-        ([{"op": "merge", "targets": ["a", "a"], "body": "x"}], G.DUPLICATE_TARGET),
-        ([{"op": "correct", "targets": ["a"], "body": "   "}], G.BODY_REJECTED),
-        ([{"op": "correct", "targets": ["a"], "body": "key sk-ant-api03-" + "Q" * 90}], G.BODY_REJECTED),
-        ([{"op": "merge", "targets": ["a", "c"], "body": "x" * 100_000}], G.BODY_REJECTED),
+        ([{"op": "delete", "targets": ["a"]}], gate.UNKNOWN_OP),
+        ([{"targets": ["a"]}], gate.UNKNOWN_OP),
+        ([{"op": "merge", "targets": ["a"], "body": "x"}], gate.TOO_FEW_TARGETS),
+        ([{"op": "group", "targets": ["a"], "subject": "x"}], gate.TOO_FEW_TARGETS),
+        ([{"op": "keep", "targets": []}], gate.TOO_FEW_TARGETS),
+        ([{"op": "correct", "targets": ["a", "c"], "body": "x"}], gate.TOO_MANY_TARGETS),
+        ([{"op": "expire", "targets": ["a", "c"], "after_days": 3}], gate.TOO_MANY_TARGETS),
+        ([{"op": "retire", "targets": ["a", "c"]}], gate.TOO_MANY_TARGETS),
+        ([{"op": "keep", "targets": ["a", "c"]}], gate.TOO_MANY_TARGETS),
+        ([{"op": "merge", "targets": [f"t{i}" for i in range(11)], "body": "x"}], gate.TOO_MANY_TARGETS),
+        ([{"op": "group", "targets": [f"t{i}" for i in range(11)], "subject": "x"}], gate.TOO_MANY_TARGETS),
+        ([{"op": "correct", "targets": ["a"]}], gate.MALFORMED),
+        ([{"op": "correct", "targets": ["a"], "body": 3}], gate.MALFORMED),
+        ([{"op": "correct", "targets": "a", "body": "x"}], gate.MALFORMED),
+        ([{"op": "correct", "targets": [""], "body": "x"}], gate.MALFORMED),
+        ([{"op": "correct", "targets": ["a"], "body": "x", "confidence_bps": 20000}], gate.MALFORMED),
+        ([{"op": "correct", "targets": ["a"], "body": "x", "rationale": 7}], gate.MALFORMED),
+        ([{"op": "expire", "targets": ["a"]}], gate.MALFORMED),
+        ([{"op": "expire", "targets": ["a"], "after_days": "3"}], gate.MALFORMED),
+        ([{"op": "expire", "targets": ["a"], "after_days": 2.5}], gate.MALFORMED),
+        ([{"op": "expire", "targets": ["a"], "after_days": True}], gate.MALFORMED),
+        ([{"op": "group", "targets": ["a", "c"]}], gate.MALFORMED),
+        ([{"op": "group", "targets": ["a", "c"], "subject": ["x"]}], gate.MALFORMED),
+        (["not an object"], gate.MALFORMED),
+        ([{"op": "keep", "targets": ["a"], "body": "x"}], gate.FIELD_NOT_CARRIED),
+        ([{"op": "keep", "targets": ["a"], "rationale": "fine"}], gate.FIELD_NOT_CARRIED),
+        ([{"op": "correct", "targets": ["a"], "body": "x", "kind": "fact"}], gate.FIELD_NOT_CARRIED),
+        ([{"op": "expire", "targets": ["a"], "after_days": 3, "body": "x"}], gate.FIELD_NOT_CARRIED),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "s", "after_days": 3}], gate.FIELD_NOT_CARRIED),
+        ([{"op": "retire", "targets": ["a"], "body": "gone"}], gate.FIELD_NOT_CARRIED),
+        ([{"op": "merge", "targets": ["a", "c"], "body": "x", "subject": "s"}], gate.FIELD_NOT_CARRIED),
+        ([{"op": "expire", "targets": ["a"], "after_days": 0}], gate.HORIZON_OUT_OF_RANGE),
+        ([{"op": "expire", "targets": ["a"], "after_days": -1}], gate.HORIZON_OUT_OF_RANGE),
+        ([{"op": "expire", "targets": ["a"], "after_days": 3651}], gate.HORIZON_OUT_OF_RANGE),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "   "}], gate.SUBJECT_OUT_OF_RANGE),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "x" * 81}], gate.SUBJECT_OUT_OF_RANGE),
+        ([{"op": "group", "targets": ["a", "c"], "subject": "!!!"}], gate.SUBJECT_OUT_OF_RANGE),
+        ([{"op": "correct", "targets": ["nope"], "body": "x"}], gate.NOT_IN_SCOPE),
+        ([{"op": "correct", "targets": ["other"], "body": "x"}], gate.NOT_IN_SCOPE),
+        ([{"op": "expire", "targets": ["other"], "after_days": 3}], gate.NOT_IN_SCOPE),
+        ([{"op": "retire", "targets": ["nope"]}], gate.NOT_IN_SCOPE),
+        ([{"op": "correct", "targets": ["old"], "body": "x"}], gate.NOT_ACTIVE),
+        ([{"op": "correct", "targets": ["soon"], "body": "x"}], gate.NOT_ACTIVE),
+        ([{"op": "group", "targets": ["a", "old"], "subject": "s"}], gate.NOT_ACTIVE),
+        ([{"op": "retire", "targets": ["old"]}], gate.NOT_ACTIVE),
+        ([{"op": "merge", "targets": ["a", "a"], "body": "x"}], gate.DUPLICATE_TARGET),
+        ([{"op": "correct", "targets": ["a"], "body": "   "}], gate.BODY_REJECTED),
+        ([{"op": "correct", "targets": ["a"], "body": "key sk-ant-api03-" + "Q" * 90}], gate.BODY_REJECTED),
+        ([{"op": "merge", "targets": ["a", "c"], "body": "x" * 100_000}], gate.BODY_REJECTED),
     ],
 )
 def test_each_refusal_reason(ops: list[object], reason: str) -> None:
-    result = gate(ops)
+    result = judge(ops)
     assert result.refusals == {reason: 1}
     assert result.passed == []
 
 
 def test_op_not_allowed_by_scope_settings() -> None:
-    result = gate(
+    result = judge(
         [{"op": "merge", "targets": ["a", "c"], "body": "x"}, {"op": "keep", "targets": ["d"]}], allowed=("keep",)
     )
-    assert result.refusals == {G.NOT_ALLOWED: 1}
+    assert result.refusals == {gate.NOT_ALLOWED: 1}
     assert [p.op for p in result.passed] == [Op.KEEP]
 
 
 def test_a_target_named_by_two_operations_refuses_both_and_spares_the_rest() -> None:
-    result = gate(
+    result = judge(
         [
             {"op": "correct", "targets": ["a"], "body": "x"},
             {"op": "merge", "targets": ["a", "c"], "body": "y"},
             {"op": "keep", "targets": ["d"]},
         ]
     )
-    assert result.refusals == {G.DUPLICATE_TARGET: 2}
+    assert result.refusals == {gate.DUPLICATE_TARGET: 2}
     assert [p.targets for p in result.passed] == [("d",)]
 
 
 @pytest.mark.parametrize("answer", [None, {}, {"operations": "all"}, [], "text"])
 def test_an_answer_without_an_operations_list_is_one_malformed_refusal(answer: object) -> None:
-    result = G.check_batch(
+    result = gate.check_batch(
         answer,
         scope_key=SCOPE,
         records=RECORDS,
@@ -167,7 +167,7 @@ def test_an_answer_without_an_operations_list_is_one_malformed_refusal(answer: o
         now=NOW,  # type: ignore[arg-type]
         screen=screen_body,
     )
-    assert result.refusals == {G.MALFORMED: 1} and result.passed == []
+    assert result.refusals == {gate.MALFORMED: 1} and result.passed == []
 
 
 def test_screen_is_called_for_bodies() -> None:
@@ -177,7 +177,7 @@ def test_screen_is_called_for_bodies() -> None:
         seen.append(body)
         raise BodyRejected("no", why="credential")
 
-    result = G.check_batch(
+    result = gate.check_batch(
         {"operations": [{"op": "correct", "targets": ["a"], "body": "hello"}]},
         scope_key=SCOPE,
         records=RECORDS,
@@ -185,46 +185,46 @@ def test_screen_is_called_for_bodies() -> None:
         now=NOW,
         screen=screen,
     )
-    assert seen == ["hello"] and result.refusals == {G.BODY_REJECTED: 1}
+    assert seen == ["hello"] and result.refusals == {gate.BODY_REJECTED: 1}
 
 
 @pytest.mark.parametrize("kind", [["fact"], {"k": 1}, 3, True])
 def test_a_kind_of_the_wrong_type_is_malformed_not_a_crash(kind: object) -> None:
-    result = gate([{"op": "merge", "targets": ["a", "c"], "body": "x", "kind": kind}])
-    assert result.refusals == {G.MALFORMED: 1}
+    result = judge([{"op": "merge", "targets": ["a", "c"], "body": "x", "kind": kind}])
+    assert result.refusals == {gate.MALFORMED: 1}
 
 
 def test_a_body_with_a_nul_character_is_refused() -> None:
-    result = gate([{"op": "correct", "targets": ["a"], "body": "hel\x00lo"}])
-    assert result.refusals == {G.BODY_REJECTED: 1}
+    result = judge([{"op": "correct", "targets": ["a"], "body": "hel\x00lo"}])
+    assert result.refusals == {gate.BODY_REJECTED: 1}
 
 
 def test_every_reason_is_in_the_closed_set() -> None:
-    assert len(set(G.REASONS)) == len(G.REASONS)
-    assert {G.REMOVAL_OFF, G.TOO_MANY_OPERATIONS, G.BUDGET_EXCEEDED, G.UNPARSEABLE} <= set(G.REASONS)
+    assert len(set(gate.REASONS)) == len(gate.REASONS)
+    assert {gate.REMOVAL_OFF, gate.TOO_MANY_OPERATIONS, gate.BUDGET_EXCEEDED, gate.UNPARSEABLE} <= set(gate.REASONS)
 
 
 def test_retire_is_refused_when_removal_is_off_and_never_downgraded() -> None:
-    result = gate([{"op": "retire", "targets": ["a"]}, {"op": "keep", "targets": ["b"]}], allow_removal=False)
+    result = judge([{"op": "retire", "targets": ["a"]}, {"op": "keep", "targets": ["b"]}], allow_removal=False)
 
-    assert result.refusals == {G.REMOVAL_OFF: 1}
+    assert result.refusals == {gate.REMOVAL_OFF: 1}
     assert [p.op for p in result.passed] == [Op.KEEP]
 
 
 def test_retire_passes_when_removal_is_on() -> None:
-    [retire] = gate([{"op": "retire", "targets": ["a"], "rationale": "stale"}]).passed
+    [retire] = judge([{"op": "retire", "targets": ["a"], "rationale": "stale"}]).passed
 
     assert retire.op == Op.RETIRE and retire.targets == ("a",) and retire.body is None
 
 
 def test_retire_not_in_allowed_ops_is_op_not_allowed() -> None:
-    result = gate([{"op": "retire", "targets": ["a"]}], allowed=("merge",), allow_removal=True)
+    result = judge([{"op": "retire", "targets": ["a"]}], allowed=("merge",), allow_removal=True)
 
-    assert result.refusals == {G.NOT_ALLOWED: 1}
+    assert result.refusals == {gate.NOT_ALLOWED: 1}
 
 
 def test_expire_derives_the_expiry_from_after_days_and_the_earlier_wins() -> None:
-    result = gate(
+    result = judge(
         [
             {"op": "expire", "targets": ["a"], "after_days": 7},
             {"op": "expire", "targets": ["c"], "after_days": 30},  # c already expires at T0 + 2 days
@@ -245,7 +245,7 @@ def test_group_derives_the_key_from_the_subject_and_the_newest_target_survives()
         "paris": rec("paris", body="I live in Paris", valid_from=T0),
         "lyon": rec("lyon", body="I live in Lyon", kind=Kind.PREFERENCE, valid_from=T0 + timedelta(seconds=1)),
     }
-    result = G.check_batch(
+    result = gate.check_batch(
         {"operations": [{"op": "group", "targets": ["lyon", "paris"], "subject": "  Home CITY!  "}]},
         scope_key=SCOPE,
         records=records,
@@ -255,7 +255,7 @@ def test_group_derives_the_key_from_the_subject_and_the_newest_target_survives()
     )
 
     [group] = result.passed
-    assert group.conflict_group == "home-city" == G.group_key("home city")
+    assert group.conflict_group == "home-city" == gate.group_key("home city")
     assert group.survivor == "lyon" and group.body == "I live in Lyon" and group.kind == Kind.PREFERENCE
     assert group.targets == ("lyon", "paris")
 
@@ -266,19 +266,19 @@ def test_group_derives_the_key_from_the_subject_and_the_newest_target_survives()
      ("a" * 80, "a" * 64), ("editor/IDE", "editor-ide"), ("x\n\u0000y", "x-y")],
 )  # fmt: skip
 def test_group_key_is_derived_never_verbatim(subject: str, key: str) -> None:
-    assert G.group_key(subject) == key
+    assert gate.group_key(subject) == key
 
 
 def test_at_most_20_operations_are_considered_and_the_rest_counted() -> None:
     ops = [{"op": "keep", "targets": [f"k{i}"]} for i in range(25)]
     records = {f"k{i}": rec(f"k{i}") for i in range(25)}
 
-    result = G.check_batch(
+    result = gate.check_batch(
         {"operations": ops}, scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body
     )
 
     assert len(result.passed) == 20
-    assert result.refusals == {G.TOO_MANY_OPERATIONS: 5}
+    assert result.refusals == {gate.TOO_MANY_OPERATIONS: 5}
     assert [r.index for r in result.refused] == [20, 21, 22, 23, 24]
     assert result.proposed == 25 == len(result.passed) + len(result.refused)
 
@@ -287,23 +287,23 @@ def test_an_excess_operation_naming_a_considered_target_does_not_contest_it() ->
     ops = [{"op": "keep", "targets": [f"k{i}"]} for i in range(20)] + [{"op": "retire", "targets": ["k0"]}]
     records = {f"k{i}": rec(f"k{i}") for i in range(20)}
 
-    result = G.check_batch(
+    result = gate.check_batch(
         {"operations": ops}, scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body
     )
 
-    assert len(result.passed) == 20 and result.refusals == {G.TOO_MANY_OPERATIONS: 1}
+    assert len(result.passed) == 20 and result.refusals == {gate.TOO_MANY_OPERATIONS: 1}
 
 
 def test_merge_and_group_take_up_to_ten_targets() -> None:
     records = {f"t{i}": rec(f"t{i}", valid_from=T0 + timedelta(milliseconds=i)) for i in range(10)}
     ids = list(records)
 
-    result = G.check_batch(
+    result = gate.check_batch(
         {"operations": [{"op": "merge", "targets": ids, "body": "all"}]},
         scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body,
     )  # fmt: skip
     assert len(result.passed) == 1
-    result = G.check_batch(
+    result = gate.check_batch(
         {"operations": [{"op": "group", "targets": ids, "subject": "s"}]},
         scope_key=SCOPE, records=records, allowed_ops=ALL, now=NOW, screen=screen_body,
     )  # fmt: skip
@@ -311,7 +311,7 @@ def test_merge_and_group_take_up_to_ten_targets() -> None:
 
 
 def test_null_optional_fields_count_as_absent() -> None:
-    [keep] = gate([{"op": "keep", "targets": ["a"], "rationale": None}]).passed
+    [keep] = judge([{"op": "keep", "targets": ["a"], "rationale": None}]).passed
     assert keep.op == Op.KEEP
 
 
@@ -323,6 +323,6 @@ def test_applied_plus_refused_always_equals_the_answer() -> None:
         7,
         {"op": "expire", "targets": ["b"], "after_days": 99999},
     ] * 6
-    result = gate(ops)
+    result = judge(ops)
 
     assert result.proposed == len(ops) == len(result.passed) + len(result.refused)

@@ -142,14 +142,14 @@ def test_a_new_debounce_reschedules_the_pending_extraction_runs(svc: Consolidati
 
 
 def test_run_now_leaves_a_run_pending_while_another_run_of_the_scope_is_running(svc: ConsolidationService) -> None:
-    from consolidation import runs as R
+    from consolidation import runs
 
     dupes(svc)
     svc.update_settings(SCOPE, mode="apply", debounce_s=600, now=at(0))
     first = svc.notify_turn(SCOPE, now=at(1))
     assert first is not None
     # Given the first run running (claimed by a worker) and a second pending behind it
-    claim = R.claim
+    claim = runs.claim
     claimed = svc.led.run(
         SCOPE,
         lambda tx: claim(tx, first.id, tx.now_us, harness="offline", model="offline", mode="apply", cap_s=60).result(),

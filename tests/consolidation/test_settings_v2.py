@@ -74,7 +74,7 @@ def test_the_settings_models_state_the_ranges_of_limits() -> None:
     """Both jobs' settings declare every numeric field with its range type: one statement of the range."""
     from pydantic import ValidationError
 
-    from consolidation import limits as L
+    from consolidation import limits
     from consolidation.extraction.settings import ExtractionSettings
     from consolidation.extraction.settings import defaults as extraction_defaults
     from consolidation.pricing import default_price_table
@@ -85,12 +85,16 @@ def test_the_settings_models_state_the_ranges_of_limits() -> None:
         consolidation_defaults("s", api_key=None, prices=prices),
         extraction_defaults("s", api_key=None, prices=prices),
     ):
-        kinds = {"debounce_s": L.DebounceS, "wall_clock_cap_s": L.WallClockCapS, "max_output_tokens": L.MaxOutputTokens}
+        kinds = {
+            "debounce_s": limits.DebounceS,
+            "wall_clock_cap_s": limits.WallClockCapS,
+            "max_output_tokens": limits.MaxOutputTokens,
+        }
         for name, kind in kinds.items():
-            _, high = L.bounds(kind)
+            _, high = limits.bounds(kind)
             with pytest.raises(ValidationError, match=name):
                 type(settings).model_validate({**settings.model_dump(), name: high + 1})
-    assert ExtractionSettings.model_fields["max_wait_s"].annotation == L.MaxWaitS | None
+    assert ExtractionSettings.model_fields["max_wait_s"].annotation == limits.MaxWaitS | None
 
 
 def test_a_stored_value_outside_todays_range_is_refused_as_invalid_settings() -> None:

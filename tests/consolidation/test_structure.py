@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from consolidation import runs as R
+from consolidation import runs
 from consolidation.models import TRANSITIONS, RunState
 from ledger.schema import RUNS
 from tests.test_structure import SOFT_MODULE_LINES, package_modules
@@ -74,11 +74,11 @@ def test_the_transitions_table_allows_the_life_of_a_run_and_nothing_else() -> No
         RunState.RUNNING: {RunState.SETTLED},
         RunState.SETTLED: set(),
     }
-    guard, values = R.move(RunState.PENDING, RunState.RUNNING)
+    guard, values = runs.move(RunState.PENDING, RunState.RUNNING)
     assert values == {"state": "running"} and "state" in str(guard)
     for src, dst in [(RunState.SETTLED, RunState.PENDING), (RunState.RUNNING, RunState.PENDING)]:
         with pytest.raises(ValueError, match=f"cannot move from {src} to {dst}"):
-            R.move(src, dst)
+            runs.move(src, dst)
 
 
 def test_every_state_write_in_consolidation_goes_through_the_transitions_table() -> None:

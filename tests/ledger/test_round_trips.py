@@ -19,8 +19,7 @@ import psycopg
 import pytest
 from sqlalchemy import Engine, create_engine, event, select, text, update
 
-from consolidation import ConsolidationService, Outcome
-from consolidation import runs as R
+from consolidation import ConsolidationService, Outcome, runs
 from ledger import Ledger, Prepared, lit, open_ledger, param, validate
 from ledger.errors import LedgerError
 from ledger.schema import RECORDS
@@ -164,7 +163,7 @@ def test_a_runs_claim_and_settlement_wait_four_and_three_times(pg: Ledger, tmp_p
         assert len(sent()) == 4
     with waits(pg.engine, tmp_path) as sent:
         # And settled: the lock; the stamp + settlement; the commit (there were seven)
-        assert pg.run(pg.scope_key, lambda tx: R.settle(tx, run.id, Outcome.APPLIED, tx.now_us))
+        assert pg.run(pg.scope_key, lambda tx: runs.settle(tx, run.id, Outcome.APPLIED, tx.now_us))
         assert len(sent()) == 3
     assert svc.get_run(run.id).state == "settled"
 

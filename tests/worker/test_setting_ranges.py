@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from consolidation import ConsolidationService, InvalidSettings
-from consolidation import limits as L
+from consolidation import ConsolidationService, InvalidSettings, limits
 from ledger import Ledger
 from worker.rpc.account import UpdateConsolidationParams
 from worker.rpc.extraction import UpdateExtractionParams
@@ -20,12 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SCOPE = "account:local"
 # setting -> its range type, for each job (extraction has no spend budget or prompt bound of its own)
 SHARED = {
-    "debounce_s": L.DebounceS,
-    "max_wait_s": L.MaxWaitS,
-    "wall_clock_cap_s": L.WallClockCapS,
-    "max_output_tokens": L.MaxOutputTokens,
+    "debounce_s": limits.DebounceS,
+    "max_wait_s": limits.MaxWaitS,
+    "wall_clock_cap_s": limits.WallClockCapS,
+    "max_output_tokens": limits.MaxOutputTokens,
 }
-CONSOLIDATION = {**SHARED, "spend_budget_micro_usd": L.SpendBudgetMicroUsd, "max_prompt_chars": L.MaxPromptChars}
+CONSOLIDATION = {
+    **SHARED,
+    "spend_budget_micro_usd": limits.SpendBudgetMicroUsd,
+    "max_prompt_chars": limits.MaxPromptChars,
+}
 
 
 def _service(led: Ledger) -> ConsolidationService:
@@ -42,7 +45,7 @@ def test_both_jobs_accept_each_end_of_a_range_and_refuse_past_it(make_ledger: An
     update = svc.update_settings if job == "consolidation" else svc.update_extraction_settings
     ranges = CONSOLIDATION if job == "consolidation" else SHARED
     for name, kind in ranges.items():
-        low, high = L.bounds(kind)
+        low, high = limits.bounds(kind)
         for end in (low, high):
             # max_wait_s may not be shorter than debounce_s: the other one is set out of the way
             other = {"debounce_s": {"max_wait_s": None}, "max_wait_s": {"debounce_s": 0}}.get(name, {})
@@ -56,7 +59,7 @@ def test_both_jobs_accept_each_end_of_a_range_and_refuse_past_it(make_ledger: An
 
 @pytest.mark.parametrize("params", [UpdateConsolidationParams, UpdateExtractionParams])
 def test_the_protocol_params_take_the_settings_range_of_debounce(params: Any) -> None:
-    low, high = L.bounds(L.DebounceS)
+    low, high = limits.bounds(limits.DebounceS)
     assert params.model_validate({"debounceS": high}).debounce_s == high
     assert params.model_validate({"debounceS": low}).debounce_s == low
     for outside in (high + 0.5, low - 0.5):
