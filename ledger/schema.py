@@ -1,12 +1,20 @@
-"""The tables (SQLAlchemy Core, on :data:`METADATA`): the one schema, which Alembic is checked against.
+"""The tables: SQLModel classes on one metadata (:data:`METADATA`), the one schema Alembic is checked against.
 
-Storage keeps instants as integer microseconds since the epoch; the domain objects they are
-read into are in :mod:`ledger.models`.
+Each package states its own tables as SQLModel classes: the ledger's are below, consolidation's and the
+worker's are in those packages. A class registers its table on :data:`METADATA` when its module is imported;
+:func:`load_every_table` imports every package's tables (named by the ``memledger.tables`` entry points, since
+the ledger imports no other package), for Alembic and for the tests that compare it with the migrations.
+
+Queries are SQLAlchemy Core built from each class's table (:func:`table`: ``RECORDS = table(MemoryRecordRow)``),
+never through the ORM: a row costs what a tuple costs. Storage keeps instants as integer microseconds since the
+epoch; the domain objects they are read into are in :mod:`ledger.models`.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from importlib.metadata import entry_points
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -23,116 +31,261 @@ from sqlalchemy import (
     text,
     true,
 )
+from sqlmodel import Field, SQLModel
 
 from ledger.models import Kind, Provenance, Status
 
-# Every table of the ledger (and so what Alembic compares the migrations against). The index naming
-# convention is the one the tables were first created with.
-METADATA = MetaData(naming_convention={"ix": "ix_%(column_0_label)s"})
+# Every table of every package (and so what Alembic compares the migrations against). Its index naming
+# convention (``ix_%(column_0_label)s``) is the one the tables were first created with.
+METADATA: MetaData = SQLModel.metadata
+# The entry-point group naming the modules that hold other packages' tables (pyproject.toml).
+TABLES_GROUP = "memledger.tables"
 
 
-def _big(name: str, *, nullable: bool = False) -> Column[int]:
-    return Column(name, BigInteger, nullable=nullable)
+def load_every_table() -> MetaData:
+    """:data:`METADATA` with every package's tables on it: the modules the ``memledger.tables`` entry points
+    name, imported. Idempotent."""
+    for entry in entry_points(group=TABLES_GROUP):
+        entry.load()
+    return METADATA
 
 
-def _partial(name: str, *columns: str, where: str, unique: bool = False) -> Index:
+def table(model: type[SQLModel]) -> Table:
+    """The Core table of a SQLModel table class, to build statements from."""
+    found: Table = model.__table__  # type: ignore[attr-defined]
+    return found
+
+
+def text_field(
+    *, primary_key: bool = False, unique: bool = False, index: bool = False, default: str | None = None
+) -> Any:
+    """A ``TEXT`` column (nullable when the field's type admits None); ``default`` is the server's."""
+    return Field(sa_type=Text, primary_key=primary_key, unique=unique, index=index, **_server_default(default))
+
+
+def big_field(*, default: int | None = None) -> Any:
+    """A ``BIGINT`` column (instants in microseconds, counts that only grow); ``default`` is the server's."""
+    return Field(sa_type=BigInteger, **_server_default(default))
+
+
+def int_field(*, default: int | None = None) -> Any:
+    """An ``INTEGER`` column; ``default`` is the server's."""
+    return Field(sa_type=Integer, **_server_default(default))
+
+
+def serial_field() -> Any:
+    """An autoincrementing integer primary key (``seq``): None until the database assigns it."""
+    return Field(default=None, primary_key=True, sa_column_kwargs={"autoincrement": True})
+
+
+def _server_default(value: int | str | None) -> dict[str, Any]:
+    return {} if value is None else {"sa_column_kwargs": {"server_default": str(value)}}
+
+
+def partial_index(name: str, *columns: str, where: str, unique: bool = False) -> Index:
     """A partial index, the same on both databases."""
     return Index(name, *columns, unique=unique, sqlite_where=text(where), postgresql_where=text(where))
 
 
-def _in(column: str, values: type[StrEnum] | tuple[str, ...]) -> str:
+def one_of(column: str, values: type[StrEnum] | tuple[str, ...]) -> str:
+    """A CHECK's ``column IN (...)`` over an enum's values (or the names given)."""
     names = values if isinstance(values, tuple) else tuple(v.value for v in values)
     return f"{column} IN ({', '.join(repr(v) for v in names)})"
 
 
 # One row of ``memory_records``. ``seq`` is the FTS rowid; ``id`` is public.
-RECORDS = Table(
-    "memory_records",
-    METADATA,
-    Column("seq", Integer, primary_key=True, autoincrement=True),
-    Column("id", Text, nullable=False, unique=True),
-    Column("scope_key", Text, nullable=False),
-    Column("kind", Text, nullable=False),
-    Column("body", Text, nullable=True),
-    Column("provenance", Text, nullable=False),
-    Column("status", Text, nullable=False),
-    Column("source_session_id", Text, nullable=True),
-    Column("supersedes", Text, nullable=False),
-    Column("superseded_by", Text, nullable=True),
-    Column("confidence_bps", Integer, nullable=True),
-    Column("rationale", Text, nullable=True),
-    _big("valid_from"),
-    _big("valid_to", nullable=True),
-    _big("expires_at", nullable=True),
-    Column("conflict_group", Text, nullable=True),
-    _big("erased_at", nullable=True),
-    _big("created_at"),
-    _big("updated_at"),
+class MemoryRecordRow(SQLModel, table=True):
+    __tablename__ = "memory_records"
+    __table_args__ = (
+        CheckConstraint(one_of("kind", Kind), name="ck_memory_records_kind"),
+        CheckConstraint(one_of("provenance", Provenance), name="ck_memory_records_provenance"),
+        CheckConstraint(one_of("status", Status), name="ck_memory_records_status"),
+        CheckConstraint("valid_to IS NULL OR valid_to >= valid_from", name="ck_memory_records_interval"),
+        CheckConstraint("(status = 'active') = (valid_to IS NULL)", name="ck_memory_records_active_open"),
+        CheckConstraint(
+            "status NOT IN ('proposed','rejected') OR valid_to = valid_from", name="ck_memory_records_proposal_empty"
+        ),
+        CheckConstraint(
+            "confidence_bps IS NULL OR (confidence_bps BETWEEN 0 AND 10000)", name="ck_memory_records_confidence"
+        ),
+        CheckConstraint("body IS NOT NULL OR erased_at IS NOT NULL", name="ck_memory_records_body_or_erased"),
+        CheckConstraint("erased_at IS NULL OR status IN ('deleted','superseded')", name="ck_memory_records_erased"),
+        CheckConstraint("status <> 'superseded' OR superseded_by IS NOT NULL", name="ck_memory_records_successor"),
+        # One active member per conflict group (docs/ledger.md).
+        partial_index(
+            "ux_memory_records_conflict_active",
+            "scope_key",
+            "conflict_group",
+            where="status = 'active' AND conflict_group IS NOT NULL",
+            unique=True,
+        ),
+        # As-of reads: open records (valid_to IS NULL) and those closed after the instant.
+        Index("ix_memory_records_asof", "scope_key", "valid_to", "valid_from"),
+        # The active set and the budget count.
+        Index("ix_memory_records_scope_status", "scope_key", "status"),
+        # The sweep: only what can still expire, ordered by when.
+        partial_index(
+            "ix_memory_records_due", "expires_at", where="status IN ('active','proposed') AND expires_at IS NOT NULL"
+        ),
+    )
+
+    seq: int | None = serial_field()
+    id: str = text_field(unique=True)
+    scope_key: str = text_field()
+    kind: str = text_field()
+    body: str | None = text_field()
+    provenance: str = text_field()
+    status: str = text_field()
+    source_session_id: str | None = text_field()
+    supersedes: str = text_field()  # a JSON list of record ids
+    superseded_by: str | None = text_field()
+    confidence_bps: int | None = int_field()
+    rationale: str | None = text_field()
+    valid_from: int = big_field()
+    valid_to: int | None = big_field()
+    expires_at: int | None = big_field()
+    conflict_group: str | None = text_field()
+    erased_at: int | None = big_field()
+    created_at: int = big_field()
+    updated_at: int = big_field()
     # 'forget' on a proposal whose acceptance forgets the record it names (consolidation's retire, propose mode).
-    Column("proposed_action", Text, nullable=True),
-    CheckConstraint(_in("kind", Kind), name="ck_memory_records_kind"),
-    CheckConstraint(_in("provenance", Provenance), name="ck_memory_records_provenance"),
-    CheckConstraint(_in("status", Status), name="ck_memory_records_status"),
-    CheckConstraint("valid_to IS NULL OR valid_to >= valid_from", name="ck_memory_records_interval"),
-    CheckConstraint("(status = 'active') = (valid_to IS NULL)", name="ck_memory_records_active_open"),
-    CheckConstraint(
-        "status NOT IN ('proposed','rejected') OR valid_to = valid_from", name="ck_memory_records_proposal_empty"
-    ),
-    CheckConstraint(
-        "confidence_bps IS NULL OR (confidence_bps BETWEEN 0 AND 10000)", name="ck_memory_records_confidence"
-    ),
-    CheckConstraint("body IS NOT NULL OR erased_at IS NOT NULL", name="ck_memory_records_body_or_erased"),
-    CheckConstraint("erased_at IS NULL OR status IN ('deleted','superseded')", name="ck_memory_records_erased"),
-    CheckConstraint("status <> 'superseded' OR superseded_by IS NOT NULL", name="ck_memory_records_successor"),
-    # One active member per conflict group (docs/ledger.md).
-    _partial(
-        "ux_memory_records_conflict_active",
-        "scope_key",
-        "conflict_group",
-        where="status = 'active' AND conflict_group IS NOT NULL",
-        unique=True,
-    ),
-    # As-of reads: open records (valid_to IS NULL) and those closed after the instant.
-    Index("ix_memory_records_asof", "scope_key", "valid_to", "valid_from"),
-    # The active set and the budget count.
-    Index("ix_memory_records_scope_status", "scope_key", "status"),
-    # The sweep: only what can still expire, ordered by when.
-    _partial("ix_memory_records_due", "expires_at", where="status IN ('active','proposed') AND expires_at IS NOT NULL"),
-)
+    proposed_action: str | None = text_field()
 
 
 # One row per scope; also the lock that serializes a scope's writes.
-SCOPES = Table(
-    "scope_settings",
-    METADATA,
-    Column("scope_key", Text, primary_key=True),
-    Column("max_records", Integer, nullable=False),
-    _big("created_at"),
-    _big("updated_at"),
+class ScopeSettings(SQLModel, table=True):
+    __tablename__ = "scope_settings"
+    __table_args__ = (CheckConstraint("max_records >= 0", name="ck_scope_settings_max_records"),)
+
+    scope_key: str = text_field(primary_key=True)
+    max_records: int = int_field()
+    created_at: int = big_field()
+    updated_at: int = big_field()
     # The scope's latest write instant: the next write's instant is strictly after it.
-    _big("latest_at", nullable=True),
+    latest_at: int | None = big_field()
     # How many of its records are active and proposed: kept by triggers on memory_records (0009).
-    Column("active_count", BigInteger, nullable=False, server_default="0"),
-    Column("proposed_count", BigInteger, nullable=False, server_default="0"),
-    CheckConstraint("max_records >= 0", name="ck_scope_settings_max_records"),
-)
+    active_count: int = big_field(default=0)
+    proposed_count: int = big_field(default=0)
 
 
 # Append-only event log. Never holds a body.
-EVENTS = Table(
-    "ledger_events",
-    METADATA,
-    Column("seq", Integer, primary_key=True, autoincrement=True),
-    _big("at"),
-    Column("scope_key", Text, nullable=False),
-    Column("event", Text, nullable=False),
-    Column("record_id", Text, nullable=True),
-    Column("reason", Text, nullable=True),
-    Column("run_id", Text, nullable=True),
-    Column("detail", Text, nullable=False),
-    Index("ix_ledger_events_scope", "scope_key", "seq"),
-    Index("ix_ledger_events_record", "record_id"),
-)
+class LedgerEventRow(SQLModel, table=True):
+    __tablename__ = "ledger_events"
+    __table_args__ = (
+        Index("ix_ledger_events_scope", "scope_key", "seq"),
+        Index("ix_ledger_events_record", "record_id"),
+    )
+
+    seq: int | None = serial_field()
+    at: int = big_field()
+    scope_key: str = text_field()
+    event: str = text_field()
+    record_id: str | None = text_field()
+    reason: str | None = text_field()
+    run_id: str | None = text_field()
+    detail: str = text_field()  # JSON, keys sorted
+
+
+# Text derived from records (a run's prompt, a packet audit, a digest), by the record ids it contains.
+#
+# ``owner`` names a table the ledger knows, ``key`` that table's primary key value, and
+# ``columns`` (a JSON list) the columns that hold the derived text: forgetting one of
+# ``record_id``'s chain clears those columns of that row, in the same scope
+# (see :meth:`ledger.tx.Transaction.register_derived`).
+class DerivedText(SQLModel, table=True):
+    __tablename__ = "derived_texts"
+
+    seq: int | None = serial_field()
+    owner: str = text_field()
+    key: str = text_field()
+    record_id: str = text_field(index=True)
+    columns: str = text_field()
+    created_at: int = big_field()
+    # The scope of the records it quotes (and of the owner's row): every statement names it.
+    scope_key: str = text_field()
+
+
+# The request ids of saves (docs/ledger.md, "Retrying a save"): one row per record a save with a ``request_id``
+# wrote, so that the same save sent again in the scope returns that record instead of writing another.
+#
+# ``fingerprint`` is the SHA-256 of the save's arguments (a retry with other arguments is refused); forgetting
+# the record sets it to NULL, since it is derived from the body.
+class SaveRequest(SQLModel, table=True):
+    __tablename__ = "save_requests"
+    __table_args__ = (Index("ix_save_requests_request", "scope_key", "request_id", unique=True),)
+
+    record_id: str = text_field(primary_key=True)
+    scope_key: str = text_field()
+    request_id: str = text_field()
+    fingerprint: str | None = text_field()
+    created_at: int = big_field()
+
+
+# The expiry sweep's last run, one row per sweep name (``expiry``), so a stopped cron shows.
+#
+# ``last_now`` is the instant swept to (``--now``, else the clock); ``last_started_at`` and
+# ``last_finished_at`` are the ledger clock's readings around the run. ``runs`` and
+# ``expired_total`` only grow.
+class OpsSweep(SQLModel, table=True):
+    __tablename__ = "ops_sweep"
+    __table_args__ = (
+        CheckConstraint("last_expired >= 0 AND runs >= 1 AND expired_total >= 0", name="ck_ops_sweep_counts"),
+    )
+
+    name: str = text_field(primary_key=True)
+    last_started_at: int = big_field()
+    last_finished_at: int = big_field()
+    last_now: int = big_field()
+    last_expired: int = big_field()
+    runs: int = big_field()
+    expired_total: int = big_field()
+
+
+# The packet audit (docs/packet.md): one row per session, replaced when its packet is built again.
+#
+# ``selected`` is a JSON list of ``{id, kind, reason, body}`` (the body as sent, frozen;
+# null once the record is forgotten); ``excluded`` a JSON list of ``{id, code}``.
+class PacketAuditRow(SQLModel, table=True):
+    __tablename__ = "packet_audits"
+
+    scope_key: str = text_field(primary_key=True)
+    session_id: str = text_field(primary_key=True)
+    built_at: int = big_field()
+    max_chars: int = int_field()
+    token_estimate: int = int_field()
+    selected: str = text_field()
+    excluded: str = text_field()
+
+
+# The injection switch per scope; no row means on (the default).
+class MemoryInjection(SQLModel, table=True):
+    __tablename__ = "memory_injection"
+
+    scope_key: str = text_field(primary_key=True)
+    enabled: bool
+    updated_at: int = big_field()
+
+
+RECORDS = table(MemoryRecordRow)
+SCOPES = table(ScopeSettings)
+EVENTS = table(LedgerEventRow)
+DERIVED = table(DerivedText)
+SAVE_REQUESTS = table(SaveRequest)
+SWEEPS = table(OpsSweep)
+PACKET_AUDITS = table(PacketAuditRow)
+INJECTION = table(MemoryInjection)
+
+# The columns of memory_records a MemoryRecord is built from, in table order: all but those the write paths
+# keep for themselves (``proposed_action``). ``ledger.record_rows`` reads and writes records in this order.
+RECORD_NAMES = tuple(column.name for column in RECORDS.c if column.name != "proposed_action")
+
+
+# ---------------------------------------------------------------------- consolidation's (moving)
+def _big(name: str, *, nullable: bool = False) -> Column[int]:
+    return Column(name, BigInteger, nullable=nullable)
+
+
+_partial = partial_index
 
 
 def _zero(name: str, kind: type[BigInteger] | type[Integer] = BigInteger) -> Column[int]:
@@ -232,89 +385,6 @@ RUNS = Table(
 )
 
 
-# Text derived from records (a run's prompt, a packet audit, a digest), by the record ids it contains.
-#
-# ``owner`` names a table the ledger knows, ``key`` that table's primary key value, and
-# ``columns`` (a JSON list) the columns that hold the derived text: forgetting one of
-# ``record_id``'s chain clears those columns of that row, in the same scope
-# (see :meth:`ledger.tx.Transaction.register_derived`).
-DERIVED = Table(
-    "derived_texts",
-    METADATA,
-    Column("seq", Integer, primary_key=True, autoincrement=True),
-    Column("owner", Text, nullable=False),
-    Column("key", Text, nullable=False),
-    Column("record_id", Text, nullable=False, index=True),
-    Column("columns", Text, nullable=False),
-    _big("created_at"),
-    # The scope of the records it quotes (and of the owner's row): every statement names it.
-    Column("scope_key", Text, nullable=False),
-)
-
-
-# The request ids of saves (docs/ledger.md, "Retrying a save"): one row per record a save with a ``request_id``
-# wrote, so that the same save sent again in the scope returns that record instead of writing another.
-#
-# ``fingerprint`` is the SHA-256 of the save's arguments (a retry with other arguments is refused); forgetting
-# the record sets it to NULL, since it is derived from the body.
-SAVE_REQUESTS = Table(
-    "save_requests",
-    METADATA,
-    Column("record_id", Text, primary_key=True),
-    Column("scope_key", Text, nullable=False),
-    Column("request_id", Text, nullable=False),
-    Column("fingerprint", Text, nullable=True),
-    _big("created_at"),
-    Index("ix_save_requests_request", "scope_key", "request_id", unique=True),
-)
-
-
-# The expiry sweep's last run, one row per sweep name (``expiry``), so a stopped cron shows.
-#
-# ``last_now`` is the instant swept to (``--now``, else the clock); ``last_started_at`` and
-# ``last_finished_at`` are the ledger clock's readings around the run. ``runs`` and
-# ``expired_total`` only grow.
-SWEEPS = Table(
-    "ops_sweep",
-    METADATA,
-    Column("name", Text, primary_key=True),
-    _big("last_started_at"),
-    _big("last_finished_at"),
-    _big("last_now"),
-    _big("last_expired"),
-    _big("runs"),
-    _big("expired_total"),
-    CheckConstraint("last_expired >= 0 AND runs >= 1 AND expired_total >= 0", name="ck_ops_sweep_counts"),
-)
-
-
-# The packet audit (docs/packet.md): one row per session, replaced when its packet is built again.
-#
-# ``selected`` is a JSON list of ``{id, kind, reason, body}`` (the body as sent, frozen;
-# null once the record is forgotten); ``excluded`` a JSON list of ``{id, code}``.
-PACKET_AUDITS = Table(
-    "packet_audits",
-    METADATA,
-    Column("scope_key", Text, primary_key=True),
-    Column("session_id", Text, primary_key=True),
-    _big("built_at"),
-    Column("max_chars", Integer, nullable=False),
-    Column("token_estimate", Integer, nullable=False),
-    Column("selected", Text, nullable=False),
-    Column("excluded", Text, nullable=False),
-)
-
-
-# The injection switch per scope; no row means on (the default).
-INJECTION = Table(
-    "memory_injection",
-    METADATA,
-    Column("scope_key", Text, primary_key=True),
-    Column("enabled", Boolean, nullable=False),
-    _big("updated_at"),
-)
-
-
 # Extraction settings per scope (used only by ``consolidation/``; same migration chain).
 EXTRACTION_SETTINGS = Table(
     "extraction_settings",
@@ -353,26 +423,3 @@ DIGESTS = Table(
     Column("next_seq", Integer, nullable=False),
     _big("updated_at"),
 )
-
-
-# ---------------------------------------------------------------------- API tokens (docs/operations.md)
-# The table of worker/tokens.py: it is here so that the one metadata (and so Alembic) holds it.
-# One API token: only the SHA-256 of the token is stored; the token itself is shown once.
-API_TOKENS = Table(
-    "api_tokens",
-    METADATA,
-    Column("id", Text, primary_key=True),
-    Column("account", Text, nullable=False, index=True),
-    Column("hash", Text, nullable=False, unique=True),
-    _big("created_at"),
-    _big("last_used_at", nullable=True),
-    _big("revoked_at", nullable=True),
-    CheckConstraint("revoked_at IS NULL OR revoked_at >= created_at", name="ck_api_tokens_revoked"),
-)
-
-
-# ---------------------------------------------------------------------- end of API tokens
-
-# The columns of memory_records a MemoryRecord is built from, in table order: all but those the write paths
-# keep for themselves (``proposed_action``). ``ledger.record_rows`` reads and writes records in this order.
-RECORD_NAMES = tuple(column.name for column in RECORDS.c if column.name != "proposed_action")

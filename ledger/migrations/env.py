@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from ledger.schema import METADATA
+from ledger.schema import load_every_table
 from ledger.store.ddl import include_object
 
 config = context.config
@@ -13,10 +13,10 @@ config = context.config
 
 def _run(connection: Connection) -> None:
     # The FTS5 shadow tables and the PostgreSQL GIN index are written by hand in the migrations;
-    # autogenerate compares everything else against the tables of ledger.schema (the one schema).
+    # autogenerate compares everything else against every package's tables (the one schema).
     context.configure(
         connection=connection,
-        target_metadata=METADATA,
+        target_metadata=load_every_table(),
         render_as_batch=connection.dialect.name == "sqlite",
         include_object=include_object,
         transaction_per_migration=False,

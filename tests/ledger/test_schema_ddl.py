@@ -21,11 +21,13 @@ import pytest
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 
 from ledger.db import make_engine, upgrade
-from ledger.schema import METADATA
+from ledger.schema import load_every_table
 from ledger.store import store_for
 from ledger.store.schema_object import SchemaObject
 from tests.conftest import PG_URL, pg_schema_url, service_missing
 from tests.hygiene import schema_name
+
+METADATA = load_every_table()  # every package's tables
 
 Snapshot = dict[str, Any]
 

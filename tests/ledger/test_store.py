@@ -17,9 +17,11 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from ledger import InvalidArgument, Ledger, LedgerBusy, LedgerError, open_ledger
-from ledger.schema import METADATA, RUNS, SCOPES
+from ledger.schema import RUNS, SCOPES, load_every_table
 from ledger.store import include_object
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
+
+METADATA = load_every_table()  # every package's tables
 
 SCOPE = "account:local"
 

@@ -17,9 +17,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult
 
 from ledger import make_engine
-from ledger.schema import METADATA
+from ledger.schema import load_every_table
 from tests.worker.conftest import MEMLEDGER
 from worker.mcp.tools import ERROR_META_KEY
+
+METADATA = load_every_table()  # every package's tables
 
 TOOL_NAMES = {"list_pins", "search_pins", "pins_as_of", "pin_history", "get_packet", "propose_pin"}
 INSTANT = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$"}

@@ -1,8 +1,9 @@
 """Start-up of the command line: ``--help`` and the reads import only what they use.
 
 ``memledger --help`` lists every command from :data:`worker.cli.COMMANDS` without importing
-any command module; ``memledger pins`` imports the ledger and the ledger commands, never the
-migration tool, the model SDKs, the job queue, the servers or the MCP SDK (docs/cli.md).
+any command module; ``memledger pins`` imports the ledger (its tables, so SQLModel) and the ledger
+commands, never the migration tool, the model SDKs, the job queue, the servers or the MCP SDK, nor
+another package's tables (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from worker.cli import COMMANDS, app, every_command
 # Loaded only by the commands that use them.
 HEAVY = (
     "alembic",
-    "sqlmodel",
     "anthropic",
     "openai",
     "dramatiq",
@@ -33,7 +33,7 @@ HEAVY = (
     "prometheus_client",
 )
 # Not even the database layer: the help screen opens nothing.
-NOT_FOR_HELP = (*HEAVY, "sqlalchemy", "ledger", "worker.cli.ledger", "worker.cli.worker")
+NOT_FOR_HELP = (*HEAVY, "sqlalchemy", "sqlmodel", "ledger", "worker.cli.ledger", "worker.cli.worker")
 
 _PROBE = """
 import json, sys

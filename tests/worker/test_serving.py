@@ -446,10 +446,10 @@ def _token_table_drift(engine: Any) -> list[Any]:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from ledger.schema import METADATA
+    from ledger.schema import load_every_table
 
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), METADATA)
+        diff = compare_metadata(MigrationContext.configure(conn), load_every_table())
     return [d for d in diff if "api_tokens" in repr(d)]
 
 

@@ -1,8 +1,8 @@
 """API tokens (docs/operations.md): one token names one account; only its SHA-256 is stored.
 
 A token is ``mlt_`` followed by 43 URL-safe characters (256 random bits). ``memledger tokens
-create ACCOUNT`` prints it once; the ``api_tokens`` table (:data:`ledger.schema.API_TOKENS`)
-keeps its id, account, hash and times. With ``MEMLEDGER_AUTH=tokens`` every HTTP request needs
+create ACCOUNT`` prints it once; the ``api_tokens`` table (:class:`ApiTokenRow`) keeps its id,
+account, hash and times. With ``MEMLEDGER_AUTH=tokens`` every HTTP request needs
 ``Authorization: Bearer <token>`` and the token alone decides the account.
 
 Tokens are random, so a fast hash is the right one (a slow password hash protects guessable
@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import CheckConstraint, Row, insert, select, update
+from sqlmodel import SQLModel
 
 from ledger import Clock, Ledger, Reader, check_scope, format_rfc3339, opt_from_micros, to_micros
 from ledger.errors import LedgerError
-from ledger.schema import API_TOKENS
+from ledger.schema import big_field, table, text_field
 from worker.errors import TokenNotFound
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,24 @@ log = logging.getLogger(__name__)
 TOKEN_PREFIX = "mlt_"
 TOKEN_RE = re.compile(r"mlt_[A-Za-z0-9_-]{43}")
 LAST_USED_EVERY_US = 60 * 1_000_000
-_TABLE = API_TOKENS
 _ID_RE = re.compile(r"tok_[0-9a-f]{12}")
+
+
+class ApiTokenRow(SQLModel, table=True):
+    """One API token in the ledger's database: only the SHA-256 of the token is stored."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (CheckConstraint("revoked_at IS NULL OR revoked_at >= created_at", name="ck_api_tokens_revoked"),)
+
+    id: str = text_field(primary_key=True)
+    account: str = text_field(index=True)
+    hash: str = text_field(unique=True)
+    created_at: int = big_field()
+    last_used_at: int | None = big_field()
+    revoked_at: int | None = big_field()
+
+
+_TABLE = table(ApiTokenRow)
 
 
 @dataclass(frozen=True, slots=True)
