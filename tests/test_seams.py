@@ -7,6 +7,8 @@
 * Imports go one way, worker -> consolidation -> ledger, and never reach a private module or name
   of another package (``from ledger.statements import _S``), at any level of the code.
 * consolidation/ and worker/ import the ledger only through its public modules (:data:`PUBLIC_LEDGER`).
+* worker/ and tools/ import consolidation only through its surface: ``from consolidation import X``, X one of
+  ``consolidation.__all__`` (:data:`SURFACE`); ``import consolidation`` imports none of its modules.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ledger", "consolidation", "worker")
+USERS = ("worker", "tools")  # what is built on the packages: it may import them all, through their surfaces
 ENVIRONMENT_NAMES = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
 CONFIG_MODULE = "worker/config.py"
 
@@ -34,8 +39,8 @@ class Module:
         return self.path.split("/", 1)[0]
 
 
-def modules() -> Iterator[Module]:
-    for package in PACKAGES:
+def modules(packages: tuple[str, ...] = PACKAGES) -> Iterator[Module]:
+    for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             relative = path.relative_to(ROOT).as_posix()
             yield Module(relative, ast.parse(path.read_text(encoding="utf-8"), filename=relative))
@@ -187,10 +192,28 @@ def test_each_worker_method_is_named_in_one_module() -> None:
     assert twice == {}, "import the one constant instead of stating the name again"
 
 
-MAY_IMPORT = {"ledger": {"ledger"}, "consolidation": {"consolidation", "ledger"}, "worker": set(PACKAGES)}
+MAY_IMPORT = {
+    "ledger": {"ledger"},
+    "consolidation": {"consolidation", "ledger"},
+    "worker": set(PACKAGES),
+    "tools": set(PACKAGES),
+}
 # The ledger's public modules: its front door (``ledger/__init__.py``), the tables, the errors, the
 # record protocol and the file ledger. Every other ledger module is the ledger's own (docs/architecture.md).
 PUBLIC_LEDGER = frozenset({"ledger", "ledger.schema", "ledger.errors", "ledger.protocol", "ledger.files"})
+
+
+def declared_names(path: Path) -> frozenset[str]:
+    """The names a module declares in its ``__all__ = [...]``, read from the source."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return frozenset(ast.literal_eval(node.value))
+    return frozenset()
+
+
+# Consolidation's surface: the names of ``consolidation/__init__.py``'s ``__all__``, the only ones worker/ and
+# tools/ may import from it (and from nowhere inside it: every other consolidation module is its own).
+SURFACE = declared_names(ROOT / "consolidation" / "__init__.py")
 
 
 def imports(tree: ast.Module) -> list[tuple[int, str, str]]:
@@ -205,8 +228,10 @@ def imports(tree: ast.Module) -> list[tuple[int, str, str]]:
     return found
 
 
-def crossings(package: str, tree: ast.Module) -> list[tuple[int, str]]:
-    """The imports of a module of ``package`` that go the wrong way or reach another package's privates."""
+def crossings(package: str, tree: ast.Module, surface: frozenset[str] | None = None) -> list[tuple[int, str]]:
+    """The imports of a module of ``package`` that go the wrong way, reach another package's privates, or pass
+    by its surface: a ledger module not public, consolidation's modules, a name not in its ``surface``."""
+    surface = SURFACE if surface is None else surface
     found: list[tuple[int, str]] = []
     for line, module, name in imports(tree):
         target = module.split(".", 1)[0]
@@ -219,6 +244,10 @@ def crossings(package: str, tree: ast.Module) -> list[tuple[int, str]]:
             found.append((line, f"{shown} (private to {target})"))
         elif target == "ledger" and module not in PUBLIC_LEDGER:
             found.append((line, f"{shown} (not a public ledger module: use one of {sorted(PUBLIC_LEDGER)})"))
+        elif target == "consolidation" and module != "consolidation":
+            found.append((line, f"{shown} (inside consolidation: import it from consolidation, add it to __all__)"))
+        elif target == "consolidation" and name and name not in surface:
+            found.append((line, f"{shown} (not in consolidation.__all__: declare it there first)"))
     return found
 
 
@@ -244,8 +273,39 @@ def test_the_scan_sees_an_import_of_a_ledger_module_that_is_not_public() -> None
     assert crossings("ledger", ast.parse(source)) == []  # inside the ledger, its own modules are its own
 
 
+def test_the_scan_sees_an_import_past_consolidations_surface() -> None:
+    source = (
+        "from consolidation import ConsolidationService\nfrom consolidation.pricing import PriceTable\n"
+        "import consolidation.limits\nimport consolidation\nfrom consolidation import runs\n"
+        "def f():\n    from consolidation.replay.score import Tally\n"
+    )
+    surface = frozenset({"ConsolidationService"})
+    for package in USERS:
+        assert [line for line, _ in crossings(package, ast.parse(source), surface)] == [2, 3, 5, 7]
+    assert crossings("consolidation", ast.parse(source), surface) == []  # inside, its modules are its own
+
+
+def test_consolidations_surface_is_declared_and_every_name_of_it_loads() -> None:
+    import consolidation
+
+    # Given the surface as tests read it (ast) and as the package declares it
+    assert SURFACE == frozenset(consolidation.__all__) == frozenset(consolidation._WHERE)
+    # Then no name of it is a submodule's (importing the submodule would replace the name), and each loads
+    submodules = {path.stem for path in (ROOT / "consolidation").iterdir()}
+    assert sorted(SURFACE & submodules) == [], "name it otherwise on the surface (module:name in _WHERE)"
+    assert [name for name in sorted(SURFACE) if getattr(consolidation, name, None) is None] == []
+
+
+def test_importing_consolidation_imports_none_of_its_modules() -> None:
+    code = "import sys, consolidation; print([m for m in sys.modules if m.startswith('consolidation.')])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]"
+
+
 def test_imports_go_one_way_and_never_to_another_packages_privates() -> None:
     found = [
-        f"{module.path}:{line}: {what}" for module in modules() for line, what in crossings(module.package, module.tree)
+        f"{module.path}:{line}: {what}"
+        for module in modules((*PACKAGES, "tools"))
+        for line, what in crossings(module.package, module.tree)
     ]
     assert found == [], "use the other package's public names:\n" + "\n".join(found)

@@ -31,7 +31,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from worker.errors import ConfigError
 
 if TYPE_CHECKING:  # the price table loads with the commands that charge runs, not with every read
-    from consolidation.pricing import PriceTable
+    from consolidation import PriceTable
 
 ENV_PREFIX = "MEMLEDGER_"
 CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
@@ -170,7 +170,7 @@ class WorkerConfig(BaseSettings):
     @field_validator("model_prices")
     @classmethod
     def _model_prices(cls, value: dict[str, dict[str, str | float | int]]) -> dict[str, dict[str, str | float | int]]:
-        from consolidation.pricing import default_price_table
+        from consolidation import default_price_table
 
         default_price_table().with_overrides(value)  # raises ValueError naming the bad model or field
         return value
@@ -210,7 +210,7 @@ class WorkerConfig(BaseSettings):
 
     def price_table(self) -> PriceTable:
         """The built-in price table with the configured ``model_prices`` applied."""
-        from consolidation.pricing import default_price_table
+        from consolidation import default_price_table
 
         return default_price_table().with_overrides(self.model_prices)
 

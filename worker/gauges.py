@@ -43,7 +43,7 @@ import prometheus_client as prom
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from consolidation.overview import OUTCOMES, ScopeOverview
+from consolidation import OUTCOMES, ScopeOverview
 from worker.snapshot import OpsSnapshot
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ import prometheus_client as prom
 from dramatiq.middleware.prometheus import Prometheus
 from prometheus_client import multiprocess
 
-from consolidation.models import ConsolidationRun
+from consolidation import ConsolidationRun
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 OFFLINE_HARNESS = "offline"

@@ -28,10 +28,7 @@ import dramatiq
 from dramatiq.brokers.redis import RedisBroker
 from sqlalchemy import text
 
-from consolidation import ConsolidationService
-from consolidation.harnesses import give_up_calls
-from consolidation.harnesses import preload as preload_harnesses
-from consolidation.service import RetryResult, TurnRuns
+from consolidation import ConsolidationService, RetryResult, TurnRuns, give_up_calls, preload_harnesses
 from ledger import Ledger, LedgerError, open_ledger
 from worker.config import OuterEnvironment, WorkerConfig
 from worker.gauges import bind_default, unbind_default

@@ -10,9 +10,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from consolidation import ConsolidationRun, ConsolidationService, RunState
-from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD
-from consolidation.overview import Overview, scope_overview
+from consolidation import (
+    DEFAULT_SPEND_BUDGET_MICRO_USD,
+    ConsolidationRun,
+    ConsolidationService,
+    Overview,
+    RunState,
+    scope_overview,
+)
 from ledger import Ledger, SweepStatus, format_rfc3339
 
 RECENT_RUNS = 20

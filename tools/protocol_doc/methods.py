@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from consolidation.limits import MAX_DEBOUNCE_S
+from consolidation import MAX_DEBOUNCE_S
 from ledger.protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -31,9 +31,7 @@ from worker.cli.output import Format, fail, print_message, print_table
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from consolidation.pricing import PriceTable
-    from consolidation.replay import ReplayReport
-    from consolidation.replay.score import Tally
+    from consolidation import PriceTable, ReplayReport, Tally
 
 app = typer.Typer(help="Benchmarks of the product itself.", no_args_is_help=True)
 MAX_EPISODES = 10_000
@@ -50,7 +48,7 @@ class Split(StrEnum):
 
 
 def _check_harness(name: str) -> str:
-    from consolidation.harnesses import HARNESS_NAMES
+    from consolidation import HARNESS_NAMES
 
     if name not in HARNESS_NAMES:
         raise typer.BadParameter(f"unknown harness {name[:80]!r}; choose one of: {', '.join(HARNESS_NAMES)}")
@@ -105,7 +103,7 @@ def replay(
     Exits 1 when the harness cannot be used (nothing is played), and when a run failed for any
     cause but the designed one (a record forgotten while its run waits for the model).
     """
-    from consolidation.replay import replay as run_replay
+    from consolidation import run_replay
     from worker.cli.ledger import cli_errors
     from worker.config import OuterEnvironment
 
@@ -176,7 +174,7 @@ def _classes_table(report: ReplayReport, split: str, tallies: dict[str, Tally]) 
     from rich import box
     from rich.table import Table
 
-    from consolidation.replay import BASELINES
+    from consolidation import BASELINES
 
     arms = (report.harness, *BASELINES)
     title = f"Consolidation quality by task class, {split} split (seed {report.seed})"
@@ -209,7 +207,7 @@ def _totals_table(report: ReplayReport) -> Table:
     from rich import box
     from rich.table import Table
 
-    from consolidation.replay import BASELINES
+    from consolidation import BASELINES
 
     arms = (report.harness, *BASELINES)
     table = Table(title="Whole corpus", box=box.SIMPLE_HEAD)

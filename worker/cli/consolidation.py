@@ -14,15 +14,14 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from consolidation import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
-from consolidation.models import ResponseFormat
+from consolidation import ConsolidationRun, ConsolidationSettings, Mode, Outcome, ResponseFormat, RunState
 from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
 from worker.cli.ledger import DbUrl
 from worker.cli.output import emit_json, fail, instant_text, print_message, print_table, print_warning
 from worker.cli.worker import bound_scope, cli_runtime
 
 if TYPE_CHECKING:
-    from consolidation.target_check import TargetCheck
+    from consolidation import TargetCheck
     from worker.runtime import Runtime
 
 consolidation_app = typer.Typer(

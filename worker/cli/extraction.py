@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
+from consolidation import ExtractionMode, ExtractionSettings
 from worker.cli.consolidation import (
     BaseUrlOpt,
     HarnessOpt,

@@ -18,7 +18,7 @@ from worker.cli.ledger import DbUrl
 from worker.cli.output import emit_json, print_error, print_message, print_table, print_warning
 
 if TYPE_CHECKING:
-    from consolidation.connections import Target
+    from consolidation import Target
 
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase) instead of tables.")]
 
@@ -43,7 +43,7 @@ def models(ctx: typer.Context, as_json: Json = False) -> None:
 
 
 def _list_models(as_json: bool) -> None:
-    from consolidation.harnesses import HARNESSES
+    from consolidation import HARNESSES
     from worker.cli.worker import cli_config
 
     prices = cli_config().price_table()

@@ -26,7 +26,7 @@ def run_cluster(plan: ClusterPlan, *, progress: Callable[[str], None] = lambda _
         raise ClusterError("the cluster benchmark needs PostgreSQL: --database-url postgresql+psycopg://…")
     if shutil.which(plan.redis_server) is None:
         raise ClusterError(f"{plan.redis_server!r} is not on the PATH: the benchmark starts a Redis of its own")
-    from consolidation.fake_anthropic import FakeAnthropic
+    from consolidation import FakeAnthropic
     from ledger import open_ledger
 
     with ExitStack() as stack:

@@ -23,7 +23,7 @@ class Client:
 
 
 def merge_duplicates(request: dict[str, Any]) -> list[dict[str, Any]]:
-    from consolidation.fake_model import request_records
+    from consolidation import request_records
 
     by_body: dict[str, list[str]] = {}
     for record in request_records(request):

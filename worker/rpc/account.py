@@ -40,10 +40,15 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic.alias_generators import to_camel
 
-from consolidation import ConsolidationService
-from consolidation.limits import ContextWindowTokens, DebounceS, Temperature
-from consolidation.models import CALL_FIELDS
-from consolidation.setting_checks import PRICE_FIELDS, TARGET_FIELDS
+from consolidation import (
+    CALL_FIELDS,
+    PRICE_FIELDS,
+    TARGET_FIELDS,
+    ConsolidationService,
+    ContextWindowTokens,
+    DebounceS,
+    Temperature,
+)
 from ledger import Ledger
 from ledger.protocol import INVALID_PARAMS, ExtraMethod, NoParams, Params, RpcError
 

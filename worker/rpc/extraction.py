@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from consolidation.limits import DebounceS
+from consolidation import DebounceS
 from ledger import Ledger
 from ledger.protocol import ExtraMethod, NoParams, Params
 from worker.rpc.account import TargetParams, target_json, validated_update
