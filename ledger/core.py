@@ -272,8 +272,8 @@ class Ledger(LedgerReads):
             return self._grow(
                 EventKind.SAVE_REFUSED, None, now, {}, lambda tx: once(tx, request, lambda: tx.save(body, **options))
             )
-        plain = options.get("supersedes") is None and options.get("conflict_group") is None
-        if self.store.saves_plain and now is None and plain:
+        # A save or an edit of one record, without a conflict group: one statement where the store has it.
+        if self.store.saves_plain and now is None and options.get("conflict_group") is None:
             saved = save_plain(
                 self.store,
                 self.scope_key,

@@ -83,7 +83,7 @@ class Store(ABC):
     ddl: ClassVar[tuple[SchemaObject, ...]]
     # Whether open_ledger() migrates by default: an embedded file yes; a shared server is the operator's.
     migrate_on_open: ClassVar[bool]
-    # Whether save_plain writes a plain save in one statement (else it is never called).
+    # Whether save_plain and edit_plain write a plain save or edit in one statement (else they are never called).
     saves_plain: ClassVar[bool] = False
     # Whether the scope's stamp may also return what the write reads first (enter_scope's ``reading``): where the
     # whole write transaction reads one snapshot under a lock taken before the stamp (SQLite's BEGIN IMMEDIATE).
@@ -169,6 +169,11 @@ class Store(ABC):
         """A plain save in one statement where the store has one (PostgreSQL: ``ledger.store.postgres_save``):
         the instant it was written at, or None when the save is not plain (nothing was written; the
         caller runs the full transaction). Called only where :attr:`saves_plain`."""
+        return None
+
+    def edit_plain(self, params: Mapping[str, Any]) -> tuple[int, str, str | None] | None:
+        """An edit in one statement where the store has one (as :meth:`save_plain`): the instant, the new record's
+        kind and conflict group, or None when the edit is not plain (nothing was written)."""
         return None
 
     def flush(self, conn: Connection) -> None:  # noqa: B027 - nothing is ever held back by default

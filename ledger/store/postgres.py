@@ -29,10 +29,9 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from ledger.errors import LedgerBusy, LedgerError, OutcomeUnknown
 from ledger.schema import RECORDS, SCOPES
-from ledger.store import postgres_ddl
+from ledger.store import postgres_ddl, postgres_save
 from ledger.store.base import REBUILD_INDEX_HINT, Locked, Params, Pending, Rows, Statement, Store, prefixed_columns
 from ledger.store.driver import psycopg
-from ledger.store.postgres_save import save_plain
 from ledger.store.prepared import Prepared, param
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,9 @@ _GONE_SQLSTATES = ("57P01", "57P02", "57P03")
 CHECK_AFTER_LOSS_S = 5.0
 
 
-_WRITTEN_AT = Prepared(select(RECORDS.c.valid_from).where(RECORDS.c.id == param("rid")))
+_WRITTEN = Prepared(
+    select(RECORDS.c.valid_from, RECORDS.c.kind, RECORDS.c.conflict_group).where(RECORDS.c.id == param("rid"))
+)
 _LOCK = Prepared(select(SCOPES.c.latest_at).where(SCOPES.c.scope_key == param("s")).with_for_update())
 # Where a write transaction keeps its pipeline: the DB-API connection's info (see _Pipe).
 _PIPE = "memledger_pipe"
@@ -203,29 +204,40 @@ class PostgresStore(Store):
 
     def save_plain(self, params: Mapping[str, Any]) -> int | None:
         """``memledger_save`` in a transaction of its own: one statement, one round trip (see
-        :mod:`ledger.store.postgres_save`).
+        :mod:`ledger.store.postgres_save`)."""
+        found = self._one_statement(postgres_save.CALL, params)
+        return None if found is None else int(found[0])
+
+    def edit_plain(self, params: Mapping[str, Any]) -> tuple[int, str, str | None] | None:
+        """``memledger_edit`` in a transaction of its own, as :meth:`save_plain`."""
+        found = self._one_statement(postgres_save.EDIT_CALL, params)
+        return None if found is None else (int(found[0]), str(found[1]), found[2])
+
+    def _one_statement(self, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+        """Call a write function on a connection of its own: the row it answered, None when it declined.
 
         The call is its own commit, so a connection that breaks during it leaves unknown whether
         the record was written. The scope's lock, taken on another connection, waits for a call the
-        server is still running; then the record's id says: its instant when it was written, None
+        server is still running; then the record's id says: its row when it was written, None
         (write it again) when it was not.
         """
         with self.boundary, self._lock:
             proxy = self.engine.raw_connection()
             raw: psycopg.Connection[Any] = proxy.driver_connection  # type: ignore[assignment]
             try:
-                saved: int | None = _call(lambda: save_plain(raw, params))
-                return saved
+                answered: tuple[Any, ...] | None = _call(lambda: postgres_save.call(raw, sql, params))
+                return answered
             except DBAPIError as exc:
                 if not _lost(exc, raw):
                     raise
                 proxy.invalidate()
             finally:
                 proxy.close()
-            return self._written_at(params["s"], params["id"])
+            return self._written(params["s"], params["id"])
 
-    def _written_at(self, scope: str, record_id: str) -> int | None:
-        """After a plain save's connection was lost: the instant ``record_id`` was written at, None when it was not.
+    def _written(self, scope: str, record_id: str) -> tuple[Any, ...] | None:
+        """After a one-statement write's connection was lost: the instant ``record_id`` was written at, its kind
+        and conflict group, None when it was not written.
 
         Read after the scope's lock (which waits for a call the server is still running), on another
         connection, a few times while the database cannot be reached.
@@ -239,8 +251,8 @@ class PostgresStore(Store):
             try:
                 with self._begin_write() as conn:
                     self.lock_scope(conn, scope)
-                    found = self.rows(conn, _WRITTEN_AT, {"rid": record_id})
-                return int(found[0][0]) if found else None
+                    found = self.rows(conn, _WRITTEN, {"rid": record_id})
+                return tuple(found[0]) if found else None
             except (DBAPIError, LedgerError) as exc:
                 if time.monotonic() + pause_s > deadline:
                     raise OutcomeUnknown.lost(record_id) from exc

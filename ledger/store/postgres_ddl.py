@@ -1,4 +1,5 @@
-"""The PostgreSQL schema the tables cannot state (:data:`OBJECTS`): the search index, the triggers, the save function.
+"""The PostgreSQL schema the tables cannot state (:data:`OBJECTS`): the search index, the triggers, the save and
+edit functions.
 
 The tables and their indexes are the Core tables of :mod:`ledger.models`; what is here is
 written once, in PostgreSQL's own words, and every path that makes a schema takes it from
@@ -122,11 +123,64 @@ END $$""",
     ),
 )
 
+# An edit in one statement (ledger/store/postgres_save.py calls it): the target closed at the instant with its
+# ``superseded`` event, then the new record with its ``saved`` event, as Transaction.save writes them. The new
+# record keeps the target's kind unless given one, and its conflict group (whose one active member is the target).
+# Returns NULLs, having written nothing, whenever the edit is not plain once the lock is held. Every statement
+# names the scope, as memledger_save's do (docs/operations.md: a function distributed by its first argument).
+EDIT = (
+    SchemaObject(
+        "function",
+        "memledger_edit",
+        "",
+        """CREATE OR REPLACE FUNCTION memledger_edit(
+  p_scope text, p_clock bigint, p_target text, p_id text, p_kind text, p_body text,
+  p_session text, p_expires bigint, p_supersedes text, p_closed_detail text, p_detail text,
+  OUT o_at bigint, OUT o_kind text, OUT o_group text
+) LANGUAGE plpgsql AS $$
+DECLARE
+  latest bigint;
+  n bigint;
+  t record;
+BEGIN
+  SELECT latest_at INTO latest FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  n := CASE WHEN latest IS NULL OR p_clock > latest THEN p_clock ELSE latest + 1 END;
+  SELECT status, valid_from, kind, conflict_group INTO t FROM memory_records
+    WHERE scope_key = p_scope AND id = p_target;
+  IF NOT FOUND OR t.status <> 'active' OR t.valid_from > n
+     OR p_expires <= n
+     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope AND m.valid_to > n)
+     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
+                AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n) THEN
+    RETURN;
+  END IF;
+  UPDATE scope_settings SET latest_at = n WHERE scope_key = p_scope;
+  UPDATE memory_records SET status = 'superseded', valid_to = n, superseded_by = p_id, updated_at = n
+    WHERE scope_key = p_scope AND id = p_target;
+  INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail)
+  VALUES (n, p_scope, 'superseded', p_target, NULL, NULL, p_closed_detail);
+  o_at := n;
+  o_kind := coalesce(p_kind, t.kind);
+  o_group := t.conflict_group;
+  INSERT INTO memory_records (id, scope_key, kind, body, provenance, status, source_session_id, supersedes,
+    superseded_by, confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at,
+    created_at, updated_at)
+  VALUES (p_id, p_scope, o_kind, p_body, 'user_explicit', 'active', p_session, p_supersedes,
+    NULL, NULL, NULL, n, NULL, p_expires, o_group, NULL, n, n);
+  INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail)
+  VALUES (n, p_scope, 'saved', p_id, NULL, NULL, p_detail);
+END $$""",
+    ),
+)
+
 # Everything, in the order it can be created (a function before its trigger).
-OBJECTS: tuple[SchemaObject, ...] = (*SEARCH, *NO_DELETE, *COUNTS, *SAVE)
+OBJECTS: tuple[SchemaObject, ...] = (*SEARCH, *NO_DELETE, *COUNTS, *SAVE, *EDIT)
 
 
-_ARGUMENTS = re.compile(r"FUNCTION\s+\w+\s*\((.*?)\)\s*RETURNS", re.S)
+_ARGUMENTS = re.compile(r"FUNCTION\s+\w+\s*\((.*?)\)\s*(?:RETURNS|LANGUAGE)", re.S)
 
 
 def drop(obj: SchemaObject) -> str:
@@ -140,4 +194,4 @@ def drop(obj: SchemaObject) -> str:
     return f"DROP {obj.kind.upper()} IF EXISTS {obj.name}"
 
 
-__all__ = ["COUNTS", "NO_DELETE", "OBJECTS", "SAVE", "SEARCH", "drop"]
+__all__ = ["COUNTS", "EDIT", "NO_DELETE", "OBJECTS", "SAVE", "SEARCH", "drop"]

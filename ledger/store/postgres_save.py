@@ -1,4 +1,5 @@
-"""A plain save on PostgreSQL in one statement: the server-side function ``memledger_save``.
+"""A plain save or edit on PostgreSQL in one statement: the server-side functions ``memledger_save`` and
+``memledger_edit``.
 
 A save through :class:`ledger.tx.Transaction` waits three times (the scope's lock, the budget
 and due check, the inserts with ``COMMIT``) and costs seven statements of client work. Most
@@ -23,8 +24,17 @@ of what is due):
   The transaction reads the clock after its lock for this reason (docs/ledger.md, "Lock,
   then instant"); here the clock was read before the call, so the call checks instead.
 
-The rows it writes are the transaction's, column for column: ``tests/ledger/test_postgres_save.py``
-saves through both paths and compares the raw rows. The function itself is in
+An edit (``supersedes`` one record, no conflict group given) has its own function,
+``memledger_edit``: under the same lock and the same instant it closes the target, logs its
+``superseded`` event, inserts the new record (the target's kind unless given one, and its
+conflict group) and its ``saved`` event, in one round trip where the transaction waits four
+times. It declines as the save does (no settings row, an expiry not after the instant,
+something due, something closed after the instant), and also when the target is not an active
+record of the scope or took effect after the instant: the transaction then gives the answer.
+An edit replaces rather than grows, so the budget is never in question.
+
+The rows they write are the transaction's, column for column: ``tests/ledger/test_postgres_save.py``
+saves and edits through both paths and compares the raw rows. The functions are in
 :mod:`ledger.store.postgres_ddl` with the rest of the dialect's own schema.
 """
 
@@ -37,17 +47,22 @@ CALL = (
     "SELECT memledger_save(%(s)s, %(clock)s, %(default_max)s, %(id)s, %(kind)s, %(body)s, "
     "%(session)s, %(expires)s, %(detail)s)"
 )
+# An edit: the instant, the new record's kind and conflict group (NULLs when it is not plain).
+EDIT_CALL = (
+    "SELECT * FROM memledger_edit(%(s)s, %(clock)s, %(target)s, %(id)s, %(kind)s, %(body)s, "
+    "%(session)s, %(expires)s, %(supersedes)s, %(closed_detail)s, %(detail)s)"
+)
 
 
-def save_plain(raw: Any, params: Mapping[str, Any]) -> int | None:
-    """Call ``memledger_save`` on the psycopg connection ``raw`` in a transaction of its own: the instant, or
-    None when the save is not plain (nothing was written)."""
+def call(raw: Any, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Run ``sql`` (:data:`CALL` or :data:`EDIT_CALL`) on the psycopg connection ``raw`` in a transaction of its
+    own: the row it answered, or None when the write is not plain (nothing was written)."""
     autocommit = raw.autocommit
     raw.autocommit = True  # the call is the transaction: no BEGIN, no COMMIT, one round trip
     try:
         with raw.cursor() as cur:
-            cur.execute(CALL, params)
+            cur.execute(sql, params)
             found = cur.fetchone()
     finally:
         raw.autocommit = autocommit
-    return None if found is None or found[0] is None else int(found[0])
+    return None if found is None or found[0] is None else tuple(found)

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from ledger import Ledger, MemoryRecord, open_ledger
-from ledger.errors import BudgetExceeded, InvalidInstant
+from ledger.errors import BudgetExceeded, InvalidInstant, InvalidTransition, RecordNotFound
 from ledger.store import Store
 from tests.conftest import PG_URL, T0, Clock, leased_pg_schema
 
@@ -32,18 +32,18 @@ def two_schemas(pg_migrated: str) -> Iterator[str]:
 
 
 class Calls:
-    """What each call of the store's ``save_plain`` answered (the real call, counted)."""
+    """What each call of the store's ``save_plain`` (or ``edit_plain``) answered (the real call, counted)."""
 
-    def __init__(self, store: Store) -> None:
-        self.answers: list[int | None] = []
-        real: Callable[[Any], int | None] = store.save_plain
+    def __init__(self, store: Store, method: str = "save_plain") -> None:
+        self.answers: list[Any] = []
+        real: Callable[[Any], Any] = getattr(store, method)
 
-        def counted(params: Any) -> int | None:
+        def counted(params: Any) -> Any:
             answer = real(params)
             self.answers.append(answer)
             return answer
 
-        store.save_plain = counted  # type: ignore[method-assign]
+        setattr(store, method, counted)
 
 
 @pytest.fixture
@@ -62,9 +62,17 @@ def _raw(led: Ledger) -> dict[str, list[tuple[Any, ...]]]:
             text("SELECT scope_key, latest_at, max_records, active_count, proposed_count FROM scope_settings")
         ).all()
     order = {row["id"]: f"record {n}" for n, row in enumerate(records)}
+
+    def named(value: Any) -> Any:  # an id, also inside a JSON text (supersedes, an event's detail)
+        if not isinstance(value, str):
+            return value
+        for record_id, name in order.items():
+            value = value.replace(record_id, name)
+        return value
+
     return {
-        "records": [tuple(order.get(v, v) for k, v in row.items() if k != "seq") for row in records],
-        "events": [tuple(order.get(v, v) for k, v in row.items() if k != "seq") for row in events],
+        "records": [tuple(named(v) for k, v in row.items() if k != "seq") for row in records],
+        "events": [tuple(named(v) for k, v in row.items() if k != "seq") for row in events],
         "scopes": [tuple(row) for row in scopes],
     }
 
@@ -107,12 +115,77 @@ def test_a_plain_save_writes_the_rows_the_transaction_writes(fast: Ledger, clock
         slow.close()
 
 
+def _edits(led: Ledger, clock: Clock) -> list[MemoryRecord]:
+    """Edits of every plain shape (the first save and the grouped one go through the transaction)."""
+    first = led.save("the office is in Porto", kind="decision", source_session_id="chat-1")
+    grouped = led.save("the deploy region is eu-west-1", conflict_group="region")
+    steps: list[tuple[timedelta, str, dict[str, Any]]] = [
+        (timedelta(seconds=1), first.id, {}),  # keeps the target's kind, drops its session
+        (timedelta(0), grouped.id, {}),  # keeps the target's conflict group; the same reading: latest + 1 µs
+        (timedelta(seconds=-5), "", {"kind": "constraint"}),  # a clock that went back; a kind of its own
+        (timedelta(seconds=9), "", {"source_session_id": "chat-7", "expires_at": T0 + timedelta(days=30)}),
+    ]
+    kept = [first, grouped]
+    for n, (step, target, args) in enumerate(steps):
+        clock.advance(seconds=step.total_seconds())
+        kept.append(led.save(f"edit {n}", supersedes=target or kept[-1].id, **args))
+        assert kept[-1] == led.get(kept[-1].id)  # what the edit returned is what was written
+    return kept
+
+
+def test_a_plain_edit_writes_the_rows_the_transaction_writes(fast: Ledger, clock: Clock, two_schemas: str) -> None:
+    # Given two ledgers on the same clock readings, one without the one-statement edit
+    other_clock = Clock()
+    slow = open_ledger(two_schemas, migrate=True, clock=other_clock)
+    slow.store.saves_plain = False  # type: ignore[misc]
+    calls = Calls(fast.store, "edit_plain")
+    try:
+        # When both make the same edits
+        returned = _edits(fast, clock)
+        _edits(slow, other_clock)
+        # Then every edit went through the function, and wrote the transaction's rows
+        assert len(calls.answers) == 4 and all(answer is not None for answer in calls.answers)
+        assert _raw(fast) == _raw(slow)
+        assert [r.kind for r in returned[2:]] == ["decision", "fact", "constraint", "constraint"]
+    finally:
+        slow.close()
+
+
+def test_an_edit_the_function_declines_gets_the_transactions_answer(fast: Ledger, clock: Clock) -> None:
+    # Given a record already edited, one of another account, and one due to expire
+    old = fast.save("the office is in Porto")
+    fast.save("the office is in Lisbon", supersedes=old.id)
+    other = fast.for_account("someone-else").save("their pin")
+    due = fast.save("short-lived", expires_at=clock.now + timedelta(seconds=10))
+    calls = Calls(fast.store, "edit_plain")
+    before = _counts(fast)
+    # When each is edited, Then the function writes nothing and the transaction refuses as it always has
+    with pytest.raises(InvalidTransition, match="superseded, not active"):
+        fast.save("the office is in Faro", supersedes=old.id)
+    with pytest.raises(RecordNotFound):
+        fast.save("not mine to edit", supersedes=other.id)
+    with pytest.raises(RecordNotFound):
+        fast.save("no such record", supersedes="mem_" + "cd" * 12)
+    with pytest.raises(InvalidInstant, match="expires_at must be after now"):
+        fast.save("already expired", supersedes=due.id, expires_at=clock.now)
+    assert calls.answers == [None] * 4
+    assert _counts(fast) == before
+    # And an edit of a record past its expiry: the transaction expires it first, then refuses the edit
+    clock.advance(seconds=11)
+    with pytest.raises(InvalidTransition, match="expired, not active"):
+        fast.save("too late", supersedes=due.id)
+    assert calls.answers[-1] is None
+    assert fast.history(due.id)[-1].status == "expired"
+
+
 def _counts(led: Ledger) -> tuple[int, int, int]:
     with led.engine.connect() as conn:
         return (
             conn.execute(text("SELECT count(*) FROM memory_records")).scalar_one(),
             conn.execute(text("SELECT count(*) FROM ledger_events")).scalar_one(),
-            conn.execute(text("SELECT latest_at FROM scope_settings")).scalar_one(),
+            conn.execute(
+                text("SELECT latest_at FROM scope_settings WHERE scope_key = :s"), {"s": led.scope_key}
+            ).scalar_one(),
         )
 
 
@@ -186,27 +259,28 @@ def test_a_record_closed_after_the_clock_reading_sends_the_save_to_the_transacti
     assert _call(fast, int((clock.now + timedelta(seconds=30)).timestamp() * 1e6)) is not None
 
 
-_WAITING_CALL = (
-    "SELECT pid FROM pg_stat_activity WHERE query LIKE 'SELECT memledger_save%' AND wait_event_type = 'Lock'"
-)
+_WAITING_CALL = "SELECT pid FROM pg_stat_activity WHERE query LIKE :q AND wait_event_type = 'Lock'"
 
 
-def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger) -> None:
-    # Given a plain save whose call waits for the scope's lock, held by another transaction
-    fast.save("first")
+@pytest.mark.parametrize("edit", [False, True], ids=["save", "edit"])
+def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger, edit: bool) -> None:
+    # Given a plain save (or edit) whose call waits for the scope's lock, held by another transaction
+    first = fast.save("first")
     admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
     holder = fast.engine.connect()
     holder.begin()
     holder.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": fast.scope_key})
     saved: list[Any] = []
-    worker = threading.Thread(target=lambda: saved.append(fast.save("saved once")))
+    options = {"supersedes": first.id} if edit else {}
+    worker = threading.Thread(target=lambda: saved.append(fast.save("saved once", **options)))
     worker.start()
     try:
         # When the server ends the waiting call's connection
         with admin.connect() as conn:
             pids: list[int] = []
+            call = "SELECT * FROM memledger_edit%" if edit else "SELECT memledger_save%"
             for _ in range(500):
-                pids = list(conn.execute(text(_WAITING_CALL)).scalars())
+                pids = list(conn.execute(text(_WAITING_CALL), {"q": call}).scalars())
                 if pids:
                     break
                 threading.Event().wait(0.01)
@@ -219,4 +293,5 @@ def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger) -> 
     worker.join(timeout=30)
     # Then the save finds it was not written, writes it, and it is there once
     assert [r.body for r in saved] == ["saved once"]
-    assert [r.body for r in fast.list()] == ["first", "saved once"]
+    assert [r.body for r in fast.list()] == (["saved once"] if edit else ["first", "saved once"])
+    assert saved[0] == fast.get(saved[0].id)

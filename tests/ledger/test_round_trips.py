@@ -93,16 +93,28 @@ def test_a_save_at_an_explicit_instant_waits_for_the_server_three_times(pg: Ledg
     assert pg.get(rec.id).body == "the office is in Lisbon"
 
 
-def test_an_edit_waits_for_the_server_four_times(pg: Ledger, tmp_path: Path) -> None:
+def test_an_edit_waits_for_the_server_once(pg: Ledger, tmp_path: Path) -> None:
     # Given an active record
     old = pg.save("the office is in Porto")
+    with waits(pg.engine, tmp_path) as sent:
+        # When it is edited
+        new = pg.save("the office is in Lisbon", supersedes=old.id)
+        # Then the edit is one statement (memledger_edit), its own commit
+        assert len(sent()) == 1
+    assert pg.get(old.id).superseded_by == new.id
+    assert [r.body for r in pg.list(pg.scope_key)] == ["the office is in Lisbon"]
+
+
+def test_an_edit_in_the_transaction_waits_for_the_server_four_times(pg: Ledger, tmp_path: Path) -> None:
+    # Given an active record, and a ledger without the one-statement edit
+    old = pg.save("the office is in Porto")
+    pg.store.saves_plain = False  # type: ignore[misc]
     with waits(pg.engine, tmp_path) as sent:
         # When it is edited
         new = pg.save("the office is in Lisbon", supersedes=old.id)
         # Then the lock, the usage read with the target's row, the close's row count and the commit are the waits
         assert len(sent()) == 4
     assert pg.get(old.id).superseded_by == new.id
-    assert [r.body for r in pg.list(pg.scope_key)] == ["the office is in Lisbon"]
 
 
 def test_an_edit_of_a_record_that_expired_under_the_lock_is_refused(pg: Ledger, clock: Any) -> None:

@@ -304,6 +304,7 @@ CREATED = {
     ("postgresql", "memory_records_no_delete"): ("0001_ledger", "8d60cce7670d672a 225ee6203bd604eb"),
     ("postgresql", "memory_records_count"): ("0009_scope_counts", "cc4879016fdee969 099d2b62c9291ad2"),
     ("postgresql", "memledger_save"): ("0011_save_function", "5eed49547a99111d"),
+    ("postgresql", "memledger_edit"): ("0016_edit_function", "47c84410aa59f50f"),
 }
 
 
