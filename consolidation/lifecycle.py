@@ -26,8 +26,8 @@ from consolidation import runs
 from consolidation.errors import HarnessError, LostRace
 from consolidation.harnesses import HarnessResult
 from consolidation.models import ConsolidationRun, Outcome, Usage, usage_problem
+from consolidation.tables import RUNS
 from ledger import Ledger, Transaction
-from ledger.schema import RUNS
 
 log = logging.getLogger(__name__)
 

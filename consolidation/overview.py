@@ -20,9 +20,10 @@ from sqlalchemy import func, select
 
 from consolidation.models import DEFAULT_SPEND_BUDGET_MICRO_USD, RunState
 from consolidation.runs import month_bounds, started_in
+from consolidation.tables import CONSOLIDATION_SETTINGS as CS
+from consolidation.tables import RUNS
 from ledger import Ledger, format_rfc3339, from_micros, to_micros
-from ledger.schema import CONSOLIDATION_SETTINGS as CS
-from ledger.schema import RECORDS, RUNS, SCOPES
+from ledger.schema import RECORDS, SCOPES
 
 OUTCOMES: tuple[str, ...] = ("applied", "proposed", "cancelled", "skipped_budget", "failed", "abandoned")
 

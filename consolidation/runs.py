@@ -4,9 +4,9 @@ A run moves ``pending → running → settled`` (or ``pending → settled`` when
 cancelled), as :data:`consolidation.models.TRANSITIONS` allows. Every move is an UPDATE
 guarded by the state it expects (built by :func:`move`), so exactly one caller wins each
 move however many workers race for it. Statements are
-SQLAlchemy Core over :data:`ledger.schema.RUNS`, run through a ledger read or write
-transaction: the moves of every run (read, claim, store, settle) are :class:`ledger.Prepared`
-(``tx.rows`` / ``tx.run``, the store's direct path), the rest ``tx.execute``.
+SQLAlchemy Core over :data:`consolidation.tables.RUNS`, run through a ledger read or write
+transaction: the moves of every run (read, claim, store, settle) are module-level statements, built once
+(``tx.rows`` / ``tx.run``), the rest ``tx.execute``.
 """
 
 from __future__ import annotations
@@ -17,27 +17,40 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, CursorResult, Executable, and_, case, exists, func, insert, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    CursorResult,
+    Executable,
+    and_,
+    bindparam,
+    case,
+    exists,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.orm import aliased
 
 from consolidation.models import TRANSITIONS, ConsolidationRun, ConsolidationSettings, Outcome, RunState, run_from_row
-from ledger import Pending, Prepared, param, to_micros
-from ledger.schema import RUNS
+from consolidation.tables import RUNS
+from ledger import Pending, to_micros
 
 C = RUNS.c
 _NAMES = tuple(column.name for column in RUNS.c)
-_ID = param("v_id")
-_NOW = param("now")
+_ID: BindParameter[str] = bindparam("v_id")
+_NOW: BindParameter[int] = bindparam("now")
 
 
 class Executor(Protocol):
     def execute(self, statement: Executable, params: Any = None) -> CursorResult[*tuple[Any, ...]]: ...
 
-    def rows(self, statement: Prepared | Executable, params: Any = None) -> list[tuple[Any, ...]]: ...
+    def rows(self, statement: Executable, params: Any = None) -> list[tuple[Any, ...]]: ...
 
-    def query(self, statement: Prepared | Executable, params: Any = None) -> Pending[list[tuple[Any, ...]]]: ...
+    def query(self, statement: Executable, params: Any = None) -> Pending[list[tuple[Any, ...]]]: ...
 
-    def run(self, statement: Prepared | Executable, params: Any = None) -> int: ...
+    def run(self, statement: Executable, params: Any = None) -> int: ...
 
 
 PENDING = C.state == RunState.PENDING.value
@@ -59,7 +72,7 @@ def new_run_id() -> str:
     return "run_" + secrets.token_hex(12)
 
 
-_GET = Prepared(select(RUNS).where(C.id == _ID))
+_GET = select(RUNS).where(C.id == _ID)
 
 
 def get(db: Executor, run_id: str) -> ConsolidationRun | None:
@@ -164,7 +177,7 @@ def cancel_pending(db: Executor, scope_key: str, now_us: int, *, job: str = "con
 
 _OTHER = aliased(RUNS)
 _CLAIM_FROM, _CLAIMED = move(RunState.PENDING, RunState.RUNNING)
-_CLAIM = Prepared(
+_CLAIM = (
     update(RUNS)
     .where(
         C.id == _ID,
@@ -175,10 +188,10 @@ _CLAIM = Prepared(
     .values(
         **_CLAIMED,
         started_at=_NOW,
-        harness=param("v_harness"),
-        model=param("v_model"),
-        mode=param("v_mode"),
-        wall_clock_cap_s=param("cap"),
+        harness=bindparam("v_harness"),
+        model=bindparam("v_model"),
+        mode=bindparam("v_mode"),
+        wall_clock_cap_s=bindparam("cap"),
     )
     .returning(C.id)
 )
@@ -205,7 +218,7 @@ def claim(
 
 _USAGE_COLUMNS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 # Each of a call's counts is added to the run's: bound as ``add_<column>``.
-_ADD_USAGE = {name: C[name] + param(f"add_{name}") for name in (*_USAGE_COLUMNS, "spend_micro_usd")}
+_ADD_USAGE = {name: C[name] + bindparam(f"add_{name}") for name in (*_USAGE_COLUMNS, "spend_micro_usd")}
 
 
 def _usage_params(usage: Any, spend_micro_usd: int) -> dict[str, int]:
@@ -214,15 +227,15 @@ def _usage_params(usage: Any, spend_micro_usd: int) -> dict[str, int]:
     return params
 
 
-_STORE_ANSWER = Prepared(
+_STORE_ANSWER = (
     update(RUNS)
     .where(C.id == _ID, C.answer_stored_at.is_(None))
     .values(
-        prompt=param("v_prompt"),
-        answer=param("v_answer"),
-        answer_raw=param("raw"),
+        prompt=bindparam("v_prompt"),
+        answer=bindparam("v_answer"),
+        answer_raw=bindparam("raw"),
         answer_stored_at=_NOW,
-        error=param("v_error"),
+        error=bindparam("v_error"),
         model_calls=C.model_calls + 1,
         **_ADD_USAGE,
     )
@@ -251,26 +264,26 @@ def store_answer(
 _KEEP_PROMPT = case((C.job == "extract", None), else_=C.prompt)
 
 
-def _settle_statement(expect: RunState, *, unanswered: bool) -> Prepared:
+def _settle_statement(expect: RunState, *, unanswered: bool) -> Executable:
     guard, settled = move(expect, RunState.SETTLED)
     where = [C.id == _ID, guard]
     if unanswered:
         where.append(C.answer_stored_at.is_(None))
-    return Prepared(
+    return (
         update(RUNS)
         .where(*where)
         .values(
             **settled,
-            outcome=param("v_outcome"),
+            outcome=bindparam("v_outcome"),
             settled_at=_NOW,
-            error=param("v_error"),
-            ops_proposed=param("v_ops_proposed"),
-            ops_applied=param("v_ops_applied"),
-            ops_refused=param("v_ops_refused"),
-            proposals_written=param("v_proposals"),
-            refusals=param("v_refusals"),
+            error=bindparam("v_error"),
+            ops_proposed=bindparam("v_ops_proposed"),
+            ops_applied=bindparam("v_ops_applied"),
+            ops_refused=bindparam("v_ops_refused"),
+            proposals_written=bindparam("v_proposals"),
+            refusals=bindparam("v_refusals"),
             started_at=func.coalesce(C.started_at, _NOW),
-            model_calls=C.model_calls + param("calls"),
+            model_calls=C.model_calls + bindparam("calls"),
             prompt=_KEEP_PROMPT,
             **_ADD_USAGE,
         )
@@ -328,7 +341,7 @@ def settle(
     return db.run(_SETTLE[expect, unanswered], params) == 1
 
 
-_ADD_CALL = Prepared(update(RUNS).where(C.id == _ID).values(model_calls=C.model_calls + param("calls"), **_ADD_USAGE))
+_ADD_CALL = update(RUNS).where(C.id == _ID).values(model_calls=C.model_calls + bindparam("calls"), **_ADD_USAGE)
 
 
 def add_usage(db: Executor, run_id: str, usage: Any, spend_micro_usd: int, *, calls: int = 0) -> None:
@@ -348,10 +361,8 @@ def started_in(start_us: Any, end_us: Any) -> tuple[ColumnElement[bool], ColumnE
     return C.started_at >= start_us, C.started_at < end_us
 
 
-_MONTH_SPEND = Prepared(
-    select(func.coalesce(func.sum(C.spend_micro_usd), 0)).where(
-        C.scope_key == param("scope"), *started_in(param("start"), param("end"))
-    )
+_MONTH_SPEND = select(func.coalesce(func.sum(C.spend_micro_usd), 0)).where(
+    C.scope_key == bindparam("scope"), *started_in(bindparam("start"), bindparam("end"))
 )
 
 

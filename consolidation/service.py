@@ -38,10 +38,10 @@ from consolidation.models import (
     RunState,
 )
 from consolidation.pricing import PriceTable, default_price_table
+from consolidation.tables import CONSOLIDATION_SETTINGS as CS
+from consolidation.tables import EXTRACTION_SETTINGS as ES
+from consolidation.tables import RUNS
 from ledger import Ledger, Transaction, check_scope, to_micros
-from ledger.schema import CONSOLIDATION_SETTINGS as CS
-from ledger.schema import EXTRACTION_SETTINGS as ES
-from ledger.schema import RUNS
 
 if TYPE_CHECKING:
     from consolidation.target_check import TargetCheck

@@ -24,11 +24,13 @@ from consolidation import limits
 from consolidation.errors import InvalidSettings, UnknownModelPrice
 from consolidation.harnesses import HARNESS_NAMES, HARNESSES
 from consolidation.pricing import PriceTable, scope_price
-from ledger import find_credential
+from ledger import find_credential, protocol
 
 OFFLINE_MODEL = "offline"
 PRICE_FIELDS = ("price_in_usd_per_mtok", "price_out_usd_per_mtok")
 TARGET_FIELDS = ("harness", "model", "base_url", *PRICE_FIELDS)
+# The settings' names these checks' messages quote, shown camelCase on the record protocol's wire.
+protocol.add_python_names("debounce_s", "allow_removal", "base_url", *PRICE_FIELDS)
 MAX_BASE_URL_CHARS = 2_000
 MAX_MODEL_CHARS = 200
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")

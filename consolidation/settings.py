@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from consolidation.errors import InvalidSettings
 from consolidation.models import (
@@ -21,8 +21,8 @@ from consolidation.pricing import PriceTable
 from consolidation.runs import Executor
 from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, mode_check
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from ledger import Prepared, Transaction, param
-from ledger.schema import CONSOLIDATION_SETTINGS as TABLE
+from consolidation.tables import CONSOLIDATION_SETTINGS as TABLE
+from ledger import Transaction
 
 FIELDS = (
     "mode",
@@ -82,8 +82,8 @@ def merge(current: ConsolidationSettings, changes: Mapping[Any, Any], prices: Pr
 
 
 _NAMES = tuple(column.name for column in TABLE.c)
-# Read on every run: from_row converts the driver's values (SQLite's 0/1 for allow_removal).
-_LOAD = Prepared(select(TABLE).where(TABLE.c.scope_key == param("scope")), driver_values=True)
+# Read on every run (from_row converts what it reads).
+_LOAD = select(TABLE).where(TABLE.c.scope_key == bindparam("scope"))
 
 
 def load(db: Executor, scope_key: str) -> Mapping[str, Any] | None:
@@ -131,7 +131,7 @@ def store(tx: Transaction, settings: ConsolidationSettings) -> None:
         tx.execute(insert(TABLE).values(**values, created_at=tx.now_us, updated_at=tx.now_us))
 
 
-_BUDGET = Prepared(select(TABLE.c.spend_budget_micro_usd).where(TABLE.c.scope_key == param("scope")))
+_BUDGET = select(TABLE.c.spend_budget_micro_usd).where(TABLE.c.scope_key == bindparam("scope"))
 
 
 def spend_budget(db: Executor, scope_key: str) -> int:

@@ -42,7 +42,7 @@ from ledger.reads import ScopeView, check_scope
 from ledger.screening import find_credential, screen_body
 from ledger.search_index import check_search_index, rebuild_search_index
 from ledger.slash import SlashResult
-from ledger.store import Pending, Prepared, lit, param
+from ledger.store import Pending
 from ledger.tx import Transaction
 
 # The front door: consolidation/ and worker/ import from here, and from ledger.schema (the tables),
@@ -68,7 +68,6 @@ __all__ = [
     "Packet",
     "Page",
     "Pending",
-    "Prepared",
     "Provenance",
     "Reader",
     "RecordNotFound",
@@ -90,11 +89,9 @@ __all__ = [
     "format_rfc3339",
     "from_micros",
     "head_revision",
-    "lit",
     "make_engine",
     "open_ledger",
     "opt_from_micros",
-    "param",
     "parse_rfc3339",
     "rebuild_search_index",
     "require_aware",

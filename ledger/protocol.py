@@ -252,10 +252,27 @@ def _validation_error(exc: ValidationError) -> RpcError:
     return RpcError(INVALID_PARAMS, f"invalid params: {summary}", reason="invalid_params", errors=problems)
 
 
-_PYTHON_NAMES = re.compile(
-    r"\b(?:expires_at|as_of|conflict_group|source_session_id|scope_key|max_chars|max_records|record_id|debounce_s"
-    r"|allow_removal|base_url|request_id|price_in_usd_per_mtok|price_out_usd_per_mtok)\b"
-)
+# The Python argument names an invalid_params message may quote; the wire shows them camelCase. The ledger's
+# own, and those other packages add for the methods they serve here (:func:`add_python_names`).
+_PYTHON_NAMES = {
+    "expires_at", "as_of", "conflict_group", "source_session_id", "scope_key", "max_chars", "max_records", "record_id",
+    "request_id",
+}  # fmt: skip
+
+
+def _pattern(names: set[str]) -> re.Pattern[str]:
+    return re.compile(r"\b(?:" + "|".join(sorted(names)) + r")\b")
+
+
+_python_names = _pattern(_PYTHON_NAMES)
+
+
+def add_python_names(*names: str) -> None:
+    """Show ``names`` (Python argument names, e.g. ``debounce_s``) camelCase (``debounceS``) wherever an
+    ``invalid_params`` error quotes them: for the settings of a package whose methods this protocol serves."""
+    global _python_names
+    _PYTHON_NAMES.update(names)
+    _python_names = _pattern(_PYTHON_NAMES)
 
 
 def _ledger_error(exc: LedgerError) -> RpcError:
@@ -276,7 +293,7 @@ def _ledger_error(exc: LedgerError) -> RpcError:
     elif len(message) > 400 and not isinstance(exc, BudgetExceeded):  # grew with its input: keep its head
         message = message[:400] + "…"
     if exc.reason == "invalid_params":  # the ledger names its Python arguments; the client knows the wire's
-        message = _PYTHON_NAMES.sub(lambda m: to_camel(m.group()), message)
+        message = _python_names.sub(lambda m: to_camel(m.group()), message)
     return RpcError(code, message, reason=exc.reason, **context)
 
 

@@ -20,7 +20,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
-    Column,
     Float,
     Index,
     Integer,
@@ -73,12 +72,25 @@ def int_field(*, default: int | None = None) -> Any:
     return Field(sa_type=Integer, **_server_default(default))
 
 
+def float_field(*, default: float | None = None) -> Any:
+    """A ``FLOAT`` column; ``default`` is the server's."""
+    return Field(sa_type=Float, **_server_default(None if default is None else f"{default:g}"))
+
+
+def bool_field(*, default: bool | None = None) -> Any:
+    """A ``BOOLEAN`` column; ``default`` is the server's (``true``/``false``, as each dialect spells them)."""
+    if default is None:
+        return Field(sa_type=Boolean)
+    return Field(sa_type=Boolean, sa_column_kwargs={"server_default": true() if default else false()})
+
+
 def serial_field() -> Any:
     """An autoincrementing integer primary key (``seq``): None until the database assigns it."""
     return Field(default=None, primary_key=True, sa_column_kwargs={"autoincrement": True})
 
 
 def _server_default(value: int | str | None) -> dict[str, Any]:
+    # The server's default, as text: the DDL the tables were first created with (DEFAULT '0').
     return {} if value is None else {"sa_column_kwargs": {"server_default": str(value)}}
 
 
@@ -262,7 +274,7 @@ class MemoryInjection(SQLModel, table=True):
     __tablename__ = "memory_injection"
 
     scope_key: str = text_field(primary_key=True)
-    enabled: bool
+    enabled: bool = bool_field()
     updated_at: int = big_field()
 
 
@@ -278,148 +290,3 @@ INJECTION = table(MemoryInjection)
 # The columns of memory_records a MemoryRecord is built from, in table order: all but those the write paths
 # keep for themselves (``proposed_action``). ``ledger.record_rows`` reads and writes records in this order.
 RECORD_NAMES = tuple(column.name for column in RECORDS.c if column.name != "proposed_action")
-
-
-# ---------------------------------------------------------------------- consolidation's (moving)
-def _big(name: str, *, nullable: bool = False) -> Column[int]:
-    return Column(name, BigInteger, nullable=nullable)
-
-
-_partial = partial_index
-
-
-def _zero(name: str, kind: type[BigInteger] | type[Integer] = BigInteger) -> Column[int]:
-    return Column(name, kind, nullable=False, server_default="0")
-
-
-# Per-scope consolidation settings (written by ``consolidation/`` through a ledger transaction).
-CONSOLIDATION_SETTINGS = Table(
-    "consolidation_settings",
-    METADATA,
-    Column("scope_key", Text, primary_key=True),
-    Column("mode", Text, nullable=False),
-    Column("allowed_ops", Text, nullable=False),
-    Column("debounce_s", Float, nullable=False),
-    Column("max_wait_s", Float, nullable=True),
-    Column("harness", Text, nullable=False),
-    Column("model", Text, nullable=False),
-    Column("wall_clock_cap_s", Float, nullable=False),
-    Column("max_output_tokens", Integer, nullable=False),
-    _big("spend_budget_micro_usd"),
-    _big("created_at"),
-    _big("updated_at"),
-    Column("allow_removal", Boolean, nullable=False, server_default=false()),  # retire passes the gate only when on
-    Column("max_prompt_chars", Integer, nullable=False, server_default="16000"),
-    Column("rotation_cursor", Text, nullable=True),  # candidate rotation
-    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
-    Column("base_url", Text, nullable=True),
-    Column("price_in_usd_per_mtok", Float, nullable=True),
-    Column("price_out_usd_per_mtok", Float, nullable=True),
-    # How the call to the scope's model is made (the openai harness; docs/consolidation.md, "Models").
-    Column("response_format", Text, nullable=False, server_default="auto"),
-    Column("temperature", Float, nullable=False, server_default="0"),
-    Column("context_window_tokens", Integer, nullable=True),
-    Column("system_role", Boolean, nullable=False, server_default=true()),
-    Column("stream", Boolean, nullable=False, server_default=true()),
-    CheckConstraint("mode IN ('off','propose','apply')", name="ck_consolidation_settings_mode"),
-    CheckConstraint("debounce_s >= 0", name="ck_consolidation_settings_debounce"),
-    CheckConstraint("max_wait_s IS NULL OR max_wait_s >= debounce_s", name="ck_consolidation_settings_wait"),
-    CheckConstraint("wall_clock_cap_s > 0", name="ck_consolidation_settings_cap"),
-    CheckConstraint("max_output_tokens > 0", name="ck_consolidation_settings_tokens"),
-    CheckConstraint("spend_budget_micro_usd >= 0", name="ck_consolidation_settings_budget"),
-)
-
-
-# One consolidation run (docs/consolidation.md). ``prompt``/``answer``/``answer_raw`` hold bodies.
-RUNS = Table(
-    "consolidation_runs",
-    METADATA,
-    Column("id", Text, primary_key=True),
-    Column("scope_key", Text, nullable=False),
-    Column("state", Text, nullable=False),
-    Column("outcome", Text, nullable=True),
-    Column("mode", Text, nullable=True),
-    Column("turns", Integer, nullable=False),
-    _big("created_at"),
-    _big("due_at"),
-    _big("started_at", nullable=True),
-    _big("settled_at", nullable=True),
-    Column("harness", Text, nullable=True),
-    Column("model", Text, nullable=True),
-    Column("wall_clock_cap_s", Float, nullable=True),
-    _zero("input_tokens"),
-    _zero("output_tokens"),
-    _zero("cache_creation_input_tokens"),
-    _zero("cache_read_input_tokens"),
-    _zero("spend_micro_usd"),
-    _zero("model_calls", Integer),
-    _zero("ops_proposed", Integer),
-    _zero("ops_applied", Integer),
-    _zero("ops_refused", Integer),
-    Column("refusals", Text, nullable=False, server_default="{}"),
-    Column("error", Text, nullable=True),
-    Column("prompt", Text, nullable=True),
-    Column("answer", Text, nullable=True),
-    Column("answer_raw", Text, nullable=True),
-    _big("answer_stored_at", nullable=True),
-    # Both jobs share the table (docs/extraction.md): "consolidate" or "extract", and an extraction run's session.
-    Column("job", Text, nullable=False, server_default="consolidate"),
-    Column("session_id", Text, nullable=False, server_default=""),
-    # What a run left waiting for the user (propose mode, extraction), apart from what it applied (migration 0013).
-    _zero("proposals_written", Integer),
-    CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
-    CheckConstraint(
-        "(state = 'settled') = (outcome IS NOT NULL) AND (outcome IS NULL OR outcome IN "
-        "('applied','proposed','cancelled','skipped_budget','failed','abandoned'))",
-        name="ck_consolidation_runs_outcome",
-    ),
-    CheckConstraint("(state = 'settled') = (settled_at IS NOT NULL)", name="ck_consolidation_runs_settled"),
-    CheckConstraint(
-        "state = 'pending' OR started_at IS NOT NULL OR outcome = 'cancelled'", name="ck_consolidation_runs_started"
-    ),
-    # At most one pending run per scope, job and session (migration 0007), one running per scope.
-    _partial("ux_consolidation_runs_pending", "scope_key", "job", "session_id", where="state = 'pending'", unique=True),
-    _partial("ux_consolidation_runs_running", "scope_key", where="state = 'running'", unique=True),
-    _partial("ix_consolidation_runs_due", "due_at", where="state = 'pending'"),
-    Index("ix_consolidation_runs_scope", "scope_key", "created_at"),
-)
-
-
-# Extraction settings per scope (used only by ``consolidation/``; same migration chain).
-EXTRACTION_SETTINGS = Table(
-    "extraction_settings",
-    METADATA,
-    Column("scope_key", Text, primary_key=True),
-    Column("mode", Text, nullable=False),
-    Column("harness", Text, nullable=False),
-    Column("model", Text, nullable=False),
-    Column("debounce_s", Float, nullable=False),
-    Column("max_wait_s", Float, nullable=True),
-    Column("wall_clock_cap_s", Float, nullable=False),
-    Column("max_output_tokens", Integer, nullable=False),
-    _big("created_at"),
-    _big("updated_at"),
-    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
-    Column("base_url", Text, nullable=True),
-    Column("price_in_usd_per_mtok", Float, nullable=True),
-    Column("price_out_usd_per_mtok", Float, nullable=True),
-    CheckConstraint("mode IN ('off','propose')", name="ck_extraction_settings_mode"),
-    CheckConstraint("debounce_s >= 0", name="ck_extraction_settings_debounce"),
-)
-
-
-# A session's bounded digest of recent messages (JSON list); taken into its run at claim.
-#
-# ``digest_id`` is the single-column key the derived-text registry names (forgetting a
-# record a message quoted sets ``messages`` to NULL).
-DIGESTS = Table(
-    "extraction_digests",
-    METADATA,
-    Column("scope_key", Text, primary_key=True),
-    Column("session_id", Text, primary_key=True),
-    Column("digest_id", Text, nullable=False, unique=True),
-    Column("messages", Text, nullable=True),
-    Column("chars", Integer, nullable=False),
-    Column("next_seq", Integer, nullable=False),
-    _big("updated_at"),
-)

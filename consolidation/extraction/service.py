@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, or_, select, update
+from sqlalchemy import BindParameter, Connection, bindparam, delete, insert, or_, select, update
 
 from consolidation import runs
 from consolidation.connections import Connections
@@ -35,19 +35,18 @@ from consolidation.harnesses.extract_base import Extractor
 from consolidation.lifecycle import RunLife, mine
 from consolidation.models import ConsolidationRun, Outcome, RunState
 from consolidation.settings import spend_budget
+from consolidation.tables import DIGESTS, RUNS
 from ledger import (
     EventKind,
-    Prepared,
     Provenance,
     Reader,
     Transaction,
     check_scope,
     check_session_id,
-    param,
     screen_body,
 )
 from ledger.errors import BudgetExceeded, InvalidArgument
-from ledger.schema import DIGESTS, RECORDS, RUNS
+from ledger.schema import RECORDS
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +63,20 @@ def _digest_key(scope_key: str, session_id: str) -> tuple[Any, ...]:
 
 # The session's digest as stored (read on every chat turn, and at claim).
 _DIGEST_READ = select(G.messages, G.next_seq, G.digest_id)
-_SCOPE = param("scope")
-_KEY = (G.scope_key == _SCOPE, G.session_id == param("session"))
-_DIGEST_TAKE = Prepared(select(G.messages).where(*_KEY))
-_DIGEST_DROP = Prepared(delete(DIGESTS).where(*_KEY))
+_SCOPE: BindParameter[str] = bindparam("scope")
+_KEY = (G.scope_key == _SCOPE, G.session_id == bindparam("session"))
+_DIGEST_TAKE = select(G.messages).where(*_KEY)
+_DIGEST_DROP = delete(DIGESTS).where(*_KEY)
 # Every non-forgotten body of a scope: what a proposal must not duplicate.
-_BODIES = Prepared(select(M.id, M.body).where(M.scope_key == _SCOPE, M.status != "deleted", M.body.is_not(None)))
+_BODIES = select(M.id, M.body).where(M.scope_key == _SCOPE, M.status != "deleted", M.body.is_not(None))
 # Up to MAX_PINNED active bodies, newest first: "already pinned, do not re-propose".
-_PINNED = Prepared(
+_PINNED = (
     select(M.id, M.body)
     .where(
         M.scope_key == _SCOPE,
         M.status == "active",
         M.body.is_not(None),
-        or_(M.expires_at.is_(None), M.expires_at > param("now")),
+        or_(M.expires_at.is_(None), M.expires_at > bindparam("now")),
     )
     .order_by(M.valid_from.desc(), M.id)
     .limit(MAX_PINNED)

@@ -14,14 +14,14 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 
 from consolidation import limits
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, mode_check
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
-from ledger import Prepared, Reader, param
-from ledger.schema import EXTRACTION_SETTINGS as TABLE
+from consolidation.tables import EXTRACTION_SETTINGS as TABLE
+from ledger import Reader
 
 DEFAULT_DEBOUNCE_S = 30.0
 DEFAULT_MAX_WAIT_S = 300.0
@@ -39,7 +39,7 @@ FIELDS = (
     "price_in_usd_per_mtok",
     "price_out_usd_per_mtok",
 )
-_LOAD = Prepared(select(*(TABLE.c[name] for name in FIELDS)).where(TABLE.c.scope_key == param("scope")))
+_LOAD = select(*(TABLE.c[name] for name in FIELDS)).where(TABLE.c.scope_key == bindparam("scope"))
 
 
 class ExtractionMode(StrEnum):

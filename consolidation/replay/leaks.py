@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 
 from consolidation.replay.score import find_secrets
 from ledger import Ledger
-from ledger.schema import RECORDS
+from ledger.schema import load_every_table
 
 
 def _text(value: Any) -> str | None:
@@ -28,7 +28,7 @@ def _text(value: Any) -> str | None:
 
 
 def _tables() -> list[Table]:
-    return list(RECORDS.metadata.sorted_tables)
+    return list(load_every_table().sorted_tables)  # every package's tables, wherever a secret could land
 
 
 def _texts(led: Ledger, table: Table, scope_prefix: str) -> Iterator[str]:

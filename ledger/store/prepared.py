@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import BindParameter, Executable, bindparam, literal
 
@@ -43,6 +44,25 @@ class Prepared:
         return f"Prepared({self.statement!s})"
 
 
+# The Prepared made for each plain Core statement run through a Reader's rows/query/run, while the statement lives.
+_MADE: WeakKeyDictionary[Executable, Prepared] = WeakKeyDictionary()
+
+
+def prepared(statement: Prepared | Executable) -> Prepared:
+    """``statement`` as a :class:`Prepared`: itself, or the one made for this Core statement object when it first ran.
+
+    Another package's statements are plain SQLAlchemy Core; one built once and run many times (a module-level
+    constant, as a run's claim and settlement are) is compiled once and takes the store's direct path like the
+    ledger's own. A statement built per call gets a Prepared of its own each time: build those once.
+    """
+    if isinstance(statement, Prepared):
+        return statement
+    found = _MADE.get(statement)
+    if found is None:
+        found = _MADE[statement] = Prepared(statement)
+    return found
+
+
 def param(name: str, *, expanding: bool = False) -> BindParameter[Any]:
     """A named parameter (``expanding``: a list, for ``in_()``)."""
     return bindparam(name, expanding=expanding)
@@ -58,4 +78,4 @@ def lit(value: str | int | Sequence[str]) -> BindParameter[Any]:
     return bindparam(None, list(value), expanding=True, literal_execute=True)
 
 
-__all__ = ["Prepared", "lit", "param"]
+__all__ = ["Prepared", "lit", "param", "prepared"]

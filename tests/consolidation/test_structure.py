@@ -12,7 +12,7 @@ import pytest
 
 from consolidation import runs
 from consolidation.models import TRANSITIONS, RunState
-from ledger.schema import RUNS
+from consolidation.tables import RUNS
 from tests.test_structure import SOFT_MODULE_LINES, package_modules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +21,8 @@ LONG_MODULES: dict[str, str] = {
     "consolidation.fake_model": "the loopback fake model server both fakes share (scripts, drips, drops), one file",
     "consolidation.pricing": "the price table and the arithmetic of spend, one unit with its verified rates",
     "consolidation.service": "the one object worker/ drives: both jobs' settings, turns, runs, run-now and retry",
+    "consolidation.runs": "every write of a run row, of both jobs, each one conditional statement: one place to "
+    "read what can move a run",
     "consolidation.harnesses.openai": "one SDK's whole call: its three answer formats and their fallback, the "
     "scope's call options, a streamed or a whole reply",
     "consolidation.harnesses.offline_updates": "one rule (single-valued statements) and the word lists it reads",

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from ledger import Ledger, Prepared, lit, param
+from ledger import Ledger
 from ledger.schema import RECORDS
-from ledger.store import store_for
+from ledger.store import Prepared, lit, param, store_for
 
 STORE = Path(__file__).resolve().parents[2] / "ledger" / "store"
 

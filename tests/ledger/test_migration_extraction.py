@@ -9,8 +9,9 @@ import pytest
 from alembic import command
 from sqlalchemy import Engine, inspect, text
 
+from consolidation.tables import DIGESTS, EXTRACTION_SETTINGS
 from ledger.db import alembic_config, current_revision, head_revision, make_engine, upgrade
-from ledger.schema import DIGESTS, EXTRACTION_SETTINGS, INJECTION, PACKET_AUDITS
+from ledger.schema import INJECTION, PACKET_AUDITS
 
 REVISION = "0007_extraction_packet"
 TABLES = (PACKET_AUDITS, INJECTION, EXTRACTION_SETTINGS, DIGESTS)

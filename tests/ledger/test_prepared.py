@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Column, Connection, Float, Integer, MetaData, Table, Text, insert, select, update
 
-from ledger import Prepared, lit, open_ledger, param
-from ledger.store import SQLiteStore, store_for
+from ledger import open_ledger
+from ledger.store import Prepared, SQLiteStore, lit, param, store_for
 from ledger.store.sqlite import _Plan
 
 META = MetaData()

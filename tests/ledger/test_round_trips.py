@@ -20,10 +20,10 @@ import pytest
 from sqlalchemy import Engine, create_engine, event, select, text, update
 
 from consolidation import ConsolidationService, Outcome, runs
-from ledger import Ledger, Prepared, lit, open_ledger, param, validate
+from ledger import Ledger, open_ledger, validate
 from ledger.errors import LedgerError
 from ledger.schema import RECORDS
-from ledger.store import PostgresStore, store_for
+from ledger.store import PostgresStore, Prepared, lit, param, store_for
 from ledger.store.postgres import _Plan
 from tests.conftest import PG_URL
 

@@ -16,8 +16,9 @@ from alembic.migration import MigrationContext
 from sqlalchemy import insert, select, update
 from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
+from consolidation.tables import RUNS
 from ledger import InvalidArgument, Ledger, LedgerBusy, LedgerError, open_ledger
-from ledger.schema import RUNS, SCOPES, load_every_table
+from ledger.schema import SCOPES, load_every_table
 from ledger.store import include_object
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
 
