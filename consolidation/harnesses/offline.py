@@ -161,8 +161,11 @@ def _variant(a: Token, b: Token) -> str | None:
     # A compound of two short words is no proof of a word here: libssh (lib + ssh) is not a spelling of libssl.
     known_a, known_b = known(a.text, compounds=False), known(b.text, compounds=False)
     if known_a != known_b:
-        return "typo"
-    if known_a or min(len(a.text), len(b.text)) < MIN_UNKNOWN_TYPO_CHARS:
+        # A word with a letter added at its end that no dictionary knows is a name more often than a typo:
+        # a daemon (mongod, systemd, httpd) is not its program.
+        unknown, word = (a.text, b.text) if known_b else (b.text, a.text)
+        return None if len(unknown) == len(word) + 1 and unknown.startswith(word) else "typo"
+    if known_a or max(len(a.text), len(b.text)) < MIN_UNKNOWN_TYPO_CHARS:
         return None
     return "unknown" if _inner_slip(a.text, b.text) else None
 

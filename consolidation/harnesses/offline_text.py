@@ -42,7 +42,33 @@ _FILLERS = frozenset({"please", "pls", "plz", "kindly"})
 _CLOSINGS = (("thank", "you"), ("thanks",))  # dropped only where they end the body
 
 
-_PREFIXES = (("remember", "that"), ("note", "that"), ("remember",), ("fyi",), ("btw",), ("for", "the", "record"))
+_SIGN_OFFS = frozenset(
+    {
+        ("thanks", "lot"), ("thanks", "so", "much"), ("thank", "you", "so", "much"), ("thank", "you", "very", "much"),
+        ("many", "thanks"), ("thanks", "in", "advance"), ("cheers",), ("much", "appreciated"), ("appreciated",),
+        ("thx",), ("ty",),
+    }
+)  # fmt: skip
+"""Closings dropped only when they are the body's whole last clause (articles already dropped: *thanks a lot*)."""
+
+
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:please|kindly|just)\s+)*"
+    r"(?:for\s+the\s+record|fyi|btw|by\s+the\s+way|so\s+you\s+know|for\s+your\s+(?:information|info)"
+    r"|for\s+(?:future\s+)?reference|(?:as\s+)?a\s+(?:quick\s+)?reminder|reminder|heads[\s-]up|to\s+be\s+clear"
+    r"|to\s+clarify|(?:a\s+)?quick\s+note|a\s+note|note|keep\s+in\s+mind|bear\s+in\s+mind)"
+    r"\s*(?:[,:;.!\u2014\u2013]+|\s-)\s*(?=\S)",
+    re.IGNORECASE,
+)
+"""A lead-in set off by punctuation (*For the record, …*, *Heads up: …*, *To be clear, …*): it says nothing of
+the fact, and the comma would otherwise make it a clause of its own."""
+
+
+_PREFIXES = (
+    ("remember", "that"), ("note", "that"), ("remember",), ("fyi",), ("btw",), ("for", "the", "record"),
+    ("keep", "in", "mind", "that"), ("bear", "in", "mind", "that"), ("just", "so", "you", "know", "that"),
+    ("just", "so", "you", "know"), ("for", "your", "information"), ("by", "the", "way"),
+)  # fmt: skip
 
 
 _IMPERATIVE_VERBS = frozenset({"use", "prefer", "want", "need"})
@@ -251,6 +277,8 @@ def _drop_closing(clauses: list[tuple[Token, ...]]) -> list[tuple[Token, ...]]:
     if not clauses:
         return clauses
     last = clauses[-1]
+    if len(clauses) > 1 and tuple(t.text for t in last) in _SIGN_OFFS:
+        return clauses[:-1]
     for closing in _CLOSINGS:
         if tuple(t.text for t in last[-len(closing) :]) == closing:
             rest = last[: -len(closing)]
@@ -260,6 +288,7 @@ def _drop_closing(clauses: list[tuple[Token, ...]]) -> list[tuple[Token, ...]]:
 
 def read_features(record: PromptRecord, index: int) -> Features:
     text = unicodedata.normalize("NFKC", record.body).translate(APOSTROPHES)
+    text = _LEAD_IN.sub("", text, count=1)
     clauses: list[tuple[Token, ...]] = []
     for number, clause in enumerate(_CLAUSE_BREAK.split(text)):
         tokens = _canonical(clause, opens_body=number == 0 or not clauses)

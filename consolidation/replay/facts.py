@@ -162,6 +162,19 @@ def emphasis(body: str, marker: str, rng: random.Random) -> str | None:
     return body[: word.start()] + word.group(0).upper() + body[word.end() :]
 
 
+def lead_in(body: str, marker: str, rng: random.Random) -> str | None:
+    """A lead-in that says nothing of the fact, set off by a comma or a colon: "To be clear, my office is …"."""
+    lowered = body if body.startswith("I ") else body[0].lower() + body[1:]
+    return rng.choice(
+        (f"Just so you know, {lowered}", f"To be clear, {lowered}", f"Heads up: {body}", f"As a reminder, {lowered}")
+    )
+
+
+def sign_off(body: str, marker: str, rng: random.Random) -> str | None:
+    """A closing of its own after the fact (*… Much appreciated.*, *… Thanks a lot!*)."""
+    return rng.choice((f"{body}. Much appreciated.", f"{body}! Cheers", f"{body}. Thanks a lot!"))
+
+
 REWORDINGS: dict[str, Callable[[str, str, random.Random], str | None]] = {
     "typo": typo,
     "contraction": contraction,
@@ -170,6 +183,8 @@ REWORDINGS: dict[str, Callable[[str, str, random.Random], str | None]] = {
     "noise": noise,
     "dropped_letter": dropped_letter,
     "emphasis": emphasis,
+    "lead_in": lead_in,
+    "sign_off": sign_off,
 }
 
 

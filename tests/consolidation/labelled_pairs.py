@@ -108,6 +108,25 @@ DUPLICATES: list[tuple[str, str, str]] = [
     ("mixed", "i'm based in Oslo", "I am based in Oslo."),
     ("mixed", "  Use   tabs instead of spaces ", "use tabs rather than spaces"),
     ("mixed", "FYI I can't do calls after 6pm", "I cannot do calls after 6pm"),
+    # lead-ins set off by punctuation, and sign-offs that are a clause of their own
+    ("lead-in", "Just so you know, my locker is number 12", "My locker is number 12"),
+    ("lead-in", "To be clear, I never take calls after 8pm", "I never take calls after 8pm"),
+    ("lead-in", "Heads up: the VPN drops every Sunday", "The VPN drops every Sunday"),
+    ("lead-in", "As a reminder, invoices go to Dana", "Invoices go to Dana"),
+    ("lead-in", "By the way, I'm left-handed", "I am left-handed"),
+    ("lead-in", "FYI, my laptop is a ThinkPad", "My laptop is a ThinkPad"),
+    ("lead-in", "Note: reply in Danish", "Reply in Danish"),
+    ("lead-in", "For reference, the wiki lives at wiki.example.org", "The wiki lives at wiki.example.org"),
+    ("lead-in", "Keep in mind: no meetings on Fridays", "No meetings on Fridays"),
+    ("lead-in", "Please note: use UTC in logs", "Use UTC in logs"),
+    ("sign-off", "Label my tickets with the team name. Much appreciated.", "Label my tickets with the team name"),
+    ("sign-off", "Keep summaries under 200 words! Cheers", "Keep summaries under 200 words"),
+    ("sign-off", "My car is a blue Skoda. Thanks a lot!", "My car is a blue Skoda"),
+    ("sign-off", "Draft replies in Czech, thanks in advance", "Draft replies in Czech"),
+    ("sign-off", "I take the 8:10 ferry. Thank you very much.", "I take the 8:10 ferry"),
+    # a letter slipped in a six-letter word no dictionary knows
+    ("typo", "Our CI runs pytest on every push", "Our CI runs pyest on every push"),
+    ("typo", "I deploy with podman", "I deploy with podmn"),
 ]
 
 LOOK_ALIKES: list[tuple[str, str, str]] = [
@@ -219,6 +238,23 @@ LOOK_ALIKES: list[tuple[str, str, str]] = [
     ("name", "Alice owns billing", "Alise owns billing"),
     ("name", "Mark owns the roadmap", "Mike owns the roadmap"),
     ("name", "Ask Jon about invoices", "Ask Joan about invoices"),
+    # a lead-in or a sign-off around a claim that differs
+    ("lead-in", "For the record, I do not eat meat", "I eat meat"),
+    ("lead-in", "To be clear, I work from home on Mondays", "I work from home on Tuesdays"),
+    ("lead-in", "Heads up: staging runs PostgreSQL 15", "Production runs PostgreSQL 15"),
+    ("lead-in", "By the way, my sister lives in Rome", "My brother lives in Rome"),
+    ("lead-in", "Just so you know, I usually take the bus", "I take the bus"),
+    ("lead-in", "As a reminder, my rent is 900 EUR", "My rent is 900 USD"),
+    ("lead-in", "Note: the deadline is Friday", "The deadline is not Friday"),
+    ("lead-in", "Reminder: call Ana on Monday", "Call Ana on Monday and Friday"),
+    ("lead-in", "Note the build number in every report", "The build number in every report"),
+    ("sign-off", "Sign my emails with Cheers", "Sign my emails with"),
+    ("sign-off", "End the toast with Cheers, Sam", "End the toast with Sam"),
+    ("sign-off", "Thank the reviewers, much appreciated", "Thank the reviewers, not appreciated"),
+    # two tool names one letter apart
+    ("word", "Build it with ccmake", "Build it with cmake"),
+    ("word", "Start mongod first", "Start mongo first"),
+    ("word", "Restart systemd after the upgrade", "Restart system after the upgrade"),
 ]
 
 PAIRS: list[tuple[str, str, str, bool]] = [(c, a, b, True) for c, a, b in DUPLICATES] + [
