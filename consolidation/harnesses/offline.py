@@ -18,7 +18,8 @@ numbers *with their sign* (``-5`` is not ``5``), and the symbols that carry mean
   *rather than* / *instead of* → *over*), and an imperative equals the first-person
   statement (*Use X* / *I use X*, also *prefer, want, need*);
 * politeness and pin prefixes are dropped (*please, kindly, thanks, remember that,
-  note that, fyi*).
+  note that, fyi*), as are a lead-in set off by punctuation (*For the record, / Heads up:*)
+  and a sign-off that is the whole last clause (*Much appreciated. / Cheers*).
 
 Two bodies are duplicates when the canonical sequences are equal, or when they have
 the same clauses in another order (clauses split at ``; . ! ?``, a comma before a
@@ -34,7 +35,11 @@ differ only at positions holding
   letters) of a word of at least four letters, where exactly one of the two is an
   English word (``pyspellchecker``'s dictionary) — *metirc*/*metric* is a typo,
   *hiking*/*biking* two different words — and neither is a name (written with a
-  capital), a number or a polarity word.
+  capital), a number or a polarity word, and the unknown one is not the known one with a
+  letter added at its end (*mongod*/*mongo*: a daemon, not a typo); or
+* a **letter slipped** inside a word the dictionary does not know either (the longer of
+  six letters or more; never at the first or last letter), when it is the bodies' one
+  difference.
 
 Any other difference blocks the merge — in particular an inserted word (*usually,
 maybe, senior, only, very* …: a frequency, certainty, title, scope or degree changes
