@@ -186,18 +186,23 @@ scope but the caller's account scope is a `scope_error`.
 
 ## Paging
 
-`memory/list_memory_records` and `memory/list_proposed_memory_records` return the whole list
-unless `limit` is given; then at most `limit` records and a `nextCursor` (null on the last
-page). Pass it back as `cursor`, with the same method and filters, for the records after them.
-Lists are ordered by when each record took effect, and a page continues after the last record
-of the one before, so writes between pages neither repeat nor skip anything: every record in
-the list when the first page is read, and still in it when a later page is read, comes exactly
-once; a record saved later comes after those (on a later page); one that leaves the list
-meanwhile (forgotten, superseded, expired, accepted or rejected) is not returned again. A
-cursor is opaque (do not build or edit one): it names the last record of the page in its scope,
-so it says nothing of what other accounts wrote. A cut, edited, nested or unknown cursor, one
-naming a record the scope does not hold, one made for another scope or account, or for the other
-list or other filters, is `invalid_params` (`-32602`).
+`memory/list_memory_records` and `memory/list_proposed_memory_records` return the whole list unless
+`limit` is given. Then they return at most `limit` records and a `nextCursor` (null on the last page).
+Pass it back as `cursor`, with the same method and filters, for the records after them.
+
+Lists are ordered by when each record took effect, and a page continues after the last record of the
+one before. So writes between pages neither repeat nor skip anything:
+
+* every record in the list when the first page is read, and still in it when a later page is read,
+  comes exactly once;
+* a record saved later comes after those, on a later page;
+* a record that leaves the list meanwhile (forgotten, superseded, expired, accepted or rejected) is
+  not returned again.
+
+A cursor is opaque: do not build or edit one. It names the last record of the page in its scope, so it
+says nothing of what other accounts wrote. A cut, edited or unknown cursor, one naming a record the
+scope does not hold, or one made for another scope, account, list or filters is `invalid_params`
+(`-32602`).
 
 ## Strict input
 
@@ -223,17 +228,18 @@ and `Instant` field types):
 
 ## Lost connections
 
-With PostgreSQL, a write whose connection to the database is lost after it was sent to be
-committed may or may not have been applied: it is answered `-32006 outcome_unknown`, never as
-refused. The message says how to find out: when the write was a save, `data.recordId` is the
-record it would have written (`memory/get_memory_record` finds it only if it was applied);
-otherwise read the records it touched. A save or an edit that carries a `requestId` (your key,
-1 … 200 characters, e.g. a UUID) is applied at most once in your account: sent again with the same
-`requestId` and params, it answers the record it wrote (as it is now) and writes nothing; the same
-`requestId` with other params is refused with `-32007 request_id_reused`. So a client retries an
-unknown outcome, or any answer lost on the way, with the same `requestId`. A key is remembered
-as long as the record's history is kept. A write that lost its connection before it was sent to
-be committed changed nothing and is run again by the server at once.
+With PostgreSQL, a write whose database connection is lost after it was sent to be committed may or
+may not have been applied. It is answered `-32006 outcome_unknown`, never as refused. The message says
+how to find out: for a save, `data.recordId` is the record it would have written
+(`memory/get_memory_record` finds it only if it was applied); otherwise read the records it touched.
+A write that lost its connection before it was sent to be committed changed nothing, and the server
+runs it again at once.
+
+A save or an edit that carries a `requestId` (your key, 1 … 200 characters, e.g. a UUID) is applied at
+most once in your account. Sent again with the same `requestId` and params, it answers the record it
+wrote (as it is now) and writes nothing. The same `requestId` with other params is refused with
+`-32007 request_id_reused`. So retry an unknown outcome, or any answer lost on the way, with the same
+`requestId`. A key is remembered as long as the record's history is kept.
 
 ## Batches
 
@@ -249,24 +255,28 @@ replays the specification's examples (with params by name, which this protocol r
 SERVING = """\
 ## Serving safely (HTTP)
 
-`memledger serve` checks, in this order, before the body is read: `Host` (421 unless a
-loopback name or in `MEMLEDGER_ALLOWED_HOSTS`; not checked with tokens on and no allowed hosts
-configured), `Origin` (403 when present and not in `MEMLEDGER_ALLOWED_ORIGINS`),
-`Content-Type: application/json` (else 415), the Bearer token with `MEMLEDGER_AUTH=tokens`
-(401), `Content-Length` over `MEMLEDGER_MAX_REQUEST_BYTES` (default 1,000,000; 413, connection
-closed). The body is then read as a stream and cut off at the limit (413) or after
-`MEMLEDGER_BODY_TIMEOUT_S` (default 30; 408); request headers must arrive within
-`MEMLEDGER_HEADER_TIMEOUT_S` (default 10) or the connection is closed. With tokens on, an
-account with `MEMLEDGER_MAX_REQUESTS_PER_ACCOUNT` requests open (default 100; waiting for their
-body or being answered) gets 429 for the next, before its body is read. Once the body is in, a
-request past `MEMLEDGER_MAX_REQUESTS_IN_FLIGHT` requests being answered at once (default 1000;
-idle connections and bodies still arriving never count) gets 503. Both carry `Retry-After: 1`
-and `-32005 busy`. Refusals are
-JSON-RPC error objects too (`data.reason`: `misdirected_request`, `forbidden_origin`,
+`memledger serve` checks, in this order, before the body is read:
+
+1. `Host`: 421 unless a loopback name or in `MEMLEDGER_ALLOWED_HOSTS` (not checked with tokens on and
+   no allowed hosts configured);
+2. `Origin`: 403 when present and not in `MEMLEDGER_ALLOWED_ORIGINS`;
+3. `Content-Type: application/json`, else 415;
+4. the Bearer token with `MEMLEDGER_AUTH=tokens`: 401;
+5. `Content-Length` over `MEMLEDGER_MAX_REQUEST_BYTES` (default 1,000,000): 413, connection closed.
+
+With tokens on, an account that already has `MEMLEDGER_MAX_REQUESTS_PER_ACCOUNT` requests open
+(default 100, waiting for their body or being answered) gets 429 for the next, before its body is read.
+The body is then read as a stream, and cut off at the limit (413) or after `MEMLEDGER_BODY_TIMEOUT_S`
+(default 30; 408). Request headers must arrive within `MEMLEDGER_HEADER_TIMEOUT_S` (default 10), or the
+connection is closed. Once the body is in, a request past `MEMLEDGER_MAX_REQUESTS_IN_FLIGHT` requests
+being answered at once (default 1000; idle connections and bodies still arriving never count) gets
+503. The 429 and 503 carry `Retry-After: 1` and `-32005 busy`.
+
+Refusals are JSON-RPC error objects too (`data.reason`: `misdirected_request`, `forbidden_origin`,
 `unsupported_media_type`, `unauthorized`, `request_too_large`, `request_timeout`, `busy`). Everything
-else is status 200 (204 for notifications only) — an unexpected failure is a `-32603` response,
-never a 500 that would drop the next pipelined request. CORS headers are sent only to
-configured origins. How to issue and rotate tokens: [operations](operations.md#api-tokens).
+else is status 200 (204 for notifications only): an unexpected failure is a `-32603` response, never a
+500 that would drop the next pipelined request. CORS headers are sent only to configured origins. How
+to issue and rotate tokens: [operations](operations.md#api-tokens).
 """
 
 
