@@ -42,7 +42,7 @@ def _rules() -> list[dict[str, Any]]:
             "name": RULE_TEXT[rule][0],
             "shortDescription": {"text": RULE_TEXT[rule][1]},
             "defaultConfiguration": {"level": "error" if rule in RULE_IDS else "warning"},
-            "help": {"text": "See docs/file-ledger.md, section Rules."},
+            "help": {"text": "See docs/file-ledger.md, section Validation."},
         }
         for rule in _ALL_IDS
     ]

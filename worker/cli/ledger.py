@@ -157,7 +157,7 @@ RecordIdArg = Annotated[str, typer.Argument(help="A record id (mem_…).", show_
 InstantHelp = "RFC 3339 (2026-01-01T09:00:00Z) or a date (2026-01-01, midnight UTC)"
 # How far past this machine's clock `sweep --now` may reach: the skew between two NTP-synchronised hosts
 # (a cron on one, the database's writers on another), never enough to expire a record ahead of its time
-# by more than a few seconds (docs/operations.md, "Expiry").
+# by more than a few seconds (docs/operations.md, "Many machines", the sweep).
 SWEEP_SKEW_S = 5.0
 
 
