@@ -15,32 +15,59 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from consolidation import runs
 from consolidation import settings as scope_settings
 from consolidation.apply import apply_batch
 from consolidation.candidates import SIMILAR_PER_CHANGED, Selection, select_candidates
 from consolidation.connections import Connections
-from consolidation.errors import HarnessError, LostRace
-from consolidation.gate import UNPARSEABLE, GateResult, check_batch
+from consolidation.engine import Claim, Settlement, Skip
+from consolidation.errors import HarnessError
+from consolidation.gate import GateResult, check_batch
 from consolidation.harnesses import Harness, HarnessResult, PromptRecord, spec
-from consolidation.lifecycle import RunLife, mine
-from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome, RunState
+from consolidation.models import ConsolidationRun, ConsolidationSettings, Mode, Outcome
 from consolidation.prompt import CLOSE_TAG, IN_GROUP, KINDS, OPEN_TAG, SYSTEM_PROMPT, record_chars
-from ledger import MemoryRecord, Provenance, Transaction, check_scope, format_rfc3339, screen_body, to_micros
+from ledger import Ledger, MemoryRecord, Provenance, Transaction, check_scope, format_rfc3339, screen_body, to_micros
 
 JOB = "consolidate"
 # What a prompt holds besides its record lines: the system text, the tags, a line per kind.
 SYSTEM_CHARS = len(SYSTEM_PROMPT) + len(OPEN_TAG) + len(CLOSE_TAG) + sum(len(kind) + 1 for kind in KINDS) + 2
 
 
-class ConsolidationJob:
-    """Consolidation runs of the scopes of one ledger. Thread-safe."""
+class Claimed(NamedTuple):
+    """What a consolidation run's claim read besides the spend: the scope's settings and its active records."""
 
-    def __init__(self, life: RunLife, connections: Connections, harnesses: Mapping[str, Harness] | None = None) -> None:
-        self.life = life
-        self.led = life.led
+    settings: ConsolidationSettings
+    records: list[MemoryRecord]
+
+
+class Prompt(NamedTuple):
+    """A consolidation run's call: the harness, the records under their aliases (alias -> record id, in order),
+    the selection whose cursor to store with the answer (None: the whole scope was sent), and the ids of the
+    records sent."""
+
+    harness: Harness
+    settings: ConsolidationSettings
+    records: list[PromptRecord]
+    aliases: dict[str, str]
+    selection: Selection[MemoryRecord] | None
+    record_ids: list[str]
+
+
+class Gated(NamedTuple):
+    """The gate's verdict on a stored answer, and the mode the run applies it in."""
+
+    gate: GateResult
+    mode: Mode
+
+
+class ConsolidationJob:
+    """Consolidation runs of the scopes of one ledger: settings, debounce, and the steps of a run that
+    :class:`consolidation.engine.RunEngine` takes. Thread-safe."""
+
+    def __init__(self, led: Ledger, connections: Connections, harnesses: Mapping[str, Harness] | None = None) -> None:
+        self.led = led
         self.connections = connections
         self._harnesses: dict[str, Harness] = dict(harnesses or {})
 
@@ -97,48 +124,64 @@ class ConsolidationJob:
         settings = self.settings_in(tx, scope_key)
         return None if settings.mode == Mode.OFF else runs.debounce(tx, settings, tx.now_us)
 
-    # ------------------------------------------------------------------ execution
-    def execute(self, run: ConsolidationRun, now: datetime | None) -> ConsolidationRun | None:
-        """Claim, call, store, apply and settle one run; None when stale or settled by someone else."""
-        claimed = self.led.run(run.scope_key, lambda tx: self._claim(tx, run), now=now)
-        if claimed is None:
+    # ------------------------------------------------------------------ the steps of a run (consolidation.engine)
+    def claim(self, tx: Transaction, run: ConsolidationRun) -> Claim[Claimed] | None:
+        """Claim the run; in the same transaction read what the run needs: settings, spend, active records."""
+        settings = self.settings_in(tx, run.scope_key)
+        claimed = runs.claim(
+            tx, run.id, tx.now_us, harness=settings.harness, model=settings.model, mode=settings.mode.value,
+            cap_s=settings.wall_clock_cap_s,
+        )  # fmt: skip
+        # The claim and the reads go out together (one round trip on PostgreSQL); the reads are
+        # wasted only when the claim is lost.
+        spent = runs.month_spend(tx, run.scope_key, tx.now)
+        records = tx.active_later()
+        if not claimed.result():
             return None
-        self.life.fault("after_claim")
-        settings, spent, records = claimed
-        if spent >= settings.spend_budget_micro_usd:
-            return self.life.settle_over_budget(run, now, spent=spent, budget=settings.spend_budget_micro_usd)
+        inputs = Claimed(settings, records.result())
+        return Claim(settings.harness, spent.result(), settings.spend_budget_micro_usd, inputs)
+
+    def plan(self, run: ConsolidationRun, claim: Claim[Claimed], now: datetime | None) -> Prompt | Skip:
+        """The prompt: the bounded candidate list under per-run aliases; no call when there is no record, or
+        when the answer alone would fill the model's context window."""
+        settings, records = claim.inputs.settings, claim.inputs.records
         if not records:
-            outcome = Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED
-            return mine(self.life.settle(run.scope_key, run.id, outcome, now))
+            return Skip(Outcome.PROPOSED if settings.mode == Mode.PROPOSE else Outcome.APPLIED)
         harness = self._harness(settings)
         try:
             max_chars = self._records_room(harness, settings)
-        except HarnessError as exc:  # the answer alone would fill the model's context window
-            return mine(self.life.settle(run.scope_key, run.id, Outcome.FAILED, now, error=exc.message))
+        except HarnessError as exc:
+            return Skip(Outcome.FAILED, exc.message)
         records, selection = self._candidates(run.scope_key, settings, records, now, max_chars=max_chars)
         # The model sees short per-run ids (1, 2, ...) and a mark for a record in a conflict group:
         # smaller prompts, and no internal id or group name leaves the service. Targets are mapped back
         # before the answer is stored; an unknown one cannot match.
         aliases = {str(n): r.id for n, r in enumerate(records, start=1)}
         prompt_records = self._prompt_records(settings, records, aliases)
+        return Prompt(harness, settings, prompt_records, aliases, selection, list(aliases.values()))
 
-        def call() -> HarnessResult:
-            result = harness.call(
-                prompt_records,
-                model=settings.model,
-                max_output_tokens=settings.max_output_tokens,
-                wall_clock_cap_s=settings.wall_clock_cap_s,
-            )
-            return _unalias(result, aliases)
+    @staticmethod
+    def call(plan: Prompt) -> HarnessResult:
+        """The harness's one call, its answer's targets mapped back to record ids."""
+        settings = plan.settings
+        result = plan.harness.call(
+            plan.records,
+            model=settings.model,
+            max_output_tokens=settings.max_output_tokens,
+            wall_clock_cap_s=settings.wall_clock_cap_s,
+        )
+        return _unalias(result, plan.aliases)
 
-        def rotate(tx: Transaction) -> None:  # the rotation moves on once the answer is stored
-            if selection is not None:
-                scope_settings.store_cursor(tx, selection.cursor)
+    @staticmethod
+    def answer_stored(tx: Transaction, plan: Prompt) -> None:
+        """The rotation moves on once the answer is stored."""
+        if plan.selection is not None:
+            scope_settings.store_cursor(tx, plan.selection.cursor)
 
-        return self.life.answer(
-            run, now, harness=settings.harness, call=call, record_ids=list(aliases.values()),
-            apply=self._apply_and_settle, also=rotate,
-        )  # fmt: skip
+    @staticmethod
+    def unparseable_ops(raw: str) -> int:
+        """An answer that did not parse: each operation it seems to hold is refused (one at least)."""
+        return max(1, len(re.findall(r'"op"\s*:', raw)))
 
     def _prompt_records(
         self, settings: ConsolidationSettings, records: list[MemoryRecord], aliases: dict[str, str]
@@ -171,23 +214,6 @@ class ConsolidationJob:
         with self.led.reading() as db:
             before = db.records(edits.values())
         return {rid: body for rid, old in edits.items() if old in before and (body := before[old].body)}
-
-    def _claim(
-        self, tx: Transaction, run: ConsolidationRun
-    ) -> tuple[ConsolidationSettings, int, list[MemoryRecord]] | None:
-        """Claim the run; in the same transaction read what the run needs: settings, spend, active records."""
-        settings = self.settings_in(tx, run.scope_key)
-        claimed = runs.claim(
-            tx, run.id, tx.now_us, harness=settings.harness, model=settings.model, mode=settings.mode.value,
-            cap_s=settings.wall_clock_cap_s,
-        )  # fmt: skip
-        # The claim and the reads go out together (one round trip on PostgreSQL); the reads are
-        # wasted only when the claim is lost.
-        spent = runs.month_spend(tx, run.scope_key, tx.now)
-        records = tx.active_later()
-        if not claimed.result():
-            return None
-        return settings, spent.result(), records.result()
 
     @staticmethod
     def _records_room(harness: Harness, settings: ConsolidationSettings) -> int:
@@ -236,44 +262,8 @@ class ConsolidationJob:
         )
         return selection.records, selection
 
-    def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
-        """Gate and apply a running run's stored answer, and settle it, in one transaction; never calls the model."""
-        return self.life.apply_stored(run_id, scope_key, now, self._apply_and_settle)
-
-    def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
-        """Gate and apply the stored answer at ``tx.now`` (when the answer is applied), then settle."""
-        run = runs.get(tx, run_id)
-        if run is None or run.state != RunState.RUNNING:
-            return False
-        if run.answer is None and run.answer_raw is None:
-            # A record the answer was built from was forgotten after it was stored: nothing to apply.
-            error = "the stored answer was erased: a record it was built from was forgotten"
-            return runs.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
-        if run.answer is None:
-            count = max(1, len(re.findall(r'"op"\s*:', run.answer_raw or "")))
-            # The harness's reading of why (cut off at max_tokens, a content filter) was stored with the answer.
-            return runs.settle(
-                tx, run_id, Outcome.FAILED, tx.now_us, error=run.error or "unparseable answer", ops_proposed=count,
-                ops_refused=count, refusals={UNPARSEABLE: count},
-            )  # fmt: skip
-        gate, mode = self._gate(tx, run)
-        self.life.fault("mid_apply")
-        applied = apply_batch(tx, gate, mode=mode, run_id=run_id)
-        refusals = gate.refusals
-        for reason, count in applied.refusals.items():
-            refusals[reason] = refusals.get(reason, 0) + count
-        outcome = Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED
-        won = runs.settle(
-            tx, run_id, outcome, tx.now_us, ops_proposed=gate.proposed, ops_applied=applied.applied,
-            proposals_written=applied.proposed, ops_refused=sum(refusals.values()), refusals=refusals,
-        )  # fmt: skip
-        if not won:
-            raise LostRace(run_id)  # another settlement won: roll the whole batch back
-        return True
-
-    def _gate(self, tx: Transaction, run: ConsolidationRun) -> tuple[GateResult, Mode]:
-        """Check the stored answer against the records as they are at ``tx.now``."""
-        tx.prepare()
+    def gate(self, tx: Transaction, run: ConsolidationRun) -> Gated:
+        """Check the stored answer against the records as they are at ``tx.now``, in the mode the run claimed."""
         settings = self.settings_in(tx, run.scope_key)
         mode = Mode(run.mode or settings.mode)
         ops = run.answer.get("operations") if isinstance(run.answer, dict) else None
@@ -293,7 +283,23 @@ class ConsolidationJob:
             now=tx.now,
             screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
         )
-        return gate, mode
+        return Gated(gate, mode)
+
+    @staticmethod
+    def apply(tx: Transaction, run: ConsolidationRun, gated: Gated) -> Settlement:
+        """Apply (or propose) the batch that passed the gate."""
+        gate, mode = gated
+        applied = apply_batch(tx, gate, mode=mode, run_id=run.id)
+        refusals = gate.refusals
+        for reason, count in applied.refusals.items():
+            refusals[reason] = refusals.get(reason, 0) + count
+        return Settlement(
+            Outcome.PROPOSED if mode == Mode.PROPOSE else Outcome.APPLIED,
+            ops_proposed=gate.proposed,
+            ops_applied=applied.applied,
+            proposals_written=applied.proposed,
+            refusals=refusals,
+        )
 
     def _harness(self, settings: ConsolidationSettings) -> Harness:
         """The scope's harness (an injected one by name, else the registry's for the scope's target)."""

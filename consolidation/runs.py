@@ -43,6 +43,19 @@ _ID: BindParameter[str] = bindparam("v_id")
 _NOW: BindParameter[int] = bindparam("now")
 
 
+class Timing(Protocol):
+    """What a debounce reads of a job's settings (both jobs' settings have it)."""
+
+    @property
+    def scope_key(self) -> str: ...
+
+    @property
+    def debounce_s(self) -> float: ...
+
+    @property
+    def max_wait_s(self) -> float | None: ...
+
+
 class Executor(Protocol):
     def execute(self, statement: Executable, params: Any = None) -> CursorResult[*tuple[Any, ...]]: ...
 
@@ -90,46 +103,61 @@ def select_runs(
     return [run_from_row(row) for row in rows]
 
 
-def _pending(db: Executor, scope_key: str) -> ConsolidationRun | None:
-    """The scope's pending consolidation run, if any (there is at most one)."""
-    found = select_runs(db, and_(C.scope_key == scope_key, PENDING, C.job == "consolidate"), order=(C.id,), limit=1)
+def _pending(db: Executor, scope_key: str, *, job: str, session_id: str | None) -> ConsolidationRun | None:
+    """The scope's pending run of ``job`` (of the session, for extraction), if any (there is at most one)."""
+    where = and_(C.scope_key == scope_key, PENDING, C.job == job)
+    if session_id is not None:
+        where = and_(where, C.session_id == session_id)
+    found = select_runs(db, where, order=(C.id,), limit=1)
     return found[0] if found else None
 
 
-def _insert_pending(db: Executor, scope_key: str, *, turns: int, now_us: int, due_us: int) -> str:
-    """Insert a pending consolidation run and return its id."""
-    run_id = new_run_id()
-    db.execute(
-        insert(RUNS).values(
-            id=run_id,
-            scope_key=scope_key,
-            state=RunState.PENDING.value,
-            turns=turns,
-            created_at=now_us,
-            due_at=due_us,
-            refusals="{}",
-            job="consolidate",
+def _one_run(done: CursorResult[Any]) -> ConsolidationRun:
+    """The run row a statement ``RETURNING`` every column wrote."""
+    return run_from_row(done.mappings().one())
+
+
+def _insert_pending(
+    db: Executor, scope_key: str, *, job: str, session_id: str | None, turns: int, now_us: int, due_us: int
+) -> ConsolidationRun:
+    """Insert a pending run and return it."""
+    values = {"session_id": session_id} if session_id is not None else {}
+    return _one_run(
+        db.execute(
+            insert(RUNS)
+            .values(
+                id=new_run_id(),
+                scope_key=scope_key,
+                state=RunState.PENDING.value,
+                turns=turns,
+                created_at=now_us,
+                due_at=due_us,
+                refusals="{}",
+                job=job,
+                **values,
+            )
+            .returning(*RUNS.c)
         )
     )
-    return run_id
 
 
-def debounce(db: Executor, settings: ConsolidationSettings, now_us: int) -> ConsolidationRun:
-    """Create the scope's pending run, or push it to ``now + debounce_s`` (capped by ``max_wait_s``)."""
+def debounce(
+    db: Executor, settings: Timing, now_us: int, *, job: str = "consolidate", session_id: str | None = None
+) -> ConsolidationRun:
+    """Create the pending run of ``job`` (one per scope; for extraction one per session), or push it to
+    ``now + debounce_s``, never past ``created_at + max_wait_s``, never earlier than it was; count the turn."""
     debounce_us = round(settings.debounce_s * 1_000_000)
-    run = _pending(db, settings.scope_key)
-    if run is not None:
-        due = now_us + debounce_us
-        if settings.max_wait_s is not None:
-            due = min(due, to_micros(run.created_at) + round(settings.max_wait_s * 1_000_000))
-        due = max(due, to_micros(run.due_at))
-        db.execute(update(RUNS).where(C.id == run.id, PENDING).values(turns=C.turns + 1, due_at=due))
-        run_id = run.id
-    else:
-        run_id = _insert_pending(db, settings.scope_key, turns=1, now_us=now_us, due_us=now_us + debounce_us)
-    fresh = get(db, run_id)
-    assert fresh is not None
-    return fresh
+    pending = _pending(db, settings.scope_key, job=job, session_id=session_id)
+    if pending is None:
+        return _insert_pending(
+            db, settings.scope_key, job=job, session_id=session_id, turns=1, now_us=now_us, due_us=now_us + debounce_us
+        )
+    due = now_us + debounce_us
+    if settings.max_wait_s is not None:
+        due = min(due, to_micros(pending.created_at) + round(settings.max_wait_s * 1_000_000))
+    due = max(due, to_micros(pending.due_at))
+    push = update(RUNS).where(C.id == pending.id, PENDING).values(turns=C.turns + 1, due_at=due)
+    return _one_run(db.execute(push.returning(*RUNS.c)))
 
 
 def reschedule_pending(
@@ -287,6 +315,7 @@ def _settle_statement(expect: RunState, *, unanswered: bool) -> Executable:
             prompt=_KEEP_PROMPT,
             **_ADD_USAGE,
         )
+        .returning(*RUNS.c)
     )
 
 
@@ -316,8 +345,9 @@ def settle(
     spend_micro_usd: int = 0,
     unanswered: bool = False,
     calls: int = 0,
-) -> bool:
-    """The one settlement of a run: a conditional update from ``expect``. True when this call won.
+) -> ConsolidationRun | None:
+    """The one settlement of a run: a conditional update from ``expect``. The settled run when this call won,
+    None when it did not (the row as it was written: no read after it).
 
     Of the ``ops_proposed`` operations of the answer, ``ops_applied`` took effect without the user,
     ``proposals_written`` wait for the user as proposals, ``ops_refused`` were refused.
@@ -338,7 +368,8 @@ def settle(
         "calls": calls,
         **_usage_params(usage, spend_micro_usd),
     }
-    return db.run(_SETTLE[expect, unanswered], params) == 1
+    found = db.rows(_SETTLE[expect, unanswered], params)
+    return run_from_row(dict(zip(_NAMES, found[0], strict=True))) if found else None
 
 
 _ADD_CALL = update(RUNS).where(C.id == _ID).values(model_calls=C.model_calls + bindparam("calls"), **_ADD_USAGE)
@@ -387,15 +418,14 @@ def ensure_pending(
     Used when a full scope needs room: it schedules a run without pushing back one already due. A new
     run is due at ``due_us`` (default: after the scope's debounce).
     """
-    pending = _pending(db, settings.scope_key)
+    pending = _pending(db, settings.scope_key, job="consolidate", session_id=None)
     if pending is not None:
         return pending
     if due_us is None:
         due_us = now_us + round(settings.debounce_s * 1_000_000)
-    run_id = _insert_pending(db, settings.scope_key, turns=0, now_us=now_us, due_us=due_us)
-    fresh = get(db, run_id)
-    assert fresh is not None
-    return fresh
+    return _insert_pending(
+        db, settings.scope_key, job="consolidate", session_id=None, turns=0, now_us=now_us, due_us=due_us
+    )
 
 
 def last_prompt_at(db: Executor, scope_key: str) -> int | None:

@@ -3,7 +3,7 @@
 A chat turn (:meth:`ConsolidationService.notify_turn`) feeds both jobs in one transaction: the
 scope's consolidation run (:mod:`consolidation.consolidate`) and the session's extraction run
 (:mod:`consolidation.extraction.service`). Both are rows of one runs table; a run is handed to its
-job through :data:`ConsolidationService.jobs`, and both make the moves of :mod:`consolidation.lifecycle`.
+job's steps by :class:`consolidation.engine.RunEngine`, which lives every run the same way, top to bottom.
 Every move is a conditional UPDATE, so concurrent callers (threads, processes, redelivered queue
 messages) cannot execute or settle a run twice. This module knows nothing of queues.
 """
@@ -20,6 +20,7 @@ from consolidation import runs, settings
 from consolidation.connections import Connections, Target
 from consolidation.consolidate import JOB as CONSOLIDATE_JOB
 from consolidation.consolidate import ConsolidationJob
+from consolidation.engine import FaultHook, Job, RunEngine
 from consolidation.errors import NotRetryable, RunNotFound
 from consolidation.extraction import settings as XS
 from consolidation.extraction.service import JOB as EXTRACT_JOB
@@ -27,7 +28,6 @@ from consolidation.extraction.service import ExtractionJobs
 from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.harnesses import Connection, Harness
 from consolidation.harnesses.extract_base import Extractor
-from consolidation.lifecycle import FaultHook, Job, RunLife
 from consolidation.models import (
     ALL_OPS,
     DEFAULT_CAP_S,
@@ -121,10 +121,10 @@ class ConsolidationService:
             openai_api_key=openai_api_key or None, openai_base_url=openai_base_url or None,
         )  # fmt: skip
         self.janitor_grace_s = janitor_grace_s
-        self.life = life = RunLife(led, fault_hook)
-        self.consolidation = ConsolidationJob(life, self.connections, harnesses)
-        self.extraction = ExtractionJobs(life, self.connections, extractors)
-        self.jobs: dict[str, Job] = {CONSOLIDATE_JOB: self.consolidation, EXTRACT_JOB: self.extraction}
+        self.consolidation = ConsolidationJob(led, self.connections, harnesses)
+        self.extraction = ExtractionJobs(led, self.connections, extractors)
+        self.engine = RunEngine(led, {CONSOLIDATE_JOB: self.consolidation, EXTRACT_JOB: self.extraction}, fault_hook)
+        self.jobs: dict[str, Job] = self.engine.jobs
         led.add_capability_provider(self.capabilities)
         led.add_erase_hook(self.extraction.scrub_digests_hook)
         # A full scope is due for consolidation rather than blocked by it (docs/consolidation.md).
@@ -285,7 +285,7 @@ class ConsolidationService:
         """Execute every due pending run; returns the runs this call settled."""
         settled = []
         for run in self.due_runs(now=now, limit=limit):
-            done = self.execute(run.id, now=now)
+            done = self.execute(run, now=now)
             if done is not None:
                 settled.append(done)
         return settled
@@ -343,17 +343,17 @@ class ConsolidationService:
 
         return self.led.run(old.scope_key, fn, now=now)
 
-    def execute(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun | None:
-        """Claim, run and settle one run (of either job). None when the call is stale (not pending, not due,
-        scope busy) or when the janitor settled the run first (it outlived its cap + grace).
+    def execute(self, run: str | ConsolidationRun, *, now: datetime | None = None) -> ConsolidationRun | None:
+        """Claim, run and settle one run (of either job): its id, or the run as its caller read it (its id, scope
+        and job are all the claim needs; the claim checks its state). None when the call is stale (not pending,
+        not due, scope busy) or when the janitor settled the run first (it outlived its cap + grace).
 
         Exactly once: any number of concurrent or repeated calls with one run id
         lead to one execution and one settlement. Claim, answer storage, apply and
         settlement each run in their own ledger transaction at their own instant (an
-        explicit ``now`` is used for each of them).
+        explicit ``now`` is used for each of them); see :mod:`consolidation.engine`.
         """
-        run = self.get_run(run_id)
-        return self.jobs[run.job].execute(run, now)
+        return self.engine.execute(self.get_run(run) if isinstance(run, str) else run, now)
 
     def apply_stored(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun:
         """Gate and apply a running run's stored answer, and settle it, in one transaction.
@@ -362,8 +362,7 @@ class ConsolidationService:
         storing its answer; never calls the model. If the run was settled meanwhile,
         nothing is applied.
         """
-        run = self.get_run(run_id)
-        return self.jobs[run.job].apply_stored(run_id, run.scope_key, now)[0]
+        return self.engine.apply_stored(self.get_run(run_id), now)[0]
 
     # ------------------------------------------------------------------ recovery
     def recover_stuck(self, *, now: datetime | None = None) -> list[ConsolidationRun]:
@@ -392,9 +391,8 @@ class ConsolidationService:
 
     def _recover(self, run: ConsolidationRun, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         if run.answer_stored_at is None:
-            done, won = self.life.settle(
-                run.scope_key,
-                run.id,
+            done, won = self.engine.settle(
+                run,
                 Outcome.ABANDONED,
                 now,
                 error="worker stopped before the answer was stored; settled by the janitor",
@@ -403,4 +401,4 @@ class ConsolidationService:
             if won or done.state == RunState.SETTLED:
                 return done, won
             # An answer was stored between the read and the abandon: apply it instead.
-        return self.jobs[run.job].apply_stored(run.id, run.scope_key, now)
+        return self.engine.apply_stored(run, now)

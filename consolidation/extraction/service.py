@@ -20,24 +20,25 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import BindParameter, Connection, bindparam, delete, insert, or_, select, update
 
 from consolidation import runs
 from consolidation.connections import Connections
+from consolidation.engine import Claim, Settlement, Skip
 from consolidation.extraction import settings as XS
 from consolidation.extraction.digest import DigestMessage, chars, check_messages, dumps, extend, loads
-from consolidation.extraction.gate import BUDGET_EXCEEDED, UNPARSEABLE, GateResult, check_proposals
+from consolidation.extraction.gate import BUDGET_EXCEEDED, GateResult, check_proposals
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
 from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
-from consolidation.lifecycle import RunLife, mine
-from consolidation.models import ConsolidationRun, Outcome, RunState
+from consolidation.models import ConsolidationRun, Outcome
 from consolidation.settings import spend_budget
 from consolidation.tables import DIGESTS, RUNS
 from ledger import (
     EventKind,
+    Ledger,
     Provenance,
     Reader,
     Transaction,
@@ -91,14 +92,32 @@ def _pinned(db: runs.Executor, scope_key: str, now_us: int) -> list[tuple[str, s
     return [(r[0], r[1]) for r in db.rows(_PINNED, {"scope": scope_key, "now": now_us})]
 
 
+class Taken(NamedTuple):
+    """What an extraction run's claim took and read, and its call: the settings, the session's digest (now the
+    run's), the pinned bodies ``(id, body)``, and the records the prompt was built from: the pinned ones and those
+    the digest quotes."""
+
+    settings: XS.ExtractionSettings
+    digest: list[DigestMessage]
+    pinned: list[tuple[str, str]]
+    record_ids: list[str]
+
+
+class Checked(NamedTuple):
+    """The gate's verdict on the stored proposals, and the scope's bodies ``(id, body)`` it was checked against."""
+
+    gate: GateResult
+    existing: list[Any]
+
+
 class ExtractionJobs:
-    """Extraction runs of the scopes of one ledger (rows of the runs table shared with consolidation)."""
+    """Extraction runs of the scopes of one ledger (rows of the runs table shared with consolidation): settings,
+    turns, and the steps of a run that :class:`consolidation.engine.RunEngine` takes."""
 
     def __init__(
-        self, life: RunLife, connections: Connections, extractors: Mapping[str, Extractor] | None = None
+        self, led: Ledger, connections: Connections, extractors: Mapping[str, Extractor] | None = None
     ) -> None:
-        self.life = life
-        self.led = life.led
+        self.led = led
         self.connections = connections
         self._extractors: dict[str, Extractor] = dict(extractors or {})
 
@@ -171,76 +190,10 @@ class ExtractionJobs:
         if quoted:
             digest_id = found[2] if found else tx.execute(select(G.digest_id).where(*key)).scalar_one()
             tx.register_derived(DIGESTS, digest_id, record_ids=quoted, columns=("messages",), key_column="digest_id")
-        return self._debounce(tx, settings, session_id)
+        return runs.debounce(tx, settings, tx.now_us, job=JOB, session_id=session_id)
 
-    def _debounce(self, tx: Transaction, settings: XS.ExtractionSettings, session_id: str) -> ConsolidationRun:
-        """Create the session's pending run, or push it to ``now + debounce_s`` (capped by ``max_wait_s``)."""
-        now_us = tx.now_us
-        debounce_us = round(settings.debounce_s * 1_000_000)
-        pending = tx.execute(
-            select(C.id, C.created_at, C.due_at).where(
-                C.scope_key == settings.scope_key, runs.PENDING, C.job == JOB, C.session_id == session_id
-            )
-        ).first()
-        if pending:
-            run_id, created_us, due_us = pending
-            due = now_us + debounce_us
-            if settings.max_wait_s is not None:
-                due = min(due, created_us + round(settings.max_wait_s * 1_000_000))
-            due = max(due, due_us)  # a turn pushes the run back, never forward
-            tx.execute(update(RUNS).where(C.id == run_id, runs.PENDING).values(turns=C.turns + 1, due_at=due))
-        else:
-            run_id = runs.new_run_id()
-            tx.execute(
-                insert(RUNS).values(
-                    id=run_id,
-                    scope_key=settings.scope_key,
-                    state=RunState.PENDING.value,
-                    turns=1,
-                    created_at=now_us,
-                    due_at=now_us + debounce_us,
-                    refusals="{}",
-                    job=JOB,
-                    session_id=session_id,
-                )
-            )
-        return _run(tx, run_id)
-
-    # ------------------------------------------------------------------ execution
-    def execute(self, run: ConsolidationRun, now: datetime | None) -> ConsolidationRun | None:
-        """Claim, call, store, gate and settle one extraction run; None when stale or settled by someone else.
-
-        Claim, answer storage, and gate + proposals + settlement each run in their own ledger
-        transaction at their own instant (an explicit ``now`` is used for each).
-        """
-        claimed = self.led.run(run.scope_key, lambda tx: self._claim(tx, run), now=now)
-        if claimed is None:
-            return None
-        self.life.fault("after_claim")
-        settings, spent, budget, digest, pinned, quoted = claimed
-        if spent >= budget:
-            return self.life.settle_over_budget(run, now, spent=spent, budget=budget)
-        if not digest:
-            return mine(self.life.settle(run.scope_key, run.id, Outcome.PROPOSED, now))
-
-        def call() -> HarnessResult:
-            return self._extractor(settings).extract(
-                digest,
-                [body for _, body in pinned],
-                model=settings.model,
-                max_output_tokens=settings.max_output_tokens,
-                wall_clock_cap_s=settings.wall_clock_cap_s,
-            )
-
-        # The prompt holds the pinned bodies and the digest, which may quote others: all are registered.
-        record_ids = [*(rid for rid, _ in pinned), *quoted]
-        return self.life.answer(
-            run, now, harness=settings.harness, call=call, record_ids=record_ids, apply=self._apply_and_settle
-        )
-
-    def _claim(
-        self, tx: Transaction, run: ConsolidationRun
-    ) -> tuple[XS.ExtractionSettings, int, int, list[DigestMessage], list[tuple[str, str]], list[str]] | None:
+    # ------------------------------------------------------------------ the steps of a run (consolidation.engine)
+    def claim(self, tx: Transaction, run: ConsolidationRun) -> Claim[Taken] | None:
         """pending → running; take the session's digest into the run; read the spend and the pinned bodies."""
         settings = self.settings_in(tx, run.scope_key)
         claimed = runs.claim(
@@ -258,25 +211,36 @@ class ExtractionJobs:
         pinned = _pinned(tx, run.scope_key, tx.now_us)
         digest = loads(stored) if stored else []
         quoted = _quoted(_bodies(tx, run.scope_key), digest) if digest else []
-        return settings, spent, budget, digest, pinned, quoted
+        record_ids = [*(rid for rid, _ in pinned), *quoted]
+        return Claim(settings.harness, spent, budget, Taken(settings, digest, pinned, record_ids))
 
-    def apply_stored(self, run_id: str, scope_key: str, now: datetime | None) -> tuple[ConsolidationRun, bool]:
-        """Gate the stored answer, store what passes as proposals, settle — one transaction."""
-        return self.life.apply_stored(run_id, scope_key, now, self._apply_and_settle)
+    @staticmethod
+    def plan(run: ConsolidationRun, claim: Claim[Taken], now: datetime | None) -> Taken | Skip:
+        """The digest and the pinned bodies are the prompt; an empty digest settles without a call."""
+        return claim.inputs if claim.inputs.digest else Skip(Outcome.PROPOSED)
 
-    def _apply_and_settle(self, tx: Transaction, run_id: str) -> bool:
-        run = _run(tx, run_id)
-        if run.state != RunState.RUNNING:
-            return False
-        if run.answer is None and run.answer_raw is None:
-            error = "the stored answer was erased: a record it was built from was forgotten"
-            return runs.settle(tx, run_id, Outcome.FAILED, tx.now_us, error=error)
-        if run.answer is None:
-            return runs.settle(
-                tx, run_id, Outcome.FAILED, tx.now_us, error=run.error or "unparseable answer", ops_proposed=1,
-                ops_refused=1, refusals={UNPARSEABLE: 1},
-            )  # fmt: skip
-        tx.prepare()
+    def call(self, plan: Taken) -> HarnessResult:
+        """The extractor's one call (the extractor is built here: a failure to build it fails the run)."""
+        settings = plan.settings
+        return self._extractor(settings).extract(
+            plan.digest,
+            [body for _, body in plan.pinned],
+            model=settings.model,
+            max_output_tokens=settings.max_output_tokens,
+            wall_clock_cap_s=settings.wall_clock_cap_s,
+        )
+
+    @staticmethod
+    def answer_stored(tx: Transaction, plan: Taken) -> None:
+        """Nothing of extraction's own moves with the stored answer."""
+
+    @staticmethod
+    def unparseable_ops(raw: str) -> int:
+        """An answer that did not parse counts as one refused proposal."""
+        return 1
+
+    def gate(self, tx: Transaction, run: ConsolidationRun) -> Checked:
+        """Check the stored proposals against the scope's bodies as they are at ``tx.now``."""
         existing = _bodies(tx, run.scope_key)
         gate = check_proposals(
             run.answer,
@@ -284,26 +248,23 @@ class ExtractionJobs:
             digest=_digest_of(run.prompt),
             screen=lambda body: screen_body(body, max_chars=self.led.max_body_chars),
         )
-        self.life.fault("mid_apply")
+        return Checked(gate, existing)
+
+    def apply(self, tx: Transaction, run: ConsolidationRun, checked: Checked) -> Settlement:
+        """Store what passed as proposals (the scope's budget allowing)."""
+        gate, existing = checked
         stored = self._store_proposals(tx, run, gate)
         # The answer restates the proposals' bodies (and any duplicate's): forgetting one erases it.
         tx.register_derived(
-            RUNS, run_id, record_ids=[*stored, *_quoted(existing, _answer_messages(run.answer))],
+            RUNS, run.id, record_ids=[*stored, *_quoted(existing, _answer_messages(run.answer))],
             columns=("answer", "answer_raw"),
         )  # fmt: skip
         refusals = gate.refusals
         over = len(gate.passed) - len(stored)
         if over:
             refusals[BUDGET_EXCEEDED] = refusals.get(BUDGET_EXCEEDED, 0) + over
-        return runs.settle(
-            tx,
-            run_id,
-            Outcome.PROPOSED,
-            tx.now_us,
-            ops_proposed=gate.proposed,
-            proposals_written=len(stored),
-            ops_refused=sum(refusals.values()),
-            refusals=refusals,
+        return Settlement(
+            Outcome.PROPOSED, ops_proposed=gate.proposed, proposals_written=len(stored), refusals=refusals
         )
 
     def _store_proposals(self, tx: Transaction, run: ConsolidationRun, gate: GateResult) -> list[str]:
@@ -360,13 +321,6 @@ def _digest_of(prompt: str | None) -> list[DigestMessage]:
         return decode_user_message(prompt)[0]
     except ValueError:
         return []
-
-
-def _run(db: runs.Executor, run_id: str) -> ConsolidationRun:
-    """The run as stored (it exists: its caller holds its id)."""
-    found = runs.get(db, run_id)
-    assert found is not None
-    return found
 
 
 def _digest_id() -> str:

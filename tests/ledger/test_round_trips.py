@@ -170,8 +170,8 @@ def test_a_runs_claim_and_settlement_wait_four_and_three_times(pg: Ledger, tmp_p
     with waits(pg.engine, tmp_path) as sent:
         # When it is claimed: the lock; the stamp + settings; the claim + spend + due check +
         # active set together; the commit (there were nine)
-        claimed = pg.run(pg.scope_key, lambda tx: svc.jobs["consolidate"]._claim(tx, run))
-        assert claimed is not None and [r.body for r in claimed[2]] == ["I prefer tea"]
+        claimed = pg.run(pg.scope_key, lambda tx: svc.consolidation.claim(tx, run))
+        assert claimed is not None and [r.body for r in claimed.inputs.records] == ["I prefer tea"]
         assert len(sent()) == 4
     with waits(pg.engine, tmp_path) as sent:
         # And settled: the lock; the stamp + settlement; the commit (there were seven)

@@ -165,12 +165,13 @@ def declare_actors(
 def _consolidate(actors: Actors, service: ConsolidationService, run_id: str, busy_resends: int) -> None:
     """Execute ``run_id`` if it is due; otherwise decide whether this message must re-arm itself."""
     try:
-        scope_key = service.get_run(run_id).scope_key  # so that every line of the run names its scope
+        run = service.get_run(run_id)  # what the claim needs, and the scope every line of the run names
     except RunNotFound:
         log.warning("run %s is not in this database; message dropped", run_id)
         return
+    scope_key = run.scope_key
     with bind_run(run_id, scope_key):
-        settled = service.execute(run_id)
+        settled = service.execute(run)
         if settled is None:
             _rearm_stale(actors, service.get_run(run_id), busy_resends)
             return
