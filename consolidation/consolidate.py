@@ -1,5 +1,6 @@
-"""The consolidation job: per-scope settings, a debounced run per scope, the call over the scope's records,
-the gate and the batch applied. A run's shared moves (call, store, settle, fault) are :mod:`consolidation.lifecycle`.
+"""The consolidation job: per-scope settings, a debounced run per scope, and the steps of its runs (the claim
+with the scope's records, the prompt, the call, the gate and the batch applied), which
+:class:`consolidation.engine.RunEngine` takes in order.
 
 Life of a consolidation run::
 
