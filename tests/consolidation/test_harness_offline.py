@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from consolidation.harnesses import PromptRecord, Usage, get_harness
 from consolidation.harnesses.offline import OfflineHarness, clean_body, propose_operations
 from consolidation.prompt import build_user_message
+from tests.consolidation.labelled_pairs import DUPLICATES, LOOK_ALIKES, PAIRS
 
 
 def rec(record_id: str, body: str, kind: str = "preference", group: str | None = None) -> PromptRecord:
@@ -341,3 +342,48 @@ def test_a_slip_in_an_unknown_word_and_emphasis_in_capitals_merge(a, b):
 )
 def test_look_alikes_of_slips_and_emphasis_never_merge(a, b):
     assert merges(rec("m1", a), rec("m2", b)) == []
+
+
+# On a labelled set of pin pairs (tests/consolidation/labelled_pairs.py): never a false merge, recall at least 0.8.
+MIN_RECALL = 0.8
+
+
+def merged(a: str, b: str) -> bool:
+    records = [PromptRecord("r1", "preference", a, None), PromptRecord("r2", "preference", b, None)]
+    return any(op["op"] == "merge" for op in propose_operations(records))
+
+
+def test_the_set_is_large_and_varied() -> None:
+    assert len(PAIRS) >= 150
+    assert len({c for c, _, _ in DUPLICATES}) >= 8 and len({c for c, _, _ in LOOK_ALIKES}) >= 10
+    assert len({(a, b) for _, a, b, _ in PAIRS}) == len(PAIRS)  # no pair twice
+
+
+def test_no_look_alike_is_ever_merged_in_either_order() -> None:
+    false_merges = [(c, a, b) for c, a, b in LOOK_ALIKES if merged(a, b) or merged(b, a)]
+
+    assert false_merges == []
+
+
+def test_recall_on_the_duplicates_is_at_least_0_8_in_either_order() -> None:
+    found = [merged(a, b) and merged(b, a) for _, a, b in DUPLICATES]
+
+    recall = sum(found) / len(found)
+    assert recall >= MIN_RECALL, f"recall {recall:.2f}"
+
+
+def test_look_alikes_among_many_records_stay_apart() -> None:
+    # Given every pin of the set in one scope, answered in one call
+    bodies = sorted({body for _, a, b, _ in PAIRS for body in (a, b)})
+    records = [PromptRecord(f"r{n}", "preference", body, None) for n, body in enumerate(bodies)]
+    by_id = {r.id: r.body for r in records}
+    apart = {frozenset((a, b)) for _, a, b in LOOK_ALIKES}
+
+    # When the harness answers
+    ops = propose_operations(records)
+
+    # Then no merge holds both pins of a labelled look-alike pair
+    for op in (op for op in ops if op["op"] == "merge"):
+        merged_bodies = {by_id[t] for t in op["targets"]}
+        assert not [pair for pair in apart if pair <= merged_bodies]
+    assert any(op["op"] == "merge" for op in ops)

@@ -4,17 +4,21 @@ that break the invariants it can enforce."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
+from consolidation.tables import DIGESTS, EXTRACTION_SETTINGS
 from ledger import LedgerError, open_ledger
-from ledger.db import current_revision, head_revision, make_engine, upgrade
+from ledger.db import alembic_config, current_revision, head_revision, make_engine, upgrade
+from ledger.schema import INJECTION, PACKET_AUDITS
 
 SCOPE = "account:local"
 
@@ -358,3 +362,113 @@ def test_runs_settled_in_propose_mode_count_their_proposals_apart_after_upgrade(
     with engine.connect() as conn:
         found = conn.execute(text("SELECT id, ops_applied, proposals_written FROM consolidation_runs ORDER BY id"))
         assert [tuple(row) for row in found] == [("run_a", 2, 0), ("run_p", 0, 2), ("run_x", 0, 2)]
+
+
+# Migration 0007_extraction_packet: its tables match the declared tables, it keeps existing runs (their job
+# is ``consolidate``), and it downgrades and upgrades again cleanly.
+EXTRACTION_PACKET_REVISION = "0007_extraction_packet"
+TABLES = (PACKET_AUDITS, INJECTION, EXTRACTION_SETTINGS, DIGESTS)
+
+
+def _downgrade(engine: Engine, revision: str) -> None:
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+
+
+def test_the_tables_match_their_declarations(engine: Engine) -> None:
+    upgrade(engine)
+    found = inspect(engine)
+    for table in TABLES:
+        columns = {c["name"]: c for c in found.get_columns(table.name)}
+        assert set(columns) == {c.name for c in table.columns}, table.name
+        for column in table.columns:
+            assert columns[column.name]["nullable"] == column.nullable, (table.name, column.name)
+        assert set(found.get_pk_constraint(table.name)["constrained_columns"]) == {c.name for c in table.primary_key}
+    runs = {c["name"] for c in found.get_columns("consolidation_runs")}
+    assert {"job", "session_id"} <= runs
+
+
+def test_existing_runs_become_consolidate_jobs_and_the_revision_round_trips(engine: Engine) -> None:
+    # Given a database before this revision with a consolidation run in it
+    upgrade(engine, "0006_consolidation_v2")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO consolidation_runs (id, scope_key, state, turns, created_at, due_at, refusals) "
+                "VALUES ('run_old', 'account:local', 'pending', 1, 1, 2, '{}')"
+            )
+        )
+    # When it is upgraded
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT job, session_id FROM consolidation_runs")).one() == ("consolidate", "")
+    # Then it downgrades below this revision and comes back
+    _downgrade(engine, "0006_consolidation_v2")
+    tables = set(inspect(engine).get_table_names())
+    assert not tables & {"packet_audits", "memory_injection", "extraction_settings", "extraction_digests"}
+    assert "job" not in {c["name"] for c in inspect(engine).get_columns("consolidation_runs")}
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()
+
+
+# Migration 0006_consolidation_v2: new settings columns, the pending-forget marker, the wider vocabulary.
+CONSOLIDATION_SETTINGS_REVISION = "0006_consolidation_v2"
+
+
+def settings_row(scope: str, ops: list[str]) -> dict[str, object]:
+    return {
+        "s": scope, "ops": json.dumps(ops), "mode": "apply", "d": 30.0, "h": "offline", "m": "offline",
+        "cap": 60.0, "tok": 4096, "b": 5_000_000, "t": 1,
+    }  # fmt: skip
+
+
+def test_upgrade_adds_the_columns_and_widens_default_vocabularies(engine: Engine) -> None:
+    # Given a database before the revision, with one scope on the old default vocabulary and one narrowed
+    upgrade(engine, "0003_consolidation")
+    with engine.begin() as conn:
+        for scope, ops in (("account:a", ["merge", "correct", "keep"]), ("account:b", ["keep"])):
+            conn.execute(
+                text(
+                    "INSERT INTO consolidation_settings (scope_key, mode, allowed_ops, debounce_s, harness, model, "
+                    "wall_clock_cap_s, max_output_tokens, spend_budget_micro_usd, created_at, updated_at) "
+                    "VALUES (:s, :mode, :ops, :d, :h, :m, :cap, :tok, :b, :t, :t)"
+                ),
+                settings_row(scope, ops),
+            )
+
+    # When it is upgraded to head
+    upgrade(engine)
+
+    # Then the new columns have their defaults, and only the old default vocabulary grew
+    assert current_revision(engine) == head_revision()
+    columns = {c["name"] for c in inspect(engine).get_columns("consolidation_settings")}
+    assert {"allow_removal", "max_prompt_chars", "rotation_cursor"} <= columns
+    assert "proposed_action" in {c["name"] for c in inspect(engine).get_columns("memory_records")}
+    with engine.connect() as conn:
+        rows = dict(
+            conn.execute(text("SELECT scope_key, allowed_ops FROM consolidation_settings ORDER BY scope_key")).all()
+        )
+        extra = conn.execute(
+            text("SELECT allow_removal, max_prompt_chars, rotation_cursor FROM consolidation_settings")
+        )
+        assert {tuple(r) for r in extra} == {(False, 16000, None)}
+    assert json.loads(rows["account:a"]) == ["merge", "correct", "expire", "group", "retire", "keep"]
+    assert json.loads(rows["account:b"]) == ["keep"]
+
+
+def test_downgrade_and_upgrade_again(engine: Engine) -> None:
+    upgrade(engine)
+    from alembic import command
+
+    from ledger.db import alembic_config
+
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, "0003_consolidation")
+    assert "allow_removal" not in {c["name"] for c in inspect(engine).get_columns("consolidation_settings")}
+    upgrade(engine)
+    assert current_revision(engine) == head_revision()

@@ -1,10 +1,9 @@
-"""Full-text search (any text is a valid query, ranking, only active bodies) and the packet a
-chat turn injects (deterministic, one member per conflict group, bounded, never expired)."""
+"""Full-text search: any text is a valid query, ranking, only active bodies (the packet:
+tests/ledger/test_packet.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -12,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger import Ledger
-from ledger.packet import HEADER, build_packet
 from ledger.search import MAX_TERMS, fts5_query
 
 SCOPE = "account:local"
@@ -114,75 +112,3 @@ def test_search_limit(led: Ledger) -> None:
         led.save(f"limit test item {n}")
     assert len(led.search(SCOPE, "item", limit=5)) == 5
     assert len(led.search(SCOPE, "item", limit=200)) == 12
-
-
-# --------------------------------------------------------------------------- packet
-def test_packet_order_is_deterministic(led: Ledger, clock: Any) -> None:
-    made = []
-    for kind in ["fact", "decision", "preference", "constraint", "fact", "preference"]:
-        clock.advance(seconds=1)
-        made.append(led.save(f"a {kind} pin", kind=kind))
-    packet = led.build_packet(SCOPE)
-    # Explicit pins, newest first (docs/packet.md; tests/ledger/test_packet.py covers suggestions and codes).
-    assert [r.id for r in packet.records] == [r.id for r in sorted(made, key=lambda r: r.valid_from, reverse=True)]
-    assert packet.text.splitlines()[0] == HEADER
-    assert packet.text.splitlines()[1:] == [f"[{r.id[:8]}] {r.kind.value}: {r.body}" for r in packet.records]
-    assert led.build_packet(SCOPE) == packet
-    assert packet.omitted == []
-
-
-def test_packet_one_member_per_group_checked_by_its_own_code(led: Ledger, clock: Any) -> None:
-    a = led.save("units: metric", conflict_group="units")
-    clock.advance(seconds=1)
-    b = led.save("units: imperial", conflict_group="units")
-    packet = led.build_packet(SCOPE)
-    assert [r.id for r in packet.records] == [b.id]
-    # Even when handed two active members (which the database never holds), it keeps one: the newer.
-    stale = replace(led.get(a.id), status=led.get(b.id).status, valid_to=None)
-    built = build_packet([stale, led.get(b.id)], now=clock.now)
-    assert [r.id for r in built.records] == [b.id]
-    assert "imperial" in built.text and "metric" not in built.text
-
-
-def test_packet_never_holds_an_expired_or_inactive_record(led: Ledger, clock: Any) -> None:
-    keep = led.save("durable pin")
-    led.save("ephemeral pin", expires_at=clock.now + timedelta(minutes=1))
-    led.propose("a proposal")
-    clock.advance(minutes=1)
-    packet = led.build_packet(SCOPE)
-    assert [r.id for r in packet.records] == [keep.id] and packet.omitted == []
-    assert "ephemeral" not in packet.text and "proposal" not in packet.text
-    # A packet built for an earlier instant from a later list is not mislabelled either.
-    rec = led.get(keep.id)
-    assert build_packet([rec], now=rec.valid_from - timedelta(microseconds=1)).records == []
-
-
-def test_packet_of_an_empty_scope(led: Ledger) -> None:
-    packet = led.build_packet(SCOPE)
-    assert packet.text == "" and packet.records == [] and packet.omitted == []
-
-
-def test_packet_respects_max_chars_and_reports_what_it_left_out(led: Ledger, clock: Any) -> None:
-    for n in range(8):
-        clock.advance(seconds=1)
-        led.save(f"pin number {n} " + "word " * (n * 3) + "\n  with   odd\twhitespace")
-    everything = led.build_packet(SCOPE, max_chars=100_000)
-    assert everything.omitted == [] and len(everything.records) == 8
-    assert all("\t" not in line and "  " not in line for line in everything.text.splitlines())
-
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-    @given(limit=st.integers(min_value=0, max_value=len(everything.text) + 10))
-    def check(limit: int) -> None:
-        packet = led.build_packet(SCOPE, max_chars=limit)
-        assert len(packet.text) <= limit
-        assert {r.id for r in packet.records} | {r.id for r in packet.omitted} == {r.id for r in everything.records}
-        assert not {r.id for r in packet.records} & {r.id for r in packet.omitted}
-        for r in packet.records:
-            assert " ".join((r.body or "").split()) in packet.text
-        if packet.omitted:
-            assert limit < len(everything.text)
-        # Kept records stay in the packet's order.
-        positions = [everything.records.index(r) for r in packet.records]
-        assert positions == sorted(positions)
-
-    check()

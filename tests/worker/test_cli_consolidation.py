@@ -156,3 +156,29 @@ def test_processes_refuse_an_impossible_topology(db_url: str) -> None:
     assert worker.exit_code == 2 and "MEMLEDGER_REDIS_URL" in worker.stderr
     api_only = run("serve", "--no-worker", "--port", "0")
     assert api_only.exit_code == 2 and "MEMLEDGER_REDIS_URL" in api_only.stderr
+
+
+# `memledger consolidation set`: --allow-removal/--no-allow-removal, --max-prompt-chars.
+def settings(*args: str) -> dict[str, Any]:
+    result = run("consolidation", "set", "account:local", *args, "--json")
+    assert result.exit_code == 0, result.output
+    found: dict[str, Any] = json.loads(result.stdout)["settings"]
+    return found
+
+
+@pytest.mark.usefixtures("db_url")
+def test_removal_and_the_prompt_bound_are_set_from_the_command_line() -> None:
+    assert settings("--allow-removal", "--max-prompt-chars", "8000")["allowRemoval"] is True
+    assert settings()["maxPromptChars"] == 8000
+    assert settings("--no-allow-removal")["allowRemoval"] is False
+    assert settings()["maxPromptChars"] == 8000
+
+
+@pytest.mark.usefixtures("db_url")
+def test_bad_values_are_refused_with_a_message() -> None:
+    small = run("consolidation", "set", "account:local", "--max-prompt-chars", "10")
+    assert small.exit_code == 1 and "max_prompt_chars" in small.stderr and "Traceback" not in small.output
+    offline = run("consolidation", "set", "account:local", "--harness", "offline", "--model", "gpt-4")
+    assert offline.exit_code == 1 and "offline harness calls no model" in offline.stderr
+    unpriced = run("consolidation", "set", "account:local", "--harness", "anthropic", "--model", "gpt-4")
+    assert unpriced.exit_code == 1 and "gpt-4" in unpriced.stderr

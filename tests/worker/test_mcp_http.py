@@ -1,6 +1,6 @@
 """``/mcp`` on a running ``memledger serve``, driven by the mcp SDK's streamable-HTTP client.
 
-``serve`` runs as a real subprocess on a free port (as in test_e2e): one shared by the module's
+``serve`` runs as a real subprocess on a free port (as in test_serve_and_worker): one shared by the module's
 tests, one with tokens on. Proposals are checked through ``POST /rpc``
 (``memory/list_proposed_memory_records``), and forged browser requests and oversized bodies
 with plain HTTP.
