@@ -81,7 +81,8 @@ def test_serve_banner_names_the_account_the_reference_and_a_working_curl(
 
 
 # That serve prints no banner when not on a terminal is checked on the serve of
-# tests/worker/test_serve_and_worker.py::test_embedded_serve_is_a_complete_single_machine_service (a serve less to start).
+# tests/worker/test_serve_and_worker.py::test_embedded_serve_is_a_complete_single_machine_service
+# (a serve less to start).
 
 
 def test_a_port_in_use_is_one_line_and_exit_status_1_before_anything_starts(base_env: dict[str, str]) -> None:
