@@ -260,7 +260,7 @@ def pg_migrated(pg_available: BaseException | None) -> Iterator[str]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database URL on each backend: a new SQLite file (empty), a PostgreSQL schema at the head revision."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.db'}"
@@ -364,17 +364,17 @@ def migrate_postgres_schema(url: str) -> None:
 
 
 @pytest.fixture
-def make_ledger(db_url: str, clock: Clock) -> Iterator[Callable[..., Ledger]]:
+def make_ledger(ledger_url: str, clock: Clock) -> Iterator[Callable[..., Ledger]]:
     """Factory: ``make_ledger(account="local")`` on the parametrized backend; closed after the test."""
     opened: list[Ledger] = []
 
     def factory(**kwargs: object) -> Ledger:
         kwargs.setdefault("clock", clock)
-        if db_url.startswith("sqlite"):
-            copy_migrated_sqlite(db_url)
+        if ledger_url.startswith("sqlite"):
+            copy_migrated_sqlite(ledger_url)
         else:
-            migrate_postgres_schema(db_url)
-        led = open_ledger(db_url, migrate=True, **kwargs)  # type: ignore[arg-type]
+            migrate_postgres_schema(ledger_url)
+        led = open_ledger(ledger_url, migrate=True, **kwargs)  # type: ignore[arg-type]
         opened.append(led)
         return led
 

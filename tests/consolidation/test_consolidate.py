@@ -26,7 +26,7 @@ from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at, race_execute
 from tests.consolidation.vendors import Vendor, content, stack_fixtures, system_text
 
-stack, vendor, db_url, fake = stack_fixtures()
+stack, vendor, ledger_url, fake = stack_fixtures()
 TARGET: dict[str, Any] = {}  # the settings that point a scope at the test's vendor
 CAP_S = 5.0
 GRACE_S = 30.0

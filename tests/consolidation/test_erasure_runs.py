@@ -189,7 +189,7 @@ def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake: 
 
 
 def test_forgetting_through_a_bare_ledger_scrubs_runs_too(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic, db_url: str
+    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic, ledger_url: str
 ) -> None:
     # Given a run that stored the chain's bodies, made by a service
     svc = make_service(api_key="test-key", base_url=fake.base_url)
@@ -200,7 +200,7 @@ def test_forgetting_through_a_bare_ledger_scrubs_runs_too(
     done = run_once(svc, at(1))
     [merged] = [r for r in led.list(SCOPE, now=at(2)) if r.provenance == Provenance.MODEL_CONSOLIDATION]
     # When another program with no consolidation service at all (the CLI's `unpin`) forgets the head
-    bare = open_ledger(db_url, migrate=True)
+    bare = open_ledger(ledger_url, migrate=True)
     try:
         bare.delete(merged.id, now=at(3))
     finally:

@@ -22,7 +22,7 @@ from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at
 from tests.consolidation.vendors import Vendor, backends_only, content, stack_fixtures, system_text
 
-stack, vendor, db_url, fake = stack_fixtures()
+stack, vendor, ledger_url, fake = stack_fixtures()
 CAP_S = 5.0
 GRACE_S = 30.0
 

@@ -27,7 +27,11 @@ from tests.consolidation.conftest import SCOPE
 from tools.llama_server import MODEL_ALIAS as MODEL
 from tools.llama_server import serve
 
-pytestmark = [pytest.mark.llm, pytest.mark.timeout(900), pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)]
+pytestmark = [
+    pytest.mark.llm,
+    pytest.mark.timeout(900),
+    pytest.mark.parametrize("ledger_url", ["sqlite"], indirect=True),
+]
 
 CONTEXT_WINDOW = 2048
 DUPLICATES = ("I prefer metric units", "i prefer  metric units.")

@@ -258,7 +258,7 @@ def test_allowed_ops_refusal_is_counted(svc: ConsolidationService) -> None:
     assert [e.reason for e in refused] == ["op_not_allowed"]
 
 
-def test_concurrent_execute_runs_and_settles_once(make_service, db_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_concurrent_execute_runs_and_settles_once(make_service, ledger_url: str) -> None:  # type: ignore[no-untyped-def]
     # Given several services (separate engines, as separate processes would have) racing for one run
     services = [make_service() for _ in range(4)]
     dupes(services[0])

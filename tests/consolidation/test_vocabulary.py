@@ -20,7 +20,7 @@ from tests.conftest import T0
 from tests.consolidation.conftest import SCOPE, at
 from tests.consolidation.vendors import Vendor, content, stack_fixtures
 
-stack, vendor, db_url, fake = stack_fixtures()
+stack, vendor, ledger_url, fake = stack_fixtures()
 TARGET: dict[str, Any] = {}
 PARIS, LYON, ROME = "I live in Paris", "I live in Lyon", "I live in Rome"
 

@@ -108,9 +108,9 @@ STACKS = (("anthropic", "sqlite"), ("anthropic", "postgres"), ("openai", "sqlite
 
 
 def stack_fixtures() -> tuple[Any, Any, Any, Any]:
-    """``stack``, ``vendor``, ``db_url`` and ``fake`` fixtures for a module whose tests run per vendor.
+    """``stack``, ``vendor``, ``ledger_url`` and ``fake`` fixtures for a module whose tests run per vendor.
 
-    Assign them at module level (``stack, vendor, db_url, fake = stack_fixtures()``): ``db_url``
+    Assign them at module level (``stack, vendor, ledger_url, fake = stack_fixtures()``): ``ledger_url``
     overrides the shared one so that each stack is one backend, and ``fake`` is the vendor's.
     """
     import pytest
@@ -126,7 +126,7 @@ def stack_fixtures() -> tuple[Any, Any, Any, Any]:
         return by_name[stack[0]]
 
     @pytest.fixture
-    def db_url(stack: tuple[str, str], request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    def ledger_url(stack: tuple[str, str], request: pytest.FixtureRequest, tmp_path: Any) -> str:
         if stack[1] == "sqlite":
             return f"sqlite:///{tmp_path / 'ledger.db'}"
         return str(request.getfixturevalue("pg_migrated"))
@@ -136,7 +136,7 @@ def stack_fixtures() -> tuple[Any, Any, Any, Any]:
         with vendor.fake() as server:
             yield server
 
-    return stack, vendor, db_url, fake
+    return stack, vendor, ledger_url, fake
 
 
 def backends_only() -> Any:

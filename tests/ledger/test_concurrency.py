@@ -199,7 +199,7 @@ def test_sqlite_write_waits_for_a_busy_database(sqlite_url: str, clock: Any, ope
 
 # --------------------------------------------------------------------------- PostgreSQL: sweep vs writer
 def test_sweep_leaves_alone_a_row_a_concurrent_writer_just_changed(
-    make_ledger: Callable[..., Ledger], clock: Any, db_url: str
+    make_ledger: Callable[..., Ledger], clock: Any, ledger_url: str
 ) -> None:
     """A delete commits while a sweep is waiting on the same row: the sweep must not expire it.
 

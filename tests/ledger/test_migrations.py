@@ -24,14 +24,8 @@ SCOPE = "account:local"
 
 
 @pytest.fixture
-def db_url(empty_db_url: str) -> str:
-    """An empty database on each backend: these tests run the migrations themselves."""
-    return empty_db_url
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    eng = make_engine(db_url)
+def engine(empty_db_url: str) -> Iterator[Engine]:
+    eng = make_engine(empty_db_url)
     yield eng
     eng.dispose()
 
@@ -255,13 +249,13 @@ def _open_and_save(url: str) -> str:
     return "ok"
 
 
-def test_processes_opening_one_fresh_database_at_once_all_succeed(db_url: str) -> None:
+def test_processes_opening_one_fresh_database_at_once_all_succeed(empty_db_url: str) -> None:
     # An API node and its workers start together on a new database: each migrates on open.
     # Without one migrator at a time, one of them found the schema half made ("database is locked").
     for attempt in range(3):  # the race was lost about one time in eight with four processes
-        url = db_url
-        if db_url.startswith("sqlite"):
-            url = db_url.replace("ledger.db", f"fresh-{attempt}.db")
+        url = empty_db_url
+        if empty_db_url.startswith("sqlite"):
+            url = empty_db_url.replace("ledger.db", f"fresh-{attempt}.db")
         assert _at_once(_open_and_save, url, 5) == ["ok"] * 5
         led = open_ledger(url)
         try:
@@ -269,7 +263,7 @@ def test_processes_opening_one_fresh_database_at_once_all_succeed(db_url: str) -
             assert len(led.list(SCOPE)) == 5
         finally:
             led.close()
-        if not db_url.startswith("sqlite"):
+        if not empty_db_url.startswith("sqlite"):
             break  # one schema per test on PostgreSQL
 
 

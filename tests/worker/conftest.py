@@ -62,6 +62,24 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     structlog.reset_defaults()
 
 
+@pytest.fixture
+def runner() -> CliRunner:
+    """Typer's runner, to invoke the command line in this process."""
+    return CliRunner()
+
+
+@pytest.fixture
+def cli_db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The URL of a new SQLite file that the command line run in this process is pointed at
+    (``MEMLEDGER_DATABASE_URL``), with plain log lines and no model API key or base URL from the environment."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", url)
+    monkeypatch.setenv("MEMLEDGER_LOG_FORMAT", "console")
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    return url
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

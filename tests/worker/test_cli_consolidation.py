@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,14 +36,6 @@ RUN_FIELDS = {
 }
 
 
-@pytest.fixture
-def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = f"sqlite:///{tmp_path / 'cli.db'}"
-    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", url)
-    monkeypatch.setenv("MEMLEDGER_LOG_FORMAT", "console")
-    return url
-
-
 def run(*args: str) -> Result:
     return CliRunner().invoke(app, list(args))
 
@@ -55,7 +46,7 @@ def run_json(*args: str) -> Any:
     return json.loads(result.stdout)
 
 
-def test_set_status_and_mode_shortcuts(db_url: str) -> None:
+def test_set_status_and_mode_shortcuts(cli_db_url: str) -> None:
     data = run_json(
         "consolidation",
         "set",
@@ -82,7 +73,7 @@ def test_set_status_and_mode_shortcuts(db_url: str) -> None:
     assert table.exit_code == 0 and "debounce_s" in table.stdout
 
 
-def test_bad_settings_are_refused_with_a_message(db_url: str) -> None:
+def test_bad_settings_are_refused_with_a_message(cli_db_url: str) -> None:
     result = run("consolidation", "set", "account:local", "--debounce-s", "-1")
     assert result.exit_code == 1 and "debounce_s" in result.stderr and "Traceback" not in result.output
     budget = run("consolidation", "set", "account:local", "--budget-usd", "lots")
@@ -91,8 +82,8 @@ def test_bad_settings_are_refused_with_a_message(db_url: str) -> None:
     assert scope.exit_code == 2 and "scope" in scope.stderr  # a usage error, as for every --scope
 
 
-def test_turn_then_run_due_then_runs(db_url: str) -> None:
-    led = open_ledger(db_url)
+def test_turn_then_run_due_then_runs(cli_db_url: str) -> None:
+    led = open_ledger(cli_db_url)
     for body in TWO_DUPLICATES:
         led.save(body)
     led.close()
@@ -117,9 +108,9 @@ def test_turn_then_run_due_then_runs(db_url: str) -> None:
     assert run_json("runs", "--scope", "account:other") == []
 
 
-def test_run_now_executes_the_pending_run_whatever_its_due_time(db_url: str) -> None:
+def test_run_now_executes_the_pending_run_whatever_its_due_time(cli_db_url: str) -> None:
     # Given consolidation on with the default ten-minute debounce and nothing pending
-    led = open_ledger(db_url)
+    led = open_ledger(cli_db_url)
     for body in TWO_DUPLICATES:
         led.save(body)
     led.close()
@@ -138,7 +129,7 @@ def test_run_now_executes_the_pending_run_whatever_its_due_time(db_url: str) -> 
     # Extraction the same way: every session's pending run
     run_json("extraction", "set", "--mode", "propose", "--harness", "offline")
     assert "no pending extraction run for account:local" in run("extraction", "run-now").stdout
-    rt = open_ledger(db_url)
+    rt = open_ledger(cli_db_url)
     try:
         from consolidation import ConsolidationService
 
@@ -151,7 +142,7 @@ def test_run_now_executes_the_pending_run_whatever_its_due_time(db_url: str) -> 
     assert sorted(r["sessionId"] for r in extracted) == ["s1", "s2"] and {r["job"] for r in extracted} == {"extract"}
 
 
-def test_processes_refuse_an_impossible_topology(db_url: str) -> None:
+def test_processes_refuse_an_impossible_topology(cli_db_url: str) -> None:
     worker = run("worker")
     assert worker.exit_code == 2 and "MEMLEDGER_REDIS_URL" in worker.stderr
     api_only = run("serve", "--no-worker", "--port", "0")
@@ -166,7 +157,7 @@ def settings(*args: str) -> dict[str, Any]:
     return found
 
 
-@pytest.mark.usefixtures("db_url")
+@pytest.mark.usefixtures("cli_db_url")
 def test_removal_and_the_prompt_bound_are_set_from_the_command_line() -> None:
     assert settings("--allow-removal", "--max-prompt-chars", "8000")["allowRemoval"] is True
     assert settings()["maxPromptChars"] == 8000
@@ -174,7 +165,7 @@ def test_removal_and_the_prompt_bound_are_set_from_the_command_line() -> None:
     assert settings()["maxPromptChars"] == 8000
 
 
-@pytest.mark.usefixtures("db_url")
+@pytest.mark.usefixtures("cli_db_url")
 def test_bad_values_are_refused_with_a_message() -> None:
     small = run("consolidation", "set", "account:local", "--max-prompt-chars", "10")
     assert small.exit_code == 1 and "max_prompt_chars" in small.stderr and "Traceback" not in small.output

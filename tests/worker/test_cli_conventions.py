@@ -131,11 +131,6 @@ def test_every_command_is_classified() -> None:
     assert set(_commands()) == set(COMMANDS), "classify the new command in COMMANDS"
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    return CliRunner()
-
-
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_help_shows_flags_as_flags_names_no_internal_document_and_offers_the_options(
     name: str, runner: CliRunner

@@ -35,11 +35,6 @@ def db_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.fixture
-def runner() -> CliRunner:
-    return CliRunner()
-
-
 def run(runner: CliRunner, *args: str, code: int = 0, input: str | None = None) -> Result:
     result = runner.invoke(app, list(args), input=input)
     assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)

@@ -54,7 +54,7 @@ def mcp(request: pytest.FixtureRequest) -> SharedStdio:
 
 
 @pytest.fixture
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def mcp_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The shared server's database for a test that talks to it (``mcp``), else a SQLite file of its own."""
     if "mcp" in request.fixturenames:
         return str(request.getfixturevalue("mcp").url)
@@ -62,13 +62,13 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def led(db_url: str) -> Any:
+def led(mcp_db_url: str) -> Any:
     # A migrated copy (SQLite) or the recorded migration (PostgreSQL), unless the database is there already
-    if db_url.startswith("sqlite"):
-        copy_migrated_sqlite(db_url)
+    if mcp_db_url.startswith("sqlite"):
+        copy_migrated_sqlite(mcp_db_url)
     else:
-        migrate_postgres_schema(db_url)
-    ledger = open_ledger(db_url, migrate=True)
+        migrate_postgres_schema(mcp_db_url)
+    ledger = open_ledger(mcp_db_url, migrate=True)
     yield ledger
     ledger.close()
 
@@ -237,11 +237,11 @@ def test_a_proposal_waits_for_the_user_and_never_becomes_a_pin(
 
 @BOTH_BACKENDS
 def test_refusals_carry_the_ledger_reason_and_change_nothing(
-    run_stdio: Callable[[Scenario], None], led: Ledger, db_url: str
+    run_stdio: Callable[[Scenario], None], led: Ledger, mcp_db_url: str
 ) -> None:
     # Given: one pin here, one pin in another account on the same database
     mine = led.save("I prefer metric units")
-    other_led = open_ledger(db_url, account="other")
+    other_led = open_ledger(mcp_db_url, account="other")
     theirs = other_led.save("Their secret project is called Bluebird")
     other_led.close()
     got: dict[str, Any] = {}
@@ -387,8 +387,8 @@ def test_memledger_mcp_that_cannot_start_says_why(tmp_path: Path, env: dict[str,
 class RawStdio:
     """A ``memledger mcp`` spoken to in raw lines (JSON that the SDK's client cannot send), initialized once."""
 
-    def __init__(self, db_url: str) -> None:
-        env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
+    def __init__(self, mcp_db_url: str) -> None:
+        env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": mcp_db_url, "MEMLEDGER_LOG_LEVEL": "ERROR"}
         self.proc = popen(
             [MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
         )

@@ -12,7 +12,6 @@ import logging
 import socket
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,12 +33,8 @@ MODEL = "qwen2.5:7b-instruct"
 FREE = ("--price-in-usd-per-mtok", "0", "--price-out-usd-per-mtok", "0")
 
 
-@pytest.fixture(autouse=True)
-def database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", f"sqlite:///{tmp_path / 'cli.db'}")
-    monkeypatch.setenv("MEMLEDGER_LOG_FORMAT", "console")
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
+# Every test: the command line on a SQLite file of its own (tests/worker/conftest.py).
+pytestmark = pytest.mark.usefixtures("cli_db_url")
 
 
 @pytest.fixture
