@@ -314,7 +314,7 @@ class LedgerReads:
             return audit.injection_enabled(conn, scope)
 
     def events(self, scope_key: str | None = None, *, record_id: str | None = None) -> EventList:
-        """The event log, oldest first, filtered by scope and/or record."""
+        """The event log, oldest first, filtered by scope and/or record (by record alone: the whole log is read)."""
         stmt = select(EVENTS).order_by(EVENTS.c.seq)
         if scope_key is not None:
             stmt = stmt.where(EVENTS.c.scope_key == scope_key)

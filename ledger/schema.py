@@ -180,13 +180,10 @@ class ScopeSettings(SQLModel, table=True):
     proposed_count: int = big_field(default=0)
 
 
-# Append-only event log. Never holds a body.
+# Append-only event log. Never holds a body. Every read names the scope: one index (0017 dropped the record_id one).
 class LedgerEventRow(SQLModel, table=True):
     __tablename__ = "ledger_events"
-    __table_args__ = (
-        Index("ix_ledger_events_scope", "scope_key", "seq"),
-        Index("ix_ledger_events_record", "record_id"),
-    )
+    __table_args__ = (Index("ix_ledger_events_scope", "scope_key", "seq"),)
 
     seq: int | None = serial_field()
     at: int = big_field()
