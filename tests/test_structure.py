@@ -5,6 +5,8 @@
 * No module over 600 lines, no function or method over 50: past them is a sign to split.
 * No import under a one-letter name (``import runs as R``, ``from a import b as B``), in the packages, ``tools/``
   or the tests: a module is read by its own name.
+* No fixture name defined in two places under ``tests/``: one name per meaning, a shared fixture in the nearest
+  ``conftest.py`` (``FIXTURES_REDEFINED`` lists a deliberate override, with its reason).
 
 The offenders other work is taking apart now are listed in the ``*_NOT_YET`` tables below, each checked
 to offend still, so an entry goes once it is fixed; ``consolidation/`` has none. The figures of all four
@@ -36,6 +38,8 @@ CYCLES_NOT_YET: dict[str, list[list[str]]] = {"ledger": [], "consolidation": [],
 MODULES_NOT_YET: dict[str, int] = {}
 # Functions over MAX_FUNCTION_LINES being split by other work (path:qualname -> lines when listed).
 FUNCTIONS_NOT_YET: dict[str, int] = {}
+# Fixture names defined in more than one place on purpose (name -> the files, sorted), each with its reason.
+FIXTURES_REDEFINED: dict[str, tuple[str, ...]] = {}
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -196,6 +200,37 @@ def aliases_under(root: Path, folders: tuple[str, ...]) -> list[str]:
     ]
 
 
+def _is_fixture(decorator: ast.expr) -> bool:
+    called = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return ast.unparse(called) in ("pytest.fixture", "fixture")
+
+
+def fixture_definitions(root: Path) -> dict[str, list[str]]:
+    """Every fixture defined under ``root``'s ``tests/``, by the name a test asks for, with where each definition
+    is (``path:line``). A fixture is a function decorated ``@pytest.fixture`` or ``@pytest.fixture(...)`` at any
+    level: one a factory makes for the modules that call it counts once, where it is written."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((root / "tests").rglob("*.py")):
+        for node in ast.walk(_parse(path)):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for decorator in node.decorator_list:
+                if _is_fixture(decorator):
+                    named = [k.value for k in getattr(decorator, "keywords", []) if k.arg == "name"]
+                    name = named[0].value if named and isinstance(named[0], ast.Constant) else node.name
+                    found.setdefault(name, []).append(f"{path.relative_to(root).as_posix()}:{node.lineno}")
+    return found
+
+
+def redefined_fixtures(root: Path) -> dict[str, tuple[str, ...]]:
+    """The fixture names defined in more than one place, with the files that define them."""
+    return {
+        name: tuple(sorted({where.partition(":")[0] for where in places}))
+        for name, places in fixture_definitions(root).items()
+        if len(places) > 1
+    }
+
+
 # ---------------------------------------------------------------------------------------------- self-tests
 
 
@@ -251,6 +286,19 @@ def test_the_alias_check_sees_a_one_letter_name_in_either_form_at_any_level() ->
     assert [line for line, _ in one_letter_aliases(ast.parse(source))] == [1, 3, 5, 7]
 
 
+def test_the_fixture_check_sees_an_override_a_renamed_fixture_and_one_made_by_a_factory(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "tests/conftest.py": "import pytest\n@pytest.fixture\ndef url(): ...\n@pytest.fixture\ndef once(): ...\n",
+            "tests/a/test_m.py": "import pytest\n@pytest.fixture(name='url')\ndef _url(): ...\ndef helper(url): ...\n",
+            "tests/a/made.py": "import pytest\ndef made():\n    @pytest.fixture(scope='module')\n    def url(): ...\n",
+        },
+    )
+    assert fixture_definitions(root)["once"] == ["tests/conftest.py:5"]
+    assert redefined_fixtures(root) == {"url": ("tests/a/made.py", "tests/a/test_m.py", "tests/conftest.py")}
+
+
 # ---------------------------------------------------------------------------------------------- the checks
 
 
@@ -288,6 +336,18 @@ def test_no_function_over_50_lines(package: str) -> None:
 def test_no_one_letter_import_alias() -> None:
     found = aliases_under(ROOT, ALIAS_CHECKED)
     assert found == [], "import the module by its own name (from consolidation import runs):\n" + "\n".join(found)
+
+
+def test_no_fixture_name_is_defined_twice() -> None:
+    found = redefined_fixtures(ROOT)
+    new = [
+        f"{name}: {', '.join(files)}" for name, files in sorted(found.items()) if FIXTURES_REDEFINED.get(name) != files
+    ]
+    assert new == [], (
+        "a fixture name defined in more than one place: name each meaning for itself, and move a fixture two "
+        "modules share to the nearest conftest.py:\n" + "\n".join(new)
+    )
+    assert sorted(set(FIXTURES_REDEFINED) - set(found)) == [], "defined once now: take it off FIXTURES_REDEFINED"
 
 
 # ---------------------------------------------------------------------------------------------- figures

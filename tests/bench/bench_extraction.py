@@ -143,7 +143,7 @@ def test_extraction_run_overhead_beyond_the_model(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def runtime(tmp_path: Path, redis_url: str) -> Iterator[Runtime]:
+def redis_runtime(tmp_path: Path, redis_url: str) -> Iterator[Runtime]:
     made = build_runtime(
         WorkerConfig(
             database_url=f"sqlite:///{tmp_path / 'turns.db'}",
@@ -157,12 +157,12 @@ def runtime(tmp_path: Path, redis_url: str) -> Iterator[Runtime]:
 
 
 @pytest.mark.redis
-def test_notify_turn_with_ten_messages_against_a_redis_round_trip(runtime: Runtime, redis_url: str) -> None:
-    svc = runtime.service
+def test_notify_turn_with_ten_messages_against_a_redis_round_trip(redis_runtime: Runtime, redis_url: str) -> None:
+    svc = redis_runtime.service
     svc.update_settings(SCOPE, mode="apply", harness="offline", debounce_s=3600, max_wait_s=None)
     svc.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=3600, max_wait_s=None)
     client = redis.Redis.from_url(redis_url)
-    delayed = f"{runtime.config.redis_namespace}:memledger.DQ"
+    delayed = f"{redis_runtime.config.redis_namespace}:memledger.DQ"
     scratch = f"bench-{uuid.uuid4().hex}"
     whole, sends, pushes = [], [], []
     # Conversations of 10 turns, each turn 10 messages, one session each: the queue sees one message
@@ -172,17 +172,17 @@ def test_notify_turn_with_ten_messages_against_a_redis_round_trip(runtime: Runti
         before = client.llen(delayed)
         for n in range(TURNS):
             started = time.perf_counter()
-            runtime.notify_turn(SCOPE, session_id=f"c{conversation}", messages=turn_messages(n))
+            redis_runtime.notify_turn(SCOPE, session_id=f"c{conversation}", messages=turn_messages(n))
             whole.append(time.perf_counter() - started)
         sent_total += client.llen(delayed) - before
         turns_total += TURNS
         svc.update_extraction_settings(SCOPE, mode="off")  # settle this conversation's run; next one fresh
         svc.update_extraction_settings(SCOPE, mode="propose")
     run = svc.pending_runs()[0]
-    payload = runtime.actors.consolidate_scope.message(run.id).encode()
+    payload = redis_runtime.actors.consolidate_scope.message(run.id).encode()
     for _ in range(SAMPLES):  # interleaved: the send and the bare round trip see the same machine
         started = time.perf_counter()
-        assert runtime.actors.send_run(run)
+        assert redis_runtime.actors.send_run(run)
         sends.append(time.perf_counter() - started)
         started = time.perf_counter()
         client.rpush(scratch, payload)

@@ -36,7 +36,7 @@ BREAKDOWN_N = 200
 
 
 @pytest.fixture
-def pg(pg_schema: str) -> Iterator[Ledger]:
+def durable_pg(pg_schema: str) -> Iterator[Ledger]:
     led = open_ledger(durable(pg_schema), migrate=True)
     led.set_budget(led.scope_key, 1_000_000)
     yield led
@@ -54,11 +54,11 @@ def bare(pg_schema: str) -> Iterator[psycopg.Connection[Any]]:
     conn.close()
 
 
-def test_a_save_costs_at_most_twice_a_bare_transaction(pg: Ledger, bare: psycopg.Connection[Any]) -> None:
+def test_a_save_costs_at_most_twice_a_bare_transaction(durable_pg: Ledger, bare: psycopg.Connection[Any]) -> None:
     note(f"load: {load()}")
 
     def ours(r: int) -> Sample:
-        return per_op(lambda i: pg.save(f"pin {r}.{i}: the staging database is on port 5433"), SAVES)
+        return per_op(lambda i: durable_pg.save(f"pin {r}.{i}: the staging database is on port 5433"), SAVES)
 
     def raw(r: int) -> Sample:
         def one(i: int) -> None:
@@ -82,11 +82,11 @@ def test_a_save_costs_at_most_twice_a_bare_transaction(pg: Ledger, bare: psycopg
     figure.check()
 
 
-def test_a_runs_claim_and_settlement(pg: Ledger) -> None:
-    svc = ConsolidationService(pg)
-    svc.update_settings(pg.scope_key, mode="apply", debounce_s=0)
+def test_a_runs_claim_and_settlement(durable_pg: Ledger) -> None:
+    svc = ConsolidationService(durable_pg)
+    svc.update_settings(durable_pg.scope_key, mode="apply", debounce_s=0)
     for i in range(50):
-        pg.save(f"pin {i} about the deploy region")
+        durable_pg.save(f"pin {i} about the deploy region")
     claims: list[float] = []
     settles: list[float] = []
 
@@ -94,13 +94,13 @@ def test_a_runs_claim_and_settlement(pg: Ledger) -> None:
         return runs.settle(tx, run_id, Outcome.APPLIED, tx.now_us)
 
     for _ in range(60):
-        pending = svc.notify_turn(pg.scope_key)
+        pending = svc.notify_turn(durable_pg.scope_key)
         assert pending is not None
         run = svc.get_run(pending.id)
         started = time.perf_counter()
-        assert pg.run(pg.scope_key, partial(svc.consolidation._claim, run=run)) is not None
+        assert durable_pg.run(durable_pg.scope_key, partial(svc.consolidation._claim, run=run)) is not None
         claimed = time.perf_counter()
-        assert pg.run(pg.scope_key, partial(settle, run_id=run.id))
+        assert durable_pg.run(durable_pg.scope_key, partial(settle, run_id=run.id))
         claims.append(claimed - started)
         settles.append(time.perf_counter() - claimed)
     note(f"claim (50 active records read) p50 {median(claims) * 1e3:.2f} ms; settle p50 {median(settles) * 1e3:.2f} ms")
@@ -129,18 +129,18 @@ def langgraph_store(pg_schema: str) -> Iterator[Any]:
 
 
 def test_side_by_side_with_langgraph_postgres_store(
-    pg: Ledger, langgraph_store: Any, monkeypatch: pytest.MonkeyPatch
+    durable_pg: Ledger, langgraph_store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Durable commits on both sides; interleaved rounds; then each write's statements and round trips."""
     note(f"load: {load()}")
-    with pg.engine.connect() as conn:
+    with durable_pg.engine.connect() as conn:
         assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == "on"
     assert langgraph_store.conn.execute("SHOW synchronous_commit").fetchone()["synchronous_commit"] == "on"
     body = "pin {r}.{i}: the staging database is on port 5433"
     ids: list[str] = []
 
     def ours_save(r: int) -> Sample:
-        return per_op(lambda i: ids.append(pg.save(body.format(r=r, i=i)).id), SAVES)
+        return per_op(lambda i: ids.append(durable_pg.save(body.format(r=r, i=i)).id), SAVES)
 
     def their_put(r: int) -> Sample:
         return per_op(
@@ -159,7 +159,9 @@ def test_side_by_side_with_langgraph_postgres_store(
 
     def edit(r: int, i: int) -> None:
         key = (r * SAVES + i) % len(ids)
-        heads[key] = pg.save(f"edited {r}.{i}: staging moved to port 5434", supersedes=heads.get(key, ids[key])).id
+        heads[key] = durable_pg.save(
+            f"edited {r}.{i}: staging moved to port 5434", supersedes=heads.get(key, ids[key])
+        ).id
 
     def overwrite(r: int, i: int) -> None:
         langgraph_store.put(("memories", "pg"), f"k{r % STORE_ROUNDS}.{i}", {"text": f"edited {r}.{i}"})
@@ -176,7 +178,7 @@ def test_side_by_side_with_langgraph_postgres_store(
         baseline_label="LangGraph PostgresStore.put over a key",
     )
     with psycopg_clock(monkeypatch) as clock:
-        breakdown(clock, lambda i: pg.save(body.format(r="b", i=i)), BREAKDOWN_N, "memledger save")
+        breakdown(clock, lambda i: durable_pg.save(body.format(r="b", i=i)), BREAKDOWN_N, "memledger save")
     with psycopg_clock(monkeypatch) as clock:
         put = langgraph_store.put
         breakdown(

@@ -40,7 +40,7 @@ def assistant(text_: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def make_anthropic(
+def make_extracting(
     make_service: Callable[..., ConsolidationService], fake: FakeModelServer, vendor: Vendor
 ) -> Callable[..., ConsolidationService]:
     def factory(led: Ledger | None = None, **kwargs: Any) -> ConsolidationService:
@@ -54,8 +54,8 @@ def make_anthropic(
 
 
 @pytest.fixture
-def asvc(make_anthropic: Callable[..., ConsolidationService]) -> ConsolidationService:
-    return make_anthropic()
+def extracting(make_extracting: Callable[..., ConsolidationService]) -> ConsolidationService:
+    return make_extracting()
 
 
 def digests(led: Ledger) -> list[tuple[str, str]]:
@@ -99,39 +99,41 @@ def test_bad_turns_are_refused_and_store_nothing(svc: ConsolidationService) -> N
 
 
 # --------------------------------------------------------------------------- debounce and the prompt
-def test_a_burst_of_turns_is_one_call_per_session(asvc: ConsolidationService, fake: FakeModelServer) -> None:
+def test_a_burst_of_turns_is_one_call_per_session(extracting: ConsolidationService, fake: FakeModelServer) -> None:
     # Given a burst of turns in two sessions, seconds apart (debounce 10 s)
     for n in range(5):
-        asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"message {n} of s1")], now=at(n))
-    asvc.notify_turn(SCOPE, session_id="s2", messages=[user("only message of s2")], now=at(2))
-    pending = [r for r in asvc.pending_runs() if r.job == "extract"]
+        extracting.notify_turn(SCOPE, session_id="s1", messages=[user(f"message {n} of s1")], now=at(n))
+    extracting.notify_turn(SCOPE, session_id="s2", messages=[user("only message of s2")], now=at(2))
+    pending = [r for r in extracting.pending_runs() if r.job == "extract"]
     assert sorted((r.session_id, r.turns) for r in pending) == [("s1", 5), ("s2", 1)]
     # When nothing is due yet, nothing is called; once due, one call per session
-    assert asvc.run_due(now=at(11)) == [] and fake.calls == 0
-    done = asvc.run_due(now=at(30))
+    assert extracting.run_due(now=at(11)) == [] and fake.calls == 0
+    done = extracting.run_due(now=at(30))
     assert sorted(r.session_id or "" for r in done) == ["s1", "s2"]
     assert len(extraction_requests(fake)) == 2
     s1 = next(r for r in extraction_requests(fake) if "s1" in content(r))
     assert [m.text for m in decode_user_message(content(s1))[0]] == [f"message {n} of s1" for n in range(5)]
-    settled = [r for r in asvc.runs(SCOPE) if r.job == "extract"]
+    settled = [r for r in extracting.runs(SCOPE) if r.job == "extract"]
     assert all(r.state == RunState.SETTLED and r.outcome == Outcome.PROPOSED for r in settled)
-    assert digests(asvc.led) == []  # the digest is gone after settlement
+    assert digests(extracting.led) == []  # the digest is gone after settlement
 
 
 def test_the_prompt_holds_the_digest_and_pinned_bodies_and_nothing_else(
-    asvc: ConsolidationService, fake: FakeModelServer, make_ledger: Callable[..., Ledger]
+    extracting: ConsolidationService, fake: FakeModelServer, make_ledger: Callable[..., Ledger]
 ) -> None:
     # Given pins in this scope and in another account, and two sessions
-    led = asvc.led
+    led = extracting.led
     for n in range(25):
         led.save(f"already pinned {n}", now=at(n - 100))
     other = make_ledger(account="other")
     other.save("another account's pin", now=T0)
-    asvc.notify_turn(SCOPE, session_id="other-session", messages=[user("other session text")], now=at(0))
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea", "u1"), assistant("Noted!")], now=at(1))
+    extracting.notify_turn(SCOPE, session_id="other-session", messages=[user("other session text")], now=at(0))
+    extracting.notify_turn(
+        SCOPE, session_id="s1", messages=[user("I prefer tea", "u1"), assistant("Noted!")], now=at(1)
+    )
     # When the s1 run executes
-    [run] = [r for r in asvc.pending_runs() if r.session_id == "s1"]
-    asvc.execute(run.id, now=at(20))
+    [run] = [r for r in extracting.pending_runs() if r.session_id == "s1"]
+    extracting.execute(run.id, now=at(20))
     # Then the one request is tool-less, one user turn: the digest lines and 20 newest pinned bodies
     [request] = [r for r in extraction_requests(fake) if "I prefer tea" in content(r)]
     users = [m for m in request["messages"] if m.get("role", "user") == "user"]
@@ -145,9 +147,9 @@ def test_the_prompt_holds_the_digest_and_pinned_bodies_and_nothing_else(
 
 # --------------------------------------------------------------------------- the gate
 def test_proposals_land_proposed_with_the_session_and_every_refusal_is_counted(
-    asvc: ConsolidationService, fake: FakeModelServer
+    extracting: ConsolidationService, fake: FakeModelServer
 ) -> None:
-    led = asvc.led
+    led = extracting.led
     led.save("Uses vim", now=T0)
     rejected = led.reject(led.propose("likes jazz", kind="preference", now=T0).id, now=T0)
     fake.set_proposals(
@@ -165,8 +167,8 @@ def test_proposals_land_proposed_with_the_session_and_every_refusal_is_counted(
             {"body": "eleventh", "kind": "fact"},
         ]
     )
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea", "u1"), assistant("ok")], now=at(0))
-    [done] = asvc.run_due(now=at(20))
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea", "u1"), assistant("ok")], now=at(0))
+    [done] = extracting.run_due(now=at(20))
     assert done.job == "extract" and done.outcome == Outcome.PROPOSED
     assert done.ops_proposed == 11 and (done.ops_applied, done.proposals_written) == (0, 3) and done.ops_refused == 8
     assert done.refusals == {
@@ -187,14 +189,14 @@ def test_proposals_land_proposed_with_the_session_and_every_refusal_is_counted(
 
 
 def test_a_proposal_over_the_budget_is_refused_before_it_is_stored_and_recorded(
-    asvc: ConsolidationService, fake: FakeModelServer
+    extracting: ConsolidationService, fake: FakeModelServer
 ) -> None:
-    led = asvc.led
+    led = extracting.led
     led.set_budget(SCOPE, 2, now=T0)
     led.save("first pin", now=T0)
     fake.set_proposals([{"body": f"suggestion {n}", "kind": "fact"} for n in range(3)])
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("hello")], now=at(0))
-    [done] = asvc.run_due(now=at(20))
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("hello")], now=at(0))
+    [done] = extracting.run_due(now=at(20))
     assert (done.ops_applied, done.proposals_written) == (0, 1)
     assert done.refusals == {"budget_exceeded": 2} and done.ops_refused == 2
     assert [p.body for p in led.proposals(SCOPE, now=at(20))] == ["suggestion 0"]
@@ -202,41 +204,45 @@ def test_a_proposal_over_the_budget_is_refused_before_it_is_stored_and_recorded(
     assert len(refused) == 2 and all(e.reason == "budget_exceeded" for e in refused)
 
 
-def test_an_unparseable_answer_settles_failed_with_its_usage(asvc: ConsolidationService, fake: FakeModelServer) -> None:
+def test_an_unparseable_answer_settles_failed_with_its_usage(
+    extracting: ConsolidationService, fake: FakeModelServer
+) -> None:
     fake.set_text("I think you like tea")
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
-    [done] = asvc.run_due(now=at(20))
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [done] = extracting.run_due(now=at(20))
     assert done.outcome == Outcome.FAILED and done.refusals == {"unparseable": 1}
     assert done.model_calls == 1 and done.input_tokens > 0 and done.spend_micro_usd > 0
-    assert digests(asvc.led) == []
+    assert digests(extracting.led) == []
 
 
-def test_no_spend_budget_left_means_no_call(asvc: ConsolidationService, fake: FakeModelServer) -> None:
-    asvc.update_settings(SCOPE, spend_budget_micro_usd=0, now=T0)
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
-    [done] = asvc.run_due(now=at(20))
-    assert done.outcome == Outcome.SKIPPED_BUDGET and fake.calls == 0 and digests(asvc.led) == []
+def test_no_spend_budget_left_means_no_call(extracting: ConsolidationService, fake: FakeModelServer) -> None:
+    extracting.update_settings(SCOPE, spend_budget_micro_usd=0, now=T0)
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [done] = extracting.run_due(now=at(20))
+    assert done.outcome == Outcome.SKIPPED_BUDGET and fake.calls == 0 and digests(extracting.led) == []
 
 
 def test_extraction_and_consolidation_share_the_monthly_spend(
-    asvc: ConsolidationService, fake: FakeModelServer
+    extracting: ConsolidationService, fake: FakeModelServer
 ) -> None:
     fake.set_usage(input_tokens=1_000_000, output_tokens=0)  # 1 USD or so per call on the cheapest model
-    asvc.update_settings(SCOPE, spend_budget_micro_usd=1, now=T0)
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
-    [first] = asvc.run_due(now=at(20))
+    extracting.update_settings(SCOPE, spend_budget_micro_usd=1, now=T0)
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [first] = extracting.run_due(now=at(20))
     assert first.spend_micro_usd > 1
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer coffee")], now=at(30))
-    [second] = asvc.run_due(now=at(50))
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer coffee")], now=at(30))
+    [second] = extracting.run_due(now=at(50))
     assert second.outcome == Outcome.SKIPPED_BUDGET and fake.calls == 1
 
 
-def test_a_failed_call_settles_failed_and_drops_the_digest(asvc: ConsolidationService, fake: FakeModelServer) -> None:
+def test_a_failed_call_settles_failed_and_drops_the_digest(
+    extracting: ConsolidationService, fake: FakeModelServer
+) -> None:
     fake.push(Reply(status=500))
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
-    [done] = asvc.run_due(now=at(20))
-    assert done.outcome == Outcome.FAILED and "HTTP 500" in (done.error or "") and digests(asvc.led) == []
-    with asvc.led.engine.connect() as conn:
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [done] = extracting.run_due(now=at(20))
+    assert done.outcome == Outcome.FAILED and "HTTP 500" in (done.error or "") and digests(extracting.led) == []
+    with extracting.led.engine.connect() as conn:
         assert (
             conn.execute(text("SELECT prompt FROM consolidation_runs WHERE id = :i"), {"i": done.id}).scalar() is None
         )
@@ -244,7 +250,7 @@ def test_a_failed_call_settles_failed_and_drops_the_digest(asvc: ConsolidationSe
 
 # --------------------------------------------------------------------------- exactly once
 def test_a_crash_after_the_answer_is_stored_never_calls_again(
-    make_anthropic: Callable[..., ConsolidationService], fake: FakeModelServer
+    make_extracting: Callable[..., ConsolidationService], fake: FakeModelServer
 ) -> None:
     def crash_at(step: str) -> Callable[[str], None]:
         def hook(point: str) -> None:
@@ -253,7 +259,7 @@ def test_a_crash_after_the_answer_is_stored_never_calls_again(
 
         return hook
 
-    svc = make_anthropic(fault_hook=crash_at("after_answer_stored"))
+    svc = make_extracting(fault_hook=crash_at("after_answer_stored"))
     fake.set_proposals([{"body": "I prefer tea", "kind": "preference"}])
     svc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
     [run] = svc.pending_runs()
@@ -269,13 +275,13 @@ def test_a_crash_after_the_answer_is_stored_never_calls_again(
 
 
 def test_a_crash_before_the_answer_is_abandoned_and_keeps_no_transcript(
-    make_anthropic: Callable[..., ConsolidationService], fake: FakeModelServer
+    make_extracting: Callable[..., ConsolidationService], fake: FakeModelServer
 ) -> None:
     def hook(point: str) -> None:
         if point == "after_claim":
             raise Crash(point)
 
-    svc = make_anthropic(fault_hook=hook)
+    svc = make_extracting(fault_hook=hook)
     svc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
     [run] = svc.pending_runs()
     with pytest.raises(Crash):
@@ -284,13 +290,15 @@ def test_a_crash_before_the_answer_is_abandoned_and_keeps_no_transcript(
     assert abandoned.outcome == Outcome.ABANDONED and fake.calls == 0 and digests(svc.led) == []
 
 
-def test_concurrent_executions_make_one_call(asvc: ConsolidationService, fake: FakeModelServer) -> None:
+def test_concurrent_executions_make_one_call(extracting: ConsolidationService, fake: FakeModelServer) -> None:
     import threading
 
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
-    [run] = asvc.pending_runs()
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    [run] = extracting.pending_runs()
     results: list[Any] = []
-    threads = [threading.Thread(target=lambda: results.append(asvc.execute(run.id, now=at(20)))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.append(extracting.execute(run.id, now=at(20)))) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -299,16 +307,18 @@ def test_concurrent_executions_make_one_call(asvc: ConsolidationService, fake: F
 
 
 # --------------------------------------------------------------------------- erasure
-def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(asvc: ConsolidationService, fake: FakeModelServer) -> None:
-    led = asvc.led
+def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(
+    extracting: ConsolidationService, fake: FakeModelServer
+) -> None:
+    led = extracting.led
     secret_plan = "my zanzibar surprise party plan"
     pin = led.save(secret_plan, now=T0)
     led.build_packet(SCOPE, session_id="s1", now=at(0))
     fake.set_proposals([{"body": f"Remember {secret_plan}", "kind": "fact"}])
     # A settled run (whose prompt carried the pinned body) and a pending digest that quotes it
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"about {secret_plan}, ok")], now=at(0))
-    asvc.run_due(now=at(20))
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"Again: {secret_plan.upper()}!")], now=at(30))
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user(f"about {secret_plan}, ok")], now=at(0))
+    extracting.run_due(now=at(20))
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user(f"Again: {secret_plan.upper()}!")], now=at(30))
     led.delete(pin.id, now=at(31))
     with led.engine.connect() as conn:
         stored = [
@@ -319,17 +329,17 @@ def test_a_forgotten_pins_body_is_in_no_digest_audit_or_run(asvc: ConsolidationS
 
 
 def test_forgetting_leaves_another_accounts_audits_and_digests_alone(
-    asvc: ConsolidationService, vendor: Vendor
+    extracting: ConsolidationService, vendor: Vendor
 ) -> None:
     """Each account's texts are its own: a body forgotten by one account stays in another account's words."""
-    led, other = asvc.led, asvc.led.for_account("other")
+    led, other = extracting.led, extracting.led.for_account("other")
     words = "my zanzibar surprise party plan"
     mine, theirs = led.save(words, now=T0), other.save(words, now=T0)
     led.build_packet(SCOPE, session_id="s1", now=at(0))
     other.build_packet(other.scope_key, session_id="s1", now=at(0))
-    asvc.update_extraction_settings(other.scope_key, mode="propose", **vendor.settings(), debounce_s=10, now=T0)
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user(f"about {words}")], now=at(1))
-    asvc.notify_turn(other.scope_key, session_id="s1", messages=[user(f"about {words}")], now=at(1))
+    extracting.update_extraction_settings(other.scope_key, mode="propose", **vendor.settings(), debounce_s=10, now=T0)
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user(f"about {words}")], now=at(1))
+    extracting.notify_turn(other.scope_key, session_id="s1", messages=[user(f"about {words}")], now=at(1))
     led.delete(mine.id, now=at(2))
     with led.engine.connect() as conn:
         kept = {
@@ -344,11 +354,11 @@ def test_forgetting_leaves_another_accounts_audits_and_digests_alone(
     assert other.get(theirs.id).body == words
 
 
-def test_turning_extraction_off_cancels_pending_runs_and_drops_digests(asvc: ConsolidationService) -> None:
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
-    asvc.update_extraction_settings(SCOPE, mode="off", now=at(1))
-    [run] = asvc.runs(SCOPE)
-    assert run.outcome == Outcome.CANCELLED and digests(asvc.led) == []
+def test_turning_extraction_off_cancels_pending_runs_and_drops_digests(extracting: ConsolidationService) -> None:
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("I prefer tea")], now=at(0))
+    extracting.update_extraction_settings(SCOPE, mode="off", now=at(1))
+    [run] = extracting.runs(SCOPE)
+    assert run.outcome == Outcome.CANCELLED and digests(extracting.led) == []
 
 
 @backends_only()
@@ -374,16 +384,16 @@ def test_offline_extraction_end_to_end(svc: ConsolidationService) -> None:
 
 
 def test_a_forget_from_a_program_without_the_service_erases_through_the_registry(
-    asvc: ConsolidationService, fake: FakeModelServer, make_ledger: Callable[..., Ledger]
+    extracting: ConsolidationService, fake: FakeModelServer, make_ledger: Callable[..., Ledger]
 ) -> None:
     # Given a pin, a settled run whose prompt and answer carried it, and a pending digest quoting it
-    led = asvc.led
+    led = extracting.led
     pin = led.save("my quokka sanctuary donation", now=T0)
     fake.set_proposals([{"body": "my quokka sanctuary donation", "kind": "fact"}])  # a duplicate: refused
-    asvc.notify_turn(SCOPE, session_id="s1", messages=[user("note: my quokka sanctuary donation")], now=at(0))
-    [done] = asvc.run_due(now=at(20))
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("note: my quokka sanctuary donation")], now=at(0))
+    [done] = extracting.run_due(now=at(20))
     assert done.refusals == {"duplicate": 1}
-    asvc.notify_turn(SCOPE, session_id="s2", messages=[user("About my Quokka  sanctuary donation")], now=at(30))
+    extracting.notify_turn(SCOPE, session_id="s2", messages=[user("About my Quokka  sanctuary donation")], now=at(30))
     # When another program (a plain ledger, no consolidation service, no erase hook) forgets the pin
     plain = make_ledger()
     plain.delete(pin.id, now=at(31))
@@ -395,5 +405,5 @@ def test_a_forget_from_a_program_without_the_service_erases_through_the_registry
         ).one()
     assert digest is None and tuple(run) == (None, None, None)
     # And the session's next run still works: the erased digest counts as empty
-    [nothing] = asvc.run_due(now=at(60))
+    [nothing] = extracting.run_due(now=at(60))
     assert nothing.session_id == "s2" and nothing.outcome == Outcome.PROPOSED and fake.calls == 1

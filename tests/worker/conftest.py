@@ -40,6 +40,8 @@ from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
 
 if TYPE_CHECKING:
+    from starlette.testclient import TestClient
+
     from tests.worker.mcp_helpers import SharedStdio
 
 VENV_BIN = Path(sys.executable).parent
@@ -156,6 +158,22 @@ class Proc:
     def kill(self) -> None:
         """SIGKILL its process group: it and every process it started."""
         kill_group(self.popen)
+
+
+@pytest.fixture
+def app_with_worker(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
+    """The HTTP app in this process with its worker and janitor running, and a client on loopback."""
+    from starlette.testclient import TestClient
+
+    from worker.http.server import create_app
+
+    runtime = make_runtime(sweep_interval_s=0)
+    app = create_app(runtime, run_worker=True)
+    with TestClient(app, base_url="http://127.0.0.1:8080", client=("127.0.0.1", 50123)) as client:
+        # The worker and the janitor start in the background once the server listens (the model
+        # SDKs' import takes seconds on a loaded machine): the tests begin once both run.
+        wait_until(lambda: client.get("/healthz").json().get("janitor"), timeout_s=60)
+        yield client, runtime
 
 
 def memledger_env(directory: Path) -> dict[str, str]:

@@ -19,19 +19,9 @@ from typer.testing import Result
 from consolidation import RunState
 from tests.hygiene import kill_group, lose_namespace, popen
 from tests.worker.conftest import MEMLEDGER, run_cli, wait_until
-from worker.http.server import create_app
 from worker.runtime import Runtime
 
 SCOPE = "account:local"
-
-
-@pytest.fixture
-def served(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
-    runtime = make_runtime(sweep_interval_s=0)
-    with TestClient(
-        create_app(runtime, run_worker=True), base_url="http://127.0.0.1", client=("127.0.0.1", 50123)
-    ) as client:
-        yield client, runtime
 
 
 def rpc(client: TestClient, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,8 +41,8 @@ def ok(client: TestClient, method: str, params: dict[str, Any] | None = None) ->
     return body["result"]
 
 
-def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
-    client, runtime = served
+def test_the_whole_loop_over_http(app_with_worker: tuple[TestClient, Runtime]) -> None:
+    client, runtime = app_with_worker
     # The client asks what the ledger offers
     caps = ok(client, "memory/get_memory_capabilities")
     assert caps["scopeKey"] == SCOPE and caps["injection"] is True and caps["extraction"]["enabled"] is False
@@ -139,9 +129,9 @@ def test_the_whole_loop_over_http(served: tuple[TestClient, Runtime]) -> None:
     ],
 )
 def test_bad_params_are_invalid_params_and_change_nothing(
-    served: tuple[TestClient, Runtime], method: str, params: dict[str, Any]
+    app_with_worker: tuple[TestClient, Runtime], method: str, params: dict[str, Any]
 ) -> None:
-    client, runtime = served
+    client, runtime = app_with_worker
     ok(client, "memory/update_extraction_settings", {"mode": "propose", "debounceS": 60})
     body = rpc(client, method, params)
     assert body["error"]["code"] == -32602 and body["error"]["data"]["reason"] == "invalid_params", body

@@ -70,7 +70,7 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def serve_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One ``memledger serve`` (no tokens) for the tests that need nothing else of it. Of them only
     ``test_mcp_over_streamable_http_on_serve`` writes (to account ``local``); the others write nothing."""
     directory = tmp_path_factory.mktemp("mcp-serve")
@@ -86,12 +86,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         proc.kill()
 
 
-def test_mcp_over_streamable_http_on_serve(served: Served) -> None:
+def test_mcp_over_streamable_http_on_serve(serve_process: Served) -> None:
     # Given: a pin saved by another process (this one) while serve runs
-    led = open_ledger(served.env["MEMLEDGER_DATABASE_URL"])
+    led = open_ledger(serve_process.env["MEMLEDGER_DATABASE_URL"])
     pin = led.save("I prefer metric units", kind="preference")
     led.close()
-    base = served.base
+    base = serve_process.base
     got: dict[str, Any] = {}
 
     async def scenario() -> None:
@@ -125,8 +125,8 @@ def test_mcp_over_streamable_http_on_serve(served: Served) -> None:
     refused(got["foreign"], "not_found")
 
 
-def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(served: Served) -> None:
-    base = served.base
+def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(serve_process: Served) -> None:
+    base = serve_process.base
     url = f"{base}/mcp"
     forged = [
         ({"Origin": "https://evil.example"}, 403),
@@ -150,8 +150,8 @@ def test_mcp_http_refuses_what_a_browser_or_a_rebinding_page_can_forge(served: S
         assert answer.status_code == 200, (host, answer.text)
 
 
-def test_mcp_http_answers_a_lone_surrogate_with_a_clean_error(served: Served) -> None:
-    base = served.base
+def test_mcp_http_answers_a_lone_surrogate_with_a_clean_error(serve_process: Served) -> None:
+    base = serve_process.base
     call = {
         "jsonrpc": "2.0",
         "id": 2,

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.usefixtures("cli_db_url")
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
+def openai_server() -> Iterator[FakeOpenAI]:
     with FakeOpenAI(models=[MODEL, "llama3.1:8b"]) as fake:
         yield fake
 
@@ -79,8 +79,8 @@ def test_a_paying_harness_without_its_key_is_refused() -> None:
     assert settings()["harness"] == "offline"
 
 
-def test_a_server_that_answers_is_stored_and_an_unlisted_model_is_noted(server: FakeOpenAI) -> None:
-    target = ("--harness", "openai", "--base-url", server.base_url, *FREE)
+def test_a_server_that_answers_is_stored_and_an_unlisted_model_is_noted(openai_server: FakeOpenAI) -> None:
+    target = ("--harness", "openai", "--base-url", openai_server.base_url, *FREE)
     stored = run("consolidation", "set", *target, "--model", MODEL)
     assert stored.exit_code == 0 and "note" not in stored.stderr, stored.output
     assert settings()["model"] == MODEL
@@ -127,9 +127,9 @@ def test_a_server_that_never_answers_times_out_quickly() -> None:
     assert found.problem is not None and "did not answer within 0.3 s" in found.problem
 
 
-def test_models_check_checks_what_the_scope_is_set_to(server: FakeOpenAI) -> None:
+def test_models_check_checks_what_the_scope_is_set_to(openai_server: FakeOpenAI) -> None:
     # Given consolidation pointed at a server that works and extraction at one stored with --no-check
-    run("consolidation", "set", "--harness", "openai", "--model", MODEL, "--base-url", server.base_url, *FREE)
+    run("consolidation", "set", "--harness", "openai", "--model", MODEL, "--base-url", openai_server.base_url, *FREE)
     closed = f"http://127.0.0.1:{free_port()}/v1"
     run("extraction", "set", "--harness", "openai", "--model", MODEL, "--base-url", closed, *FREE, "--no-check")
     # When the operator checks the scope
@@ -137,7 +137,7 @@ def test_models_check_checks_what_the_scope_is_set_to(server: FakeOpenAI) -> Non
     said = " ".join(checked.output.split())
     # Then it says which target works and which does not, and fails
     assert checked.exit_code == 1, checked.output
-    assert f"consolidation of {SCOPE}: openai {MODEL} at {server.base_url}/models: the key is set" in said
+    assert f"consolidation of {SCOPE}: openai {MODEL} at {openai_server.base_url}/models: the key is set" in said
     assert f"extraction of {SCOPE}: openai {MODEL} at {closed}/models: cannot reach" in said
     data = json.loads(run("models", "check", "--json").stdout)
     assert (data["consolidation"]["ok"], data["extraction"]["ok"]) == (True, False)

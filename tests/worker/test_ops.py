@@ -45,7 +45,7 @@ def runtime(make_runtime: Callable[..., Runtime]) -> Runtime:
 
 
 @pytest.fixture
-def local(runtime: Runtime) -> Iterator[TestClient]:
+def loopback_client(runtime: Runtime) -> Iterator[TestClient]:
     with TestClient(create_app(runtime, run_worker=False), **LOOPBACK) as client:  # type: ignore[arg-type]
         yield client
 
@@ -73,25 +73,29 @@ def rpc(client: TestClient, method: str, params: dict[str, Any] | None = None) -
 # --- liveness ------------------------------------------------------------------------------------
 
 
-def test_livez_answers_while_the_database_is_down_and_healthz_does_not(runtime: Runtime, local: TestClient) -> None:
-    assert local.get("/livez").json() == {"status": "alive"}
+def test_livez_answers_while_the_database_is_down_and_healthz_does_not(
+    runtime: Runtime, loopback_client: TestClient
+) -> None:
+    assert loopback_client.get("/livez").json() == {"status": "alive"}
     # Given the database becomes unreachable (its engine now points at a closed port)
     runtime.ledger.engine.dispose()
     runtime.ledger.engine = create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none")
     runtime.ledger.store = store_for(runtime.ledger.engine)  # reads go through the store: it must point there too
     # Then readiness fails and liveness does not: an outage must not restart the process
-    assert local.get("/healthz").status_code == 503
-    live = local.get("/livez")
+    assert loopback_client.get("/healthz").status_code == 503
+    live = loopback_client.get("/livez")
     assert live.status_code == 200 and live.json() == {"status": "alive"}
     # And the scrape still answers, saying the operator gauges could not be read
-    assert value(local.get("/metrics").text, "memledger_ops_scrape_ok") == 0
+    assert value(loopback_client.get("/metrics").text, "memledger_ops_scrape_ok") == 0
 
 
 # --- sweep health --------------------------------------------------------------------------------
 
 
-def test_a_sweep_from_another_process_shows_in_this_process_metrics(runtime: Runtime, local: TestClient) -> None:
-    text = local.get("/metrics").text
+def test_a_sweep_from_another_process_shows_in_this_process_metrics(
+    runtime: Runtime, loopback_client: TestClient
+) -> None:
+    text = loopback_client.get("/metrics").text
     assert value(text, "memledger_sweep_last_run_timestamp_seconds") is None  # never swept: nothing to report
     # Given a one-shot sweep (as cron runs it) through a ledger of its own that expires two records
     now = datetime.now(UTC)
@@ -103,7 +107,7 @@ def test_a_sweep_from_another_process_shows_in_this_process_metrics(runtime: Run
     finally:
         other.close()
     # Then this serving process exports it at the next scrape
-    text = local.get("/metrics").text
+    text = loopback_client.get("/metrics").text
     finished = value(text, "memledger_sweep_last_run_timestamp_seconds")
     assert finished is not None and abs(finished - datetime.now(UTC).timestamp()) < 60
     assert value(text, "memledger_sweep_last_expired") == 2
@@ -112,18 +116,18 @@ def test_a_sweep_from_another_process_shows_in_this_process_metrics(runtime: Run
         (now + timedelta(seconds=10)).timestamp(), abs=1e-3
     )
     # And the page shows the same run
-    page = local.get("/ops").text
+    page = loopback_client.get("/ops").text
     assert 'id="sweep-expired" class="num">2<' in page
 
 
 # --- per-scope gauges ----------------------------------------------------------------------------
 
 
-def test_scope_gauges_show_spend_budget_backlog_and_mode(runtime: Runtime, local: TestClient) -> None:
+def test_scope_gauges_show_spend_budget_backlog_and_mode(runtime: Runtime, loopback_client: TestClient) -> None:
     seed_scope(runtime.ledger, runtime.service)
     runtime.service.update_settings("account:other", mode="propose", harness="offline")
     runtime.service.notify_turn("account:other")  # a pending run: the backlog
-    text = local.get("/metrics").text
+    text = loopback_client.get("/metrics").text
     assert value(text, "memledger_scope_consolidation_mode", scope=SCOPE, mode="apply") == 1
     assert value(text, "memledger_scope_consolidation_mode", scope=SCOPE, mode="off") == 0
     assert value(text, "memledger_scope_consolidation_mode", scope="account:other", mode="propose") == 1
@@ -153,7 +157,7 @@ def test_scope_labels_are_bounded(make_runtime: Callable[..., Runtime]) -> None:
 # --- RPC metrics and access logs -----------------------------------------------------------------
 
 
-def test_rpc_metrics_count_time_and_give_error_reasons(local: TestClient) -> None:
+def test_rpc_metrics_count_time_and_give_error_reasons(loopback_client: TestClient) -> None:
     # The series are process-wide (other tests of this process count too): compare before and after.
     save, get = "memory/save_memory_record", "memory/get_memory_record"
     wanted = [
@@ -165,32 +169,32 @@ def test_rpc_metrics_count_time_and_give_error_reasons(local: TestClient) -> Non
     ]
 
     def counts() -> list[float]:
-        text = local.get("/metrics").text
+        text = loopback_client.get("/metrics").text
         return [value(text, name, **labels) or 0.0 for name, labels in wanted]
 
     before = counts()
-    assert "result" in rpc(local, save, {"body": "I prefer tea"})
-    assert rpc(local, get, {"id": "mem_nope"})["error"]["data"]["reason"] == "not_found"
-    assert rpc(local, "memory/made_up_method_x")["error"]["data"]["reason"] == "method_not_found"
-    local.post("/rpc", content=b"{not json", headers={"content-type": "application/json"})
+    assert "result" in rpc(loopback_client, save, {"body": "I prefer tea"})
+    assert rpc(loopback_client, get, {"id": "mem_nope"})["error"]["data"]["reason"] == "not_found"
+    assert rpc(loopback_client, "memory/made_up_method_x")["error"]["data"]["reason"] == "method_not_found"
+    loopback_client.post("/rpc", content=b"{not json", headers={"content-type": "application/json"})
     after = counts()
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 1, 1, 1]
-    text = local.get("/metrics").text
+    text = loopback_client.get("/metrics").text
     # A made-up method name never becomes a label of its own
     assert "made_up_method_x" not in text
     # A notification to a name the server does not serve is not answered, and not labelled either
-    local.post("/rpc", json={"jsonrpc": "2.0", "method": "memory/made_up_notification"})
-    assert "made_up_notification" not in local.get("/metrics").text
+    loopback_client.post("/rpc", json={"jsonrpc": "2.0", "method": "memory/made_up_notification"})
+    assert "made_up_notification" not in loopback_client.get("/metrics").text
 
 
-def test_access_log_has_method_status_latency_account_and_never_a_body(local: TestClient) -> None:
+def test_access_log_has_method_status_latency_account_and_never_a_body(loopback_client: TestClient) -> None:
     stream = io.StringIO()
     configure_logging(fmt="json", level="INFO", stream=stream)
     try:
         secret_body = "my passport number is X1234567"
-        rpc(local, "memory/save_memory_record", {"body": secret_body})
-        rpc(local, "memory/search_memory_records", {"scopeKey": SCOPE, "query": "passport"})
-        local.get("/livez")
+        rpc(loopback_client, "memory/save_memory_record", {"body": secret_body})
+        rpc(loopback_client, "memory/search_memory_records", {"scopeKey": SCOPE, "query": "passport"})
+        loopback_client.get("/livez")
     finally:
         logging.getLogger().handlers.clear()
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
@@ -207,18 +211,18 @@ def test_access_log_has_method_status_latency_account_and_never_a_body(local: Te
 # --- /ops: who may see it ------------------------------------------------------------------------
 
 
-def test_ops_is_loopback_only_without_a_token(runtime: Runtime, local: TestClient) -> None:
-    assert local.get("/ops").status_code == 200
+def test_ops_is_loopback_only_without_a_token(runtime: Runtime, loopback_client: TestClient) -> None:
+    assert loopback_client.get("/ops").status_code == 200
     # A DNS-rebinding page: loopback client, foreign Host
-    assert local.get("/ops", headers={"host": "evil.example:8080"}).status_code == 403
+    assert loopback_client.get("/ops", headers={"host": "evil.example:8080"}).status_code == 403
     # A page's script (it sends an Origin), even from an origin the API allows
-    assert local.get("/ops", headers={"origin": "http://127.0.0.1:8080"}).status_code == 403
+    assert loopback_client.get("/ops", headers={"origin": "http://127.0.0.1:8080"}).status_code == 403
     with TestClient(create_app(runtime, run_worker=False), base_url="http://10.0.0.5:8080") as remote:
         refused = remote.get("/ops")
         assert refused.status_code == 403 and "MEMLEDGER_OPERATOR_TOKEN" in refused.text
         assert remote.get("/ops", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 403  # none configured
     # Read-only: no other method
-    assert local.post("/ops").status_code == 405
+    assert loopback_client.post("/ops").status_code == 405
 
 
 def test_ops_takes_the_operator_token_from_anywhere(make_runtime: Callable[..., Runtime]) -> None:
@@ -309,8 +313,8 @@ def _call_wsgi(app: Any, environ: dict[str, Any]) -> tuple[str, bytes]:
     return started[0], body
 
 
-def test_ops_refuses_a_bad_scope(local: TestClient) -> None:
-    answer = local.get("/ops", params={"scope": "no scope"})
+def test_ops_refuses_a_bad_scope(loopback_client: TestClient) -> None:
+    answer = loopback_client.get("/ops", params={"scope": "no scope"})
     assert answer.status_code == 400 and "account:local" in answer.text
 
 
@@ -322,10 +326,10 @@ def _bars(html: str) -> list[dict[str, str]]:
 
 
 def test_ops_page_shows_scopes_runs_and_the_timeline_without_forgotten_bodies(
-    runtime: Runtime, local: TestClient
+    runtime: Runtime, loopback_client: TestClient
 ) -> None:
     seeded = seed_scope(runtime.ledger, runtime.service)
-    html = local.get("/ops").text
+    html = loopback_client.get("/ops").text
     assert f'data-scope="{SCOPE}"' in html and f'data-run="{seeded.run_id}"' in html
     bars = {bar["data-id"]: bar for bar in _bars(html) if "data-id" in bar}
     assert set(bars) == {seeded.original, seeded.edit, seeded.expiring, seeded.forgotten_first, seeded.forgotten}
@@ -340,20 +344,20 @@ def test_ops_page_shows_scopes_runs_and_the_timeline_without_forgotten_bodies(
     assert FORGOTTEN_BODY not in html and FORGOTTEN_EARLIER_BODY not in html
 
 
-def test_ops_shows_no_bodies_for_another_accounts_scope(runtime: Runtime, local: TestClient) -> None:
+def test_ops_shows_no_bodies_for_another_accounts_scope(runtime: Runtime, loopback_client: TestClient) -> None:
     other = open_ledger(runtime.config.database_url, account="bob")
     try:
         record = other.save("bob's private note about lunch")
     finally:
         other.close()
-    html = local.get("/ops", params={"scope": "account:bob"}).text
+    html = loopback_client.get("/ops", params={"scope": "account:bob"}).text
     assert f'data-id="{record.id}"' in html and "private note" not in html
 
 
 # --- memledger status ----------------------------------------------------------------------------
 
 
-def test_status_prints_what_the_page_and_the_gauges_show(runtime: Runtime, local: TestClient) -> None:
+def test_status_prints_what_the_page_and_the_gauges_show(runtime: Runtime, loopback_client: TestClient) -> None:
     from typer.testing import CliRunner
 
     from worker.cli import app
@@ -371,7 +375,7 @@ def test_status_prints_what_the_page_and_the_gauges_show(runtime: Runtime, local
     assert data["sweep"]["lastExpired"] == 1 and data["sweep"]["runs"] == 1
     assert data["backlog"] == {"pending": 0, "running": 0}
     # The same figures as the gauges of a serving process
-    text = local.get("/metrics").text
+    text = loopback_client.get("/metrics").text
     assert value(text, "memledger_scope_month_runs", scope=SCOPE, outcome="applied") == 1
     assert value(text, "memledger_sweep_last_expired") == data["sweep"]["lastExpired"]
     # And as a table
@@ -398,7 +402,7 @@ def test_status_filters_by_scope_and_refuses_a_bad_one(runtime: Runtime) -> None
     assert refused.exit_code == 2 and "invalid scope key" in refused.output
 
 
-def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtime, local: TestClient) -> None:
+def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtime, loopback_client: TestClient) -> None:
     # Given a propose-mode run whose proposal does not fit the scope's budget (the gate refuses it)
     led, service = runtime.ledger, runtime.service
     for body in ("I prefer metric units", "i prefer  metric units.", "My dog is named Rex"):
@@ -409,7 +413,7 @@ def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtim
     [run] = service.run_due()
     assert run.refusals == {"budget_exceeded": 1}
     # Then the page shows the reason on the run's row and in the scope's month
-    html = local.get("/ops").text
+    html = loopback_client.get("/ops").text
     row = html[html.index(f'data-run="{run.id}"') :]
     assert 'class="refusals">budget_exceeded 1<' in row[: row.index("</tr>")]
     scope_row = html[html.index(f'data-scope="{SCOPE}"') :]
@@ -426,7 +430,9 @@ def test_refusals_by_reason_show_per_run_per_scope_and_in_status(runtime: Runtim
     assert data["runs"][0]["refusals"] == {"budget_exceeded": 1}
 
 
-def test_a_propose_mode_run_shows_its_proposals_apart_from_what_it_applied(runtime: Runtime, local: TestClient) -> None:
+def test_a_propose_mode_run_shows_its_proposals_apart_from_what_it_applied(
+    runtime: Runtime, loopback_client: TestClient
+) -> None:
     # Given a propose-mode run that turned one merge into a proposal (nothing in the ledger changed)
     led, service = runtime.ledger, runtime.service
     for body in ("I prefer metric units", "i prefer  metric units."):
@@ -436,7 +442,7 @@ def test_a_propose_mode_run_shows_its_proposals_apart_from_what_it_applied(runti
     [run] = service.run_due()
     assert (run.ops_proposed, run.ops_applied, run.proposals_written, run.ops_refused) == (1, 0, 1, 0)
     # Then /ops reads "0/1/0 applied/proposals/refused", and `memledger status --json` the same
-    html = local.get("/ops").text
+    html = loopback_client.get("/ops").text
     assert "<th>Ops applied / proposals / refused</th>" in html
     row = html[html.index(f'data-run="{run.id}"') :]
     assert '<td class="num">0/1/0</td>' in row[: row.index("</tr>")]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import make_url
 from starlette.testclient import TestClient
 
@@ -21,16 +20,6 @@ LOCAL = "http://127.0.0.1:8080"
 JSON = {"content-type": "application/json"}
 
 
-@pytest.fixture
-def served(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
-    runtime = make_runtime(sweep_interval_s=0)
-    with TestClient(create_app(runtime, run_worker=True), base_url=LOCAL, client=("127.0.0.1", 50123)) as client:
-        # The worker and the janitor start in the background once the server listens (the model
-        # SDKs' import takes seconds on a loaded machine): the tests begin once both run.
-        wait_until(lambda: client.get("/healthz").json().get("janitor"), timeout_s=60)
-        yield client, runtime
-
-
 def call(client: TestClient, method: str, params: dict[str, Any] | None = None, rid: int = 1) -> dict[str, Any]:
     request: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
     if params is not None:
@@ -42,8 +31,8 @@ def call(client: TestClient, method: str, params: dict[str, Any] | None = None, 
     return body
 
 
-def test_pins_and_turns_over_http_end_in_a_merged_record(served: tuple[TestClient, Runtime]) -> None:
-    client, runtime = served
+def test_pins_and_turns_over_http_end_in_a_merged_record(app_with_worker: tuple[TestClient, Runtime]) -> None:
+    client, runtime = app_with_worker
     for body in TWO_DUPLICATES:
         assert call(client, "memory/save_memory_record", {"body": body})["result"]["status"] == "active"
     # Off by default: the turn is acknowledged, nothing is scheduled
@@ -60,14 +49,14 @@ def test_pins_and_turns_over_http_end_in_a_merged_record(served: tuple[TestClien
     assert "memledger_queue_delay_seconds_bucket" in metrics and "dramatiq_messages_total" in metrics
 
 
-def test_notify_turn_takes_no_params(served: tuple[TestClient, Runtime]) -> None:
-    client, _ = served
+def test_notify_turn_takes_no_params(app_with_worker: tuple[TestClient, Runtime]) -> None:
+    client, _ = app_with_worker
     error = call(client, "consolidation/notify_turn", {"scopeKey": "account:other"})["error"]
     assert error["code"] == -32602 and error["data"]["reason"] == "invalid_params"
 
 
-def test_protocol_errors_and_notifications(served: tuple[TestClient, Runtime]) -> None:
-    client, _ = served
+def test_protocol_errors_and_notifications(app_with_worker: tuple[TestClient, Runtime]) -> None:
+    client, _ = app_with_worker
     parse = client.post("/rpc", content=b"{not json", headers=JSON)
     assert parse.status_code == 200 and parse.json()["error"]["code"] == -32700
     binary = client.post("/rpc", content=b"\xff\xfe", headers=JSON)
@@ -81,8 +70,8 @@ def test_protocol_errors_and_notifications(served: tuple[TestClient, Runtime]) -
     assert client.get("/rpc").status_code == 405
 
 
-def test_healthz_reports_database_queue_and_background_parts(served: tuple[TestClient, Runtime]) -> None:
-    client, _ = served
+def test_healthz_reports_database_queue_and_background_parts(app_with_worker: tuple[TestClient, Runtime]) -> None:
+    client, _ = app_with_worker
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {
@@ -96,8 +85,10 @@ def test_healthz_reports_database_queue_and_background_parts(served: tuple[TestC
     }
 
 
-def test_healthz_reports_a_damaged_search_index_until_it_is_rebuilt(served: tuple[TestClient, Runtime]) -> None:
-    client, runtime = served
+def test_healthz_reports_a_damaged_search_index_until_it_is_rebuilt(
+    app_with_worker: tuple[TestClient, Runtime],
+) -> None:
+    client, runtime = app_with_worker
     assert call(client, "memory/save_memory_record", {"body": "the deploy region is eu-west-1"})["result"]
     # Given the index's structure record past what FTS5 can read (what a thousand forgets used to leave)
     break_structure(Path(make_url(runtime.config.database_url).database or ""))

@@ -40,7 +40,7 @@ SAVE_EVIL = json.dumps(rpc("memory/save_memory_record", {"body": EVIL_PIN}))
 
 
 @pytest.fixture
-def served(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
+def app_without_worker(make_runtime: Callable[..., Runtime]) -> Iterator[tuple[TestClient, Runtime]]:
     runtime = make_runtime(sweep_interval_s=0)
     with TestClient(create_app(runtime, run_worker=False), base_url=LOCAL) as client:
         yield client, runtime
@@ -67,9 +67,9 @@ def _nothing_saved(runtime: Runtime) -> None:
     ],
 )
 def test_forged_browser_requests_change_nothing(
-    served: tuple[TestClient, Runtime], headers: dict[str, str], status: int, reason: str
+    app_without_worker: tuple[TestClient, Runtime], headers: dict[str, str], status: int, reason: str
 ) -> None:
-    client, runtime = served
+    client, runtime = app_without_worker
     response = client.post("/rpc", content=SAVE_EVIL, headers=headers)
     assert response.status_code == status
     assert response.headers["content-type"] == "application/json"
@@ -79,14 +79,14 @@ def test_forged_browser_requests_change_nothing(
 
 
 @pytest.mark.parametrize("host", ["localhost:8080", "127.0.0.1", "[::1]:8080", "app.localhost", "127.0.0.2:9"])
-def test_loopback_hosts_are_answered(served: tuple[TestClient, Runtime], host: str) -> None:
-    client, _ = served
+def test_loopback_hosts_are_answered(app_without_worker: tuple[TestClient, Runtime], host: str) -> None:
+    client, _ = app_without_worker
     response = client.post("/rpc", content=SAVE_EVIL.replace(EVIL_PIN, "fine"), headers={**JSON, "host": host})
     assert response.status_code == 200 and response.json()["result"]["body"] == "fine"
 
 
-def test_no_cors_headers_unless_origins_are_configured(served: tuple[TestClient, Runtime]) -> None:
-    client, _ = served
+def test_no_cors_headers_unless_origins_are_configured(app_without_worker: tuple[TestClient, Runtime]) -> None:
+    client, _ = app_without_worker
     preflight = client.options(
         "/rpc", headers={"origin": "https://chat.example", "access-control-request-method": "POST"}
     )
@@ -288,8 +288,8 @@ def test_content_length_over_the_limit_is_refused_before_reading(make_runtime: C
     assert [r.body for r in runtime.ledger.records("account:local")] == ["just under the limit"]
 
 
-def test_batches_over_http(served: tuple[TestClient, Runtime]) -> None:
-    client, _ = served
+def test_batches_over_http(app_without_worker: tuple[TestClient, Runtime]) -> None:
+    client, _ = app_without_worker
     batch = [rpc("memory/save_memory_record", {"body": f"pin {i}"}, rid=i) for i in range(3)]
     batch.append({"jsonrpc": "2.0", "method": "memory/save_memory_record", "params": {"body": "quiet"}})
     answers = client.post("/rpc", json=batch).json()
@@ -302,9 +302,9 @@ def test_batches_over_http(served: tuple[TestClient, Runtime]) -> None:
 
 
 def test_an_internal_error_is_answered_in_json_rpc(
-    served: tuple[TestClient, Runtime], monkeypatch: pytest.MonkeyPatch
+    app_without_worker: tuple[TestClient, Runtime], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client, _ = served
+    client, _ = app_without_worker
     import worker.http.server as server
 
     def boom(*_a: Any, **_k: Any) -> Any:

@@ -27,7 +27,7 @@ SCOPE = "project:acme/widgets"
 
 
 @pytest.fixture
-def make_ledger(tmp_path: Path) -> Iterator[object]:
+def make_sqlite_ledger(tmp_path: Path) -> Iterator[object]:
     opened: list[Ledger] = []
 
     def make(name: str = "ledger") -> Ledger:
@@ -41,8 +41,8 @@ def make_ledger(tmp_path: Path) -> Iterator[object]:
 
 
 @pytest.fixture
-def populated(make_ledger: object) -> Ledger:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def populated(make_sqlite_ledger: object) -> Ledger:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     first = led.save("I prefer metric units", now=T0)
     led.save("I prefer metric units in every document", supersedes=first.id, now=T0 + timedelta(hours=1))
     led.save("My deploy region is eu-west-1", expires_at=T0 + timedelta(days=300), now=T0)
@@ -96,7 +96,7 @@ def test_export_is_repeatable(populated: Ledger, tmp_path: Path) -> None:
     assert {p.name: p.read_text() for p in out.iterdir()} == before
 
 
-def test_round_trip_export_validate_audit_import(populated: Ledger, make_ledger: object, tmp_path: Path) -> None:
+def test_round_trip_export_validate_audit_import(populated: Ledger, make_sqlite_ledger: object, tmp_path: Path) -> None:
     # Given an exported scope
     out = tmp_path / "export"
     export_scope(populated, populated.scope_key, out, now=LATER)
@@ -105,7 +105,7 @@ def test_round_trip_export_validate_audit_import(populated: Ledger, make_ledger:
     assert {f.rule for f in report.findings} == {"expired"}
     assert report.candidates == []
     # And it is imported into a fresh ledger
-    fresh: Ledger = make_ledger("fresh")  # type: ignore[operator]
+    fresh: Ledger = make_sqlite_ledger("fresh")  # type: ignore[operator]
     result = import_directory(fresh, out, scope=SCOPE, as_of=LATER_DAY, now=LATER)
     # Then the current chain heads arrive as proposals, never as active records
     bodies = sorted(r.body or "" for r in fresh.proposals(fresh.scope_key, now=LATER))
@@ -119,8 +119,8 @@ def test_round_trip_export_validate_audit_import(populated: Ledger, make_ledger:
     assert region.confidence_bps == 10_000
 
 
-def test_import_twice_adds_nothing(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_import_twice_adds_nothing(make_sqlite_ledger: object, tmp_path: Path) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     directory = write_dir(tmp_path / "m", {"a.md": entry(), "b.md": entry(fact="Staging deploys go to eu-west-2.")})
     first = import_directory(led, directory, scope=SCOPE, as_of=LATER_DAY, now=LATER)
     second = import_directory(led, directory, scope=SCOPE, as_of=LATER_DAY, now=LATER)
@@ -129,16 +129,16 @@ def test_import_twice_adds_nothing(make_ledger: object, tmp_path: Path) -> None:
     assert len(led.records(led.scope_key)) == 2
 
 
-def test_rejected_import_does_not_come_back(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_rejected_import_does_not_come_back(make_sqlite_ledger: object, tmp_path: Path) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     directory = write_dir(tmp_path / "m", {"a.md": entry()})
     [imported] = import_directory(led, directory, scope=SCOPE, as_of=LATER_DAY, now=LATER).imported
     led.reject(imported.record_id, now=LATER)
     assert import_directory(led, directory, scope=SCOPE, as_of=LATER_DAY, now=LATER).imported[0].already
 
 
-def test_import_skips_what_is_not_valid_in_scope_and_current(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_import_skips_what_is_not_valid_in_scope_and_current(make_sqlite_ledger: object, tmp_path: Path) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     files = {
         "ok.md": entry(),
         "other.md": entry(sref="acme/gadgets", fact="Gadgets deploy to us-east-1."),
@@ -152,8 +152,8 @@ def test_import_skips_what_is_not_valid_in_scope_and_current(make_ledger: object
     assert sorted(s.name for s in result.not_eligible) == ["broken.md", "old.md", "other.md", "stale.md"]
 
 
-def test_import_within_the_budget_reports_each_refusal(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_import_within_the_budget_reports_each_refusal(make_sqlite_ledger: object, tmp_path: Path) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     led.set_budget(led.scope_key, 2, now=T0)
     files = {f"e{i}.md": entry(fact=f"Service {i} deploys to eu-west-1.") for i in range(4)}
     result = import_directory(led, write_dir(tmp_path / "m", files), scope=SCOPE, as_of=LATER_DAY, now=LATER)
@@ -207,8 +207,8 @@ def test_export_then_import_into_the_same_account_proposes_no_duplicate(populate
     assert len(populated.records(populated.scope_key)) == before
 
 
-def test_duplicate_facts_are_compared_without_case_or_whitespace(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_duplicate_facts_are_compared_without_case_or_whitespace(make_sqlite_ledger: object, tmp_path: Path) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     active = led.save("Production deploys of acme/widgets go to eu-west-1.", now=T0)
     pending = led.propose("The team prefers metric units.", now=T0)
     files = {
@@ -240,8 +240,8 @@ def test_duplicate_facts_are_compared_without_case_or_whitespace(make_ledger: ob
     assert re.search(r"duplicate +1  the same fact is already active in \S+ as mem_\w+  \(a\.md\)", code.output)
 
 
-def test_two_entries_with_one_fact_are_proposed_once(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_two_entries_with_one_fact_are_proposed_once(make_sqlite_ledger: object, tmp_path: Path) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     files = {"a.md": entry(), "b.md": entry()}
     result = import_directory(led, write_dir(tmp_path / "m", files), scope=SCOPE, as_of=LATER_DAY, now=LATER)
     assert [i.name for i in result.imported] == ["a.md"] and [s.name for s in result.duplicates] == ["b.md"]
@@ -249,9 +249,9 @@ def test_two_entries_with_one_fact_are_proposed_once(make_ledger: object, tmp_pa
 
 @pytest.mark.parametrize(("as_of", "imported"), [(date(2025, 6, 30), True), (date(2025, 7, 1), False)])
 def test_import_boundary_the_expires_day_itself_holds(
-    make_ledger: object, tmp_path: Path, as_of: date, imported: bool
+    make_sqlite_ledger: object, tmp_path: Path, as_of: date, imported: bool
 ) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     directory = write_dir(tmp_path / "m", {"a.md": entry(expires="2025-06-30")})
     at = datetime(as_of.year, as_of.month, as_of.day, 12, tzinfo=UTC)
     result = import_directory(led, directory, scope=SCOPE, as_of=as_of, now=at)
@@ -264,8 +264,8 @@ def test_import_boundary_the_expires_day_itself_holds(
 
 
 @pytest.mark.parametrize(("as_of", "eligible"), [(date(2025, 9, 30), True), (date(2025, 10, 1), False)])
-def test_import_boundary_review_by(make_ledger: object, tmp_path: Path, as_of: date, eligible: bool) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_import_boundary_review_by(make_sqlite_ledger: object, tmp_path: Path, as_of: date, eligible: bool) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     directory = write_dir(tmp_path / "m", {"a.md": entry(expires=None, review="2025-09-30", auth="false")})
     result = import_directory(led, directory, scope=SCOPE, as_of=as_of, now=datetime(2025, 9, 1, tzinfo=UTC))
     assert bool(result.imported) is eligible
@@ -273,9 +273,9 @@ def test_import_boundary_review_by(make_ledger: object, tmp_path: Path, as_of: d
         assert led.records(led.scope_key)[0].expires_at is None  # review-by has no database equivalent
 
 
-def test_midnight_expiry_round_trips_exactly(make_ledger: object, tmp_path: Path) -> None:
+def test_midnight_expiry_round_trips_exactly(make_sqlite_ledger: object, tmp_path: Path) -> None:
     # Given a record that expires at 00:00 UTC on 1 July
-    led: Ledger = make_ledger()  # type: ignore[operator]
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     record = led.save("The freeze lasts through June.", expires_at=datetime(2025, 7, 1, tzinfo=UTC), now=T0)
     # When it is exported, the entry says it holds through 30 June
     out = tmp_path / "export"
@@ -286,14 +286,16 @@ def test_midnight_expiry_round_trips_exactly(make_ledger: object, tmp_path: Path
     assert not audit_directory(out, scope="global", as_of=date(2025, 6, 30)).blocking
     assert audit_directory(out, scope="global", as_of=date(2025, 7, 1)).expired[0].id == f"{record.id}.md"
     # Then importing it into a fresh ledger gives back the same expires_at
-    fresh: Ledger = make_ledger("fresh")  # type: ignore[operator]
+    fresh: Ledger = make_sqlite_ledger("fresh")  # type: ignore[operator]
     import_directory(fresh, out, scope="global", as_of=LATER_DAY, now=LATER)
     [back] = fresh.records(fresh.scope_key)
     assert back.expires_at == record.expires_at and back.body == record.body
 
 
-def test_export_of_a_same_day_expiry_never_claims_a_day_before_created(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_export_of_a_same_day_expiry_never_claims_a_day_before_created(
+    make_sqlite_ledger: object, tmp_path: Path
+) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     record = led.save("A short-lived pin.", expires_at=T0 + timedelta(hours=2), now=T0)
     e = read_entry_text(entry_text(record, successor=None, now=LATER, review_days=90))
     assert e.created is not None and e.expires is not None
@@ -301,8 +303,8 @@ def test_export_of_a_same_day_expiry_never_claims_a_day_before_created(make_ledg
     assert validate(e) == []
 
 
-def test_export_without_expiry_sets_review_by(make_ledger: object, tmp_path: Path) -> None:
-    led: Ledger = make_ledger()  # type: ignore[operator]
+def test_export_without_expiry_sets_review_by(make_sqlite_ledger: object, tmp_path: Path) -> None:
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     record = led.save("I prefer metric units", now=T0)
     e = read_entry_text(entry_text(record, successor=None, now=LATER, review_days=30))
     assert e.expires is None and e.review_by is not None and e.review_by.text == "2025-02-12"
@@ -323,8 +325,10 @@ def read_entry_text(text: str):  # type: ignore[no-untyped-def]
         max_size=200,
     ).filter(lambda t: t.strip())
 )
-def test_any_storable_body_is_written_as_a_fact_that_reads_back_unchanged(make_ledger: object, body: str) -> None:
-    led: Ledger = make_ledger("prop")  # type: ignore[operator]
+def test_any_storable_body_is_written_as_a_fact_that_reads_back_unchanged(
+    make_sqlite_ledger: object, body: str
+) -> None:
+    led: Ledger = make_sqlite_ledger("prop")  # type: ignore[operator]
     try:
         record = led.save(body, now=T0)
     except LedgerError:
@@ -336,10 +340,10 @@ def test_any_storable_body_is_written_as_a_fact_that_reads_back_unchanged(make_l
 
 
 def test_an_import_prints_one_line_per_reason_with_its_count_not_one_per_entry(
-    make_ledger: object, tmp_path: Path
+    make_sqlite_ledger: object, tmp_path: Path
 ) -> None:
     # Given a scope that holds 2 records and 12 eligible entries with distinct facts
-    led: Ledger = make_ledger()  # type: ignore[operator]
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     led.set_budget(led.scope_key, 2)
     files = {f"e{n:02}.md": entry(fact=f"The release region is region-{n}.") for n in range(12)}
     args = ["files", "import", str(write_dir(tmp_path / "m", files)), "--scope", SCOPE, "--now", "2025-01-13"]
