@@ -44,20 +44,21 @@ print(json.dumps(results))
 
 
 @pytest.fixture
-def fake_anthropic() -> Iterator[FakeAnthropic]:
+def anthropic_no_ops() -> Iterator[FakeAnthropic]:
+    """The loopback fake Anthropic Messages API answering every run with no operation."""
     fake = FakeAnthropic(operations=lambda request: []).start()
     yield fake
     fake.stop()
 
 
-def test_the_python_snippets_run_as_written(fake_anthropic: FakeAnthropic, tmp_path: Path) -> None:
+def test_the_python_snippets_run_as_written(anthropic_no_ops: FakeAnthropic, tmp_path: Path) -> None:
     snippets = docs_check.python_snippets()
     assert len(snippets) >= 5, "the pages' ```python blocks were not found"
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("MEMLEDGER_", "ANTHROPIC_", "OPENAI_"))}
     env.update(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",  # `memledger` as the README puts it
         ANTHROPIC_API_KEY="test-key",
-        ANTHROPIC_BASE_URL=fake_anthropic.base_url,
+        ANTHROPIC_BASE_URL=anthropic_no_ops.base_url,
         TMPDIR=str(tmp_path),
     )
     done = subprocess.run(

@@ -58,7 +58,7 @@ def svc(make_service: Callable[..., ConsolidationService]) -> ConsolidationServi
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeAnthropic]:
+def fake_anthropic() -> Iterator[FakeAnthropic]:
     """The loopback fake Anthropic Messages API, stopped after the test."""
     with FakeAnthropic() as server:
         yield server

@@ -84,11 +84,11 @@ def merge_then_forget(svc: ConsolidationService, fake: FakeAnthropic) -> tuple[C
 
 
 def test_forgetting_the_head_scrubs_every_body_of_its_chain_from_stored_runs(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_service: Callable[..., ConsolidationService], fake_anthropic: FakeAnthropic
 ) -> None:
     # Given a run whose prompt and answer hold the bodies of a chain, when its head is forgotten
-    svc = make_service(api_key="test-key", base_url=fake.base_url)
-    done, after = merge_then_forget(svc, fake)
+    svc = make_service(api_key="test-key", base_url=fake_anthropic.base_url)
+    done, after = merge_then_forget(svc, fake_anthropic)
 
     # Then the run's stored prompt and answers are erased (derived from a forgotten chain)
     assert after == {"prompt": None, "answer": None, "answer_raw": None}
@@ -99,14 +99,14 @@ def test_forgetting_the_head_scrubs_every_body_of_its_chain_from_stored_runs(
 
 
 def test_forgetting_a_record_scrubs_an_unparseable_raw_answer_that_echoed_it(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_service: Callable[..., ConsolidationService], fake_anthropic: FakeAnthropic
 ) -> None:
     # Given a model that echoed a body back in a reply that did not parse
-    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    svc = make_service(api_key="test-key", base_url=fake_anthropic.base_url)
     led = svc.led
     secret = led.save(SECRET, now=T0)
     led.save(KEPT, now=T0)
-    fake.set_text(f"I would merge {SECRET} with nothing, but here is no JSON")
+    fake_anthropic.set_text(f"I would merge {SECRET} with nothing, but here is no JSON")
     done = run_once(svc, at(1))
     assert done.outcome == Outcome.FAILED and WORD in stored_columns(led, done.id)["answer_raw"]
 
@@ -118,15 +118,15 @@ def test_forgetting_a_record_scrubs_an_unparseable_raw_answer_that_echoed_it(
 
 
 def test_a_refused_operation_that_paraphrased_the_record_is_scrubbed_too(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_service: Callable[..., ConsolidationService], fake_anthropic: FakeAnthropic
 ) -> None:
     # Given a run whose refused operation restated the record in words of its own
-    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    svc = make_service(api_key="test-key", base_url=fake_anthropic.base_url)
     led = svc.led
     secret = led.save(SECRET, now=T0)
     led.save(KEPT, now=T0)
     paraphrase = f"My bike {WORD} is really quick"
-    fake.set_operations(
+    fake_anthropic.set_operations(
         by_body(
             {"op": "correct", "targets": [SECRET], "body": paraphrase, "rationale": f"{WORD} reads better"},
             {"op": "correct", "targets": [KEPT], "body": "My deploy region is eu-west-1 (EU)"},
@@ -144,12 +144,12 @@ def test_a_refused_operation_that_paraphrased_the_record_is_scrubbed_too(
 
 
 def test_runs_that_never_saw_the_record_are_left_alone(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_service: Callable[..., ConsolidationService], fake_anthropic: FakeAnthropic
 ) -> None:
-    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    svc = make_service(api_key="test-key", base_url=fake_anthropic.base_url)
     led = svc.led
     led.save(KEPT, now=T0)
-    fake.set_operations([])
+    fake_anthropic.set_operations([])
     first = run_once(svc, at(1))
     late = led.save(SECRET, now=at(2))
     before = stored_columns(led, first.id)
@@ -159,12 +159,12 @@ def test_runs_that_never_saw_the_record_are_left_alone(
     assert stored_columns(led, first.id) == before
 
 
-def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake: FakeAnthropic) -> None:
+def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake_anthropic: FakeAnthropic) -> None:
     # Given a SQLite ledger whose run stored the body in its prompt and answer
     path = tmp_path / "ledger.db"
     led = open_ledger(f"sqlite:///{path}", clock=Clock(T0))
     try:
-        svc = ConsolidationService(led, api_key="test-key", base_url=fake.base_url)
+        svc = ConsolidationService(led, api_key="test-key", base_url=fake_anthropic.base_url)
 
         def files_hold(word: str) -> list[str]:
             needle = word.encode()
@@ -173,7 +173,7 @@ def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake: 
         led.save(SECRET, now=T0)
         led.save(SECRET_TWIN, now=T0)
         led.save(KEPT, now=T0)
-        fake.set_operations(by_body({"op": "merge", "targets": [SECRET, SECRET_TWIN], "body": SECRET}))
+        fake_anthropic.set_operations(by_body({"op": "merge", "targets": [SECRET, SECRET_TWIN], "body": SECRET}))
         done = run_once(svc, at(1))
         assert done.ops_applied == 1 and files_hold(WORD)  # the check can see the word when it is there
 
@@ -189,14 +189,14 @@ def test_sqlite_files_hold_no_trace_of_the_forgotten_body(tmp_path: Path, fake: 
 
 
 def test_forgetting_through_a_bare_ledger_scrubs_runs_too(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic, ledger_url: str
+    make_service: Callable[..., ConsolidationService], fake_anthropic: FakeAnthropic, ledger_url: str
 ) -> None:
     # Given a run that stored the chain's bodies, made by a service
-    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    svc = make_service(api_key="test-key", base_url=fake_anthropic.base_url)
     led = svc.led
     led.save(SECRET, now=T0)
     led.save(SECRET_TWIN, now=T0)
-    fake.set_operations(by_body({"op": "merge", "targets": [SECRET, SECRET_TWIN], "body": SECRET}))
+    fake_anthropic.set_operations(by_body({"op": "merge", "targets": [SECRET, SECRET_TWIN], "body": SECRET}))
     done = run_once(svc, at(1))
     [merged] = [r for r in led.list(SCOPE, now=at(2)) if r.provenance == Provenance.MODEL_CONSOLIDATION]
     # When another program with no consolidation service at all (the CLI's `unpin`) forgets the head
@@ -212,7 +212,7 @@ def test_forgetting_through_a_bare_ledger_scrubs_runs_too(
 
 
 def test_a_record_forgotten_while_the_model_thinks_erases_the_answer_when_it_is_stored(
-    make_service: Callable[..., ConsolidationService], fake: FakeAnthropic
+    make_service: Callable[..., ConsolidationService], fake_anthropic: FakeAnthropic
 ) -> None:
     # Given a run that claimed (and put in its prompt) a record the user forgets during the call
     holder: dict[str, Any] = {}
@@ -221,11 +221,11 @@ def test_a_record_forgotten_while_the_model_thinks_erases_the_answer_when_it_is_
         if step == "after_claim":
             holder["svc"].led.delete(holder["secret"].id)
 
-    svc = make_service(api_key="test-key", base_url=fake.base_url, fault_hook=forget_during_call)
+    svc = make_service(api_key="test-key", base_url=fake_anthropic.base_url, fault_hook=forget_during_call)
     holder["svc"] = svc
     holder["secret"] = svc.led.save(SECRET, now=T0)
     svc.led.save(KEPT, now=T0)
-    fake.set_operations(by_body({"op": "correct", "targets": [SECRET], "body": f"{WORD} again"}))
+    fake_anthropic.set_operations(by_body({"op": "correct", "targets": [SECRET], "body": f"{WORD} again"}))
 
     # When the answer arrives and is stored
     done = run_once(svc, at(1))

@@ -20,7 +20,16 @@ from consolidation.harnesses import PromptRecord, Usage, get_extractor, get_harn
 from consolidation.harnesses.anthropic import supports_structured_output
 from consolidation.harnesses.base import Harness
 from consolidation.prompt import ANSWER_SCHEMA, CLOSE_TAG, SYSTEM_PROMPT, decode_user_message
-from tests.consolidation.vendors import VENDORS, Vendor, content, system_text
+from tests.consolidation.vendors import (
+    PER_VENDOR,
+    VENDORS,
+    Vendor,
+    content,
+    only,
+    stack_fixtures,
+    system_text,
+    vendor_name,
+)
 
 MODEL = "claude-haiku-4-5"
 MODELS = {vendor.name: vendor.model for vendor in VENDORS}
@@ -31,20 +40,8 @@ RECORDS = [
 ]
 
 
-def only(name: str) -> pytest.MarkDecorator:
-    """Run a test for one vendor: it is about that API's wire."""
-    return pytest.mark.parametrize("vendor", [v for v in VENDORS if v.name == name], ids=str, indirect=True)
-
-
-@pytest.fixture(params=VENDORS, ids=str)
-def vendor(request: pytest.FixtureRequest) -> Vendor:
-    return request.param  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def fake(vendor: Vendor):
-    with vendor.fake() as server:
-        yield server
+# The vendor and its fake, once per vendor (tests/consolidation/vendors.py); the ledger fixture goes unused.
+stack, vendor, _ledger_url, fake = stack_fixtures(PER_VENDOR, ids=vendor_name)
 
 
 def make_harness(vendor: Vendor, base_url: str | None, **options: object) -> Harness:

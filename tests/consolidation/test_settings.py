@@ -104,15 +104,15 @@ def test_a_new_model_with_one_price_does_not_keep_the_other_from_the_old_model(j
     assert (read(SCOPE).price_in_usd_per_mtok, read(SCOPE).price_out_usd_per_mtok) == (2, 8)
 
 
-def test_the_scopes_prices_override_the_table_for_anthropic_too(make_service, fake) -> None:  # type: ignore[no-untyped-def]
+def test_the_scopes_prices_override_the_table_for_anthropic_too(make_service, fake_anthropic) -> None:  # type: ignore[no-untyped-def]
     # Given a scope that pays half the table's haiku-4-5 rates (a negotiated price)
-    svc = make_service(api_key="test-key", base_url=fake.base_url)
+    svc = make_service(api_key="test-key", base_url=fake_anthropic.base_url)
     svc.update_settings(
         SCOPE, mode="apply", harness="anthropic", model="claude-haiku-4-5", debounce_s=0,
         price_in_usd_per_mtok=0.5, price_out_usd_per_mtok=2.5, now=T0,
     )  # fmt: skip
     svc.led.save("I prefer metric units", now=T0)
-    fake.set_usage(input_tokens=1000, output_tokens=100)
+    fake_anthropic.set_usage(input_tokens=1000, output_tokens=100)
 
     # When a run executes
     svc.notify_turn(SCOPE, now=T0 + timedelta(seconds=1))

@@ -8,6 +8,7 @@ by the scope at the haiku-4-5 rates (1 / 5 USD per MTok) so that spends compare.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,17 +108,20 @@ def system_text(request: dict[str, Any]) -> str:
 STACKS = (("anthropic", "sqlite"), ("anthropic", "postgres"), ("openai", "sqlite"))
 
 
-def stack_fixtures() -> tuple[Any, Any, Any, Any]:
+def stack_fixtures(
+    stacks: tuple[tuple[str, str], ...] = STACKS, ids: Callable[[tuple[str, str]], str] = "-".join
+) -> tuple[Any, Any, Any, Any]:
     """``stack``, ``vendor``, ``ledger_url`` and ``fake`` fixtures for a module whose tests run per vendor.
 
     Assign them at module level (``stack, vendor, ledger_url, fake = stack_fixtures()``): ``ledger_url``
-    overrides the shared one so that each stack is one backend, and ``fake`` is the vendor's.
+    overrides the shared one so that each stack is one backend, and ``fake`` is the vendor's. A module
+    that opens no ledger runs once per vendor: ``stack_fixtures(PER_VENDOR, ids=vendor_name)``.
     """
     import pytest
 
     by_name = {v.name: v for v in VENDORS}
 
-    @pytest.fixture(params=STACKS, ids=lambda s: f"{s[0]}-{s[1]}")
+    @pytest.fixture(params=stacks, ids=ids)
     def stack(request: pytest.FixtureRequest) -> tuple[str, str]:
         return request.param  # type: ignore[no-any-return]
 
@@ -137,6 +141,21 @@ def stack_fixtures() -> tuple[Any, Any, Any, Any]:
             yield server
 
     return stack, vendor, ledger_url, fake
+
+
+# A module whose tests open no ledger: each vendor once (the backend is not used).
+PER_VENDOR = tuple((vendor.name, "sqlite") for vendor in VENDORS)
+
+
+def vendor_name(stack: tuple[str, str]) -> str:
+    return stack[0]
+
+
+def only(name: str) -> Any:
+    """Run a test of a ``PER_VENDOR`` module for one vendor: it is about that API's wire."""
+    import pytest
+
+    return pytest.mark.parametrize("stack", [s for s in PER_VENDOR if s[0] == name], ids=vendor_name, indirect=True)
 
 
 def backends_only() -> Any:

@@ -29,7 +29,7 @@ def holders(directory: Path, word: str) -> list[str]:
 
 
 @pytest.fixture
-def led(tmp_path: Path, clock: Any) -> Iterator[Ledger]:
+def sqlite_dir_led(tmp_path: Path, clock: Any) -> Iterator[Ledger]:
     ledger = open_ledger(f"sqlite:///{tmp_path / 'db' / 'ledger.db'}", clock=clock)
     yield ledger
     ledger.close()
@@ -47,73 +47,73 @@ def _surround(led: Ledger, n: int) -> None:
         led.save(f"unrelated pin number {i} about gardening and cycling routes")
 
 
-def test_a_forgotten_edited_body_leaves_no_trace_in_the_files(led: Ledger, clock: Any) -> None:
-    first = led.save(f"My locker code phrase is {WORD} at the gym")
+def test_a_forgotten_edited_body_leaves_no_trace_in_the_files(sqlite_dir_led: Ledger, clock: Any) -> None:
+    first = sqlite_dir_led.save(f"My locker code phrase is {WORD} at the gym")
     clock.advance(seconds=1)
-    head = led.save(f"My locker phrase is {WORD.capitalize()} at the new gym", supersedes=first.id)
-    assert [r.id for r in led.search(SCOPE, WORD)] == [head.id]
-    assert holders(_dir(led), WORD), "the test cannot see the word before it is forgotten"
+    head = sqlite_dir_led.save(f"My locker phrase is {WORD.capitalize()} at the new gym", supersedes=first.id)
+    assert [r.id for r in sqlite_dir_led.search(SCOPE, WORD)] == [head.id]
+    assert holders(_dir(sqlite_dir_led), WORD), "the test cannot see the word before it is forgotten"
     clock.advance(seconds=1)
-    led.delete(head.id)
-    assert holders(_dir(led), WORD) == []
-    assert led.search(SCOPE, WORD) == []
+    sqlite_dir_led.delete(head.id)
+    assert holders(_dir(sqlite_dir_led), WORD) == []
+    assert sqlite_dir_led.search(SCOPE, WORD) == []
 
 
-def test_a_reader_that_held_the_wal_during_a_forget_lets_it_go_when_it_ends(led: Ledger, clock: Any) -> None:
+def test_a_reader_that_held_the_wal_during_a_forget_lets_it_go_when_it_ends(sqlite_dir_led: Ledger, clock: Any) -> None:
     """The window a reader's snapshot keeps open closes when that reader ends, with no later write or forget."""
-    pin = led.save(f"My locker code phrase is {WORD} at the gym")
+    pin = sqlite_dir_led.save(f"My locker code phrase is {WORD} at the gym")
     clock.advance(seconds=1)
-    with led.reading() as reader:
+    with sqlite_dir_led.reading() as reader:
         reader.rows(select(RECORDS.c.id))  # a snapshot taken before the forget, kept across it
-        led.delete(pin.id)
-        assert holders(_dir(led), WORD), "the snapshot did not keep the old pages (the test shows nothing)"
-    assert holders(_dir(led), WORD) == []
+        sqlite_dir_led.delete(pin.id)
+        assert holders(_dir(sqlite_dir_led), WORD), "the snapshot did not keep the old pages (the test shows nothing)"
+    assert holders(_dir(sqlite_dir_led), WORD) == []
 
 
 @pytest.mark.parametrize("neighbours", [60, 400])
-def test_erasure_with_many_fts_segments_around(led: Ledger, clock: Any, neighbours: int) -> None:
-    led.set_budget(SCOPE, 1000)
-    _surround(led, neighbours // 2)
-    first = led.save(f"{WORD} is the name of my boat")
-    _surround(led, neighbours // 2)
+def test_erasure_with_many_fts_segments_around(sqlite_dir_led: Ledger, clock: Any, neighbours: int) -> None:
+    sqlite_dir_led.set_budget(SCOPE, 1000)
+    _surround(sqlite_dir_led, neighbours // 2)
+    first = sqlite_dir_led.save(f"{WORD} is the name of my boat")
+    _surround(sqlite_dir_led, neighbours // 2)
     clock.advance(seconds=1)
-    proposal = led.propose(
+    proposal = sqlite_dir_led.propose(
         f"the boat is called {WORD} and moors in Brixham", supersedes=[first.id], rationale=f"mentions {WORD} twice"
     )
-    led.accept(proposal.id)
+    sqlite_dir_led.accept(proposal.id)
     clock.advance(seconds=1)
-    head = led.save(f"{WORD} (the boat) moors in Dartmouth now", supersedes=proposal.id)
+    head = sqlite_dir_led.save(f"{WORD} (the boat) moors in Dartmouth now", supersedes=proposal.id)
     # Searches read the segments (and may leave pages in the WAL and cache).
     for _ in range(3):
-        assert next(r.id for r in led.search(SCOPE, f"{WORD} boat")) == head.id
-    with led.engine.connect() as conn:
+        assert next(r.id for r in sqlite_dir_led.search(SCOPE, f"{WORD} boat")) == head.id
+    with sqlite_dir_led.engine.connect() as conn:
         segments = conn.exec_driver_sql("SELECT count(DISTINCT segid) FROM memory_fts_idx").scalar()
     assert segments is not None and segments > 1, "the index should be spread over several segments"
-    led.delete(head.id)
-    assert holders(_dir(led), WORD) == []
-    assert holders(_dir(led), "dartmouth") == [] and holders(_dir(led), "brixham") == []
+    sqlite_dir_led.delete(head.id)
+    assert holders(_dir(sqlite_dir_led), WORD) == []
+    assert holders(_dir(sqlite_dir_led), "dartmouth") == [] and holders(_dir(sqlite_dir_led), "brixham") == []
     # The neighbours are untouched and still searchable.
-    assert len(led.search(SCOPE, "gardening", limit=200)) == min(200, neighbours)
-    assert len(led.list(SCOPE)) == neighbours
+    assert len(sqlite_dir_led.search(SCOPE, "gardening", limit=200)) == min(200, neighbours)
+    assert len(sqlite_dir_led.list(SCOPE)) == neighbours
 
 
-def test_erasure_of_an_expired_head_and_a_deleted_proposal(led: Ledger, clock: Any) -> None:
-    _surround(led, 30)
-    exp = led.save(f"temporary: {WORD} door", expires_at=clock.now + timedelta(seconds=5))
-    prop = led.propose(f"maybe {WORD} window", rationale=f"{WORD} seen")
+def test_erasure_of_an_expired_head_and_a_deleted_proposal(sqlite_dir_led: Ledger, clock: Any) -> None:
+    _surround(sqlite_dir_led, 30)
+    exp = sqlite_dir_led.save(f"temporary: {WORD} door", expires_at=clock.now + timedelta(seconds=5))
+    prop = sqlite_dir_led.propose(f"maybe {WORD} window", rationale=f"{WORD} seen")
     clock.advance(seconds=10)
-    assert led.sweep_expired(clock.now) == 1
-    led.delete(exp.id)
-    led.delete(prop.id)
-    assert holders(_dir(led), WORD) == []
+    assert sqlite_dir_led.sweep_expired(clock.now) == 1
+    sqlite_dir_led.delete(exp.id)
+    sqlite_dir_led.delete(prop.id)
+    assert holders(_dir(sqlite_dir_led), WORD) == []
 
 
-def test_the_word_survives_where_it_is_still_held(led: Ledger, clock: Any) -> None:
+def test_the_word_survives_where_it_is_still_held(sqlite_dir_led: Ledger, clock: Any) -> None:
     """Erasure is exact: another live record with the same word keeps it searchable."""
-    gone = led.save(f"{WORD} one")
-    keep = led.save(f"{WORD} two")
-    led.delete(gone.id)
-    assert [r.id for r in led.search(SCOPE, WORD)] == [keep.id]
-    assert holders(_dir(led), WORD)
-    led.delete(keep.id)
-    assert holders(_dir(led), WORD) == []
+    gone = sqlite_dir_led.save(f"{WORD} one")
+    keep = sqlite_dir_led.save(f"{WORD} two")
+    sqlite_dir_led.delete(gone.id)
+    assert [r.id for r in sqlite_dir_led.search(SCOPE, WORD)] == [keep.id]
+    assert holders(_dir(sqlite_dir_led), WORD)
+    sqlite_dir_led.delete(keep.id)
+    assert holders(_dir(sqlite_dir_led), WORD) == []

@@ -31,7 +31,7 @@ def proxy() -> Iterator[CutProxy]:
 
 
 @pytest.fixture
-def led(pg_migrated: str, proxy: CutProxy) -> Iterator[Ledger]:
+def proxied_led(pg_migrated: str, proxy: CutProxy) -> Iterator[Ledger]:
     opened = open_ledger(proxy.url(pg_migrated), migrate=True)
     yield opened
     opened.close()
@@ -64,45 +64,45 @@ def _rpc_save(led: Ledger, **params: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("write", ["save", "edit"])
 def test_a_commit_whose_answer_is_lost_is_unknown_and_its_retry_applies_once(
-    led: Ledger, proxy: CutProxy, write: str
+    proxied_led: Ledger, proxy: CutProxy, write: str
 ) -> None:
     # Given: a pin, and a save or an edit of it sent over JSON-RPC with a requestId
-    first = led.save("I live in Lisbon")
+    first = proxied_led.save("I live in Lisbon")
     params: dict[str, Any] = {"body": "I live in Porto", "requestId": "move-2026-12"}
     if write == "edit":
         params["supersedes"] = first.id
     # When: the server commits it and the connection is lost before its answer comes back
-    answer = _cut_during(proxy, b"COMMIT", lambda: _rpc_save(led, **params))
+    answer = _cut_during(proxy, b"COMMIT", lambda: _rpc_save(proxied_led, **params))
     # Then: the answer says the outcome is unknown, names the record to read and the requestId retry
     error = answer["error"]
     assert error["code"] == -32006 and error["data"]["reason"] == "outcome_unknown", error
     record_id = error["data"]["recordId"]
     assert record_id in error["message"] and "requestId" in error["message"] and "refused" not in error["message"]
     # And: it was applied (as the message says to check)
-    assert led.get(record_id).body == "I live in Porto"
+    assert proxied_led.get(record_id).body == "I live in Porto"
     # When: the client retries with the same requestId
-    again = _rpc_save(led, **params)
+    again = _rpc_save(proxied_led, **params)
     # Then: the record it wrote comes back, and nothing is written twice
     assert again["result"]["id"] == record_id, again
-    bodies = sorted(r.body or "" for r in led.list())
+    bodies = sorted(r.body or "" for r in proxied_led.list())
     assert bodies == (["I live in Porto"] if write == "edit" else ["I live in Lisbon", "I live in Porto"])
-    assert sum(1 for r in led.records(led.scope_key) if r.body == "I live in Porto") == 1
+    assert sum(1 for r in proxied_led.records(proxied_led.scope_key) if r.body == "I live in Porto") == 1
     # And: the same requestId with another body is refused, naming the record, and writes nothing
-    other = _rpc_save(led, **{**params, "body": "I live in Faro"})
+    other = _rpc_save(proxied_led, **{**params, "body": "I live in Faro"})
     assert other["error"]["code"] == -32007 and other["error"]["data"]["reason"] == "request_id_reused"
     assert other["error"]["data"]["recordId"] == record_id
-    assert all(r.body != "I live in Faro" for r in led.records(led.scope_key))
+    assert all(r.body != "I live in Faro" for r in proxied_led.records(proxied_led.scope_key))
 
 
 def test_a_plain_save_that_cannot_learn_its_outcome_is_unknown(
-    led: Ledger, proxy: CutProxy, monkeypatch: pytest.MonkeyPatch
+    proxied_led: Ledger, proxy: CutProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given: the database cannot be reached again for a while after the plain save's call is lost
     monkeypatch.setattr(postgres, "CHECK_AFTER_LOSS_S", 0.3)
-    led.save("warm the pool")
+    proxied_led.save("warm the pool")
 
     def save_then_unreachable() -> Any:
-        return led.save("I have a cat named Miso")
+        return proxied_led.save("I have a cat named Miso")
 
     proxy.arm(b"memledger_save")
     got: list[Any] = []
@@ -116,8 +116,8 @@ def test_a_plain_save_that_cannot_learn_its_outcome_is_unknown(
     (error,) = got
     assert isinstance(error, OutcomeUnknown), error
     assert error.record_id is not None and error.record_id in error.message
-    assert led.get(error.record_id).body == "I have a cat named Miso"
-    assert [r.body for r in led.list()].count("I have a cat named Miso") == 1
+    assert proxied_led.get(error.record_id).body == "I have a cat named Miso"
+    assert [r.body for r in proxied_led.list()].count("I have a cat named Miso") == 1
 
 
 def _attempt(fn: Callable[[], Any]) -> Any:
@@ -128,12 +128,12 @@ def _attempt(fn: Callable[[], Any]) -> Any:
 
 
 def test_the_command_line_and_mcp_say_unknown(
-    led: Ledger, proxy: CutProxy, pg_migrated: str, monkeypatch: pytest.MonkeyPatch
+    proxied_led: Ledger, proxy: CutProxy, pg_migrated: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from worker.cli import app
     from worker.mcp.tools import call_tool
 
-    first = led.save("Standup is at 9:30")
+    first = proxied_led.save("Standup is at 9:30")
     # The command line: an edit whose COMMIT's answer is lost exits 3, reason outcome_unknown
     monkeypatch.setenv("MEMLEDGER_DATABASE_URL", proxy.url(pg_migrated))
     args = ["pin", "Standup is at 10:00", "--supersedes", first.id, "--request-id", "standup-1", "--json"]
@@ -143,14 +143,16 @@ def test_the_command_line_and_mcp_say_unknown(
     # ... and run again with the same key, it is applied once
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0, again.output
-    assert [r.body for r in led.list()] == ["Standup is at 10:00"]
+    assert [r.body for r in proxied_led.list()] == ["Standup is at 10:00"]
     # MCP: a proposal whose COMMIT's answer is lost is a tool error with the reason
-    tool = _cut_during(proxy, b"COMMIT", lambda: call_tool(led, "propose_pin", {"body": "Prefers tea"}))
+    tool = _cut_during(proxy, b"COMMIT", lambda: call_tool(proxied_led, "propose_pin", {"body": "Prefers tea"}))
     assert tool.is_error
     meta = (tool.meta or {}).get("memledger/error") or {}
     assert meta.get("reason") == "outcome_unknown" and meta.get("recordId"), tool
     assert tool.content[0].text.startswith("outcome_unknown: ")
-    assert [r.body for r in led.proposals(led.scope_key) if r.status == Status.PROPOSED] == ["Prefers tea"]
+    assert [r.body for r in proxied_led.proposals(proxied_led.scope_key) if r.status == Status.PROPOSED] == [
+        "Prefers tea"
+    ]
 
 
 def _writes_while_backends_die(pg_migrated: str, *, seconds: float, every_s: float) -> dict[str, int]:

@@ -109,27 +109,27 @@ def test_every_refusal_of_every_tool_reads_in_a_strict_client(shared_mcp_sqlite:
         ok(result)
 
 
-def test_an_internal_error_reads_in_a_strict_client(led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_internal_error_reads_in_a_strict_client(sqlite_led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(Ledger, "history", broken)
-    result = call_tool(led, "pin_history", {"id": "mem_x"})
+    result = call_tool(sqlite_led, "pin_history", {"id": "mem_x"})
     refused(result, "internal_error")
     check_as_strict_client(TOOLS["pin_history"].result_schema, result.model_dump(mode="json", by_alias=True))
 
 
 @pytest.fixture
-def led(tmp_path: Path) -> Any:
+def sqlite_led(tmp_path: Path) -> Any:
     ledger = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", migrate=True)
     yield ledger
     ledger.close()
 
 
-def test_propose_pin_defaults_kind_to_fact_as_the_record_protocol_does(led: Ledger) -> None:
-    proposal = ok(call_tool(led, "propose_pin", {"body": "Works from Lisbon"}))["proposal"]
+def test_propose_pin_defaults_kind_to_fact_as_the_record_protocol_does(sqlite_led: Ledger) -> None:
+    proposal = ok(call_tool(sqlite_led, "propose_pin", {"body": "Works from Lisbon"}))["proposal"]
     assert proposal["kind"] == "fact" and proposal["status"] == "proposed"
-    assert [r.kind for r in led.proposals(led.scope_key)] == ["fact"]
+    assert [r.kind for r in sqlite_led.proposals(sqlite_led.scope_key)] == ["fact"]
 
 
 def test_mcp_takes_content_type_in_any_case_as_rpc_does(make_runtime: Callable[..., Runtime]) -> None:

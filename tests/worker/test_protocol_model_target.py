@@ -44,7 +44,7 @@ def no_openai_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeOpenAI]:
+def scripted_openai() -> Iterator[FakeOpenAI]:
     merge = [{"op": "merge", "target_bodies": list(DUPLICATES), "body": "I prefer metric units"}]
     proposals = [{"body": "My deploy region is eu-west-1", "kind": "fact"}]
     with FakeOpenAI(operations=merge, proposals=proposals) as server:
@@ -90,12 +90,12 @@ def local_target(fake: FakeOpenAI) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- the operator's loopback server
 def test_the_operator_points_consolidation_at_a_local_server_and_a_run_uses_it(
-    loopback: tuple[TestClient, Runtime], fake: FakeOpenAI
+    loopback: tuple[TestClient, Runtime], scripted_openai: FakeOpenAI
 ) -> None:
     client, runtime = loopback
     # Given the scope pointed at a local OpenAI-compatible server, free of charge, over the protocol
-    settings = ok(client, "memory/update_consolidation_settings", {"mode": "apply", **local_target(fake)})
-    assert {name: settings[name] for name in TARGET} == local_target(fake)
+    settings = ok(client, "memory/update_consolidation_settings", {"mode": "apply", **local_target(scripted_openai)})
+    assert {name: settings[name] for name in TARGET} == local_target(scripted_openai)
     assert settings["mode"] == "apply"
     assert ok(client, "memory/get_consolidation_settings") == settings
     # and two records that say the same thing, and a turn
@@ -109,20 +109,23 @@ def test_the_operator_points_consolidation_at_a_local_server_and_a_run_uses_it(
     [settled] = runtime.service.run_due(now=due + timedelta(seconds=1))
 
     # Then the call went to that server with that model, and the merge is applied at no cost
-    assert fake.calls == 1
-    assert fake.requests[0].json["model"] == MODEL and len(request_records(fake.requests[0].json)) == 2
+    assert scripted_openai.calls == 1
+    assert (
+        scripted_openai.requests[0].json["model"] == MODEL
+        and len(request_records(scripted_openai.requests[0].json)) == 2
+    )
     assert (settled.harness, settled.model, settled.outcome, settled.ops_applied) == ("openai", MODEL, "applied", 1)
     assert settled.input_tokens > 0 and settled.spend_micro_usd == 0
     assert [r.body for r in runtime.ledger.list(SCOPE)] == ["I prefer metric units"]
 
 
 def test_the_operator_points_extraction_at_a_local_server_and_a_run_uses_it(
-    loopback: tuple[TestClient, Runtime], fake: FakeOpenAI
+    loopback: tuple[TestClient, Runtime], scripted_openai: FakeOpenAI
 ) -> None:
     client, runtime = loopback
     # Given extraction on, on a local server, free of charge, over the protocol
-    settings = ok(client, "memory/update_extraction_settings", {"mode": "propose", **local_target(fake)})
-    assert {name: settings[name] for name in TARGET} == local_target(fake)
+    settings = ok(client, "memory/update_extraction_settings", {"mode": "propose", **local_target(scripted_openai)})
+    assert {name: settings[name] for name in TARGET} == local_target(scripted_openai)
     assert ok(client, "memory/get_extraction_settings") == settings
     # and a turn of a conversation
     turn = ok(client, "memory/notify_turn", {"sessionId": "chat-1", "messages": [
@@ -134,25 +137,25 @@ def test_the_operator_points_extraction_at_a_local_server_and_a_run_uses_it(
     runtime.service.run_due(now=due + timedelta(seconds=1))
 
     # Then the call went to that server with that model, and its proposal waits for the user
-    assert fake.calls == 1 and fake.requests[0].json["model"] == MODEL
+    assert scripted_openai.calls == 1 and scripted_openai.requests[0].json["model"] == MODEL
     run = runtime.service.get_run(run_id)
     assert (run.job, run.harness, run.model, run.spend_micro_usd) == ("extract", "openai", MODEL, 0)
     assert [r.body for r in runtime.ledger.proposals(SCOPE)] == ["My deploy region is eu-west-1"]
 
 
 @pytest.mark.parametrize("job", list(JOBS))
-def test_memledger_rpc_is_the_operator_too(job: str, fake: FakeOpenAI, tmp_path: Any) -> None:
+def test_memledger_rpc_is_the_operator_too(job: str, scripted_openai: FakeOpenAI, tmp_path: Any) -> None:
     from worker.cli.rpc import rpc_extra_methods
 
     get, update = JOBS[job]
     led = open_ledger(f"sqlite:///{tmp_path / 'rpc.db'}")
     try:
         extra = rpc_extra_methods(led)
-        request = {"jsonrpc": "2.0", "id": 1, "method": update, "params": local_target(fake)}
+        request = {"jsonrpc": "2.0", "id": 1, "method": update, "params": local_target(scripted_openai)}
         answer = handle(led, request, extra_methods=extra)
         assert answer is not None and "result" in answer, answer
         shown = handle(led, {"jsonrpc": "2.0", "id": 2, "method": get}, extra_methods=extra)
-        assert shown is not None and {name: shown["result"][name] for name in TARGET} == local_target(fake)
+        assert shown is not None and {name: shown["result"][name] for name in TARGET} == local_target(scripted_openai)
     finally:
         led.close()
 
@@ -171,11 +174,11 @@ def test_null_unsets_the_base_url_and_the_prices(job: str, loopback: tuple[TestC
 
 @pytest.mark.parametrize("job", list(JOBS))
 def test_a_new_model_with_one_price_is_refused_after_a_free_one(
-    job: str, loopback: tuple[TestClient, Runtime], fake: FakeOpenAI
+    job: str, loopback: tuple[TestClient, Runtime], scripted_openai: FakeOpenAI
 ) -> None:
     client, _ = loopback
     get, update = JOBS[job]
-    ok(client, update, local_target(fake))  # a free local model: 0 and 0
+    ok(client, update, local_target(scripted_openai))  # a free local model: 0 and 0
     before = ok(client, get)
     error = post(client, update, {"model": "gpt-4.1", "priceInUsdPerMtok": 2}).json()["error"]
     assert error["data"]["reason"] == "invalid_params" and "set both" in error["message"], error
@@ -276,7 +279,7 @@ CALL = {"responseFormat": "json_object", "temperature": 0.3, "contextWindowToken
 
 
 def test_the_operator_sets_how_consolidations_call_is_made(
-    loopback: tuple[TestClient, Runtime], fake: FakeOpenAI
+    loopback: tuple[TestClient, Runtime], scripted_openai: FakeOpenAI
 ) -> None:
     client, runtime = loopback
     defaults = ok(client, "memory/get_consolidation_settings")
@@ -284,7 +287,7 @@ def test_the_operator_sets_how_consolidations_call_is_made(
                 "stream": True}  # fmt: skip
     assert {name: defaults[name] for name in CALL} == expected
 
-    settings = ok(client, "memory/update_consolidation_settings", {**local_target(fake), **CALL})
+    settings = ok(client, "memory/update_consolidation_settings", {**local_target(scripted_openai), **CALL})
 
     assert {name: settings[name] for name in CALL} == CALL
     stored = runtime.service.settings(SCOPE)
