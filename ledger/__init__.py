@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ledger.audit import check_session_id
 from ledger.compact import CompactReport, compact
-from ledger.core import DEFAULT_MAX_RECORDS, Ledger
+from ledger.core import DEFAULT_MAX_RECORDS, Ledger, ScopeView
 from ledger.db import current_revision, head_revision, make_engine, upgrade
 from ledger.errors import (
     BodyRejected,
@@ -38,7 +38,7 @@ from ledger.models import EventKind, Kind, LedgerEvent, MemoryRecord, Provenance
 from ledger.packet import CITATION_CHARS, Packet
 from ledger.paging import Page
 from ledger.reader import Reader
-from ledger.reads import ScopeView, check_scope
+from ledger.reads import check_scope
 from ledger.screening import find_credential, screen_body
 from ledger.search_index import check_search_index, rebuild_search_index
 from ledger.slash import SlashResult

@@ -14,22 +14,25 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
 from sqlalchemy import Connection, Engine
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, stop_before_delay, wait_random_exponential
 
-from ledger.audit import store_injection
+from ledger.audit import check_session_id, store_injection, write_audit
 from ledger.capabilities import CapabilityProvider, base_capabilities, merge_capabilities
-from ledger.errors import BodyRejected, BudgetExceeded, LedgerBusy, LedgerError, OutcomeUnknown
-from ledger.instants import Clock, require_aware, system_clock, to_micros
+from ledger.errors import BodyRejected, BudgetExceeded, InvalidArgument, LedgerBusy, LedgerError, OutcomeUnknown
+from ledger.instants import Clock, from_micros, require_aware, system_clock, to_micros
 from ledger.models import EventKind, MemoryRecord, ScopeUsage, SweepStatus
 from ledger.options import ProposeOptions, SaveOptions
+from ledger.packet import Packet, build_packet, empty_packet
+from ledger.paging import Page
 from ledger.plain_save import save_plain
 from ledger.policy import BudgetHook, EraseHook, WritePolicy
 from ledger.reader import Reader
-from ledger.reads import LedgerReads, check_scope
+from ledger.reads import LedgerReads, RecordList, check_scope, packet_records
 from ledger.request_ids import SaveRequest, once
 from ledger.screening import MAX_BODY_CHARS
 from ledger.statements import USAGE, stamp_and_usage
@@ -45,7 +48,7 @@ DEFAULT_MAX_RECORDS = 200
 WRITE_RETRY_BUDGET_S = 30.0
 WRITE_ATTEMPTS = 50
 
-__all__ = ["DEFAULT_MAX_RECORDS", "EraseHook", "Ledger", "ScopeUsage", "new_record_id"]
+__all__ = ["DEFAULT_MAX_RECORDS", "EraseHook", "Ledger", "ScopeUsage", "ScopeView", "new_record_id"]
 
 
 class Ledger(LedgerReads):
@@ -252,6 +255,54 @@ class Ledger(LedgerReads):
             self._require_row(conn, record_id)
         return self.scope_key
 
+    # ------------------------------------------------------------------ the packet
+    def build_packet(
+        self,
+        scope_key: str,
+        *,
+        now: datetime | None = None,
+        max_chars: int | None = None,
+        session_id: str | None = None,
+    ) -> Packet:
+        """What a chat turn injects: see :mod:`ledger.packet` (order, citations, exclusion codes).
+
+        Without ``session_id`` it is a read. With one the packet is built in a write transaction that also
+        replaces that session's packet audit (so the audit is exactly what was built). With the scope's
+        injection switch off the packet is empty and no audit is written.
+
+        Raises:
+            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative
+            integer, a malformed session id).
+        """
+        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
+            raise InvalidArgument("max_chars must be a non-negative integer (or omitted for the default)")
+        scope = check_scope(scope_key)
+        if now is not None:
+            require_aware(now, name="now")
+        session = None if session_id is None else check_session_id(session_id)
+        if session is None:
+            with self._reading() as conn:
+                at = from_micros(self._read_us(conn, scope, now))
+                records = packet_records(conn, scope)
+            if records is None:
+                return empty_packet(now=at, max_chars=max_chars)
+            return build_packet(records, now=at, max_chars=max_chars)
+
+        def fn(tx: Transaction) -> Packet:
+            records = packet_records(tx.conn, scope)
+            if records is None:
+                return empty_packet(now=tx.now, max_chars=max_chars, session_id=session)
+            packet = build_packet(records, now=tx.now, max_chars=max_chars)
+            write_audit(tx.conn, scope, session, packet)
+            return replace(packet, session_id=session)
+
+        return self.run(scope, fn, now=now)
+
+    def scope(self, scope_key: str | None = None) -> ScopeView:
+        """This ledger's reads of one scope (default: the bound one), without naming it again:
+        ``led.scope().search("deploy")``, ``led.scope().list_page(limit=50)``. Raises ScopeError."""
+        return ScopeView(self, check_scope(self.scope_key if scope_key is None else scope_key))
+
     # ------------------------------------------------------------------ writes
     def save(self, body: str, *, now: datetime | None = None, **options: Unpack[SaveOptions]) -> MemoryRecord:
         """Pin ``body`` in the bound account scope; ``supersedes=id`` edits an active record.
@@ -443,6 +494,51 @@ class Ledger(LedgerReads):
         from ledger.slash import handle_slash
 
         return handle_slash(self, text_, now=now)
+
+
+class ScopeView:
+    """A ledger's reads of one scope, the scope given once: ``led.scope().search("deploy")``.
+
+    Get one from :meth:`Ledger.scope`. It holds no connection or state of its own.
+    """
+
+    __slots__ = ("ledger", "scope_key")
+
+    def __init__(self, ledger: Ledger, scope_key: str) -> None:
+        self.ledger = ledger
+        self.scope_key = scope_key
+
+    def __repr__(self) -> str:
+        return f"ScopeView({self.scope_key!r})"
+
+    def list(self, *, now: datetime | None = None) -> RecordList:
+        return self.ledger.list(self.scope_key, now=now)
+
+    def list_page(self, **kwargs: Any) -> Page:
+        """See :meth:`LedgerReads.list_page` (``limit``, ``cursor``, ``kind``, ``provenance``, ``conflict_group``)."""
+        return self.ledger.list_page(self.scope_key, **kwargs)
+
+    def proposals(self, *, now: datetime | None = None) -> RecordList:
+        return self.ledger.proposals(self.scope_key, now=now)
+
+    def proposals_page(self, **kwargs: Any) -> Page:
+        return self.ledger.proposals_page(self.scope_key, **kwargs)
+
+    def list_as_of(self, as_of: datetime) -> RecordList:
+        return self.ledger.list_as_of(self.scope_key, as_of)
+
+    def records(self) -> RecordList:
+        return self.ledger.records(self.scope_key)
+
+    def search(self, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
+        return self.ledger.search(self.scope_key, query, limit=limit, now=now)
+
+    def build_packet(self, **kwargs: Any) -> Packet:
+        """See :meth:`Ledger.build_packet` (``now``, ``max_chars``, ``session_id``)."""
+        return self.ledger.build_packet(self.scope_key, **kwargs)
+
+    def injection(self) -> bool:
+        return self.ledger.injection(self.scope_key)
 
 
 def _busy_retries(started: float, *, first: bool = False) -> Retrying:

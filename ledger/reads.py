@@ -1,9 +1,11 @@
-"""Reads of the ledger: get, history, list, as-of, records, proposals, search, packet, events.
+"""Reads of the ledger: get, history, list, as-of, records, proposals, search, the packet's records, events.
 
 A mixin of :class:`ledger.core.Ledger`; it needs only an engine, a clock and the
 bound scope. No read takes a lock or reads a clock of its own. Each read runs in
 one read transaction (SQLite: one snapshot; PostgreSQL: REPEATABLE READ), so a read
 of several statements (history) sees one snapshot even while writers commit.
+The packet is built by :meth:`ledger.core.Ledger.build_packet`, beside the writes: with a
+session id it writes the session's packet audit.
 """
 
 from __future__ import annotations
@@ -24,14 +26,12 @@ from ledger.errors import InvalidArgument, RecordNotFound, ScopeError
 from ledger.instants import Clock, from_micros, require_aware, to_micros
 from ledger.models import LedgerEvent, MemoryRecord, Status
 from ledger.options import PageOptions
-from ledger.packet import Packet, build_packet, empty_packet
 from ledger.paging import POSITION, Filters, Page, check_limit, decode_cursor, page_of, paged, position
 from ledger.reader import Reader
 from ledger.schema import EVENTS, RECORDS, SCOPES
 from ledger.search import search_active
 from ledger.statements import ACTIVE_AT, ACTIVE_NOW
 from ledger.store import Prepared, Store, lit, param
-from ledger.tx import Transaction
 
 SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}:[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 
@@ -78,6 +78,14 @@ def _as_of(record: MemoryRecord, at: datetime) -> MemoryRecord:
     if record.status != Status.ACTIVE or record.expires_at is None or record.expires_at > at:
         return record
     return replace(record, status=Status.EXPIRED, valid_to=record.expires_at)
+
+
+def packet_records(conn: Connection, scope_key: str) -> RecordList | None:
+    """The records a packet of the scope is built from (:func:`ledger.packet.build_packet`), read on ``conn``;
+    None when the scope's injection switch is off (its packet is empty)."""
+    if not audit.injection_enabled(conn, scope_key):
+        return None
+    return rowsmod.fetch_records(conn, _PACKET, {"s": scope_key})
 
 
 def check_scope(scope_key: object) -> str:
@@ -171,11 +179,6 @@ class LedgerReads:
             at = from_micros(self._read_us(conn, row["scope_key"], now))
         return [_as_of(r, at) for r in records]
 
-    def scope(self, scope_key: str | None = None) -> ScopeView:
-        """This ledger's reads of one scope (default: the bound one), without naming it again:
-        ``led.scope().search("deploy")``, ``led.scope().list_page(limit=50)``. Raises ScopeError."""
-        return ScopeView(self, check_scope(self.scope_key if scope_key is None else scope_key))
-
     def list(self, scope_key: str | None = None, *, now: datetime | None = None) -> RecordList:
         """The active set of a scope (default: the bound one) as of ``now``: never a record past its ``expires_at``."""
         scope = check_scope(self.scope_key if scope_key is None else scope_key)
@@ -257,49 +260,6 @@ class LedgerReads:
             rows = search_active(conn, scope, query, limit=limit, now_us=now_us)
         return [rowsmod.to_record(r) for r in rows]
 
-    def build_packet(
-        self,
-        scope_key: str,
-        *,
-        now: datetime | None = None,
-        max_chars: int | None = None,
-        session_id: str | None = None,
-    ) -> Packet:
-        """What a chat turn injects: see :mod:`ledger.packet` (order, citations, exclusion codes).
-
-        With ``session_id`` the packet is built in a write transaction that also replaces
-        that session's packet audit (so the audit is exactly what was built). With the
-        scope's injection switch off the packet is empty and no audit is written.
-
-        Raises:
-            ScopeError, InvalidInstant, InvalidArgument (``max_chars`` not a non-negative
-            integer, a malformed session id).
-        """
-        if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0):
-            raise InvalidArgument("max_chars must be a non-negative integer (or omitted for the default)")
-        scope = check_scope(scope_key)
-        if now is not None:
-            require_aware(now, name="now")
-        session = None if session_id is None else audit.check_session_id(session_id)
-        if session is None:
-            with self._reading() as conn:
-                at = from_micros(self._read_us(conn, scope, now))
-                if not audit.injection_enabled(conn, scope):
-                    return empty_packet(now=at, max_chars=max_chars)
-                records = rowsmod.fetch_records(conn, _PACKET, {"s": scope})
-            return build_packet(records, now=at, max_chars=max_chars)
-
-        def fn(tx: Transaction) -> Packet:
-            if not audit.injection_enabled(tx.conn, scope):
-                return empty_packet(now=tx.now, max_chars=max_chars, session_id=session)
-            records = rowsmod.fetch_records(tx.conn, _PACKET, {"s": scope})
-            packet = build_packet(records, now=tx.now, max_chars=max_chars)
-            audit.write_audit(tx.conn, scope, session, packet)
-            return replace(packet, session_id=session)
-
-        result: Packet = self.run(scope, fn, now=now)  # type: ignore[attr-defined]
-        return result
-
     def packet_audit(self, session_id: str, *, scope_key: str | None = None) -> audit.PacketAudit | None:
         """What the chat ``session_id`` received last (docs/packet.md), or None when no packet was built for it."""
         scope = check_scope(self.scope_key if scope_key is None else scope_key)
@@ -335,48 +295,3 @@ class LedgerReads:
                 )
                 for r in rows
             ]
-
-
-class ScopeView:
-    """A ledger's reads of one scope, the scope given once: ``led.scope().search("deploy")``.
-
-    Get one from :meth:`LedgerReads.scope`. It holds no connection or state of its own.
-    """
-
-    __slots__ = ("ledger", "scope_key")
-
-    def __init__(self, ledger: LedgerReads, scope_key: str) -> None:
-        self.ledger = ledger
-        self.scope_key = scope_key
-
-    def __repr__(self) -> str:
-        return f"ScopeView({self.scope_key!r})"
-
-    def list(self, *, now: datetime | None = None) -> RecordList:
-        return self.ledger.list(self.scope_key, now=now)
-
-    def list_page(self, **kwargs: Any) -> Page:
-        """See :meth:`LedgerReads.list_page` (``limit``, ``cursor``, ``kind``, ``provenance``, ``conflict_group``)."""
-        return self.ledger.list_page(self.scope_key, **kwargs)
-
-    def proposals(self, *, now: datetime | None = None) -> RecordList:
-        return self.ledger.proposals(self.scope_key, now=now)
-
-    def proposals_page(self, **kwargs: Any) -> Page:
-        return self.ledger.proposals_page(self.scope_key, **kwargs)
-
-    def list_as_of(self, as_of: datetime) -> RecordList:
-        return self.ledger.list_as_of(self.scope_key, as_of)
-
-    def records(self) -> RecordList:
-        return self.ledger.records(self.scope_key)
-
-    def search(self, query: str, *, limit: int = 20, now: datetime | None = None) -> RecordList:
-        return self.ledger.search(self.scope_key, query, limit=limit, now=now)
-
-    def build_packet(self, **kwargs: Any) -> Packet:
-        """See :meth:`LedgerReads.build_packet` (``now``, ``max_chars``, ``session_id``)."""
-        return self.ledger.build_packet(self.scope_key, **kwargs)
-
-    def injection(self) -> bool:
-        return self.ledger.injection(self.scope_key)
