@@ -27,10 +27,9 @@ from ledger.params import (
     SlashParams,
 )
 from ledger.reads import SCOPE_RE
-from ledger.wire import INVALID_PARAMS, quote
+from ledger.wire import INVALID_PARAMS, MAX_ID_CHARS, quote
 
 # Record ids are "mem_" + 24 hex digits; anything much longer cannot be one, so it is not looked up.
-MAX_ID_CHARS = 100
 
 
 # ---------------------------------------------------------------------- account confinement

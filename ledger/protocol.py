@@ -84,9 +84,9 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from ledger.core import Ledger
-from ledger.errors import BudgetExceeded, LedgerError, RecordNotFound, RpcError
+from ledger.errors import LedgerError, RecordNotFound, RpcError
 from ledger.lines import escape_line_breaks
-from ledger.methods import MAX_ID_CHARS, METHODS, Method, not_found
+from ledger.methods import METHODS, Method, not_found
 from ledger.params import Instant, Line, NoParams, Params, RecordId, Text
 from ledger.wire import (
     BAD_ANYWHERE,
@@ -96,16 +96,19 @@ from ledger.wire import (
     INVALID_REQUEST,
     JSONRPC_VERSION,
     LEDGER_ERROR,
+    MAX_ID_CHARS,
     MAX_QUOTE_CHARS,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     REASON_CODES,
     SURROGATE,
+    WireError,
     parse_wire_instant,
     quote,
     record_to_json,
     scan,
     to_jsonable,
+    wire_error,
 )
 
 # The protocol's names, wherever they are defined (the method table, the params, the wire's forms).
@@ -131,6 +134,7 @@ __all__ = [
     "RecordId",
     "RpcError",
     "Text",
+    "WireError",
     "dumps",
     "error_response",
     "handle",
@@ -142,6 +146,7 @@ __all__ = [
     "quote",
     "record_to_json",
     "to_jsonable",
+    "wire_error",
 ]
 
 log = logging.getLogger(__name__)
@@ -276,25 +281,14 @@ def add_python_names(*names: str) -> None:
 
 
 def _ledger_error(exc: LedgerError) -> RpcError:
-    """Map a LedgerError to its code; ``data`` gets the reason and the scalar context (camelCase, capped)."""
-    code = REASON_CODES.get(exc.reason, LEDGER_ERROR)
-    context: dict[str, Any] = {}
-    for key, value in exc.context.items():
-        if isinstance(value, str):
-            context[to_camel(key)] = value[:MAX_ID_CHARS]
-        elif value is None or isinstance(value, int | float | bool):
-            context[to_camel(key)] = value
-    held = getattr(exc, "held", None)
-    if isinstance(held, int):
-        context["held"] = held
-    message = exc.message
+    """A LedgerError as the protocol sends it (:func:`ledger.wire.wire_error`), in the protocol's words."""
+    wire = wire_error(exc)
+    message = wire.message
     if isinstance(exc, RecordNotFound):  # the protocol's wording, naming only the id that was sent
         message = not_found(exc.record_id).message
-    elif len(message) > 400 and not isinstance(exc, BudgetExceeded):  # grew with its input: keep its head
-        message = message[:400] + "…"
     if exc.reason == "invalid_params":  # the ledger names its Python arguments; the client knows the wire's
         message = _python_names.sub(lambda m: to_camel(m.group()), message)
-    return RpcError(code, message, reason=exc.reason, **context)
+    return RpcError(wire.code, message, reason=wire.reason, **wire.data)
 
 
 def method_names(extra_methods: Mapping[str, ExtraMethod] | None = None) -> list[str]:

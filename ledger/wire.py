@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -25,7 +26,8 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
-# data.reason -> JSON-RPC code for LedgerError subclasses; anything unlisted gets LEDGER_ERROR.
+# The error-to-wire table: data.reason -> JSON-RPC code for LedgerError subclasses; anything unlisted gets
+# LEDGER_ERROR. :func:`wire_error` reads it for the record protocol and for MCP alike.
 LEDGER_ERROR = -32000
 REASON_CODES: dict[str, int] = {
     "invalid_params": INVALID_PARAMS,
@@ -39,6 +41,8 @@ REASON_CODES: dict[str, int] = {
     "request_id_reused": -32007,
 }
 MAX_QUOTE_CHARS = 80
+MAX_ID_CHARS = 100  # a record id's longest; also where a text of an error's context is cut
+MAX_MESSAGE_CHARS = 400  # an error message that grew with its input keeps its head
 # Lone surrogates and C0/C1 control characters (tab, LF and CR are allowed where text may span lines).
 SURROGATE = re.compile(r"[\ud800-\udfff]")
 BAD_ANYWHERE = re.compile(r"[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -90,6 +94,45 @@ def scan(value: Any, path: str) -> None:
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             scan(item, f"{path}[{index}]")
+
+
+# ---------------------------------------------------------------------- errors
+@dataclass(frozen=True)
+class WireError:
+    """A ledger error as a client receives it, over JSON-RPC (``error.code``, ``error.message``, ``error.data``)
+    or MCP (an ``isError`` result's text and its error meta)."""
+
+    code: int  # the JSON-RPC code (REASON_CODES)
+    reason: str
+    message: str
+    data: dict[str, Any]  # the error's scalar context, camelCase keys (``recordId``), no reason
+
+
+def wire_error(exc: LedgerError) -> WireError:
+    """The one translation of a ledger error for the wire, shared by the record protocol and MCP.
+
+    The code is the reason's in :data:`REASON_CODES`; the context keeps its scalars (a text cut at
+    :data:`MAX_ID_CHARS`) and a refusal's ``held``; a message over :data:`MAX_MESSAGE_CHARS` keeps its head,
+    unless it is a budget refusal (which lists the scope's usage).
+    """
+    data: dict[str, Any] = {}
+    for key, value in exc.context.items():
+        if isinstance(value, str):
+            data[_camel(key)] = value[:MAX_ID_CHARS]
+        elif value is None or isinstance(value, int | float | bool):
+            data[_camel(key)] = value
+    held = getattr(exc, "held", None)
+    if isinstance(held, int):
+        data["held"] = held
+    message = exc.message
+    if len(message) > MAX_MESSAGE_CHARS and exc.reason != "budget_exceeded":
+        message = message[:MAX_MESSAGE_CHARS] + "…"
+    return WireError(REASON_CODES.get(exc.reason, LEDGER_ERROR), exc.reason, message, data)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 # ---------------------------------------------------------------------- serialization

@@ -845,3 +845,19 @@ def test_batches_are_bounded(led: Ledger) -> None:
 def test_ledger_refusals_name_the_wire_field(led: Ledger) -> None:
     past = err(led, "memory/save_memory_record", {"body": "x", "expiresAt": "2020-01-01T00:00:00Z"})
     assert "expiresAt" in past["message"] and "expires_at" not in past["message"]
+
+
+def test_a_ledger_error_goes_to_the_wire_through_one_table() -> None:
+    from ledger import BudgetExceeded, OutcomeUnknown
+    from ledger.protocol import LEDGER_ERROR, wire_error
+
+    # Given an error whose message and context grew with its input
+    long = OutcomeUnknown("the commit's outcome is unknown: " + "x" * 1_000, record_id="m" * 300)
+    # Then its code is the table's, its context camelCase and cut, its message keeps its head
+    wire = wire_error(long)
+    assert (wire.code, wire.reason) == (REASON_CODES["outcome_unknown"], "outcome_unknown")
+    assert wire.data == {"recordId": "m" * MAX_ID_CHARS} and len(wire.message) == 401
+    # And a budget refusal keeps its whole message (the scope's usage); an unlisted reason gets LEDGER_ERROR
+    budget = BudgetExceeded("full: " + "y" * 500, scope_key="account:local", budget=1, active=1, proposed=0)
+    assert wire_error(budget).message == budget.message
+    assert wire_error(LedgerError("odd")).code == LEDGER_ERROR

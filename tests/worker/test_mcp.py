@@ -518,6 +518,24 @@ def test_an_unexpected_failure_is_an_internal_error_without_its_text(
     assert "disk on fire" in caplog.text  # logged on the server, for the operator
 
 
+def test_a_ledger_error_reaches_mcp_as_it_reaches_the_protocol(led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger import OutcomeUnknown
+    from ledger.protocol import wire_error
+
+    # Given a ledger error whose message and context grew with its input
+    error = OutcomeUnknown("the outcome is unknown: " + "x" * 1_000, record_id="m" * 300)
+
+    def unknown(*_args: Any, **_kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(Ledger, "list", unknown)
+    # Then the tool's refusal carries the one translation both doors use: reason, message, context
+    data = refused(call_tool(led, "list_pins", {}), "outcome_unknown")
+    wire = wire_error(error)
+    assert data == {"reason": wire.reason, "message": wire.message, **wire.data}
+    assert len(data["recordId"]) == 100 and len(data["message"]) == 401
+
+
 def test_every_tool_in_the_table_is_a_read_or_a_proposal() -> None:
     assert set(TOOLS) == TOOL_NAMES
     writers = {name for name, spec in TOOLS.items() if not spec.annotations.read_only_hint}

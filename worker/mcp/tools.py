@@ -41,7 +41,7 @@ from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
 from ledger import Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound, parse_rfc3339
-from ledger.protocol import record_to_json, to_jsonable
+from ledger.protocol import record_to_json, to_jsonable, wire_error
 from worker.errors import ToolFailure
 
 log = logging.getLogger(__name__)
@@ -526,20 +526,9 @@ def _plain_message(message: str) -> str:
 
 
 def _ledger_failure(exc: LedgerError) -> ToolFailure:
-    context = {
-        _camel(key): value
-        for key, value in exc.context.items()
-        if value is None or isinstance(value, str | int | float | bool)
-    }
-    held = getattr(exc, "held", None)
-    if isinstance(held, int):
-        context["held"] = held
-    return ToolFailure(exc.reason, exc.message, **context)
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
+    """A ledger error as MCP sends it: the record protocol's translation (:func:`ledger.protocol.wire_error`)."""
+    wire = wire_error(exc)
+    return ToolFailure(wire.reason, wire.message, **wire.data)
 
 
 ERROR_META_KEY = "memledger/error"
