@@ -37,12 +37,11 @@ _STATUSES = {s.value: s for s in Status}
 # object.__setattr__ once per field, which costs more than the rest of the conversion (a list of
 # 1,500 records converts every one). One named setter per field, called in turn: a loop over
 # them costs a third more.
+# A MemoryRecord's fields are the table's columns in table order (MemoryRecordRow states them), but the row's own
+# ``seq``, and with ``erased_at`` read as ``erased``, last: a column added to one and not the other fails here.
 _FIELDS = tuple(f.name for f in fields(MemoryRecord))
-assert _FIELDS == (
-    "id", "scope_key", "kind", "body", "provenance", "status", "source_session_id", "supersedes", "superseded_by",
-    "confidence_bps", "rationale", "valid_from", "valid_to", "expires_at", "conflict_group", "created_at",
-    "updated_at", "erased",
-)  # fmt: skip
+_FROM_TABLE = (*(name for name in NAMES if name not in ("seq", "erased_at")), "erased")
+assert _FIELDS == _FROM_TABLE, f"MemoryRecord's fields {_FIELDS} are not the table's {_FROM_TABLE}"
 (
     _id, _scope, _kind, _body, _prov, _status, _session, _sup, _succ, _conf, _why, _vf, _vt, _exp, _group, _ca, _ua,
     _erased,
