@@ -32,6 +32,7 @@ from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_rando
 
 from ledger.errors import LedgerBusy, LedgerError
 from ledger.store import sqlite_ddl, sqlite_files, sqlite_fts
+from ledger.store.sqlite_queue import WriteQueue
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 
@@ -68,16 +69,16 @@ class SQLiteStore(Store):
         self.memory = (engine.url.database or "") in ("", ":memory:")
         if self.memory:
             self._lock = self.new_lock()
-        # This process's writers queue here rather than in SQLite's busy handler, which polls
-        # with sleeps of up to 100 ms: under a steady stream of saves from other threads a
-        # write could lose every poll for seconds. Other processes still meet the busy handler.
-        # A write holds both: in-memory SQLite's one lock, or a file's queue (each has only one of them).
-        self._write_lock: AbstractContextManager[Any] = self._lock if self.memory else _WriteQueue()
+        # This process's writers queue (sqlite_queue.py). A write holds both: in-memory SQLite's one lock, or a
+        # file's queue (each has only one of them).
+        self._queue = WriteQueue(timeout_s=BUSY_TIMEOUT_MS / 1000)
+        self._write_lock: AbstractContextManager[Any] = self._lock if self.memory else self._queue
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
         # An erasure's checkpoint a reader blocked: tried again as each later transaction ends (see scrub_files).
         self._scrub_pending = False
+        self._vacuum_due = False  # a forget committed (or is committing) and no VACUUM has run since
         self._search_sql = (
             f"SELECT {prefixed_columns('m')} FROM memory_fts f JOIN memory_records m ON m.seq = f.rowid "
             "WHERE memory_fts MATCH :q AND m.scope_key = :s AND m.status = 'active' "
@@ -240,6 +241,7 @@ class SQLiteStore(Store):
         # Rewrite the FTS segments without the deleted entries, inside the forget's own transaction.
         with _dbapi_errors("memory_fts optimize"):
             sqlite_fts.erase(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+        self._vacuum_due = True  # pages may keep the erased text in their unused space (sqlite_files.py)
 
     def search_index_problem(self, *, thorough: bool) -> str | None:
         # The thorough check is an FTS5 command (an INSERT): it needs the write lock, and changes nothing.
@@ -255,15 +257,23 @@ class SQLiteStore(Store):
             raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
     def scrub_files(self) -> bool:
-        """Checkpoint the WAL so erased text leaves the files; never waits, tried again as later transactions end."""
+        """``VACUUM`` once a forget committed, then checkpoint the WAL, so erased text leaves the files
+        (:func:`sqlite_files.scrub`). Never waits for a reader, never raises; what a reader or another
+        process blocked is tried again as each later transaction ends."""
         if self.memory:
             return True
+        if self._queue.held_here():  # a forget inside this thread's write: that write's end tries again
+            self._scrub_pending = True
+            return False
+        vacuum = False
         try:
-            with self._lock, self.engine.connect() as conn:
+            with self._queue, self.engine.connect() as conn:  # this process's writers wait for the VACUUM
                 raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
-                done = sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
-        except (sqlite3.Error, DBAPIError) as exc:
-            log.warning("erasure checkpoint failed (%s); the next transaction tries again", type(exc).__name__)
+                vacuum, self._vacuum_due = self._vacuum_due, False
+                done = sqlite_files.scrub(raw, vacuum=vacuum, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
+        except (sqlite3.Error, DBAPIError, LedgerBusy) as exc:
+            log.warning("erasure scrub failed (%s); the next transaction tries again", type(exc).__name__)
+            self._vacuum_due = self._vacuum_due or vacuum
             done = False
         self._scrub_pending = not done
         return done
@@ -335,30 +345,6 @@ def _left_open(conn: Connection) -> bool:
         return bool(conn.connection.dbapi_connection.in_transaction)  # type: ignore[union-attr]
     except Exception:
         return True
-
-
-class _WriteQueue:
-    """Where this process's writers wait for each other: as long as the busy handler would, then busy.
-
-    Re-entrant, so a write nested in a write of the same thread proceeds as before.
-    """
-
-    __slots__ = ("_lock", "_pid")
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._pid = os.getpid()
-
-    def __enter__(self) -> None:
-        if self._pid != os.getpid():
-            # A forked child: the lock may have been held by a parent thread at the fork, and
-            # would stay held for ever here. The child's writers are the child's own.
-            self._lock, self._pid = threading.RLock(), os.getpid()
-        if not self._lock.acquire(timeout=BUSY_TIMEOUT_MS / 1000):
-            raise LedgerBusy("the ledger database stayed busy; try again in a moment")
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()
 
 
 class _Write:

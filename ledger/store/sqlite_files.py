@@ -1,4 +1,14 @@
-"""SQLite's files after an erasure: the WAL checkpoint after a forget, and ``memledger db compact``.
+"""SQLite's files after an erasure: the ``VACUUM`` and WAL checkpoint after a forget, and ``memledger db compact``.
+
+``secure_delete`` zeroes a deleted cell and a freed page, but not every byte a page stops using.
+When a b-tree page is rebalanced, SQLite rebuilds it from its cells (``rebuildPage`` in
+``btree.c``, up to 3.5x at least) and leaves the unallocated gap between the cell pointers and
+the cells as it was: bytes of cells that lived there before, moved to a sibling or rewritten
+lower down. When such a cell is later erased, its live copy is zeroed and the stale one stays
+in the file. Any table can hold one (the FTS segments, the records, the run prompts), and
+nothing short of rewriting the pages removes it. So a forget is followed by ``VACUUM``, which
+writes every page anew from the live rows: its cost grows with the size of the database
+(docs/performance.md).
 
 Both run beside live writers and readers. A checkpoint that waits for readers holds the write
 lock meanwhile, and would stall every writer for as long as a reader keeps its snapshot (the old
@@ -51,6 +61,23 @@ def checkpoint(
         return False
     finally:
         raw.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+
+
+def scrub(
+    raw: sqlite3.Connection, *, vacuum: bool, busy_timeout_ms: int, busy: Callable[[BaseException], bool]
+) -> bool:
+    """After a forget: ``VACUUM`` when ``vacuum``, then a :func:`checkpoint` that never waits; if it truncated.
+
+    ``VACUUM`` waits for the write lock as any writer does (``busy_timeout_ms``, the connection's);
+    readers go on reading their snapshots. ``raw`` is outside any transaction.
+
+    Raises:
+        sqlite3.OperationalError: the write lock stayed busy, or the ``VACUUM`` failed (nothing is lost: the
+            database is as it was, and the caller tries again).
+    """
+    if vacuum:
+        raw.execute("VACUUM")
+    return checkpoint(raw, retry_s=0.0, busy_timeout_ms=busy_timeout_ms, busy=busy)
 
 
 def compact(raw: sqlite3.Connection, *, busy_timeout_ms: int, busy: Callable[[BaseException], bool]) -> bool:
