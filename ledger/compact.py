@@ -3,8 +3,8 @@
 A forget erases a body in the rows, but on PostgreSQL the old row versions (dead tuples)
 stay in the table's files until a ``VACUUM FULL`` rewrites them, and the WAL holds them
 until a checkpoint lets its segments be recycled. On SQLite a forget already scrubs
-(``secure_delete``, FTS optimize, a truncating checkpoint); ``VACUUM`` also returns the
-freed pages to the file system.
+(``secure_delete``, FTS optimize, ``VACUUM``, a truncating checkpoint); compacting also
+returns the freed pages of other deletions to the file system.
 
 :func:`compact` rewrites every table of the ledger's schema (PostgreSQL ``VACUUM FULL``
 each, then ``CHECKPOINT``; SQLite ``VACUUM`` then ``wal_checkpoint(TRUNCATE)``). It takes

@@ -1,4 +1,4 @@
-"""SQLite: WAL, ``secure_delete``, ``BEGIN IMMEDIATE`` writers, FTS5 search, checkpoint after a forget.
+"""SQLite: WAL, ``secure_delete``, ``BEGIN IMMEDIATE`` writers, FTS5 search, VACUUM and checkpoint after a forget.
 
 A deferred transaction that reads and then writes fails with SQLITE_BUSY whatever the busy
 timeout, so every write transaction begins ``IMMEDIATE`` (one writer at a time; readers never
@@ -32,9 +32,9 @@ from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_rando
 
 from ledger.errors import LedgerBusy, LedgerError
 from ledger.store import sqlite_ddl, sqlite_files, sqlite_fts
-from ledger.store.sqlite_queue import WriteQueue
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
+from ledger.store.sqlite_queue import WriteQueue
 
 log = logging.getLogger(__name__)
 
