@@ -4,6 +4,7 @@ free pages and FTS segments (docs/ledger.md). SQLite only: the files are the poi
 from __future__ import annotations
 
 import random
+import sqlite3
 import struct
 from collections.abc import Iterator
 from datetime import timedelta
@@ -15,6 +16,7 @@ from sqlalchemy import select
 
 from ledger import Ledger, open_ledger
 from ledger.schema import RECORDS
+from ledger.store import sqlite_files
 
 SCOPE = "account:local"
 WORD = "zanzibarquokka"
@@ -152,9 +154,8 @@ def test_a_stale_copy_a_rebalance_left_in_a_page_goes_with_the_forget(sqlite_dir
     """``secure_delete`` zeroes a deleted cell, but a page rebuilt by a rebalance keeps old cell bytes in its
     gap: edits that grow records on full pages leave a pin's bytes there beside its live row. Forgetting
     the pin must take both."""
-    led = sqlite_dir_led
-    led.set_budget(SCOPE, 10_000)
-    database = _dir(led) / "ledger.db"
+    sqlite_dir_led.set_budget(SCOPE, 10_000)
+    database = _dir(sqlite_dir_led) / "ledger.db"
     rng = random.Random(0)
     heads: list[Any] = []
     words: list[str] = []
@@ -165,13 +166,13 @@ def test_a_stale_copy_a_rebalance_left_in_a_page_goes_with_the_forget(sqlite_dir
             clock.advance(seconds=1)
             words.append(f"zq{_made_up(rng)}{len(words)}")
             filler = " ".join(_made_up(rng) for _ in range(rng.randint(5, 30)))
-            heads.append(led.save(f"note {words[-1]} {filler}"))
+            heads.append(sqlite_dir_led.save(f"note {words[-1]} {filler}"))
         for _ in range(20):
             clock.advance(seconds=1)
             k = rng.randrange(len(heads))
             filler = " ".join(_made_up(rng) for _ in range(rng.randint(5, 30)))
-            heads[k] = led.save(f"edited {words[k]} {filler}", supersedes=heads[k].id)
-        checkpoint(led)
+            heads[k] = sqlite_dir_led.save(f"edited {words[k]} {filler}", supersedes=heads[k].id)
+        checkpoint(sqlite_dir_led)
         gaps = unused_space(database)
         stale = [k for k, word in enumerate(words) if word.encode() in gaps]
         if stale:
@@ -180,6 +181,31 @@ def test_a_stale_copy_a_rebalance_left_in_a_page_goes_with_the_forget(sqlite_dir
     # When: those pins are forgotten
     for k in stale:
         clock.advance(seconds=1)
-        led.delete(heads[k].id)
+        sqlite_dir_led.delete(heads[k].id)
     # Then: no copy is left anywhere, the gaps included
-    assert [words[k] for k in stale if holders(_dir(led), words[k])] == []
+    assert [words[k] for k in stale if holders(_dir(sqlite_dir_led), words[k])] == []
+
+
+def test_a_vacuum_the_write_lock_kept_out_runs_when_the_next_transaction_ends(
+    sqlite_dir_led: Ledger, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forget returns even when its VACUUM cannot run (another process kept the write lock); the next
+    transaction of the process runs it."""
+    asked: list[bool] = []
+    scrub = sqlite_files.scrub
+
+    def locked_once(raw: sqlite3.Connection, *, vacuum: bool, **options: Any) -> bool:
+        asked.append(vacuum)
+        if vacuum and asked.count(True) == 1:
+            raise sqlite3.OperationalError("database is locked")
+        return scrub(raw, vacuum=vacuum, **options)
+
+    monkeypatch.setattr(sqlite_files, "scrub", locked_once)
+    pin = sqlite_dir_led.save(f"My locker code phrase is {WORD} at the gym")
+    clock.advance(seconds=1)
+    sqlite_dir_led.delete(pin.id)
+    assert asked == [True]
+    sqlite_dir_led.save("an unrelated pin about cycling routes")
+    assert asked == [True, True]
+    sqlite_dir_led.save("another unrelated pin about gardening")
+    assert asked == [True, True]  # done: nothing is left to scrub
