@@ -123,8 +123,8 @@ class ConsolidationService:
         self.janitor_grace_s = janitor_grace_s
         self.consolidation = ConsolidationJob(led, self.connections, harnesses)
         self.extraction = ExtractionJobs(led, self.connections, extractors)
-        self.engine = RunEngine(led, {CONSOLIDATE_JOB: self.consolidation, EXTRACT_JOB: self.extraction}, fault_hook)
-        self.jobs: dict[str, Job] = self.engine.jobs
+        self.runner = RunEngine(led, {CONSOLIDATE_JOB: self.consolidation, EXTRACT_JOB: self.extraction}, fault_hook)
+        self.jobs: dict[str, Job] = self.runner.jobs
         led.add_capability_provider(self.capabilities)
         led.add_erase_hook(self.extraction.scrub_digests_hook)
         # A full scope is due for consolidation rather than blocked by it (docs/consolidation.md).
@@ -353,7 +353,7 @@ class ConsolidationService:
         settlement each run in their own ledger transaction at their own instant (an
         explicit ``now`` is used for each of them); see :mod:`consolidation.engine`.
         """
-        return self.engine.execute(self.get_run(run) if isinstance(run, str) else run, now)
+        return self.runner.execute(self.get_run(run) if isinstance(run, str) else run, now)
 
     def apply_stored(self, run_id: str, *, now: datetime | None = None) -> ConsolidationRun:
         """Gate and apply a running run's stored answer, and settle it, in one transaction.
@@ -362,7 +362,7 @@ class ConsolidationService:
         storing its answer; never calls the model. If the run was settled meanwhile,
         nothing is applied.
         """
-        return self.engine.apply_stored(self.get_run(run_id), now)[0]
+        return self.runner.apply_stored(self.get_run(run_id), now)[0]
 
     # ------------------------------------------------------------------ recovery
     def recover_stuck(self, *, now: datetime | None = None) -> list[ConsolidationRun]:
@@ -391,7 +391,7 @@ class ConsolidationService:
 
     def _recover(self, run: ConsolidationRun, now: datetime | None) -> tuple[ConsolidationRun, bool]:
         if run.answer_stored_at is None:
-            done, won = self.engine.settle(
+            done, won = self.runner.settle(
                 run,
                 Outcome.ABANDONED,
                 now,
@@ -401,4 +401,4 @@ class ConsolidationService:
             if won or done.state == RunState.SETTLED:
                 return done, won
             # An answer was stored between the read and the abandon: apply it instead.
-        return self.engine.apply_stored(run, now)
+        return self.runner.apply_stored(run, now)
