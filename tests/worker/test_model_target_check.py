@@ -179,7 +179,8 @@ def test_a_failed_run_logs_one_warning_and_runs_retry_queues_it_again(
         models=[MODEL],
         operations=[{"op": "merge", "target_bodies": list(TWO_DUPLICATES), "body": "I prefer metric units"}],
     ) as fake:
-        service.update_settings(SCOPE, base_url=fake.base_url)
+        # (a cap with room: the half second above was for the closed port, and a loaded machine can take longer)
+        service.update_settings(SCOPE, base_url=fake.base_url, wall_clock_cap_s=30)
         retried = run("runs", "retry", failed.id, "--json", env={"MEMLEDGER_DATABASE_URL": runtime.config.database_url})
         assert retried.exit_code == 0, retried.output
         new = json.loads(retried.stdout)
