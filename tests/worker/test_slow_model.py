@@ -19,7 +19,7 @@ from ledger import open_ledger
 from tests.worker.conftest import TWO_DUPLICATES, Proc, wait_until
 from worker.runtime import Runtime
 
-CAP_S = 1.0
+CAP_S = 2.0  # the client's set-up counts against it: a loaded machine took over 1 s before the first attempt
 LOCAL = {"harness": "openai", "model": "local", "price_in_usd_per_mtok": 0, "price_out_usd_per_mtok": 0}
 
 
