@@ -91,14 +91,14 @@ def test_a_runs_claim_and_settlement(durable_pg: Ledger) -> None:
     settles: list[float] = []
 
     def settle(tx: Transaction, run_id: str) -> bool:
-        return runs.settle(tx, run_id, Outcome.APPLIED, tx.now_us)
+        return runs.settle(tx, run_id, Outcome.APPLIED, tx.now_us) is not None
 
     for _ in range(60):
         pending = svc.notify_turn(durable_pg.scope_key)
         assert pending is not None
         run = svc.get_run(pending.id)
         started = time.perf_counter()
-        assert durable_pg.run(durable_pg.scope_key, partial(svc.consolidation._claim, run=run)) is not None
+        assert durable_pg.run(durable_pg.scope_key, partial(svc.consolidation.claim, run=run)) is not None
         claimed = time.perf_counter()
         assert durable_pg.run(durable_pg.scope_key, partial(settle, run_id=run.id))
         claims.append(claimed - started)
