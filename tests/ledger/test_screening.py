@@ -231,7 +231,7 @@ def test_every_keyword_a_rule_finds_in_ascii_text_holds_a_word_of_its_hint() -> 
 
 def test_every_keyword_the_window_rule_finds_in_ascii_text_passes_the_gate() -> None:
     # Given the window rule's keywords, spelled in ASCII in many languages
-    from ledger.screening import _is_candidate
+    from ledger.screening.screen import _is_candidate
     from ledger.screening.window import _KEYWORD as WINDOW_KEYWORD
     from ledger.screening.window import KEYWORD_ANCHOR
 
