@@ -76,8 +76,8 @@ class SQLiteStore(Store):
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
-        # An erasure's checkpoint a reader blocked: tried again as each later transaction ends (see scrub_files).
-        self._scrub_pending = False
+        # An erasure's checkpoint a reader blocked, or (first) a VACUUM an earlier process left due: see scrub_files.
+        self._scrub_pending = self._first_look = not self.memory
         self._vacuum_due = False  # a forget committed (or is committing) and no VACUUM has run since
         self._search_sql = (
             f"SELECT {prefixed_columns('m')} FROM memory_fts f JOIN memory_records m ON m.seq = f.rowid "
@@ -162,6 +162,8 @@ class SQLiteStore(Store):
                 log.debug("closing a kept write connection failed", exc_info=True)
 
     def dispose(self) -> None:
+        if self._scrub_pending or self._vacuum_due:  # a VACUUM a lock kept out: one more try before the end
+            self.scrub_files()
         with self._writers_lock:
             kept = list(self._kept)
         for conn in kept:
@@ -176,7 +178,7 @@ class SQLiteStore(Store):
         with self.engine.connect() as conn, conn.begin():
             yield conn
         if self._scrub_pending:  # this read may have been the snapshot that kept an erased page in the WAL
-            self.scrub_files()
+            self.scrub_files(wait=False)  # a read never waits behind writers: a later transaction tries again
 
     # ------------------------------------------------------------------ statements
     def run(self, conn: Connection, stmt: Statement, params: Params | None = None) -> int:
@@ -241,6 +243,8 @@ class SQLiteStore(Store):
         # Rewrite the FTS segments without the deleted entries, inside the forget's own transaction.
         with _dbapi_errors("memory_fts optimize"):
             sqlite_fts.erase(conn.connection.dbapi_connection)  # type: ignore[arg-type]
+            if not self.memory:  # counted in the file too, for a process that ends before its VACUUM ran
+                sqlite_files.count_vacuum_due(conn.connection.dbapi_connection)  # type: ignore[arg-type]
         self._vacuum_due = True  # pages may keep the erased text in their unused space (sqlite_files.py)
 
     def search_index_problem(self, *, thorough: bool) -> str | None:
@@ -256,26 +260,36 @@ class SQLiteStore(Store):
         if left is not None:
             raise LedgerError(f"the full-text index is still damaged after a rebuild: {left}")
 
-    def scrub_files(self) -> bool:
-        """``VACUUM`` once a forget committed, then checkpoint the WAL, so erased text leaves the files
-        (:func:`sqlite_files.scrub`). Never waits for a reader, never raises; what a reader or another
-        process blocked is tried again as each later transaction ends."""
+    def scrub_files(self, *, wait: bool = True) -> bool:
+        """``VACUUM`` once a forget committed (this process's, or one an earlier process counted in the file), then
+        checkpoint the WAL, so erased text leaves the files (:func:`sqlite_files.scrub`). Never waits for a reader
+        (nor, unless ``wait``, for this process's writers), never raises; what was blocked is tried again as each
+        later transaction ends, and by :meth:`dispose`."""
         if self.memory:
             return True
         if self._queue.held_here():  # a forget inside this thread's write: that write's end tries again
             self._scrub_pending = True
             return False
-        vacuum = False
+        if not self._queue.enter(BUSY_TIMEOUT_MS / 1000 if wait else 0.0):  # this process's writers wait for it
+            self._scrub_pending = True
+            return False
         try:
-            with self._queue, self.engine.connect() as conn:  # this process's writers wait for the VACUUM
-                raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
-                vacuum, self._vacuum_due = self._vacuum_due, False
-                done = sqlite_files.scrub(raw, vacuum=vacuum, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy)
-        except (sqlite3.Error, DBAPIError, LedgerBusy) as exc:
-            log.warning("erasure scrub failed (%s); the next transaction tries again", type(exc).__name__)
-            self._vacuum_due = self._vacuum_due or vacuum
-            done = False
-        self._scrub_pending = not done
+            vacuum, self._vacuum_due = self._vacuum_due, False
+            first, self._first_look = self._first_look, False
+            try:
+                with self.engine.connect() as conn:
+                    raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
+                    vacuum = vacuum or sqlite_files.vacuums_due(raw) > 0
+                    done = (first and not vacuum) or sqlite_files.scrub(
+                        raw, vacuum=vacuum, busy_timeout_ms=BUSY_TIMEOUT_MS, busy=_busy
+                    )
+            except (sqlite3.Error, DBAPIError, LedgerBusy) as exc:
+                log.warning("erasure scrub failed (%s); the next transaction tries again", type(exc).__name__)
+                self._vacuum_due = self._vacuum_due or vacuum
+                done = False
+            self._scrub_pending = not done
+        finally:
+            self._queue.__exit__(None, None, None)
         return done
 
     def compact(self, tables: Sequence[str]) -> tuple[bool, list[str]]:

@@ -76,8 +76,33 @@ def scrub(
             database is as it was, and the caller tries again).
     """
     if vacuum:
+        due = vacuums_due(raw)
         raw.execute("VACUUM")
+        _vacuumed(raw, due)
     return checkpoint(raw, retry_s=0.0, busy_timeout_ms=busy_timeout_ms, busy=busy)
+
+
+# A forget counts itself in the database header's user version, in its own transaction, and a VACUUM that ran
+# after it sets the count back to 0: a VACUUM a lock kept out is still due when its process has gone, and the
+# next process to use the file runs it.
+def count_vacuum_due(raw: sqlite3.Connection) -> None:
+    """In a forget's transaction: one more ``VACUUM`` is due."""
+    raw.execute(f"PRAGMA user_version = {vacuums_due(raw) + 1}")
+
+
+def vacuums_due(raw: sqlite3.Connection) -> int:
+    """The forgets counted since the last ``VACUUM`` that followed them (0: none is due)."""
+    return int(raw.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _vacuumed(raw: sqlite3.Connection, due: int) -> None:
+    """Clear the count read before a ``VACUUM``; a forget committed since keeps its own ``VACUUM`` due."""
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        if vacuums_due(raw) == due:
+            raw.execute("PRAGMA user_version = 0")
+    finally:
+        raw.execute("COMMIT")
 
 
 def compact(raw: sqlite3.Connection, *, busy_timeout_ms: int, busy: Callable[[BaseException], bool]) -> bool:

@@ -29,14 +29,22 @@ class WriteQueue:
         self._depth = 0
 
     def __enter__(self) -> None:
+        if not self.enter(self._timeout_s):
+            raise LedgerBusy("the ledger database stayed busy; try again in a moment")
+
+    def enter(self, timeout_s: float) -> bool:
+        """Take the queue within ``timeout_s`` (0: only if no other thread holds it); whether it was taken.
+        Taken, it is left with ``__exit__``."""
         if self._pid != os.getpid():
             # A forked child: the lock may have been held by a parent thread at the fork, and
             # would stay held for ever here. The child's writers are the child's own.
             self._lock, self._pid, self._owner, self._depth = threading.RLock(), os.getpid(), None, 0
-        if not self._lock.acquire(timeout=self._timeout_s):
-            raise LedgerBusy("the ledger database stayed busy; try again in a moment")
+        taken = self._lock.acquire(timeout=timeout_s) if timeout_s > 0 else self._lock.acquire(blocking=False)
+        if not taken:
+            return False
         self._owner = threading.get_ident()
         self._depth += 1
+        return True
 
     def __exit__(self, *exc: object) -> None:
         self._depth -= 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import struct
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -209,3 +210,79 @@ def test_a_vacuum_the_write_lock_kept_out_runs_when_the_next_transaction_ends(
     assert asked == [True, True]
     sqlite_dir_led.save("another unrelated pin about gardening")
     assert asked == [True, True]  # done: nothing is left to scrub
+
+
+def test_a_vacuum_still_due_when_its_process_ends_runs_in_the_next_process(
+    tmp_path: Path, clock: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file counts a forget's VACUUM until one has run: a process that ends with it kept out (here, even its
+    last try at close) leaves it due, and the next process to open the file runs it in its first transaction."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    asked: list[bool] = []
+    scrub = sqlite_files.scrub
+
+    def locked(raw: sqlite3.Connection, *, vacuum: bool, **options: Any) -> bool:
+        asked.append(vacuum)
+        raise sqlite3.OperationalError("database is locked")
+
+    first = open_ledger(url, clock=clock)
+    pin = first.save(f"My locker code phrase is {WORD} at the gym")
+    monkeypatch.setattr(sqlite_files, "scrub", locked)
+    clock.advance(seconds=1)
+    first.delete(pin.id)
+    first.close()
+    assert asked == [True, True]  # the forget's own try, then the one at close
+    assert _user_version(tmp_path / "ledger.db") == 1
+
+    def spy(raw: sqlite3.Connection, *, vacuum: bool, **options: Any) -> bool:
+        asked.append(vacuum)
+        return scrub(raw, vacuum=vacuum, **options)
+
+    monkeypatch.setattr(sqlite_files, "scrub", spy)
+    second = open_ledger(url, clock=clock)
+    try:
+        second.list()
+        assert asked[2:] == [True]
+        assert _user_version(tmp_path / "ledger.db") == 0
+        second.list()
+        assert asked[2:] == [True]  # nothing is due any more
+    finally:
+        second.close()
+
+
+def test_a_process_with_nothing_due_scrubs_nothing(sqlite_dir_led: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[bool] = []
+    monkeypatch.setattr(sqlite_files, "scrub", lambda raw, *, vacuum, **options: asked.append(vacuum) or True)
+    sqlite_dir_led.save("an unrelated pin about cycling routes")
+    sqlite_dir_led.list()
+    assert asked == []
+
+
+def test_a_read_does_not_wait_behind_a_writer_for_a_pending_scrub(sqlite_dir_led: Ledger) -> None:
+    store: Any = sqlite_dir_led.store
+    store._scrub_pending = True
+    store._queue._timeout_s = 60  # a read that queued behind the writer would wait until the writer is done
+    holding, done = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with store._queue:  # this process's writers' queue, held as a long write would
+            holding.set()
+            done.wait(30)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        sqlite_dir_led.list()  # returns while the queue is still held
+        assert not done.is_set() and store._scrub_pending  # the scrub is left for a later transaction
+    finally:
+        done.set()
+        thread.join()
+
+
+def _user_version(database: Path) -> int:
+    conn = sqlite3.connect(database)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
