@@ -259,7 +259,11 @@ def test_a_record_closed_after_the_clock_reading_sends_the_save_to_the_transacti
     assert _call(fast, int((clock.now + timedelta(seconds=30)).timestamp() * 1e6)) is not None
 
 
-_WAITING_CALL = "SELECT pid FROM pg_stat_activity WHERE query LIKE :q AND wait_event_type = 'Lock'"
+# The call blocked by this test's own lock holder (other runs share the server and wait on locks of their own).
+_WAITING_CALL = (
+    "SELECT pid FROM pg_stat_activity WHERE query LIKE :q AND wait_event_type = 'Lock' "
+    "AND :holder = ANY(pg_blocking_pids(pid))"
+)
 
 
 @pytest.mark.parametrize("edit", [False, True], ids=["save", "edit"])
@@ -270,6 +274,7 @@ def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger, edi
     holder = fast.engine.connect()
     holder.begin()
     holder.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": fast.scope_key})
+    holder_pid = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
     saved: list[Any] = []
     options = {"supersedes": first.id} if edit else {}
     worker = threading.Thread(target=lambda: saved.append(fast.save("saved once", **options)))
@@ -280,7 +285,7 @@ def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger, edi
             pids: list[int] = []
             call = "SELECT * FROM memledger_edit%" if edit else "SELECT memledger_save%"
             for _ in range(500):
-                pids = list(conn.execute(text(_WAITING_CALL), {"q": call}).scalars())
+                pids = list(conn.execute(text(_WAITING_CALL), {"q": call, "holder": holder_pid}).scalars())
                 if pids:
                     break
                 threading.Event().wait(0.01)
