@@ -255,15 +255,18 @@ def _usage_params(usage: Any, spend_micro_usd: int) -> dict[str, int]:
     return params
 
 
+# The texts only onto a run still running: an answer that comes back after the janitor settled the run keeps its
+# usage, not the transcript (which must not outlive the run) nor an error over the janitor's.
+_STILL_RUNNING = C.state == RunState.RUNNING.value
 _STORE_ANSWER = (
     update(RUNS)
     .where(C.id == _ID, C.answer_stored_at.is_(None))
     .values(
-        prompt=bindparam("v_prompt"),
-        answer=bindparam("v_answer"),
-        answer_raw=bindparam("raw"),
+        prompt=case((_STILL_RUNNING, bindparam("v_prompt")), else_=C.prompt),
+        answer=case((_STILL_RUNNING, bindparam("v_answer")), else_=C.answer),
+        answer_raw=case((_STILL_RUNNING, bindparam("raw")), else_=C.answer_raw),
         answer_stored_at=_NOW,
-        error=bindparam("v_error"),
+        error=case((_STILL_RUNNING, bindparam("v_error")), else_=C.error),
         model_calls=C.model_calls + 1,
         **_ADD_USAGE,
     )

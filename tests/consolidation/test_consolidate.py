@@ -663,6 +663,9 @@ def test_usage_is_kept_when_the_janitor_settled_the_run_first(
     assert (final.input_tokens, final.output_tokens, final.model_calls) == (700, 70, 1)
     assert final.spend_micro_usd == 700 + 350
     assert consolidated(svc.led, after_cap()) == [] and fake.calls == 1
+    # And the late answer's texts are not written over the janitor's settlement: its reason stays
+    assert final.error == abandoned.error and final.error
+    assert (final.answer, final.answer_raw) == (None, None)
 
 
 # -- concurrency ---------------------------------------------------------------------------
