@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import io
 import os
 import re
 import subprocess
 import sys
+import tokenize
 import uuid
 from pathlib import Path
 
@@ -133,17 +136,64 @@ def test_the_run_check_names_and_removes_what_a_run_left(redis_url: str, pg_avai
 
 
 def test_no_test_flushes_a_shared_redis_or_starts_a_process_outside_a_group_of_its_own() -> None:
-    """No ``FLUSHDB``/``FLUSHALL`` anywhere (a test deletes the keys of its own prefix, even on a server it started);
-    ``subprocess.Popen`` only through :func:`tests.hygiene.popen` (``subprocess.run`` waits for its process; the
-    run's check sees any left)."""
-    found = []
+    """No ``FLUSHDB``/``FLUSHALL`` anywhere, benchmarks and the cluster harness included (a test deletes the keys of
+    its own prefix, even on a server it started): no call, no command string, no ``redis-cli`` line;
+    ``subprocess.Popen`` in tests only through :func:`tests.hygiene.popen` (``subprocess.run`` waits for its
+    process; the run's check sees any left)."""
+    found = [f"{name}: FLUSHDB/FLUSHALL" for name in _flushes()]
     for path in sorted((ROOT / "tests").rglob("*.py")):
         name = path.relative_to(ROOT).as_posix()
         if name in ("tests/hygiene.py", "tests/test_hygiene.py") or name.startswith("tests/bench/"):
             continue
-        text = path.read_text(encoding="utf-8")
-        if re.search(r"\.flush(db|all)\(", text):
-            found.append(f"{name}: FLUSHDB/FLUSHALL")
-        if re.search(r"subprocess\.Popen\(", text):
+        if re.search(r"subprocess\.Popen\(", path.read_text(encoding="utf-8")):
             found.append(f"{name}: subprocess.Popen (use tests.hygiene.popen)")
     assert found == []
+
+
+_FLUSH = re.compile(r"flush_?(db|all)\b", re.IGNORECASE)
+
+
+def _flushes() -> list[str]:
+    """Files that flush a Redis database: Python code (a name or a string that is not a docstring or a comment)
+    and the shell around the suite (Makefile, .ci/run, deploy/)."""
+    names = []
+    for package in ("ledger", "consolidation", "worker", "tools", "tests"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.name != "test_hygiene.py" and _flushing_tokens(path):
+                names.append(path.relative_to(ROOT).as_posix())
+    shell = [ROOT / "Makefile", ROOT / ".ci" / "run", *sorted((ROOT / "deploy").rglob("*.sh"))]
+    names += [p.relative_to(ROOT).as_posix() for p in shell if p.is_file() and _FLUSH.search(p.read_text("utf-8"))]
+    return names
+
+
+def _flushing_tokens(path: Path) -> bool:
+    code = path.read_text(encoding="utf-8")
+    if not _FLUSH.search(code):
+        return False
+    docstrings = {
+        (node.body[0].lineno, node.body[0].col_offset)
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+        and isinstance(node.body[0].value.value, str)
+    }
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type == tokenize.NAME and _FLUSH.fullmatch(token.string):
+            return True
+        if token.type == tokenize.STRING and token.start not in docstrings and _FLUSH.search(token.string):
+            return True
+    return False
+
+
+def test_the_flush_check_finds_a_call_and_a_command_string_and_not_prose(tmp_path: Path) -> None:
+    calls = {
+        "client.flushall()\n": True,
+        'client.execute_command("FLUSHDB")\n': True,
+        '"""Never a FLUSHDB: keys of our prefix."""\n# nor a FLUSHALL\n': False,
+    }
+    for i, (code, flushes) in enumerate(calls.items()):
+        path = tmp_path / f"m{i}.py"
+        path.write_text(code, encoding="utf-8")
+        assert _flushing_tokens(path) is flushes, code
