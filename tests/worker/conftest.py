@@ -101,6 +101,19 @@ def wait_until(predicate: Callable[[], Any], *, timeout_s: float = 15.0, interva
         time.sleep(interval_s)
 
 
+def wait_live(base_url: str, *, timeout_s: float = 30.0) -> None:
+    """Wait until the server at ``base_url`` answers ``GET /livez`` with 200; fail the test after ``timeout_s``."""
+    import httpx
+
+    def live() -> bool:
+        try:
+            return httpx.get(f"{base_url}/livez", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(live, timeout_s=timeout_s)
+
+
 @pytest.fixture
 def make_runtime(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
     """Factory: ``make_runtime(redis_url=..., service_kwargs={...}, **config)``; closed after the test."""

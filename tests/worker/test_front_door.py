@@ -11,11 +11,9 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
-
 from ledger import open_ledger
 from tests.conftest import tool_missing
-from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
+from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_live
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,13 +54,7 @@ def test_serve_banner_names_the_account_the_reference_and_a_working_curl(
     env = {**base_env, "MEMLEDGER_ACCOUNT": "alice", "MEMLEDGER_SWEEP_INTERVAL_S": "0", "MEMLEDGER_PORT": str(port)}
     serve = spawn("serve", ["memledger", "serve", "--banner"], env)
 
-    def up() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout_s=30)
+    wait_live(f"http://127.0.0.1:{port}")
     banner = serve.out.read_text()
     assert "Bound account: alice (scope account:alice)" in banner
     assert "MEMLEDGER_ACCOUNT=<name>" in banner and "docs/protocol.md" in banner
@@ -181,13 +173,7 @@ def test_the_first_five_minutes_end_with_a_merge_the_user_sees(
     port = free_port()
     spawn("serve", ["memledger", "serve", "--port", str(port)], {**base_env, "MEMLEDGER_SWEEP_INTERVAL_S": "0"})
 
-    def up() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout_s=30)
+    wait_live(f"http://127.0.0.1:{port}")
     # When every command of the quickstart's first five minutes runs as written, in order
     quickstart = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
     section = quickstart[quickstart.index("## Pin, list, build a packet") : quickstart.index("## Serve many accounts")]

@@ -18,13 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from consolidation import ConsolidationService
 from ledger import open_ledger
 from tests.conftest import require_services
-from tests.worker.conftest import Proc, free_port, wait_until
+from tests.worker.conftest import Proc, free_port, wait_live
 from tests.worker.ops_seed import EDIT_BODY, FORGOTTEN_BODY, FORGOTTEN_EARLIER_BODY, SCOPE, seed_scope
 
 CHROMIUM = "/usr/bin/chromium"
@@ -63,13 +62,7 @@ def test_ops_page_in_chromium(
     spawn("serve", ["memledger", "serve", "--port", str(port)], {**base_env, "MEMLEDGER_SWEEP_INTERVAL_S": "0"})
     base = f"http://127.0.0.1:{port}"
 
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{base}/livez", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(healthy, timeout_s=30)
+    wait_live(base)
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "ops.png"
     shot.unlink(missing_ok=True)

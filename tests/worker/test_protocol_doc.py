@@ -12,13 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from ledger import open_ledger
 from ledger.protocol import METHODS, handle
 from tests.conftest import tool_missing
-from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_until
+from tests.worker.conftest import MEMLEDGER, Proc, free_port, wait_live
 from tools.protocol_doc import DOCS, RECORD_FIELDS, RESULTS, check_coverage, main, render, request_json, served_methods
 from tools.protocol_doc.examples import fill_answers, pages_with_answers, stable_ids
 from worker.cli.rpc import rpc_extra_methods
@@ -157,13 +156,7 @@ def serve_with_proposals(spawn: Callable[..., Proc], base_env: dict[str, str]) -
     port = free_port()
     spawn("serve", ["memledger", "serve", "--port", str(port)], {**base_env, "MEMLEDGER_SWEEP_INTERVAL_S": "0"})
 
-    def up() -> bool:
-        try:
-            return httpx.get(f"http://127.0.0.1:{port}/livez", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(up, timeout_s=30)
+    wait_live(f"http://127.0.0.1:{port}")
     return port
 
 
