@@ -11,15 +11,8 @@ from __future__ import annotations
 from sqlalchemy import CheckConstraint, Index
 from sqlmodel import SQLModel
 
-from ledger.schema import (
-    big_field,
-    bool_field,
-    float_field,
-    int_field,
-    partial_index,
-    table,
-    text_field,
-)
+from ledger.columns import big_field, bool_field, float_field, int_field, text_field
+from ledger.schema import partial_index, table
 
 
 # Per-scope consolidation settings (written by ``consolidation/`` through a ledger transaction).

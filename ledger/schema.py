@@ -14,24 +14,17 @@ from __future__ import annotations
 
 from enum import StrEnum
 from importlib.metadata import entry_points
-from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    Boolean,
     CheckConstraint,
-    Float,
     Index,
-    Integer,
     MetaData,
     Table,
-    Text,
-    false,
     text,
-    true,
 )
-from sqlmodel import Field, SQLModel
+from sqlmodel import SQLModel
 
+from ledger.columns import big_field, bool_field, int_field, serial_field, text_field
 from ledger.models import Kind, Provenance, Status
 
 # Every table of every package (and so what Alembic compares the migrations against). Its index naming
@@ -53,45 +46,6 @@ def table(model: type[SQLModel]) -> Table:
     """The Core table of a SQLModel table class, to build statements from."""
     found: Table = model.__table__  # type: ignore[attr-defined]
     return found
-
-
-def text_field(
-    *, primary_key: bool = False, unique: bool = False, index: bool = False, default: str | None = None
-) -> Any:
-    """A ``TEXT`` column (nullable when the field's type admits None); ``default`` is the server's."""
-    return Field(sa_type=Text, primary_key=primary_key, unique=unique, index=index, **_server_default(default))
-
-
-def big_field(*, default: int | None = None) -> Any:
-    """A ``BIGINT`` column (instants in microseconds, counts that only grow); ``default`` is the server's."""
-    return Field(sa_type=BigInteger, **_server_default(default))
-
-
-def int_field(*, default: int | None = None) -> Any:
-    """An ``INTEGER`` column; ``default`` is the server's."""
-    return Field(sa_type=Integer, **_server_default(default))
-
-
-def float_field(*, default: float | None = None) -> Any:
-    """A ``FLOAT`` column; ``default`` is the server's."""
-    return Field(sa_type=Float, **_server_default(None if default is None else f"{default:g}"))
-
-
-def bool_field(*, default: bool | None = None) -> Any:
-    """A ``BOOLEAN`` column; ``default`` is the server's (``true``/``false``, as each dialect spells them)."""
-    if default is None:
-        return Field(sa_type=Boolean)
-    return Field(sa_type=Boolean, sa_column_kwargs={"server_default": true() if default else false()})
-
-
-def serial_field() -> Any:
-    """An autoincrementing integer primary key (``seq``): None until the database assigns it."""
-    return Field(default=None, primary_key=True, sa_column_kwargs={"autoincrement": True})
-
-
-def _server_default(value: int | str | None) -> dict[str, Any]:
-    # The server's default, as text: the DDL the tables were first created with (DEFAULT '0').
-    return {} if value is None else {"sa_column_kwargs": {"server_default": str(value)}}
 
 
 def partial_index(name: str, *columns: str, where: str, unique: bool = False) -> Index:

@@ -198,9 +198,11 @@ MAY_IMPORT = {
     "worker": set(PACKAGES),
     "tools": set(PACKAGES),
 }
-# The ledger's public modules: its front door (``ledger/__init__.py``), the tables, the errors, the
+# The ledger's public modules: its front door (``ledger/__init__.py``), the column helpers, the tables, the errors, the
 # record protocol and the file ledger. Every other ledger module is the ledger's own (docs/architecture.md).
-PUBLIC_LEDGER = frozenset({"ledger", "ledger.schema", "ledger.errors", "ledger.protocol", "ledger.files"})
+PUBLIC_LEDGER = frozenset(
+    {"ledger", "ledger.columns", "ledger.schema", "ledger.errors", "ledger.protocol", "ledger.files"}
+)
 
 
 def declared_names(path: Path) -> frozenset[str]:

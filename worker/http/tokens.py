@@ -26,8 +26,9 @@ from sqlalchemy import CheckConstraint, Row, insert, select, update
 from sqlmodel import SQLModel
 
 from ledger import Clock, Ledger, Reader, check_scope, format_rfc3339, opt_from_micros, to_micros
+from ledger.columns import big_field, text_field
 from ledger.errors import LedgerError
-from ledger.schema import big_field, table, text_field
+from ledger.schema import table
 from worker.errors import TokenNotFound
 
 log = logging.getLogger(__name__)
