@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Table, delete, insert, or_, select, update
 
 from ledger.errors import InvalidArgument
 from ledger.instants import from_micros, to_micros
+from ledger.models import PacketAuditFields
 from ledger.packet import HEADER, Packet, citation
 from ledger.schema import INJECTION, PACKET_AUDITS
 
@@ -29,22 +28,9 @@ AUDITS: Table = PACKET_AUDITS
 SESSION_MAX_CHARS = 200
 
 
-@dataclass(frozen=True, slots=True)
-class PacketAudit:
-    """What one chat received: the answer to :meth:`ledger.core.Ledger.packet_audit`.
-
-    ``selected`` entries are ``{id, kind, reason, body, erased}`` (``body`` as sent, or
-    None once forgotten); ``excluded`` entries ``{id, code}``; ``text`` is the packet
-    text rebuilt from the frozen lines (a forgotten line reads ``[erased]``).
-    """
-
-    scope_key: str
-    session_id: str
-    built_at: datetime
-    max_chars: int
-    token_estimate: int
-    selected: list[dict[str, Any]]
-    excluded: list[dict[str, str]]
+class PacketAudit(PacketAuditFields):
+    """What one chat received: the answer to :meth:`ledger.core.Ledger.packet_audit`, with ``text``, the
+    packet text rebuilt from the frozen lines (a forgotten line reads ``[erased]``)."""
 
     @property
     def text(self) -> str:

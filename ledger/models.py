@@ -1,15 +1,22 @@
 """The domain objects the API hands out; the tables they are stored in are :mod:`ledger.schema`.
 
-Storage keeps instants as integer microseconds since the epoch; the domain
-objects (:class:`MemoryRecord`, :class:`LedgerEvent`) carry aware UTC datetimes.
+A field is stated once, in a SQLModel class here that both the table and the API's class inherit
+(:class:`MemoryRecordFields`: ``MemoryRecordRow`` and :class:`MemoryRecord`; :class:`LedgerEvent` and
+:class:`SweepStatus` are their tables' fields as they are). Storage keeps instants as integer
+microseconds since the epoch; the API's objects carry aware UTC datetimes (:mod:`ledger.columns`).
 The allowed lifecycle transitions live in :data:`TRANSITIONS`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
+
+from sqlmodel import SQLModel
+
+from ledger.columns import FROZEN, big_field, instant_field, int_field, json_field, serial_field, text_field
 
 
 class Kind(StrEnum):
@@ -61,40 +68,48 @@ class EventKind(StrEnum):
     CONSOLIDATION_OP_REFUSED = "consolidation_op_refused"
 
 
-@dataclass(frozen=True, slots=True)
-class SweepStatus:
-    """The sweep's last run as :meth:`ledger.Ledger.last_sweep` hands it out."""
+class SweepStatus(SQLModel):
+    """The sweep's last run as :meth:`ledger.Ledger.last_sweep` hands it out (the ``ops_sweep`` table's row)."""
 
-    name: str
-    last_started_at: datetime
-    last_finished_at: datetime
-    last_now: datetime
-    last_expired: int
-    runs: int
-    expired_total: int
+    model_config = FROZEN
+
+    name: str = text_field(primary_key=True)
+    last_started_at: datetime = instant_field()
+    last_finished_at: datetime = instant_field()
+    last_now: datetime = instant_field()
+    last_expired: int = big_field()
+    runs: int = big_field()
+    expired_total: int = big_field()
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
+class MemoryRecordFields(SQLModel):
+    """A record's fields: the ``memory_records`` table (``ledger.schema.MemoryRecordRow``) and
+    :class:`MemoryRecord` both inherit them."""
+
+    model_config = FROZEN
+
+    id: str = text_field(unique=True)
+    scope_key: str = text_field()
+    kind: Kind = text_field()
+    body: str | None = text_field()
+    provenance: Provenance = text_field()
+    status: Status = text_field()
+    source_session_id: str | None = text_field()
+    supersedes: list[str] = json_field()
+    superseded_by: str | None = text_field()
+    confidence_bps: int | None = int_field()
+    rationale: str | None = text_field()
+    valid_from: datetime = instant_field()
+    valid_to: datetime | None = instant_field()
+    expires_at: datetime | None = instant_field()
+    conflict_group: str | None = text_field()
+    created_at: datetime = instant_field()
+    updated_at: datetime = instant_field()
+
+
+class MemoryRecord(MemoryRecordFields):
     """A record as the API hands it out. An erased body reads as ``None``."""
 
-    id: str
-    scope_key: str
-    kind: Kind
-    body: str | None
-    provenance: Provenance
-    status: Status
-    source_session_id: str | None
-    supersedes: list[str]
-    superseded_by: str | None
-    confidence_bps: int | None
-    rationale: str | None
-    valid_from: datetime
-    valid_to: datetime | None
-    expires_at: datetime | None
-    conflict_group: str | None
-    created_at: datetime
-    updated_at: datetime
     erased: bool = False
 
     def effective_end(self) -> datetime | None:
@@ -107,16 +122,38 @@ class MemoryRecord:
         return self.valid_from <= instant and (end is None or instant < end)
 
 
-@dataclass(frozen=True, slots=True)
-class LedgerEvent:
-    seq: int
-    at: datetime
-    scope_key: str
-    event: str
-    record_id: str | None
-    reason: str | None
-    run_id: str | None
-    detail: dict[str, object] = field(default_factory=dict)
+class LedgerEvent(SQLModel):
+    """One entry of the event log, as :meth:`ledger.Ledger.events` hands it out (the ``ledger_events`` row).
+    Never holds a body."""
+
+    model_config = FROZEN
+
+    seq: int = serial_field()
+    at: datetime = instant_field()
+    scope_key: str = text_field()
+    event: str = text_field()
+    record_id: str | None = text_field()
+    reason: str | None = text_field()
+    run_id: str | None = text_field()
+    detail: dict[str, Any] = json_field()  # JSON with its keys sorted, in the table
+
+
+class PacketAuditFields(SQLModel):
+    """What one chat received: the ``packet_audits`` table and :class:`ledger.audit.PacketAudit` inherit these.
+
+    ``selected`` entries are ``{id, kind, reason, body, erased}`` (``body`` as sent, or None once
+    forgotten); ``excluded`` entries ``{id, code}``.
+    """
+
+    model_config = FROZEN
+
+    scope_key: str = text_field(primary_key=True)
+    session_id: str = text_field(primary_key=True)
+    built_at: datetime = instant_field()
+    max_chars: int = int_field()
+    token_estimate: int = int_field()
+    selected: list[dict[str, Any]] = json_field()
+    excluded: list[dict[str, str]] = json_field()
 
 
 @dataclass(frozen=True, slots=True)

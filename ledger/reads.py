@@ -14,7 +14,6 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, Unpack
 
@@ -77,7 +76,7 @@ def _as_of(record: MemoryRecord, at: datetime) -> MemoryRecord:
     """An active record past its expiry reads as expired (closed at ``expires_at``) before the sweep runs."""
     if record.status != Status.ACTIVE or record.expires_at is None or record.expires_at > at:
         return record
-    return replace(record, status=Status.EXPIRED, valid_to=record.expires_at)
+    return record.model_copy(update={"status": Status.EXPIRED, "valid_to": record.expires_at})
 
 
 def packet_records(conn: Connection, scope_key: str) -> RecordList | None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, select
 
+from ledger.columns import construct
 from ledger.instants import EPOCH
 from ledger.models import Kind, MemoryRecord, Provenance, Status
 from ledger.schema import RECORD_NAMES, RECORDS
@@ -33,20 +34,14 @@ BY_IDS = Prepared(SELECT_RECORDS.where(M.id.in_(bindparam("ids", expanding=True)
 _KINDS = {k.value: k for k in Kind}
 _PROVENANCES = {p.value: p for p in Provenance}
 _STATUSES = {s.value: s for s in Status}
-# A record is built by setting its slots directly: a frozen dataclass's __init__ goes through
-# object.__setattr__ once per field, which costs more than the rest of the conversion (a list of
-# 1,500 records converts every one). One named setter per field, called in turn: a loop over
-# them costs a third more.
-# A MemoryRecord's fields are the table's columns in table order (MemoryRecordRow states them), but the row's own
-# ``seq``, and with ``erased_at`` read as ``erased``, last: a column added to one and not the other fails here.
-_FIELDS = tuple(f.name for f in fields(MemoryRecord))
-_FROM_TABLE = (*(name for name in NAMES if name not in ("seq", "erased_at")), "erased")
-assert _FIELDS == _FROM_TABLE, f"MemoryRecord's fields {_FIELDS} are not the table's {_FROM_TABLE}"
-(
-    _id, _scope, _kind, _body, _prov, _status, _session, _sup, _succ, _conf, _why, _vf, _vt, _exp, _group, _ca, _ua,
-    _erased,
-) = (getattr(MemoryRecord, name).__set__ for name in _FIELDS)  # fmt: skip
-_NEW = object.__new__
+# A record is built from the row unchecked (ledger.columns.construct): the table's types and CHECKs already
+# hold the values to the fields, and validating them again would cost more than the rest of the conversion
+# (a list of 1,500 records converts every one). Every record shares one set of the fields it was given.
+_FIELDS_SET = set(MemoryRecord.model_fields)
+# The row holds the record's fields in order, ``seq`` first and ``erased_at`` (read as ``erased``) before
+# ``created_at``: a field added to the record and not to the row fails here.
+_FROM_ROW = (*(name for name in NAMES if name not in ("seq", "erased_at")), "erased")
+assert tuple(MemoryRecord.model_fields) == _FROM_ROW, f"{tuple(MemoryRecord.model_fields)} != {_FROM_ROW}"
 
 
 def _instant(value: int) -> datetime:
@@ -58,30 +53,31 @@ def record_from_tuple(row: Sequence[Any]) -> MemoryRecord:
     (_seq, rid, scope, kind, body, prov, status, session, sup, succ, conf, why, vf, vt, exp, group, erased, ca, ua) = (
         row
     )
-    rec: MemoryRecord = _NEW(MemoryRecord)
-    _id(rec, rid)
-    _scope(rec, scope)
-    _kind(rec, _KINDS[kind])
-    _body(rec, body)
-    _prov(rec, _PROVENANCES[prov])
-    _status(rec, _STATUSES[status])
-    _session(rec, session)
-    _sup(rec, [] if sup == "[]" else list(json.loads(sup)))
-    _succ(rec, succ)
-    _conf(rec, conf)
-    _why(rec, why)
     # Most records were created when they took effect and many were never touched
     # since: convert each distinct instant once.
     valid_from = _instant(vf)
     created_at = valid_from if ca == vf else _instant(ca)
-    _vf(rec, valid_from)
-    _vt(rec, None if vt is None else _instant(vt))
-    _exp(rec, None if exp is None else _instant(exp))
-    _group(rec, group)
-    _ca(rec, created_at)
-    _ua(rec, created_at if ua == ca else _instant(ua))
-    _erased(rec, erased is not None)
-    return rec
+    values = {
+        "id": rid,
+        "scope_key": scope,
+        "kind": _KINDS[kind],
+        "body": body,
+        "provenance": _PROVENANCES[prov],
+        "status": _STATUSES[status],
+        "source_session_id": session,
+        "supersedes": [] if sup == "[]" else list(json.loads(sup)),
+        "superseded_by": succ,
+        "confidence_bps": conf,
+        "rationale": why,
+        "valid_from": valid_from,
+        "valid_to": None if vt is None else _instant(vt),
+        "expires_at": None if exp is None else _instant(exp),
+        "conflict_group": group,
+        "created_at": created_at,
+        "updated_at": created_at if ua == ca else _instant(ua),
+        "erased": erased is not None,
+    }
+    return construct(MemoryRecord, values, _FIELDS_SET)
 
 
 # The active set's rows leave out what the schema fixes for an active record (the CHECKs:
@@ -96,28 +92,29 @@ _ACTIVE = Status.ACTIVE
 def active_record_from_tuple(scope: str, row: Sequence[Any]) -> MemoryRecord:
     """A record from a row in :data:`ACTIVE_NAMES` order, of a query for ``scope``'s active records."""
     (rid, kind, body, prov, session, sup, conf, why, vf, exp, group, ca, ua) = row
-    rec: MemoryRecord = _NEW(MemoryRecord)
-    _id(rec, rid)
-    _scope(rec, scope)
-    _kind(rec, _KINDS[kind])
-    _body(rec, body)
-    _prov(rec, _PROVENANCES[prov])
-    _status(rec, _ACTIVE)
-    _session(rec, session)
-    _sup(rec, [] if sup == "[]" else list(json.loads(sup)))
-    _succ(rec, None)
-    _conf(rec, conf)
-    _why(rec, why)
     valid_from = _instant(vf)
     created_at = valid_from if ca == vf else _instant(ca)
-    _vf(rec, valid_from)
-    _vt(rec, None)
-    _exp(rec, None if exp is None else _instant(exp))
-    _group(rec, group)
-    _ca(rec, created_at)
-    _ua(rec, created_at if ua == ca else _instant(ua))
-    _erased(rec, False)
-    return rec
+    values = {
+        "id": rid,
+        "scope_key": scope,
+        "kind": _KINDS[kind],
+        "body": body,
+        "provenance": _PROVENANCES[prov],
+        "status": _ACTIVE,
+        "source_session_id": session,
+        "supersedes": [] if sup == "[]" else list(json.loads(sup)),
+        "superseded_by": None,
+        "confidence_bps": conf,
+        "rationale": why,
+        "valid_from": valid_from,
+        "valid_to": None,
+        "expires_at": None if exp is None else _instant(exp),
+        "conflict_group": group,
+        "created_at": created_at,
+        "updated_at": created_at if ua == ca else _instant(ua),
+        "erased": False,
+    }
+    return construct(MemoryRecord, values, _FIELDS_SET)
 
 
 def fetch_active(conn: Connection, stmt: Statement, scope: str, params: Mapping[str, Any]) -> list[MemoryRecord]:

@@ -25,7 +25,15 @@ from sqlalchemy import (
 from sqlmodel import SQLModel
 
 from ledger.columns import big_field, bool_field, int_field, serial_field, text_field
-from ledger.models import Kind, Provenance, Status
+from ledger.models import (
+    Kind,
+    LedgerEvent,
+    MemoryRecordFields,
+    PacketAuditFields,
+    Provenance,
+    Status,
+    SweepStatus,
+)
 
 # Every table of every package (and so what Alembic compares the migrations against). Its index naming
 # convention (``ix_%(column_0_label)s``) is the one the tables were first created with.
@@ -60,7 +68,7 @@ def one_of(column: str, values: type[StrEnum] | tuple[str, ...]) -> str:
 
 
 # One row of ``memory_records``. ``seq`` is the FTS rowid; ``id`` is public.
-class MemoryRecordRow(SQLModel, table=True):
+class MemoryRecordRow(MemoryRecordFields, table=True):
     __tablename__ = "memory_records"
     __table_args__ = (
         CheckConstraint(one_of("kind", Kind), name="ck_memory_records_kind"),
@@ -95,25 +103,10 @@ class MemoryRecordRow(SQLModel, table=True):
         ),
     )
 
+    # The table's own columns, beside the fields a record has (MemoryRecordFields). ``seq`` is the FTS rowid
+    # and the order of records written in one instant; ``erased_at`` is read as MemoryRecord.erased.
     seq: int | None = serial_field()
-    id: str = text_field(unique=True)
-    scope_key: str = text_field()
-    kind: str = text_field()
-    body: str | None = text_field()
-    provenance: str = text_field()
-    status: str = text_field()
-    source_session_id: str | None = text_field()
-    supersedes: str = text_field()  # a JSON list of record ids
-    superseded_by: str | None = text_field()
-    confidence_bps: int | None = int_field()
-    rationale: str | None = text_field()
-    valid_from: int = big_field()
-    valid_to: int | None = big_field()
-    expires_at: int | None = big_field()
-    conflict_group: str | None = text_field()
     erased_at: int | None = big_field()
-    created_at: int = big_field()
-    updated_at: int = big_field()
     # 'forget' on a proposal whose acceptance forgets the record it names (consolidation's retire, propose mode).
     proposed_action: str | None = text_field()
 
@@ -135,18 +128,9 @@ class ScopeSettings(SQLModel, table=True):
 
 
 # Append-only event log. Never holds a body. Every read names the scope: one index (0017 dropped the record_id one).
-class LedgerEventRow(SQLModel, table=True):
+class LedgerEventRow(LedgerEvent, table=True):
     __tablename__ = "ledger_events"
     __table_args__ = (Index("ix_ledger_events_scope", "scope_key", "seq"),)
-
-    seq: int | None = serial_field()
-    at: int = big_field()
-    scope_key: str = text_field()
-    event: str = text_field()
-    record_id: str | None = text_field()
-    reason: str | None = text_field()
-    run_id: str | None = text_field()
-    detail: str = text_field()  # JSON, keys sorted
 
 
 # Text derived from records (a run's prompt, a packet audit, a digest), by the record ids it contains.
@@ -189,35 +173,19 @@ class SaveRequest(SQLModel, table=True):
 # ``last_now`` is the instant swept to (``--now``, else the clock); ``last_started_at`` and
 # ``last_finished_at`` are the ledger clock's readings around the run. ``runs`` and
 # ``expired_total`` only grow.
-class OpsSweep(SQLModel, table=True):
+class OpsSweep(SweepStatus, table=True):
     __tablename__ = "ops_sweep"
     __table_args__ = (
         CheckConstraint("last_expired >= 0 AND runs >= 1 AND expired_total >= 0", name="ck_ops_sweep_counts"),
     )
-
-    name: str = text_field(primary_key=True)
-    last_started_at: int = big_field()
-    last_finished_at: int = big_field()
-    last_now: int = big_field()
-    last_expired: int = big_field()
-    runs: int = big_field()
-    expired_total: int = big_field()
 
 
 # The packet audit (docs/packet.md): one row per session, replaced when its packet is built again.
 #
 # ``selected`` is a JSON list of ``{id, kind, reason, body}`` (the body as sent, frozen;
 # null once the record is forgotten); ``excluded`` a JSON list of ``{id, code}``.
-class PacketAuditRow(SQLModel, table=True):
+class PacketAuditRow(PacketAuditFields, table=True):
     __tablename__ = "packet_audits"
-
-    scope_key: str = text_field(primary_key=True)
-    session_id: str = text_field(primary_key=True)
-    built_at: int = big_field()
-    max_chars: int = int_field()
-    token_estimate: int = int_field()
-    selected: str = text_field()
-    excluded: str = text_field()
 
 
 # The injection switch per scope; no row means on (the default).
@@ -238,6 +206,10 @@ SWEEPS = table(OpsSweep)
 PACKET_AUDITS = table(PacketAuditRow)
 INJECTION = table(MemoryInjection)
 
-# The columns of memory_records a MemoryRecord is built from, in table order: all but those the write paths
-# keep for themselves (``proposed_action``). ``ledger.record_rows`` reads and writes records in this order.
-RECORD_NAMES = tuple(column.name for column in RECORDS.c if column.name != "proposed_action")
+# The columns of memory_records a MemoryRecord is built from: ``seq``, its fields, with ``erased_at`` before
+# ``created_at`` (the order the tables were first created in, and the one the PostgreSQL write functions take
+# their arguments in); not those the write paths keep for themselves (``proposed_action``).
+# ``ledger.record_rows`` reads and writes records in this order.
+_FIELDS = tuple(MemoryRecordFields.model_fields)
+_CREATED = _FIELDS.index("created_at")
+RECORD_NAMES = ("seq", *_FIELDS[:_CREATED], "erased_at", *_FIELDS[_CREATED:])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ledger import Kind, MemoryRecord, Provenance, Status
 from tests.conftest import T0
 
@@ -29,4 +27,4 @@ def active_record(rid: str, *, scope_key: str = "account:local", **fields: objec
         created_at=T0,
         updated_at=T0,
     )
-    return replace(record, **fields)  # type: ignore[arg-type]
+    return record.model_copy(update=fields)

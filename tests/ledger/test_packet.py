@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -152,7 +151,7 @@ def test_conflict_group_one_member_checked_by_the_packets_own_code(led: Ledger, 
     clock.advance(seconds=1)
     b = led.save("units: imperial", conflict_group="units")
     # The database holds one active member; handed two, the packet still carries one (the newer).
-    stale = replace(led.get(a.id), status=Status.ACTIVE, valid_to=None)
+    stale = led.get(a.id).model_copy(update={"status": Status.ACTIVE, "valid_to": None})
     built = build_packet([stale, led.get(b.id)], now=clock.now)
     assert [r.id for r in built.records] == [b.id]
     assert codes(built) == {a.id: "conflict_group"}
@@ -363,18 +362,19 @@ def test_packet_invariants_for_any_records(specs: list[Any], limit: int, led: Le
     for n, (body, group, status, provenance, conf) in enumerate(specs):
         at = template.valid_from + timedelta(seconds=n)
         records.append(
-            replace(
-                template,
-                id=f"mem_{n:024x}",
-                body=None if status == "erased" else body,
-                conflict_group=group,
-                status=Status.SUPERSEDED if status == "erased" else Status(status),
-                erased=status == "erased",
-                provenance=provenance,
-                confidence_bps=conf,
-                valid_from=at,
-                created_at=at,
-                valid_to=None if status == "active" else at,
+            template.model_copy(
+                update={
+                    "id": f"mem_{n:024x}",
+                    "body": None if status == "erased" else body,
+                    "conflict_group": group,
+                    "status": Status.SUPERSEDED if status == "erased" else Status(status),
+                    "erased": status == "erased",
+                    "provenance": provenance,
+                    "confidence_bps": conf,
+                    "valid_from": at,
+                    "created_at": at,
+                    "valid_to": None if status == "active" else at,
+                }
             )
         )
     now = template.valid_from + timedelta(days=1)
@@ -545,7 +545,7 @@ def test_packet_one_member_per_group_checked_by_its_own_code(led: Ledger, clock:
     packet = led.build_packet(SCOPE)
     assert [r.id for r in packet.records] == [b.id]
     # Even when handed two active members (which the database never holds), it keeps one: the newer.
-    stale = replace(led.get(a.id), status=led.get(b.id).status, valid_to=None)
+    stale = led.get(a.id).model_copy(update={"status": led.get(b.id).status, "valid_to": None})
     built = build_packet([stale, led.get(b.id)], now=clock.now)
     assert [r.id for r in built.records] == [b.id]
     assert "imperial" in built.text and "metric" not in built.text

@@ -83,9 +83,11 @@ def _tables(engine: Engine) -> Snapshot:
     for table in METADATA.sorted_tables:
         name = table.name
         out[name] = {
-            "columns": [
+            # By name, not position: every statement names its columns, and a table class lists the fields it
+            # inherits (ledger.columns) before its own, where the migrations added them in another order.
+            "columns": sorted(
                 (c["name"], c["type"].compile(dialect=dialect), c["nullable"]) for c in found.get_columns(name)
-            ],
+            ),
             "primary key": found.get_pk_constraint(name)["constrained_columns"],
             "unique": sorted(tuple(u["column_names"]) for u in found.get_unique_constraints(name)),
             "checks": sorted(c["name"] or "" for c in found.get_check_constraints(name)),
