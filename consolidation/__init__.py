@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from consolidation.connections import Target
     from consolidation.errors import ConsolidationError, InvalidSettings, RunNotFound
-    from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
+    from consolidation.extraction.models import ExtractionMode, ExtractionSettings
     from consolidation.fake_anthropic import FakeAnthropic
     from consolidation.fake_model import request_records
     from consolidation.harnesses import HARNESS_NAMES, HARNESSES, give_up_calls
@@ -58,8 +58,8 @@ _WHERE: dict[str, str] = {
     "ResponseFormat": "consolidation.models",
     "CALL_FIELDS": "consolidation.models",
     "DEFAULT_SPEND_BUDGET_MICRO_USD": "consolidation.models",
-    "ExtractionMode": "consolidation.extraction.settings",
-    "ExtractionSettings": "consolidation.extraction.settings",
+    "ExtractionMode": "consolidation.extraction.models",
+    "ExtractionSettings": "consolidation.extraction.models",
     "PRICE_FIELDS": "consolidation.setting_checks",
     "TARGET_FIELDS": "consolidation.setting_checks",
     "MAX_DEBOUNCE_S": "consolidation.limits",

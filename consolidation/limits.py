@@ -2,7 +2,7 @@
 
 Each is a pydantic type (``Annotated[..., Field(ge=..., le=...)]``): the settings models of consolidation
 and extraction (:class:`consolidation.models.ConsolidationSettings`,
-:class:`consolidation.extraction.settings.ExtractionSettings`) declare their fields with it, their checks
+:class:`consolidation.extraction.models.ExtractionSettings`) declare their fields with it, their checks
 word a refused change with its bounds (:func:`bounds`), and the protocol's params
 (``memory/update_consolidation_settings``, ``memory/update_extraction_settings``) declare them as
 their field types, so a limit changes in one place. The command line passes values through to the

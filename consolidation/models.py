@@ -1,19 +1,34 @@
-"""Settings, runs and a call's token usage as the API hands them out."""
+"""Settings, runs and a call's token usage as the API hands them out.
+
+The fields of a scope's settings and of a run are stated once here (``ConsolidationSettingsFields``,
+``ConsolidationRunFields``); the tables (:mod:`consolidation.tables`) and the classes handed out inherit them.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import SQLModel
 
 from consolidation import limits
 from consolidation.candidates import DEFAULT_MAX_PROMPT_CHARS
 from ledger import format_rfc3339, from_micros, opt_from_micros
+from ledger.columns import (
+    FROZEN,
+    big_field,
+    bool_field,
+    construct,
+    float_field,
+    instant_field,
+    int_field,
+    json_field,
+    text_field,
+)
 
 
 class Mode(StrEnum):
@@ -113,36 +128,43 @@ CALL_FIELDS = ("response_format", "temperature", "context_window_tokens", "syste
 """How the call to a scope's model is made (the openai harness reads them; see docs/consolidation.md)."""
 
 
-class ConsolidationSettings(BaseModel):
+class ConsolidationSettingsFields(SQLModel):
+    """A scope's consolidation settings, each stated once: :class:`ConsolidationSettings` hands them out and
+    ``consolidation_settings`` (:class:`consolidation.tables.ConsolidationSettingsRow`) stores them."""
+
+    model_config = FROZEN
+
+    scope_key: str = text_field(primary_key=True)
+    mode: Mode = text_field(value=Mode.OFF)
+    allowed_ops: list[str] = json_field(factory=lambda: list(ALL_OPS))
+    debounce_s: limits.DebounceS = float_field(value=DEFAULT_DEBOUNCE_S)
+    max_wait_s: limits.MaxWaitS | None = float_field(value=DEFAULT_MAX_WAIT_S)
+    harness: str = text_field()
+    model: str = text_field()
+    wall_clock_cap_s: limits.WallClockCapS = float_field(value=DEFAULT_CAP_S)
+    max_output_tokens: limits.MaxOutputTokens = int_field(value=DEFAULT_MAX_OUTPUT_TOKENS)
+    spend_budget_micro_usd: limits.SpendBudgetMicroUsd = big_field(value=DEFAULT_SPEND_BUDGET_MICRO_USD)
+    allow_removal: bool = bool_field(default=False, value=False)  # retire passes the gate only when on
+    max_prompt_chars: limits.MaxPromptChars = int_field(default=16000, value=DEFAULT_MAX_PROMPT_CHARS)
+    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
+    base_url: str | None = text_field(value=None)
+    price_in_usd_per_mtok: limits.PriceUsdPerMtok | None = float_field(value=None)
+    price_out_usd_per_mtok: limits.PriceUsdPerMtok | None = float_field(value=None)
+    # How the call to the scope's model is made (the openai harness; docs/consolidation.md, "Models").
+    response_format: ResponseFormat = text_field(default="auto", value=ResponseFormat.AUTO)
+    temperature: limits.Temperature = float_field(default=0, value=0.0)
+    context_window_tokens: limits.ContextWindowTokens | None = int_field(value=None)
+    system_role: bool = bool_field(default=True, value=True)
+    stream: bool = bool_field(default=True, value=True)
+
+
+class ConsolidationSettings(ConsolidationSettingsFields):
     """A scope's consolidation settings; each number in the range :mod:`consolidation.limits` states.
 
     A field left out takes its default (mode off, every operation, the budget of 5 USD a month).
     Built by :mod:`consolidation.settings`, which checks a change field by field first (its
     messages say what to set); a row read back from the database is trusted as stored.
     """
-
-    model_config = ConfigDict(frozen=True)
-
-    scope_key: str
-    mode: Mode = Mode.OFF
-    allowed_ops: list[str] = Field(default_factory=lambda: list(ALL_OPS))
-    debounce_s: limits.DebounceS = DEFAULT_DEBOUNCE_S
-    max_wait_s: limits.MaxWaitS | None = DEFAULT_MAX_WAIT_S
-    harness: str
-    model: str
-    wall_clock_cap_s: limits.WallClockCapS = DEFAULT_CAP_S
-    max_output_tokens: limits.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
-    spend_budget_micro_usd: limits.SpendBudgetMicroUsd = DEFAULT_SPEND_BUDGET_MICRO_USD
-    allow_removal: bool = False
-    max_prompt_chars: limits.MaxPromptChars = DEFAULT_MAX_PROMPT_CHARS
-    base_url: str | None = None
-    price_in_usd_per_mtok: limits.PriceUsdPerMtok | None = None
-    price_out_usd_per_mtok: limits.PriceUsdPerMtok | None = None
-    response_format: ResponseFormat = ResponseFormat.AUTO
-    temperature: limits.Temperature = 0.0
-    context_window_tokens: limits.ContextWindowTokens | None = None
-    system_role: bool = True
-    stream: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -169,40 +191,51 @@ class ConsolidationSettings(BaseModel):
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ConsolidationRun:
+class ConsolidationRunFields(SQLModel):
+    """A run's fields, each stated once: :class:`ConsolidationRun` hands them out and ``consolidation_runs``
+    (:class:`consolidation.tables.ConsolidationRunRow`) stores them. ``prompt``/``answer``/``answer_raw`` hold
+    bodies (their repr leaves them out)."""
+
+    model_config = FROZEN
+
+    id: str = text_field(primary_key=True)
+    scope_key: str = text_field()
+    state: RunState = text_field()
+    outcome: Outcome | None = text_field()
+    turns: int = int_field()
+    created_at: datetime = instant_field()
+    due_at: datetime = instant_field()
+    started_at: datetime | None = instant_field()
+    settled_at: datetime | None = instant_field()
+    harness: str | None = text_field()
+    model: str | None = text_field()
+    input_tokens: int = big_field(default=0)
+    output_tokens: int = big_field(default=0)
+    cache_creation_input_tokens: int = big_field(default=0)
+    cache_read_input_tokens: int = big_field(default=0)
+    spend_micro_usd: int = big_field(default=0)
+    model_calls: int = int_field(default=0)
+    ops_proposed: int = int_field(default=0)
+    ops_applied: int = int_field(default=0)
+    ops_refused: int = int_field(default=0)
+    refusals: dict[str, int] = json_field(default="{}")
+    error: str | None = text_field()
+    mode: str | None = text_field(value=None)
+    # What a run left waiting for the user (propose mode, extraction), apart from what it applied (migration 0013).
+    proposals_written: int = int_field(default=0, value=0)
+    wall_clock_cap_s: float | None = float_field(value=None)
+    prompt: str | None = text_field(value=None, hidden=True)
+    answer: dict[str, Any] | None = json_field(value=None, hidden=True)
+    answer_raw: str | None = text_field(value=None, hidden=True)
+    answer_stored_at: datetime | None = instant_field(value=None)
+    # Both jobs share the table (docs/extraction.md): "consolidate" or "extract".
+    job: str = text_field(default="consolidate", value="consolidate")
+
+
+class ConsolidationRun(ConsolidationRunFields):
     """One run (docs/consolidation.md). ``prompt`` and ``answer`` hold bodies: never log or export them."""
 
-    id: str
-    scope_key: str
-    state: RunState
-    outcome: Outcome | None
-    turns: int
-    created_at: datetime
-    due_at: datetime
-    started_at: datetime | None
-    settled_at: datetime | None
-    harness: str | None
-    model: str | None
-    input_tokens: int
-    output_tokens: int
-    cache_creation_input_tokens: int
-    cache_read_input_tokens: int
-    spend_micro_usd: int
-    model_calls: int
-    ops_proposed: int
-    ops_applied: int
-    ops_refused: int
-    refusals: dict[str, int]
-    error: str | None
-    mode: str | None = None
-    proposals_written: int = 0
-    wall_clock_cap_s: float | None = None
-    prompt: str | None = field(default=None, repr=False)
-    answer: dict[str, Any] | None = field(default=None, repr=False)
-    answer_raw: str | None = field(default=None, repr=False)
-    answer_stored_at: datetime | None = None
-    job: str = "consolidate"
+    # An extraction run's session (None for consolidation): the table stores "" for none.
     session_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -236,37 +269,43 @@ class ConsolidationRun:
         }
 
 
+_RUN_FIELDS = set(ConsolidationRun.model_fields)
+
+
 def run_from_row(row: Mapping[Any, Any]) -> ConsolidationRun:
-    return ConsolidationRun(
-        id=row["id"],
-        scope_key=row["scope_key"],
-        state=RunState(row["state"]),
-        outcome=None if row["outcome"] is None else Outcome(row["outcome"]),
-        turns=row["turns"],
-        created_at=from_micros(row["created_at"]),
-        due_at=from_micros(row["due_at"]),
-        started_at=opt_from_micros(row["started_at"]),
-        settled_at=opt_from_micros(row["settled_at"]),
-        harness=row["harness"],
-        model=row["model"],
-        input_tokens=row["input_tokens"],
-        output_tokens=row["output_tokens"],
-        cache_creation_input_tokens=row["cache_creation_input_tokens"],
-        cache_read_input_tokens=row["cache_read_input_tokens"],
-        spend_micro_usd=row["spend_micro_usd"],
-        model_calls=row["model_calls"],
-        ops_proposed=row["ops_proposed"],
-        ops_applied=row["ops_applied"],
-        ops_refused=row["ops_refused"],
-        proposals_written=row.get("proposals_written") or 0,
-        refusals=dict(json.loads(row["refusals"] or "{}")),
-        error=row["error"],
-        mode=row["mode"],
-        wall_clock_cap_s=row["wall_clock_cap_s"],
-        prompt=row["prompt"],
-        answer=None if row["answer"] is None else json.loads(row["answer"]),
-        answer_raw=row["answer_raw"],
-        answer_stored_at=opt_from_micros(row["answer_stored_at"]),
-        job=row.get("job") or "consolidate",
-        session_id=row.get("session_id") or None,
-    )
+    """The run a row of ``consolidation_runs`` holds (the table's types and CHECKs hold it to the fields,
+    so it is not checked again: runs are read on every turn)."""
+    values = {
+        "id": row["id"],
+        "scope_key": row["scope_key"],
+        "state": RunState(row["state"]),
+        "outcome": None if row["outcome"] is None else Outcome(row["outcome"]),
+        "turns": row["turns"],
+        "created_at": from_micros(row["created_at"]),
+        "due_at": from_micros(row["due_at"]),
+        "started_at": opt_from_micros(row["started_at"]),
+        "settled_at": opt_from_micros(row["settled_at"]),
+        "harness": row["harness"],
+        "model": row["model"],
+        "input_tokens": row["input_tokens"],
+        "output_tokens": row["output_tokens"],
+        "cache_creation_input_tokens": row["cache_creation_input_tokens"],
+        "cache_read_input_tokens": row["cache_read_input_tokens"],
+        "spend_micro_usd": row["spend_micro_usd"],
+        "model_calls": row["model_calls"],
+        "ops_proposed": row["ops_proposed"],
+        "ops_applied": row["ops_applied"],
+        "ops_refused": row["ops_refused"],
+        "refusals": dict(json.loads(row["refusals"] or "{}")),
+        "error": row["error"],
+        "mode": row["mode"],
+        "proposals_written": row["proposals_written"] or 0,
+        "wall_clock_cap_s": row["wall_clock_cap_s"],
+        "prompt": row["prompt"],
+        "answer": None if row["answer"] is None else json.loads(row["answer"]),
+        "answer_raw": row["answer_raw"],
+        "answer_stored_at": opt_from_micros(row["answer_stored_at"]),
+        "job": row["job"] or "consolidate",
+        "session_id": row["session_id"] or None,
+    }
+    return construct(ConsolidationRun, values, _RUN_FIELDS)

@@ -23,9 +23,9 @@ from consolidation.consolidate import ConsolidationJob
 from consolidation.engine import FaultHook, Job, RunEngine
 from consolidation.errors import NotRetryable, RunNotFound
 from consolidation.extraction import settings as XS
+from consolidation.extraction.models import ExtractionMode, ExtractionSettings
 from consolidation.extraction.service import JOB as EXTRACT_JOB
 from consolidation.extraction.service import ExtractionJobs
-from consolidation.extraction.settings import ExtractionMode, ExtractionSettings
 from consolidation.harnesses import Connection, Harness
 from consolidation.harnesses.extract_base import Extractor
 from consolidation.models import (

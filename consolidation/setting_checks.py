@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ValidationError
@@ -56,7 +56,14 @@ def default_model(harness: str, prices: PriceTable) -> str:
     return prices.cheapest(prefix=spec.model_prefix)
 
 
-def default_target(api_key: str | None, prices: PriceTable) -> dict[str, str]:
+class DefaultTarget(TypedDict):
+    """A scope's model target as its settings start: the harness and its model."""
+
+    harness: str
+    model: str
+
+
+def default_target(api_key: str | None, prices: PriceTable) -> DefaultTarget:
     """The harness and model a scope starts with: anthropic with the cheapest priced model when a key is
     configured, else offline."""
     harness = "anthropic" if api_key else "offline"

@@ -11,7 +11,6 @@ from sqlalchemy import bindparam, insert, select, update
 from consolidation.errors import InvalidSettings
 from consolidation.models import (
     ALL_OPS,
-    CALL_FIELDS,
     DEFAULT_SPEND_BUDGET_MICRO_USD,
     ConsolidationSettings,
     Mode,
@@ -23,24 +22,10 @@ from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, m
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from consolidation.tables import CONSOLIDATION_SETTINGS as TABLE
 from ledger import Transaction
+from ledger.columns import construct
 
-FIELDS = (
-    "mode",
-    "allowed_ops",
-    "debounce_s",
-    "max_wait_s",
-    "harness",
-    "model",
-    "wall_clock_cap_s",
-    "max_output_tokens",
-    "spend_budget_micro_usd",
-    "allow_removal",
-    "max_prompt_chars",
-    "base_url",
-    "price_in_usd_per_mtok",
-    "price_out_usd_per_mtok",
-    *CALL_FIELDS,
-)
+FIELDS = tuple(name for name in ConsolidationSettings.model_fields if name != "scope_key")
+"""The settings a scope sets (every field but the scope's key), in the order messages list them."""
 
 
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ConsolidationSettings:
@@ -91,30 +76,34 @@ def load(db: Executor, scope_key: str) -> Mapping[str, Any] | None:
     return dict(zip(_NAMES, found[0], strict=True)) if found else None
 
 
+_SETTINGS_FIELDS = set(ConsolidationSettings.model_fields)
+
+
 def from_row(row: Mapping[Any, Any]) -> ConsolidationSettings:
     """The settings a stored row holds (checked when stored, so not again: this is read on every run)."""
-    return ConsolidationSettings.model_construct(
-        scope_key=row["scope_key"],
-        mode=Mode(row["mode"]),
-        allowed_ops=list(json.loads(row["allowed_ops"])),
-        debounce_s=float(row["debounce_s"]),
-        max_wait_s=None if row["max_wait_s"] is None else float(row["max_wait_s"]),
-        harness=row["harness"],
-        model=row["model"],
-        wall_clock_cap_s=float(row["wall_clock_cap_s"]),
-        max_output_tokens=int(row["max_output_tokens"]),
-        spend_budget_micro_usd=int(row["spend_budget_micro_usd"]),
-        allow_removal=bool(row["allow_removal"]),
-        max_prompt_chars=int(row["max_prompt_chars"]),
-        base_url=row["base_url"],
-        price_in_usd_per_mtok=_opt_float(row["price_in_usd_per_mtok"]),
-        price_out_usd_per_mtok=_opt_float(row["price_out_usd_per_mtok"]),
-        response_format=ResponseFormat(row["response_format"]),
-        temperature=float(row["temperature"]),
-        context_window_tokens=None if row["context_window_tokens"] is None else int(row["context_window_tokens"]),
-        system_role=bool(row["system_role"]),
-        stream=bool(row["stream"]),
-    )
+    values = {
+        "scope_key": row["scope_key"],
+        "mode": Mode(row["mode"]),
+        "allowed_ops": list(json.loads(row["allowed_ops"])),
+        "debounce_s": float(row["debounce_s"]),
+        "max_wait_s": _opt_float(row["max_wait_s"]),
+        "harness": row["harness"],
+        "model": row["model"],
+        "wall_clock_cap_s": float(row["wall_clock_cap_s"]),
+        "max_output_tokens": int(row["max_output_tokens"]),
+        "spend_budget_micro_usd": int(row["spend_budget_micro_usd"]),
+        "allow_removal": bool(row["allow_removal"]),
+        "max_prompt_chars": int(row["max_prompt_chars"]),
+        "base_url": row["base_url"],
+        "price_in_usd_per_mtok": _opt_float(row["price_in_usd_per_mtok"]),
+        "price_out_usd_per_mtok": _opt_float(row["price_out_usd_per_mtok"]),
+        "response_format": ResponseFormat(row["response_format"]),
+        "temperature": float(row["temperature"]),
+        "context_window_tokens": None if row["context_window_tokens"] is None else int(row["context_window_tokens"]),
+        "system_role": bool(row["system_role"]),
+        "stream": bool(row["stream"]),
+    }
+    return construct(ConsolidationSettings, values, _SETTINGS_FIELDS)
 
 
 def _opt_float(value: Any) -> float | None:

@@ -2,7 +2,9 @@
 
 Written and read only by ``consolidation/``, through the ledger's transactions; the migrations that build
 them are in the ledger's one Alembic history. Statements are SQLAlchemy Core built from each class's table
-(``RUNS``, ``CONSOLIDATION_SETTINGS`` …). The ``memledger.tables`` entry point names this module, so Alembic
+(``RUNS``, ``CONSOLIDATION_SETTINGS`` …). A table's fields are stated once, with the types the API hands
+out, in the class it inherits (:mod:`consolidation.models`, :mod:`consolidation.extraction.models`); its
+own class adds the columns only the table keeps. The ``memledger.tables`` entry point names this module, so Alembic
 and the schema tests see these tables without the ledger importing this package.
 """
 
@@ -11,12 +13,15 @@ from __future__ import annotations
 from sqlalchemy import CheckConstraint, Index
 from sqlmodel import SQLModel
 
-from ledger.columns import big_field, bool_field, float_field, int_field, text_field
+from consolidation.extraction.models import ExtractionSettingsFields
+from consolidation.models import ConsolidationRunFields, ConsolidationSettingsFields
+from ledger.columns import big_field, int_field, text_field
 from ledger.schema import partial_index, table
 
 
-# Per-scope consolidation settings (written by ``consolidation/`` through a ledger transaction).
-class ConsolidationSettingsRow(SQLModel, table=True):
+# Per-scope consolidation settings (written by ``consolidation/`` through a ledger transaction): the fields
+# of :class:`ConsolidationSettingsFields`, and what only the table keeps.
+class ConsolidationSettingsRow(ConsolidationSettingsFields, table=True):
     __tablename__ = "consolidation_settings"
     __table_args__ = (
         CheckConstraint("mode IN ('off','propose','apply')", name="ck_consolidation_settings_mode"),
@@ -27,35 +32,14 @@ class ConsolidationSettingsRow(SQLModel, table=True):
         CheckConstraint("spend_budget_micro_usd >= 0", name="ck_consolidation_settings_budget"),
     )
 
-    scope_key: str = text_field(primary_key=True)
-    mode: str = text_field()
-    allowed_ops: str = text_field()
-    debounce_s: float = float_field()
-    max_wait_s: float | None = float_field()
-    harness: str = text_field()
-    model: str = text_field()
-    wall_clock_cap_s: float = float_field()
-    max_output_tokens: int = int_field()
-    spend_budget_micro_usd: int = big_field()
     created_at: int = big_field()
     updated_at: int = big_field()
-    allow_removal: bool = bool_field(default=False)  # retire passes the gate only when on
-    max_prompt_chars: int = int_field(default=16000)
     rotation_cursor: str | None = text_field()  # candidate rotation
-    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
-    base_url: str | None = text_field()
-    price_in_usd_per_mtok: float | None = float_field()
-    price_out_usd_per_mtok: float | None = float_field()
-    # How the call to the scope's model is made (the openai harness; docs/consolidation.md, "Models").
-    response_format: str = text_field(default="auto")
-    temperature: float = float_field(default=0)
-    context_window_tokens: int | None = int_field()
-    system_role: bool = bool_field(default=True)
-    stream: bool = bool_field(default=True)
 
 
-# One run of either job (docs/consolidation.md). ``prompt``/``answer``/``answer_raw`` hold bodies.
-class ConsolidationRunRow(SQLModel, table=True):
+# One run of either job (docs/consolidation.md): the fields of :class:`ConsolidationRunFields`, and the
+# session as stored.
+class ConsolidationRunRow(ConsolidationRunFields, table=True):
     __tablename__ = "consolidation_runs"
     __table_args__ = (
         CheckConstraint("state IN ('pending','running','settled')", name="ck_consolidation_runs_state"),
@@ -78,63 +62,20 @@ class ConsolidationRunRow(SQLModel, table=True):
         Index("ix_consolidation_runs_scope", "scope_key", "created_at"),
     )
 
-    id: str = text_field(primary_key=True)
-    scope_key: str = text_field()
-    state: str = text_field()
-    outcome: str | None = text_field()
-    mode: str | None = text_field()
-    turns: int = int_field()
-    created_at: int = big_field()
-    due_at: int = big_field()
-    started_at: int | None = big_field()
-    settled_at: int | None = big_field()
-    harness: str | None = text_field()
-    model: str | None = text_field()
-    wall_clock_cap_s: float | None = float_field()
-    input_tokens: int = big_field(default=0)
-    output_tokens: int = big_field(default=0)
-    cache_creation_input_tokens: int = big_field(default=0)
-    cache_read_input_tokens: int = big_field(default=0)
-    spend_micro_usd: int = big_field(default=0)
-    model_calls: int = int_field(default=0)
-    ops_proposed: int = int_field(default=0)
-    ops_applied: int = int_field(default=0)
-    ops_refused: int = int_field(default=0)
-    refusals: str = text_field(default="{}")
-    error: str | None = text_field()
-    prompt: str | None = text_field()
-    answer: str | None = text_field()
-    answer_raw: str | None = text_field()
-    answer_stored_at: int | None = big_field()
-    # Both jobs share the table (docs/extraction.md): "consolidate" or "extract", and an extraction run's session.
-    job: str = text_field(default="consolidate")
+    # An extraction run's session ("" for a consolidation run, which the API hands out as None).
     session_id: str = text_field(default="")
-    # What a run left waiting for the user (propose mode, extraction), apart from what it applied (migration 0013).
-    proposals_written: int = int_field(default=0)
 
 
-# Extraction settings per scope.
-class ExtractionSettingsRow(SQLModel, table=True):
+# Extraction settings per scope: the fields of :class:`ExtractionSettingsFields`, and when they were set.
+class ExtractionSettingsRow(ExtractionSettingsFields, table=True):
     __tablename__ = "extraction_settings"
     __table_args__ = (
         CheckConstraint("mode IN ('off','propose')", name="ck_extraction_settings_mode"),
         CheckConstraint("debounce_s >= 0", name="ck_extraction_settings_debounce"),
     )
 
-    scope_key: str = text_field(primary_key=True)
-    mode: str = text_field()
-    harness: str = text_field()
-    model: str = text_field()
-    debounce_s: float = float_field()
-    max_wait_s: float | None = float_field()
-    wall_clock_cap_s: float = float_field()
-    max_output_tokens: int = int_field()
     created_at: int = big_field()
     updated_at: int = big_field()
-    # The model target beyond harness + model: a server of the scope's own, and its own price of the model.
-    base_url: str | None = text_field()
-    price_in_usd_per_mtok: float | None = float_field()
-    price_out_usd_per_mtok: float | None = float_field()
 
 
 # A session's bounded digest of recent messages (JSON list); taken into its run at claim.

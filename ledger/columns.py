@@ -14,9 +14,11 @@ An enum field is ``TEXT`` holding the value (:func:`text_field`), kept to its va
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 from sqlalchemy import BigInteger, Boolean, Float, Integer, Text, false, true
 from sqlmodel import Field, SQLModel
 
@@ -29,33 +31,46 @@ Model = TypeVar("Model", bound=BaseModel)
 FROZEN: SQLModelConfig = {"frozen": True}
 
 
+class ApiSide(TypedDict, total=False):
+    """The API type's side of a field, which the table does not have: the default a field left out
+    takes (``value``, or ``factory`` for a list or mapping) and ``hidden``, for a field its repr leaves
+    out (one holding bodies). The table's own default is the server's (each helper's ``default``)."""
+
+    value: Any
+    factory: Callable[[], Any]
+    hidden: bool
+
+
 def text_field(
-    *, primary_key: bool = False, unique: bool = False, index: bool = False, default: str | None = None
+    *,
+    primary_key: bool = False,
+    unique: bool = False,
+    index: bool = False,
+    default: str | None = None,
+    **api: Unpack[ApiSide],
 ) -> Any:
     """A ``TEXT`` column (nullable when the field's type admits None); ``default`` is the server's."""
-    return Field(sa_type=Text, primary_key=primary_key, unique=unique, index=index, **_server_default(default))
+    return _field(Text, default, api, primary_key=primary_key, unique=unique, index=index)
 
 
-def big_field(*, default: int | None = None) -> Any:
+def big_field(*, default: int | None = None, **api: Unpack[ApiSide]) -> Any:
     """A ``BIGINT`` column (instants in microseconds, counts that only grow); ``default`` is the server's."""
-    return Field(sa_type=BigInteger, **_server_default(default))
+    return _field(BigInteger, None if default is None else str(default), api)
 
 
-def int_field(*, default: int | None = None) -> Any:
+def int_field(*, default: int | None = None, **api: Unpack[ApiSide]) -> Any:
     """An ``INTEGER`` column; ``default`` is the server's."""
-    return Field(sa_type=Integer, **_server_default(default))
+    return _field(Integer, None if default is None else str(default), api)
 
 
-def float_field(*, default: float | None = None) -> Any:
+def float_field(*, default: float | None = None, **api: Unpack[ApiSide]) -> Any:
     """A ``FLOAT`` column; ``default`` is the server's."""
-    return Field(sa_type=Float, **_server_default(None if default is None else f"{default:g}"))
+    return _field(Float, None if default is None else f"{default:g}", api)
 
 
-def bool_field(*, default: bool | None = None) -> Any:
+def bool_field(*, default: bool | None = None, **api: Unpack[ApiSide]) -> Any:
     """A ``BOOLEAN`` column; ``default`` is the server's (``true``/``false``, as each dialect spells them)."""
-    if default is None:
-        return Field(sa_type=Boolean)
-    return Field(sa_type=Boolean, sa_column_kwargs={"server_default": true() if default else false()})
+    return _field(Boolean, None if default is None else true() if default else false(), api)
 
 
 def serial_field() -> Any:
@@ -63,19 +78,30 @@ def serial_field() -> Any:
     return Field(default=None, primary_key=True, sa_column_kwargs={"autoincrement": True})
 
 
-def _server_default(value: int | str | None) -> dict[str, Any]:
-    # The server's default, as text: the DDL the tables were first created with (DEFAULT '0').
-    return {} if value is None else {"sa_column_kwargs": {"server_default": str(value)}}
+def _field(sa_type: Any, server_default: Any, api: ApiSide, **column: Any) -> Any:
+    # The server's default is the DDL the tables were first created with (DEFAULT '0'). The API type's
+    # default is not the table's: an INSERT names its values or takes the server's default.
+    column_kwargs: dict[str, Any] = {} if server_default is None else {"server_default": server_default}
+    if "value" in api or "factory" in api:
+        column_kwargs["default"] = None
+    return Field(
+        api.get("value", PydanticUndefined),
+        default_factory=api.get("factory"),
+        repr=not api.get("hidden", False),
+        sa_type=sa_type,
+        sa_column_kwargs=column_kwargs,
+        **column,
+    )
 
 
-def instant_field(*, default: int | None = None) -> Any:
+def instant_field(*, default: int | None = None, **api: Unpack[ApiSide]) -> Any:
     """An instant: a ``datetime`` to the API, a ``BIGINT`` of microseconds since the epoch in the table."""
-    return big_field(default=default)
+    return big_field(default=default, **api)
 
 
-def json_field() -> Any:
-    """A list or mapping: itself to the API, its JSON (``TEXT``) in the table."""
-    return Field(sa_type=Text)
+def json_field(*, default: str | None = None, **api: Unpack[ApiSide]) -> Any:
+    """A list or mapping: itself to the API, its JSON (``TEXT``) in the table; ``default`` is the server's JSON."""
+    return _field(Text, default, api)
 
 
 _NEW = object.__new__

@@ -30,6 +30,7 @@ from consolidation.engine import Claim, Settlement, Skip
 from consolidation.extraction import settings as XS
 from consolidation.extraction.digest import DigestMessage, chars, check_messages, dumps, extend, loads
 from consolidation.extraction.gate import BUDGET_EXCEEDED, GateResult, check_proposals
+from consolidation.extraction.models import ExtractionMode, ExtractionSettings
 from consolidation.extraction.prompt import MAX_PINNED, decode_user_message
 from consolidation.harnesses import HarnessResult, spec
 from consolidation.harnesses.extract_base import Extractor
@@ -97,7 +98,7 @@ class Taken(NamedTuple):
     run's), the pinned bodies ``(id, body)``, and the records the prompt was built from: the pinned ones and those
     the digest quotes."""
 
-    settings: XS.ExtractionSettings
+    settings: ExtractionSettings
     digest: list[DigestMessage]
     pinned: list[tuple[str, str]]
     record_ids: list[str]
@@ -122,15 +123,15 @@ class ExtractionJobs:
         self._extractors: dict[str, Extractor] = dict(extractors or {})
 
     # ------------------------------------------------------------------ settings
-    def settings_in(self, db: Reader, scope_key: str) -> XS.ExtractionSettings:
+    def settings_in(self, db: Reader, scope_key: str) -> ExtractionSettings:
         found = XS.load(db, scope_key)
         return found or XS.defaults(scope_key, api_key=self.connections.api_key, prices=self.connections.prices)
 
-    def settings(self, scope_key: str) -> XS.ExtractionSettings:
+    def settings(self, scope_key: str) -> ExtractionSettings:
         with self.led.reading() as db:
             return self.settings_in(db, check_scope(scope_key))
 
-    def update_settings(self, scope_key: str, *, now: datetime | None = None, **changes: Any) -> XS.ExtractionSettings:
+    def update_settings(self, scope_key: str, *, now: datetime | None = None, **changes: Any) -> ExtractionSettings:
         """Validate and store; ``mode="off"`` cancels the scope's pending extraction runs and drops their digests.
 
         Raises:
@@ -138,11 +139,11 @@ class ExtractionJobs:
         """
         scope = check_scope(scope_key)
 
-        def fn(tx: Transaction) -> XS.ExtractionSettings:
+        def fn(tx: Transaction) -> ExtractionSettings:
             old = self.settings_in(tx, scope)
             new = XS.merge(old, changes, self.connections.prices)
             XS.store(tx, new, tx.now_us)
-            if new.mode == XS.ExtractionMode.OFF:
+            if new.mode == ExtractionMode.OFF:
                 runs.cancel_pending(tx, scope, tx.now_us, job=JOB)
                 tx.execute(delete(DIGESTS).where(DIGESTS.c.scope_key == scope))
             else:  # each session's pending run waits for the new debounce
@@ -172,7 +173,7 @@ class ExtractionJobs:
         message quotes, so forgetting one erases the digest's messages (docs/ledger.md).
         """
         settings = self.settings_in(tx, scope_key)
-        if settings.mode == XS.ExtractionMode.OFF or not messages:
+        if settings.mode == ExtractionMode.OFF or not messages:
             return None
         key = _digest_key(scope_key, session_id)
         found = tx.execute(_DIGEST_READ.where(*key)).first()
@@ -307,7 +308,7 @@ class ExtractionJobs:
             key = _digest_key(scope, session_id)
             conn.execute(update(DIGESTS).where(*key).values(messages=dumps(cleaned), chars=chars(cleaned)))
 
-    def _extractor(self, settings: XS.ExtractionSettings) -> Extractor:
+    def _extractor(self, settings: ExtractionSettings) -> Extractor:
         """The scope's extraction harness (an injected one by name, else the registry's for the scope's target)."""
         injected = self._extractors.get(settings.harness)
         return injected if injected is not None else spec(settings.harness).extraction(self.connections.of(settings))

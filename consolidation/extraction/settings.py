@@ -10,68 +10,22 @@ one budget, shared with consolidation (``consolidation_settings``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, delete, insert, select
 
-from consolidation import limits
+from consolidation.extraction.models import ExtractionMode, ExtractionSettings
 from consolidation.pricing import PriceTable
 from consolidation.setting_checks import FIELD_CHECKS, default_target, merged, mode_check
 from consolidation.setting_checks import OFFLINE_MODEL as OFFLINE_MODEL  # re-exported: a public name here
 from consolidation.tables import EXTRACTION_SETTINGS as TABLE
 from ledger import Reader
+from ledger.columns import construct
 
-DEFAULT_DEBOUNCE_S = 30.0
-DEFAULT_MAX_WAIT_S = 300.0
-DEFAULT_CAP_S = 60.0
-DEFAULT_MAX_OUTPUT_TOKENS = 2048
-FIELDS = (
-    "mode",
-    "harness",
-    "model",
-    "debounce_s",
-    "max_wait_s",
-    "wall_clock_cap_s",
-    "max_output_tokens",
-    "base_url",
-    "price_in_usd_per_mtok",
-    "price_out_usd_per_mtok",
-)
+FIELDS = tuple(name for name in ExtractionSettings.model_fields if name != "scope_key")
+"""The settings a scope sets (every field but the scope's key), in the order messages list them."""
 _LOAD = select(*(TABLE.c[name] for name in FIELDS)).where(TABLE.c.scope_key == bindparam("scope"))
-
-
-class ExtractionMode(StrEnum):
-    OFF = "off"
-    PROPOSE = "propose"
-
-
-class ExtractionSettings(BaseModel):
-    """A scope's extraction settings; each number in the range :mod:`consolidation.limits` states.
-
-    Built by :func:`merge`, which checks a change field by field first (its messages say what to
-    set); a row read back from the database is trusted as stored.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    scope_key: str
-    mode: ExtractionMode = ExtractionMode.OFF
-    harness: str
-    model: str
-    debounce_s: limits.DebounceS = DEFAULT_DEBOUNCE_S
-    max_wait_s: limits.MaxWaitS | None = DEFAULT_MAX_WAIT_S
-    wall_clock_cap_s: limits.WallClockCapS = DEFAULT_CAP_S
-    max_output_tokens: limits.MaxOutputTokens = DEFAULT_MAX_OUTPUT_TOKENS
-    base_url: str | None = None
-    price_in_usd_per_mtok: limits.PriceUsdPerMtok | None = None
-    price_out_usd_per_mtok: limits.PriceUsdPerMtok | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out = self.model_dump()
-        out["mode"] = self.mode.value
-        return out
+_SETTINGS_FIELDS = set(ExtractionSettings.model_fields)
 
 
 def defaults(scope_key: str, *, api_key: str | None, prices: PriceTable) -> ExtractionSettings:
@@ -102,20 +56,12 @@ def load(db: Reader, scope_key: str) -> ExtractionSettings | None:
     found = db.rows(_LOAD, {"scope": scope_key})
     if not found:
         return None
-    mode, harness, model, debounce_s, max_wait_s, cap_s, max_tokens, url, price_in, price_out = found[0]
-    return ExtractionSettings.model_construct(
-        scope_key=scope_key,
-        mode=ExtractionMode(mode),
-        harness=harness,
-        model=model,
-        debounce_s=float(debounce_s),
-        max_wait_s=None if max_wait_s is None else float(max_wait_s),
-        wall_clock_cap_s=float(cap_s),
-        max_output_tokens=int(max_tokens),
-        base_url=url,
-        price_in_usd_per_mtok=None if price_in is None else float(price_in),
-        price_out_usd_per_mtok=None if price_out is None else float(price_out),
-    )
+    values: dict[str, Any] = {"scope_key": scope_key, **dict(zip(FIELDS, found[0], strict=True))}
+    values["mode"] = ExtractionMode(values["mode"])
+    for name in ("debounce_s", "max_wait_s", "wall_clock_cap_s", "price_in_usd_per_mtok", "price_out_usd_per_mtok"):
+        values[name] = None if values[name] is None else float(values[name])
+    values["max_output_tokens"] = int(values["max_output_tokens"])
+    return construct(ExtractionSettings, values, _SETTINGS_FIELDS)
 
 
 def store(tx: Reader, settings: ExtractionSettings, now_us: int) -> None:

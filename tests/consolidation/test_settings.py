@@ -188,7 +188,7 @@ def test_the_settings_models_state_the_ranges_of_limits() -> None:
     from pydantic import ValidationError
 
     from consolidation import limits
-    from consolidation.extraction.settings import ExtractionSettings
+    from consolidation.extraction.models import ExtractionSettings
     from consolidation.extraction.settings import defaults as extraction_defaults
     from consolidation.pricing import default_price_table
     from consolidation.settings import defaults as consolidation_defaults

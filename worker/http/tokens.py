@@ -18,15 +18,14 @@ import hmac
 import logging
 import re
 import secrets
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import CheckConstraint, Row, insert, select, update
 from sqlmodel import SQLModel
 
-from ledger import Clock, Ledger, Reader, check_scope, format_rfc3339, opt_from_micros, to_micros
-from ledger.columns import big_field, text_field
+from ledger import Clock, Ledger, Reader, check_scope, format_rfc3339, from_micros, opt_from_micros, to_micros
+from ledger.columns import FROZEN, instant_field, text_field
 from ledger.errors import LedgerError
 from ledger.schema import table
 from worker.errors import TokenNotFound
@@ -39,32 +38,32 @@ LAST_USED_EVERY_US = 60 * 1_000_000
 _ID_RE = re.compile(r"tok_[0-9a-f]{12}")
 
 
-class ApiTokenRow(SQLModel, table=True):
+class ApiTokenFields(SQLModel):
+    """A token's fields, each stated once: :class:`ApiToken` hands them out, :class:`ApiTokenRow` stores them."""
+
+    model_config = FROZEN
+
+    id: str = text_field(primary_key=True)
+    account: str = text_field(index=True)
+    created_at: datetime = instant_field()
+    last_used_at: datetime | None = instant_field()
+    revoked_at: datetime | None = instant_field()
+
+
+class ApiTokenRow(ApiTokenFields, table=True):
     """One API token in the ledger's database: only the SHA-256 of the token is stored."""
 
     __tablename__ = "api_tokens"
     __table_args__ = (CheckConstraint("revoked_at IS NULL OR revoked_at >= created_at", name="ck_api_tokens_revoked"),)
 
-    id: str = text_field(primary_key=True)
-    account: str = text_field(index=True)
     hash: str = text_field(unique=True)
-    created_at: int = big_field()
-    last_used_at: int | None = big_field()
-    revoked_at: int | None = big_field()
 
 
 _TABLE = table(ApiTokenRow)
 
 
-@dataclass(frozen=True, slots=True)
-class ApiToken:
+class ApiToken(ApiTokenFields):
     """A token as ``memledger tokens list`` shows it: never the token, never its hash."""
-
-    id: str
-    account: str
-    created_at: datetime
-    last_used_at: datetime | None
-    revoked_at: datetime | None
 
     @property
     def active(self) -> bool:
@@ -95,7 +94,7 @@ def _token(row: Row[Any]) -> ApiToken:
     return ApiToken(
         id=get["id"],
         account=get["account"],
-        created_at=opt_from_micros(get["created_at"]) or datetime.min,
+        created_at=from_micros(get["created_at"]),
         last_used_at=opt_from_micros(get["last_used_at"]),
         revoked_at=opt_from_micros(get["revoked_at"]),
     )
