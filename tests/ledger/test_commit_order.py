@@ -13,17 +13,21 @@ long one is behind ``-m soak``.
 
 from __future__ import annotations
 
-import multiprocessing
+import json
 import random
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from ledger import BudgetExceeded, InvalidInstant, InvalidTransition, LedgerError, open_ledger
+from ledger import BudgetExceeded, InvalidInstant, InvalidTransition, LedgerError, open_ledger, to_micros
+from tests import hygiene
 
 SCOPE = "account:local"
 BUDGET = 6
@@ -31,7 +35,8 @@ GROUPS = ("g1", "g2")
 OPS = ("save", "edit", "group", "delete", "propose", "accept", "expiring")
 # The longest expiry an "expiring" save gets: a sweep this long after the last write finds them all expired.
 LONGEST_EXPIRY_MS = 300
-Outcome = tuple[str, str, str, Any]  # (op, result, token or error type, record id / instant)
+Outcome = tuple[str, str, str, Any]  # (op, result, token or error type, (record id, instant in µs) / error)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _one(led: Any, rng: random.Random, token: str) -> tuple[str, str, Any]:
@@ -46,24 +51,24 @@ def _one(led: Any, rng: random.Random, token: str) -> tuple[str, str, Any]:
         else:
             target = rng.choice(live).id
             rec = led.save(body, supersedes=target) if op == "edit" else led.delete(target)
-            return op, "ok", (rec.id, rec.valid_from if op == "edit" else rec.updated_at)
+            return op, "ok", (rec.id, to_micros(rec.valid_from if op == "edit" else rec.updated_at))
     if op == "accept":
         waiting = led.proposals(SCOPE)
         if not waiting:
             op = "propose"
         else:
             rec = led.accept(rng.choice(waiting).id)
-            return op, "ok", (rec.id, rec.valid_from)
+            return op, "ok", (rec.id, to_micros(rec.valid_from))
     if op == "propose":
         rec = led.propose(body, kind="fact", confidence_bps=5000, rationale="r", conflict_group=rng.choice(GROUPS))
-        return op, "ok", (rec.id, rec.valid_from)
+        return op, "ok", (rec.id, to_micros(rec.valid_from))
     if op == "expiring":
         # Refused (not spurious) when the scope's lock came after the expiry: that instant had passed.
         rec = led.save(body, expires_at=datetime.now(UTC) + timedelta(milliseconds=rng.randint(30, LONGEST_EXPIRY_MS)))
-        return op, "ok", (rec.id, rec.valid_from)
+        return op, "ok", (rec.id, to_micros(rec.valid_from))
     group = rng.choice(GROUPS) if op == "group" else None
     rec = led.save(body, conflict_group=group)
-    return op, "ok", (rec.id, rec.valid_from)
+    return op, "ok", (rec.id, to_micros(rec.valid_from))
 
 
 def _thread(led: Any, seed: int, deadline: float, max_ops: int, out: list[Outcome]) -> None:
@@ -102,7 +107,8 @@ def _sweeper(led: Any, deadline: float, writers_done: threading.Event, out: list
             out.append(("sweep", "raw", "", f"{type(exc).__module__}.{type(exc).__name__}: {exc}"))
 
 
-def worker(url: str, proc: int, threads: int, seconds: float, max_ops: int, queue: Any) -> None:
+def worker(url: str, proc: int, threads: int, seconds: float, max_ops: int) -> list[Outcome]:
+    """One writing process: its threads' outcomes."""
     led = open_ledger(url, migrate=False)
     out: list[Outcome] = []
     deadline = time.monotonic() + seconds
@@ -118,24 +124,37 @@ def worker(url: str, proc: int, threads: int, seconds: float, max_ops: int, queu
     writers_done.set()
     sweeper.join()
     led.close()
-    queue.put(out)
+    return out
 
 
 def _run(url: str, processes: int, threads: int, seconds: float, max_ops: int) -> list[Outcome]:
     led = open_ledger(url, migrate=True)
     led.set_budget(SCOPE, BUDGET)
     led.close()
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(url, p, threads, seconds, max_ops, queue)) for p in range(processes)]
-    for p in procs:
-        p.start()
+    # Plain processes running this module (no multiprocessing: its resource tracker outlives the test).
+    procs = [
+        hygiene.popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.ledger.test_commit_order",
+                url,
+                str(p),
+                str(threads),
+                str(seconds),
+                str(max_ops),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(processes)
+    ]
     outcomes: list[Outcome] = []
-    for _ in procs:
-        outcomes += queue.get(timeout=seconds + 120)
-    for p in procs:
-        p.join(timeout=30)
-        assert p.exitcode == 0
+    for proc in procs:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        assert proc.returncode == 0, out[-2000:]
+        outcomes += [tuple(o) for o in json.loads(out)]
     return outcomes
 
 
@@ -237,3 +256,8 @@ def test_processes_and_threads_on_one_scope_keep_commit_order(shared_url: str) -
 def test_soak_processes_and_threads_on_one_scope_keep_commit_order(shared_url: str) -> None:
     outcomes = _run(shared_url, processes=4, threads=4, seconds=60, max_ops=100_000)
     check(shared_url, outcomes)
+
+
+if __name__ == "__main__":
+    URL, PROC, THREADS, SECONDS, MAX_OPS = sys.argv[1:]
+    print(json.dumps(worker(URL, int(PROC), int(THREADS), float(SECONDS), int(MAX_OPS))))
