@@ -125,6 +125,10 @@ class ScopeSettings(SQLModel, table=True):
     # How many of its records are active and proposed: kept by triggers on memory_records (0009).
     active_count: int = big_field(default=0)
     proposed_count: int = big_field(default=0)
+    # The latest valid_to of its records, or later (it never moves back): kept by triggers on memory_records
+    # (0018), so a write whose clock was read before its lock sees in this row whether a record was closed after
+    # that reading.
+    latest_closed_at: int | None = big_field()
 
 
 # Append-only event log. Never holds a body. Every read names the scope: one index (0017 dropped the record_id one).

@@ -1,5 +1,5 @@
-"""The PostgreSQL schema the tables cannot state (:data:`OBJECTS`): the search index, the triggers, the save and
-edit functions.
+"""The PostgreSQL schema the tables cannot state (:data:`OBJECTS`): the search index, the index of what is due in a
+scope, the triggers, the save and edit functions.
 
 The tables and their indexes are the Core tables of :mod:`ledger.models`; what is here is
 written once, in PostgreSQL's own words, and every path that makes a schema takes it from
@@ -27,6 +27,20 @@ SEARCH = (
     ),
 )
 
+# What is due in one scope (memledger_save's and memledger_edit's check, a write's sweep): only the scope's records
+# that can still expire. Without it a plan made while the table had no statistics reads every active record of the
+# scope (ix_memory_records_scope_status) or every scope's due records (ix_memory_records_due). Only records with an
+# expiry are in it, so a save without one writes nothing more.
+DUE = (
+    SchemaObject(
+        "index",
+        "ix_memory_records_due_scope",
+        "memory_records",
+        "CREATE INDEX ix_memory_records_due_scope ON memory_records (scope_key, expires_at) "
+        "WHERE status IN ('active','proposed') AND expires_at IS NOT NULL",
+    ),
+)
+
 # No row is ever deleted: the database refuses it.
 NO_DELETE = (
     SchemaObject(
@@ -47,7 +61,10 @@ NO_DELETE = (
 
 _HELD = "('active','proposed')"
 
-# Each scope's active and proposed counts, moved in the statement that changes a status.
+# Each scope's active and proposed counts, moved in the statement that changes a status; and its latest
+# ``valid_to`` (``latest_closed_at``: never moved back, so at least the latest, whichever statement wrote it),
+# moved in the statement that writes one. memledger_save and memledger_edit read it with their lock instead of
+# searching the scope's records for one closed after their instant.
 COUNTS = (
     SchemaObject(
         "function",
@@ -56,15 +73,18 @@ COUNTS = (
         f"""CREATE FUNCTION memory_records_count() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       IF TG_OP = 'INSERT' THEN
-        IF NEW.status IN {_HELD} THEN
+        IF NEW.status IN {_HELD} OR NEW.valid_to IS NOT NULL THEN
           UPDATE scope_settings SET active_count = active_count + (NEW.status = 'active')::int,
-            proposed_count = proposed_count + (NEW.status = 'proposed')::int
+            proposed_count = proposed_count + (NEW.status = 'proposed')::int,
+            latest_closed_at = greatest(latest_closed_at, NEW.valid_to)
           WHERE scope_key = NEW.scope_key;
         END IF;
-      ELSIF OLD.status IS DISTINCT FROM NEW.status AND (OLD.status IN {_HELD} OR NEW.status IN {_HELD}) THEN
+      ELSIF (OLD.status IS DISTINCT FROM NEW.status AND (OLD.status IN {_HELD} OR NEW.status IN {_HELD}))
+         OR (NEW.valid_to IS NOT NULL AND (OLD.valid_to IS NULL OR NEW.valid_to > OLD.valid_to)) THEN
         UPDATE scope_settings SET
           active_count = active_count + (NEW.status = 'active')::int - (OLD.status = 'active')::int,
-          proposed_count = proposed_count + (NEW.status = 'proposed')::int - (OLD.status = 'proposed')::int
+          proposed_count = proposed_count + (NEW.status = 'proposed')::int - (OLD.status = 'proposed')::int,
+          latest_closed_at = greatest(latest_closed_at, NEW.valid_to)
         WHERE scope_key = NEW.scope_key;
       END IF;
       RETURN NULL;
@@ -74,7 +94,7 @@ COUNTS = (
         "trigger",
         "memory_records_count",
         "memory_records",
-        """CREATE TRIGGER memory_records_count AFTER INSERT OR UPDATE OF status ON memory_records
+        """CREATE TRIGGER memory_records_count AFTER INSERT OR UPDATE OF status, valid_to ON memory_records
     FOR EACH ROW EXECUTE FUNCTION memory_records_count()""",
     ),
 )
@@ -92,12 +112,13 @@ SAVE = (
 ) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
   latest bigint;
+  closed bigint;
   budget bigint;
   held bigint;
   n bigint;
 BEGIN
-  SELECT latest_at, coalesce(max_records, p_default_max), active_count + proposed_count
-    INTO latest, budget, held
+  SELECT latest_at, latest_closed_at, coalesce(max_records, p_default_max), active_count + proposed_count
+    INTO latest, closed, budget, held
     FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
   IF NOT FOUND THEN
     RETURN NULL;
@@ -105,7 +126,7 @@ BEGIN
   n := CASE WHEN latest IS NULL OR p_clock > latest THEN p_clock ELSE latest + 1 END;
   IF held + 1 >= budget
      OR p_expires <= n
-     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope AND m.valid_to > n)
+     OR closed > n
      OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
                 AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n) THEN
     RETURN NULL;
@@ -140,10 +161,11 @@ EDIT = (
 ) LANGUAGE plpgsql AS $$
 DECLARE
   latest bigint;
+  closed bigint;
   n bigint;
   t record;
 BEGIN
-  SELECT latest_at INTO latest FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
+  SELECT latest_at, latest_closed_at INTO latest, closed FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
   IF NOT FOUND THEN
     RETURN;
   END IF;
@@ -152,7 +174,7 @@ BEGIN
     WHERE scope_key = p_scope AND id = p_target;
   IF NOT FOUND OR t.status <> 'active' OR t.valid_from > n
      OR p_expires <= n
-     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope AND m.valid_to > n)
+     OR closed > n
      OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
                 AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n) THEN
     RETURN;
@@ -177,7 +199,7 @@ END $$""",
 )
 
 # Everything, in the order it can be created (a function before its trigger).
-OBJECTS: tuple[SchemaObject, ...] = (*SEARCH, *NO_DELETE, *COUNTS, *SAVE, *EDIT)
+OBJECTS: tuple[SchemaObject, ...] = (*SEARCH, *DUE, *NO_DELETE, *COUNTS, *SAVE, *EDIT)
 
 
 _ARGUMENTS = re.compile(r"FUNCTION\s+\w+\s*\((.*?)\)\s*(?:RETURNS|LANGUAGE)", re.S)
@@ -194,4 +216,4 @@ def drop(obj: SchemaObject) -> str:
     return f"DROP {obj.kind.upper()} IF EXISTS {obj.name}"
 
 
-__all__ = ["COUNTS", "EDIT", "NO_DELETE", "OBJECTS", "SAVE", "SEARCH", "drop"]
+__all__ = ["COUNTS", "DUE", "EDIT", "NO_DELETE", "OBJECTS", "SAVE", "SEARCH", "drop"]

@@ -24,6 +24,12 @@ of what is due):
   The transaction reads the clock after its lock for this reason (docs/ledger.md, "Lock,
   then instant"); here the clock was read before the call, so the call checks instead.
 
+Neither of the last two is a search of the scope's records, whose plan PostgreSQL would keep
+for the connection's life, made perhaps while the table had no statistics (then a read of
+every record of the scope): the scope's row holds the latest ``valid_to`` of its records
+(``latest_closed_at``, kept by the counts' trigger), read with the lock, and
+``ix_memory_records_due_scope`` holds only the records that can still expire.
+
 An edit (``supersedes`` one record, no conflict group given) has its own function,
 ``memledger_edit``: under the same lock and the same instant it closes the target, logs its
 ``superseded`` event, inserts the new record (the target's kind unless given one, and its

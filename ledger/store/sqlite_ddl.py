@@ -98,8 +98,33 @@ COUNTS = (
     ),
 )
 
+# Each scope's latest ``valid_to`` (an upper bound: it never moves back), moved in the statement that writes one.
+# SQLite's writes read the clock after their lock and never need it; it is kept here so that the column means
+# the same on both databases (PostgreSQL's one-statement writes check it).
+_LATER = "(latest_closed_at IS NULL OR latest_closed_at < new.valid_to)"
+CLOSED = (
+    SchemaObject(
+        "trigger",
+        "memory_records_closed_ai",
+        "memory_records",
+        f"""CREATE TRIGGER memory_records_closed_ai AFTER INSERT ON memory_records
+    WHEN new.valid_to IS NOT NULL BEGIN
+      UPDATE scope_settings SET latest_closed_at = new.valid_to WHERE scope_key = new.scope_key AND {_LATER};
+    END""",
+    ),
+    SchemaObject(
+        "trigger",
+        "memory_records_closed_au",
+        "memory_records",
+        f"""CREATE TRIGGER memory_records_closed_au AFTER UPDATE OF valid_to ON memory_records
+    WHEN new.valid_to IS NOT NULL BEGIN
+      UPDATE scope_settings SET latest_closed_at = new.valid_to WHERE scope_key = new.scope_key AND {_LATER};
+    END""",
+    ),
+)
+
 # Everything, in the order it can be created (the FTS table before its triggers).
-OBJECTS: tuple[SchemaObject, ...] = (*FTS, *NO_DELETE, *COUNTS)
+OBJECTS: tuple[SchemaObject, ...] = (*FTS, *NO_DELETE, *COUNTS, *CLOSED)
 
 
 def on_table(table: str) -> tuple[SchemaObject, ...]:
@@ -112,4 +137,4 @@ def drop(obj: SchemaObject) -> str:
     return f"DROP {obj.kind.upper()} IF EXISTS {obj.name}"
 
 
-__all__ = ["COUNTS", "FTS", "NO_DELETE", "OBJECTS", "drop", "on_table"]
+__all__ = ["CLOSED", "COUNTS", "FTS", "NO_DELETE", "OBJECTS", "drop", "on_table"]

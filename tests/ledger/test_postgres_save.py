@@ -259,6 +259,32 @@ def test_a_record_closed_after_the_clock_reading_sends_the_save_to_the_transacti
     assert _call(fast, int((clock.now + timedelta(seconds=30)).timestamp() * 1e6)) is not None
 
 
+def test_a_record_closed_after_the_clock_reading_sends_the_edit_to_the_transaction(fast: Ledger, clock: Clock) -> None:
+    # Given a record to edit, and another expired by a sweep at an instant later than a writer's clock reading
+    target = fast.save("the office is in Porto")
+    fast.save("short-lived", expires_at=clock.now + timedelta(seconds=10))
+    fast.sweep_expired(clock.now + timedelta(seconds=20))
+    before = _counts(fast)
+    params = {
+        "s": fast.scope_key,
+        "target": target.id,
+        "id": "mem_" + "ef" * 12,
+        "kind": None,
+        "body": "the office is in Lisbon",
+        "session": None,
+        "expires": None,
+        "supersedes": f'["{target.id}"]',
+        "closed_detail": '{"superseded_by": "mem_' + "ef" * 12 + '"}',
+        "detail": '{"provenance": "user_explicit", "supersedes": ["' + target.id + '"]}',
+    }
+    # When the edit's function is called with that earlier reading, it writes nothing
+    assert fast.store.edit_plain({**params, "clock": int((clock.now + timedelta(seconds=5)).timestamp() * 1e6)}) is None
+    assert _counts(fast) == before
+    # And with a reading past it, it writes
+    late = int((clock.now + timedelta(seconds=30)).timestamp() * 1e6)
+    assert fast.store.edit_plain({**params, "clock": late}) == (late, "fact", None)
+
+
 # The call blocked by this test's own lock holder (other runs share the server and wait on locks of their own).
 _WAITING_CALL = (
     "SELECT pid FROM pg_stat_activity WHERE query LIKE :q AND wait_event_type = 'Lock' "

@@ -302,11 +302,14 @@ CREATED = {
     ("sqlite", "memory_records_no_delete"): ("0001_ledger", "c3455217ec2f7706"),
     ("sqlite", "memory_records_count_ai"): ("0009_scope_counts", "0050c1eaf0a0e1e5"),
     ("sqlite", "memory_records_count_au"): ("0009_scope_counts", "5a401d7b0d5e2fee"),
+    ("sqlite", "memory_records_closed_ai"): ("0018_write_checks", "81b44a32a4c9021e"),
+    ("sqlite", "memory_records_closed_au"): ("0018_write_checks", "027cd5e83405bb49"),
     ("postgresql", "ix_memory_records_fts"): ("0001_ledger", "c7fd6a8d30b311c8"),
+    ("postgresql", "ix_memory_records_due_scope"): ("0018_write_checks", "b4aec97855228292"),
     ("postgresql", "memory_records_no_delete"): ("0001_ledger", "8d60cce7670d672a 225ee6203bd604eb"),
-    ("postgresql", "memory_records_count"): ("0009_scope_counts", "cc4879016fdee969 099d2b62c9291ad2"),
-    ("postgresql", "memledger_save"): ("0011_save_function", "5eed49547a99111d"),
-    ("postgresql", "memledger_edit"): ("0016_edit_function", "47c84410aa59f50f"),
+    ("postgresql", "memory_records_count"): ("0018_write_checks", "219fefe030736018 99f38e99b9016a8a"),
+    ("postgresql", "memledger_save"): ("0018_write_checks", "14e2602f4fc3abdf"),
+    ("postgresql", "memledger_edit"): ("0018_write_checks", "d5a7e2f30bd80fdc"),
 }
 
 

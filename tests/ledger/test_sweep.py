@@ -1,12 +1,15 @@
-"""The sweep's last run is recorded in the database (ops_sweep), on SQLite and PostgreSQL."""
+"""The sweep's last run is recorded in the database (ops_sweep), on SQLite and PostgreSQL; and each scope's row
+keeps the latest instant a record of it was closed at, whichever write closed it."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import text
 
 from ledger import InvalidArgument, Ledger
+from ledger.instants import to_micros
 from tests.conftest import Clock
 
 SCOPE = "account:local"
@@ -54,3 +57,41 @@ def test_the_migration_matches_the_table_class(led: Ledger) -> None:
     for column in declared:
         assert migrated[column.name]["nullable"] == column.nullable, column.name
     assert next(c for c in declared if c.primary_key).name == "name"
+
+
+def _closed(led: Ledger) -> tuple[int | None, int | None]:
+    """The scope row's ``latest_closed_at``, and the latest ``valid_to`` of the scope's records."""
+    params = {"s": led.scope_key}
+    with led.engine.connect() as conn:
+        kept = conn.execute(text("SELECT latest_closed_at FROM scope_settings WHERE scope_key = :s"), params)
+        found = conn.execute(text("SELECT max(valid_to) FROM memory_records WHERE scope_key = :s"), params)
+        return kept.scalar_one(), found.scalar_one()
+
+
+def _us(value: datetime | None) -> int:
+    assert value is not None
+    return to_micros(value)
+
+
+def test_the_scope_row_keeps_the_latest_instant_a_record_was_closed_at(led: Ledger, clock: Clock) -> None:
+    # Given open records only: nothing closed
+    first = led.save("the office is in Porto")
+    due = led.save("the door is painted on Friday", expires_at=clock() + timedelta(hours=2))
+    assert _closed(led) == (None, None)
+    # When a record is edited (one statement on PostgreSQL), edited through the transaction (a conflict group),
+    # a proposal is made and rejected, and a sweep runs at an instant past the clock:
+    # Then each time the row holds the latest valid_to
+    clock.advance(minutes=1)
+    second = led.save("the office is in Lisbon", supersedes=first.id)
+    assert _closed(led) == (_us(led.get(first.id).valid_to),) * 2
+    clock.advance(minutes=1)
+    led.save("the office is in Faro", supersedes=second.id, conflict_group="office")
+    assert _closed(led) == (_us(led.get(second.id).valid_to),) * 2
+    clock.advance(minutes=1)
+    proposal = led.propose("the office may move to Braga")
+    assert _closed(led) == (_us(proposal.valid_to),) * 2
+    clock.advance(minutes=1)
+    led.reject(proposal.id)
+    assert _closed(led) == (_us(proposal.valid_to),) * 2
+    assert led.sweep_expired(clock() + timedelta(hours=3)) == 1
+    assert _closed(led) == (_us(due.expires_at),) * 2

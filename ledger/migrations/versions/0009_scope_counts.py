@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from ledger.store import postgres_ddl, sqlite_ddl
+from ledger.store import postgres_ddl, sqlite_ddl, superseded_ddl
 
 revision = "0009_scope_counts"
 down_revision = "0008_ops"
@@ -35,7 +35,7 @@ def upgrade() -> None:
         op.add_column("scope_settings", sa.Column(name, sa.BigInteger, nullable=False, server_default="0"))
     # Triggers first, then the counts, in this transaction: no write can fall between the two.
     sqlite = op.get_bind().dialect.name == "sqlite"
-    for obj in sqlite_ddl.COUNTS if sqlite else postgres_ddl.COUNTS:
+    for obj in sqlite_ddl.COUNTS if sqlite else superseded_ddl.COUNTS_0009:
         op.execute(obj.sql)
     op.execute(_BACKFILL)
 
@@ -45,7 +45,7 @@ def downgrade() -> None:
         for obj in reversed(sqlite_ddl.COUNTS):
             op.execute(sqlite_ddl.drop(obj))
     else:
-        for obj in reversed(postgres_ddl.COUNTS):
+        for obj in reversed(superseded_ddl.COUNTS_0009):
             op.execute(postgres_ddl.drop(obj))
     with op.batch_alter_table("scope_settings") as batch:
         batch.drop_column("proposed_count")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from ledger.store import postgres_ddl
+from ledger.store import postgres_ddl, superseded_ddl
 
 revision = "0011_save_function"
 down_revision = "0010_model_target"
@@ -23,11 +23,11 @@ depends_on = None
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        for obj in postgres_ddl.SAVE:
+        for obj in superseded_ddl.SAVE_0011:
             op.execute(obj.sql)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        for obj in postgres_ddl.SAVE:
+        for obj in superseded_ddl.SAVE_0011:
             op.execute(postgres_ddl.drop(obj))

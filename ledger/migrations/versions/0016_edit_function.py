@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from ledger.store import postgres_ddl
+from ledger.store import postgres_ddl, superseded_ddl
 
 revision = "0016_edit_function"
 down_revision = "0015_model_call"
@@ -24,11 +24,11 @@ depends_on = None
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        for obj in postgres_ddl.EDIT:
+        for obj in superseded_ddl.EDIT_0016:
             op.execute(obj.sql)
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        for obj in postgres_ddl.EDIT:
+        for obj in superseded_ddl.EDIT_0016:
             op.execute(postgres_ddl.drop(obj))
