@@ -2,48 +2,113 @@
 
 >>> led = open_ledger("sqlite:///memledger.db", account="local")
 >>> rec = led.save("I prefer metric units")
+
+The names load on first use, as :mod:`consolidation`'s do: ``import ledger`` (or ``ledger.errors``, which
+the configuration needs) imports none of the heavy modules, and taking one name imports only the module
+that defines it, so a command pays only for what it uses (docs/cli.md, "How commands load").
 """
 
 from __future__ import annotations
 
-from ledger.audit import check_session_id
-from ledger.compact import CompactReport, compact
-from ledger.core import DEFAULT_MAX_RECORDS, Ledger, ScopeView
-from ledger.db import current_revision, head_revision, make_engine, upgrade
-from ledger.errors import (
-    BodyRejected,
-    BudgetExceeded,
-    InvalidArgument,
-    InvalidInstant,
-    InvalidTransition,
-    LedgerBusy,
-    LedgerError,
-    OutcomeUnknown,
-    RecordNotFound,
-    RequestIdReused,
-    ScopeError,
-)
-from ledger.instants import (
-    Clock,
-    format_rfc3339,
-    from_micros,
-    opt_from_micros,
-    parse_rfc3339,
-    require_aware,
-    system_clock,
-    to_micros,
-)
-from ledger.lines import escape_line_breaks
-from ledger.models import EventKind, Kind, LedgerEvent, MemoryRecord, Provenance, ScopeUsage, Status, SweepStatus
-from ledger.packet import CITATION_CHARS, Packet
-from ledger.paging import Page
-from ledger.reader import Reader
-from ledger.reads import check_scope
-from ledger.screening import find_credential, screen_body
-from ledger.search_index import check_search_index, rebuild_search_index
-from ledger.slash import SlashResult
-from ledger.store import Pending
-from ledger.tx import Transaction
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ledger.instants import system_clock
+
+if TYPE_CHECKING:
+    from ledger.audit import check_session_id
+    from ledger.compaction import CompactReport, compact
+    from ledger.core import DEFAULT_MAX_RECORDS, Ledger, ScopeView
+    from ledger.db import current_revision, head_revision, make_engine, upgrade
+    from ledger.errors import (
+        BodyRejected,
+        BudgetExceeded,
+        InvalidArgument,
+        InvalidInstant,
+        InvalidTransition,
+        LedgerBusy,
+        LedgerError,
+        OutcomeUnknown,
+        RecordNotFound,
+        RequestIdReused,
+        ScopeError,
+    )
+    from ledger.instants import (
+        Clock,
+        format_rfc3339,
+        from_micros,
+        opt_from_micros,
+        parse_rfc3339,
+        require_aware,
+        system_clock,
+        to_micros,
+    )
+    from ledger.lines import escape_line_breaks
+    from ledger.models import EventKind, Kind, LedgerEvent, MemoryRecord, Provenance, ScopeUsage, Status, SweepStatus
+    from ledger.packet import CITATION_CHARS, Packet
+    from ledger.paging import Page
+    from ledger.reader import Reader
+    from ledger.reads import check_scope
+    from ledger.screening import find_credential, screen_body
+    from ledger.search_index import check_search_index, rebuild_search_index
+    from ledger.slash import SlashResult
+    from ledger.store import Pending
+    from ledger.tx import Transaction
+
+# Where each name of the surface is defined (``open_ledger`` is defined below). No name of the surface is a
+# submodule's: importing ``ledger.x`` sets the package's attribute ``x`` to the module.
+_WHERE: dict[str, str] = {
+    "check_session_id": "ledger.audit",
+    "CompactReport": "ledger.compaction",
+    "compact": "ledger.compaction",
+    "DEFAULT_MAX_RECORDS": "ledger.core",
+    "Ledger": "ledger.core",
+    "ScopeView": "ledger.core",
+    "current_revision": "ledger.db",
+    "head_revision": "ledger.db",
+    "make_engine": "ledger.db",
+    "upgrade": "ledger.db",
+    "BodyRejected": "ledger.errors",
+    "BudgetExceeded": "ledger.errors",
+    "InvalidArgument": "ledger.errors",
+    "InvalidInstant": "ledger.errors",
+    "InvalidTransition": "ledger.errors",
+    "LedgerBusy": "ledger.errors",
+    "LedgerError": "ledger.errors",
+    "OutcomeUnknown": "ledger.errors",
+    "RecordNotFound": "ledger.errors",
+    "RequestIdReused": "ledger.errors",
+    "ScopeError": "ledger.errors",
+    "Clock": "ledger.instants",
+    "format_rfc3339": "ledger.instants",
+    "from_micros": "ledger.instants",
+    "opt_from_micros": "ledger.instants",
+    "parse_rfc3339": "ledger.instants",
+    "require_aware": "ledger.instants",
+    "system_clock": "ledger.instants",
+    "to_micros": "ledger.instants",
+    "escape_line_breaks": "ledger.lines",
+    "EventKind": "ledger.models",
+    "Kind": "ledger.models",
+    "LedgerEvent": "ledger.models",
+    "MemoryRecord": "ledger.models",
+    "Provenance": "ledger.models",
+    "ScopeUsage": "ledger.models",
+    "Status": "ledger.models",
+    "SweepStatus": "ledger.models",
+    "CITATION_CHARS": "ledger.packet",
+    "Packet": "ledger.packet",
+    "Page": "ledger.paging",
+    "Reader": "ledger.reader",
+    "check_scope": "ledger.reads",
+    "find_credential": "ledger.screening",
+    "screen_body": "ledger.screening",
+    "check_search_index": "ledger.search_index",
+    "rebuild_search_index": "ledger.search_index",
+    "SlashResult": "ledger.slash",
+    "Pending": "ledger.store",
+    "Transaction": "ledger.tx",
+}
 
 # The front door: consolidation/ and worker/ import from here, and from ledger.schema (the tables),
 # ledger.errors, ledger.protocol and ledger.files; tests/test_seams.py holds them to it.
@@ -102,6 +167,15 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 def open_ledger(
     url: str = "sqlite:///./memledger.db",
     *,
@@ -123,6 +197,10 @@ def open_ledger(
         LedgerError: the URL is unsupported, ``sqlite_synchronous`` is not ``normal`` or ``full``, or the
             database is behind the code.
     """
+    from ledger.core import Ledger
+    from ledger.db import current_revision, head_revision, make_engine, upgrade
+    from ledger.errors import LedgerError
+    from ledger.reads import check_scope
     from ledger.store import store_for
 
     check_scope(f"account:{account}")  # before any connection is opened

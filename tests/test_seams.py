@@ -304,6 +304,27 @@ def test_importing_consolidation_imports_none_of_its_modules() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_the_ledgers_surface_is_declared_and_every_name_of_it_loads() -> None:
+    import ledger
+
+    # Given the surface the package declares, each name loaded from its module on first use
+    assert frozenset(ledger.__all__) == frozenset(ledger._WHERE) | {"open_ledger"}
+    # Then no name of it is a submodule's (importing the submodule would replace the name), and each loads
+    submodules = {path.stem for path in (ROOT / "ledger").iterdir()}
+    assert sorted(frozenset(ledger.__all__) & submodules) == [], "rename the module: the surface keeps the name"
+    assert [name for name in sorted(ledger.__all__) if getattr(ledger, name, None) is None] == []
+
+
+def test_the_ledgers_errors_load_without_its_database_layer() -> None:
+    # The configuration takes the ledger's errors (worker.errors), and `memledger mcp` answers with no more
+    code = (
+        "import sys, ledger.errors, ledger\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('ledger', 'sqlalchemy', 'sqlmodel', 'alembic'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "['ledger', 'ledger.errors', 'ledger.instants']"
+
+
 def test_imports_go_one_way_and_never_to_another_packages_privates() -> None:
     found = [
         f"{module.path}:{line}: {what}"

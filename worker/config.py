@@ -170,6 +170,8 @@ class WorkerConfig(BaseSettings):
     @field_validator("model_prices")
     @classmethod
     def _model_prices(cls, value: dict[str, dict[str, str | float | int]]) -> dict[str, dict[str, str | float | int]]:
+        if not value:  # nothing to check: the price table (consolidation's) loads only for overrides
+            return value
         from consolidation import default_price_table
 
         default_price_table().with_overrides(value)  # raises ValueError naming the bad model or field

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import Engine, make_url, text
 
 from ledger import Ledger, open_ledger
-from ledger.compact import compact
+from ledger.compaction import compact
 from tests.conftest import PG_CONNINFO, PG_URL, service_missing
 from tests.hygiene import database_name
 

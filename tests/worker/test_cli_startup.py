@@ -3,12 +3,13 @@
 ``memledger --help`` lists every command from :data:`worker.cli.COMMANDS` without importing
 any command module; ``memledger pins`` imports the ledger (its tables, so SQLModel) and the ledger
 commands, never the migration tool, the model SDKs, the job queue, the servers or the MCP SDK, nor
-another package's tables (docs/cli.md).
+another package's tables; ``memledger mcp`` answers ``initialize`` before it loads the ledger (docs/cli.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.conftest import copy_migrated_sqlite
 from worker.cli import COMMANDS, app, every_command
 
 # Loaded only by the commands that use them.
@@ -34,6 +36,24 @@ HEAVY = (
 )
 # Not even the database layer: the help screen opens nothing.
 NOT_FOR_HELP = (*HEAVY, "sqlalchemy", "sqlmodel", "ledger", "worker.cli.ledger", "worker.cli.worker")
+# `memledger mcp` answers `initialize` with the configuration, the logging and the MCP SDK only: the ledger (and
+# the tools built on its models) load after, on a thread (the SDK itself loads Starlette and uvicorn).
+NOT_FOR_INITIALIZE = (
+    "alembic",
+    "anthropic",
+    "openai",
+    "dramatiq",
+    "redis",
+    "consolidation",
+    "prometheus_client",
+    "sqlalchemy",
+    "sqlmodel",
+    "ledger.core",
+    "ledger.models",
+    "ledger.schema",
+    "worker.cli.ledger",
+    "worker.mcp.tools",
+)
 
 _PROBE = """
 import json, sys
@@ -58,6 +78,33 @@ def _loaded(args: list[str], cwd: Path) -> tuple[int, set[str], str]:
     return found["code"], set(found["modules"]), proc.stdout + proc.stderr
 
 
+# `memledger mcp`, with the modules loaded when its first answer is on the wire written to the file argv[1].
+_MCP_PROBE = """
+import json, sys
+from pathlib import Path
+from worker import cli
+from worker.mcp import server
+
+start = server.LedgerOpening.start
+seen = Path(sys.argv[1])
+
+def first_answer_written(self):
+    if not seen.exists():
+        seen.write_text(json.dumps(sorted(sys.modules)))
+    start(self)
+
+server.LedgerOpening.start = first_answer_written
+sys.argv = ['memledger', 'mcp']
+cli.main()
+"""
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
+}
+
+
 def _heavy(modules: set[str], names: tuple[str, ...]) -> list[str]:
     return sorted(n for n in names if n in modules or any(m.startswith(n + ".") for m in modules))
 
@@ -78,6 +125,32 @@ def test_a_read_imports_none_of_the_heavy_modules(tmp_path: Path) -> None:
     assert code == 0, out
     assert "I prefer tea" in out
     assert _heavy(modules, HEAVY) == [], out
+
+
+def test_mcp_answers_initialize_before_it_loads_the_ledger(tmp_path: Path) -> None:
+    # Given a migrated ledger, and a client that sends initialize and closes stdin
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    copy_migrated_sqlite(url)
+    seen = tmp_path / "modules.json"
+    env = {**os.environ, "MEMLEDGER_DATABASE_URL": url, "MEMLEDGER_LOG_LEVEL": "WARNING"}
+    done = subprocess.run(
+        [sys.executable, "-c", _MCP_PROBE, str(seen)],
+        input=json.dumps(INITIALIZE) + "\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    # Then initialize is answered, and the process ends well: the ledger opened after the answer
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[0])
+    assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "memledger"
+    # And when the answer was written, neither the ledger nor the tools built on its models were loaded
+    modules = set(json.loads(seen.read_text()))
+    assert "mcp" in modules
+    assert _heavy(modules, NOT_FOR_INITIALIZE) == []
 
 
 def test_the_listing_is_each_commands_own_first_line() -> None:

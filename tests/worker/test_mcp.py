@@ -386,6 +386,30 @@ def test_memledger_mcp_that_cannot_start_says_why(tmp_path: Path, env: dict[str,
     assert says in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
 
 
+def test_memledger_mcp_whose_ledger_cannot_be_opened_answers_initialize_then_says_why(tmp_path: Path) -> None:
+    # Given a database that refuses connections, and a client that keeps stdin open after initialize
+    env = {"PATH": os.environ["PATH"], "MEMLEDGER_DATABASE_URL": "postgresql+psycopg://nobody@127.0.0.1:1/x"}
+    proc = popen([MEMLEDGER, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+        request = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}
+        proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        # When the server answers (it opens the ledger only after that)
+        assert json.loads(proc.stdout.readline())["result"]["serverInfo"]["name"] == "memledger"
+        # Then it ends at once with status 1 and the reason on stderr, no traceback, nothing more on stdout
+        assert proc.wait(60) == 1
+        said = proc.stderr.read().decode()
+        assert "cannot open the ledger" in said and "Traceback" not in said
+        assert proc.stdout.read() == b""
+    finally:
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.stderr.close()
+        kill_group(proc)
+
+
 class RawStdio:
     """A ``memledger mcp`` spoken to in raw lines (JSON that the SDK's client cannot send), initialized once."""
 

@@ -15,8 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from consolidation import ConsolidationRun, ConsolidationSettings, Mode, Outcome, ResponseFormat, RunState
-from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
-from worker.cli.ledger import DbUrl
+from worker.cli.conventions import DbUrl, ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, instant_text, print_message, print_table, print_warning
 from worker.cli.worker import bound_scope, cli_runtime
 

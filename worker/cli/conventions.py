@@ -9,7 +9,7 @@
   usage errors included (``"reason": "usage"``, exit status 2). Without it they are red text.
 * ``--scope`` everywhere a command acts on one scope, validated the same way by :data:`ScopeOption`
   (a bad key is a usage error naming the expected form, before the database is opened).
-* ``--database-url`` on every command that opens the database (``worker.cli.ledger.DbUrl``).
+* ``--database-url`` on every command that opens the database (:data:`DbUrl`).
 * Boolean flags are shown as flags: Typer prints a ``<bool>`` type after ``--json`` although it
   takes no value; :func:`install` drops it for every flag.
 
@@ -90,6 +90,13 @@ ScopeOption = Annotated[
         help="Scope key, e.g. account:local (default: the bound account's scope).",
         show_default=False,
         callback=check_scope_option,
+    ),
+]
+
+DbUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url", help="Database URL (default: $MEMLEDGER_DATABASE_URL or ./memledger.db).", show_default=False
     ),
 ]
 

@@ -28,8 +28,7 @@ from worker.cli.consolidation import (
     update_checked,
     warn_note,
 )
-from worker.cli.conventions import ScopeOption, pick_scope
-from worker.cli.ledger import DbUrl
+from worker.cli.conventions import DbUrl, ScopeOption, pick_scope
 from worker.cli.output import emit_json, print_message, print_table
 from worker.cli.worker import bound_scope, cli_runtime
 

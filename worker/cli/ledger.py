@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Annotated
@@ -38,8 +38,7 @@ from ledger import (
     upgrade,
 )
 from ledger.errors import BudgetExceeded, InvalidInstant, OutcomeUnknown
-from ledger.protocol import ExtraMethod
-from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
+from worker.cli.conventions import DbUrl, ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
 from worker.errors import ConfigError
 
@@ -49,8 +48,6 @@ DEFAULT_DATABASE_URL = "sqlite:///./memledger.db"
 DEFAULT_ACCOUNT = "local"
 MAX_RPC_LINE_BYTES = 1 << 20
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-ExtraMethodsFactory = Callable[[Ledger], Mapping[str, ExtraMethod]]
 
 
 # ---------------------------------------------------------------------- configuration
@@ -145,12 +142,6 @@ def cli_ledger(database_url: str | None) -> Iterator[Ledger]:
 OUTCOME_UNKNOWN_EXIT = 3  # the write may or may not have been applied: check before running it again
 
 # ---------------------------------------------------------------------- options
-DbUrl = Annotated[
-    str | None,
-    typer.Option(
-        "--database-url", help="Database URL (default: $MEMLEDGER_DATABASE_URL or ./memledger.db).", show_default=False
-    ),
-]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON (camelCase, RFC 3339) instead of a table.")]
 Scope = ScopeOption
 RecordIdArg = Annotated[str, typer.Argument(help="A record id (mem_…).", show_default=False)]

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from worker.cli.conventions import ScopeOption, ScopePositional, pick_scope
-from worker.cli.ledger import DbUrl
+from worker.cli.conventions import DbUrl, ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, print_error, print_message, print_table, print_warning
 
 if TYPE_CHECKING:

@@ -23,12 +23,10 @@ from typing import Any, NoReturn
 import typer
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from ledger import MemoryRecord, escape_line_breaks
-from ledger.protocol import to_jsonable
 
 ERASED = "[erased]"
 PIPE_WIDTH = 200
@@ -87,6 +85,8 @@ def emit_json(obj: Any) -> None:
     """Print ``obj`` as indented JSON on stdout: the protocol's forms (records, usage, instants, enums), and
     every field name in camelCase, as the protocol (maps keyed by data, like refusal reasons, are left as
     they are)."""
+    from ledger.protocol import to_jsonable  # the protocol's methods load with it: only for --json
+
     typer.echo(json.dumps(camel_keys(to_jsonable(obj)), indent=2, ensure_ascii=False))
 
 
@@ -249,6 +249,8 @@ def progress(description: str, *, total: int | None = None) -> Iterator[Callable
     if not is_terminal():
         yield lambda _n: None
         return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn  # terminals only
+
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description}"),

@@ -14,7 +14,8 @@ import typer
 
 from ledger import Ledger
 from ledger.protocol import ExtraMethod
-from worker.cli.ledger import DbUrl, cli_ledger
+from worker.cli.conventions import DbUrl
+from worker.cli.ledger import cli_ledger
 
 
 def rpc_extra_methods(led: Ledger) -> Mapping[str, ExtraMethod]:

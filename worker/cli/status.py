@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from consolidation import ConsolidationService
-from worker.cli.conventions import check_scope_option
-from worker.cli.ledger import DbUrl, Json, cli_ledger
+from worker.cli.conventions import DbUrl, check_scope_option
+from worker.cli.ledger import Json, cli_ledger
 from worker.cli.output import emit_json, instant_text, print_message, print_table
 from worker.config import OuterEnvironment
 from worker.http.ops_page import SWEEP_STALE_AFTER, format_usd

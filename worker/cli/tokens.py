@@ -18,7 +18,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from worker.cli.ledger import DbUrl, Json, cli_ledger
+from worker.cli.conventions import DbUrl
+from worker.cli.ledger import Json, cli_ledger
 from worker.cli.output import emit_json, instant_text, print_message, print_table
 from worker.http.tokens import TokenStore
 

@@ -4,6 +4,8 @@ Configuration comes from :func:`worker.config.load_config` (``MEMLEDGER_*`` and 
 optional TOML file), read once per command (:func:`cli_config`); a bad value is reported with every
 other bad value and exit status 2, never a traceback. :func:`cli_runtime` builds the runtime of a
 short command inside :func:`worker.cli.ledger.cli_errors`, the command line's one translation of errors.
+This module loads neither the ledger nor Rich until a command needs them: ``memledger mcp`` reads its
+configuration here before it answers ``initialize``.
 
 Exit status: 0 done; 1 refused or failed (a red message on stderr); 2 usage or configuration.
 """
@@ -12,14 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from worker.cli.ledger import DbUrl, cli_errors
-from worker.cli.output import fail
+from worker.cli.conventions import DbUrl
 from worker.config import WorkerConfig, load_config
-from worker.errors import ConfigError
+from worker.errors import BindRefused, ConfigError, PortUnavailable
 
 if TYPE_CHECKING:
     from worker.runtime import Runtime
@@ -32,14 +33,21 @@ def cli_config(database_url: str | None = None) -> WorkerConfig:
     try:
         config = load_config()
     except ConfigError as exc:
-        fail(f"memledger: {exc}", code=2, reason="configuration")
+        _refuse(f"memledger: {exc}", reason="configuration")
     if database_url is None:
         return config
     try:
         url = WorkerConfig._database_url(database_url)
     except ValueError as exc:
-        fail(f"memledger: --database-url: {exc}", code=2, reason="usage")
+        _refuse(f"memledger: --database-url: {exc}", reason="usage")
     return config.model_copy(update={"database_url": url})
+
+
+def _refuse(message: str, *, reason: str) -> NoReturn:
+    """``message`` on stderr and exit status 2 (the output module loads Rich: only when there is something to say)."""
+    from worker.cli.output import fail
+
+    fail(message, code=2, reason=reason)
 
 
 def bound_scope(config: WorkerConfig) -> str:
@@ -50,6 +58,7 @@ def bound_scope(config: WorkerConfig) -> str:
 @contextmanager
 def cli_runtime(*, log_level: str = "WARNING", database_url: str | None = None) -> Iterator[Runtime]:
     """A runtime for one short command (nothing started), closed at the end; errors become messages."""
+    from worker.cli.ledger import cli_errors
     from worker.logging import configure_logging
 
     config = cli_config(database_url)
@@ -86,8 +95,8 @@ def serve(
 ) -> None:
     """Serve POST /rpc, /healthz, /livez, /metrics and /ops; run the worker, janitor and sweep unless --no-worker."""
     from worker.cli.banner import banner_lines
-    from worker.cli.output import is_terminal
-    from worker.errors import BindRefused, PortUnavailable
+    from worker.cli.ledger import cli_errors
+    from worker.cli.output import fail, is_terminal
     from worker.http.admission import check_bind
     from worker.http.server import listen, run_server
     from worker.logging import configure_logging
@@ -127,6 +136,7 @@ def worker(
     database_url: DbUrl = None,
 ) -> None:
     """Run dramatiq worker processes on the Redis broker, with the janitor; stop cleanly on SIGTERM."""
+    from worker.cli.output import fail
     from worker.jobs.supervisor import run_worker, supervise
 
     config = cli_config(database_url)  # refuses a bad URL here, with the other usage errors

@@ -23,23 +23,29 @@ import logging
 import os
 import re
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
-from typing import Any, BinaryIO, cast
+from functools import cache
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import anyio
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
+from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams, Tool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from ledger import Ledger, escape_line_breaks
+from ledger import escape_line_breaks
 from worker.errors import ToolFailure
-from worker.mcp.tools import NONCHARACTER, TOOLS, call_tool, error_result
+from worker.mcp import NONCHARACTER
+
+if TYPE_CHECKING:
+    from ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +60,7 @@ INSTRUCTIONS = (
 )
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
-LedgerFor = Callable[[ServerRequestContext[Any, Any]], Ledger]
+LedgerFor = Callable[[ServerRequestContext[Any, Any]], "Ledger"]
 """Which ledger (which account) serves one request; called in the worker thread, may do I/O."""
 
 
@@ -67,21 +73,35 @@ def _version() -> str:
         return "0"
 
 
+@cache
+def described_tools() -> list[Tool]:
+    """:data:`~worker.mcp.tools.TOOLS` as ``tools/list`` gives them.
+
+    The tools' module loads the ledger's models, so it is imported here, on first use: ``initialize`` is
+    answered before (a thread of the server's, never its event loop).
+    """
+    from worker.mcp.tools import TOOLS
+
+    return [spec.describe() for spec in TOOLS.values()]
+
+
 def build_server(ledger_for: LedgerFor) -> Server[Any]:
     """The MCP server: ``tools/list`` lists :data:`~worker.mcp.tools.TOOLS`; ``tools/call`` runs one.
 
     ``ledger_for(ctx)`` picks the account for each call. A failure there (say, the
-    database is unreachable) is answered as an ``internal_error`` tool result.
+    database is unreachable) is answered as an ``internal_error`` tool result. Neither the tools
+    nor the ledger are loaded to answer ``initialize``.
     """
-    tools = [spec.describe() for spec in TOOLS.values()]
 
     async def list_tools(
         _ctx: ServerRequestContext[Any, Any], _params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return ListToolsResult(tools=tools)
+        return ListToolsResult(tools=await anyio.to_thread.run_sync(described_tools))
 
     async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
         def run() -> CallToolResult:
+            from worker.mcp.tools import call_tool, error_result
+
             try:
                 led = ledger_for(ctx)
             except Exception:
@@ -222,9 +242,10 @@ class _StdoutLines:
     splits its input with ``str.splitlines()`` would read a body holding one as two lines.
     """
 
-    def __init__(self, wire: BinaryIO, owed: _Owed) -> None:
+    def __init__(self, wire: BinaryIO, owed: _Owed, *, flushed: Callable[[], None]) -> None:
         self._wire = anyio.wrap_file(wire)
         self._owed = owed
+        self._flushed = flushed
 
     async def write(self, text: str) -> int:
         await self._wire.write(escape_line_breaks(text).encode("utf-8"))
@@ -233,6 +254,7 @@ class _StdoutLines:
 
     async def flush(self) -> None:
         await self._wire.flush()
+        self._flushed()
 
 
 @contextmanager
@@ -265,21 +287,76 @@ def _claim_stdout() -> Iterator[BinaryIO]:
         os.close(wire_fd)
 
 
-async def serve_stdio(led: Ledger) -> None:
+class LedgerOpening:
+    """The ledger ``memledger mcp`` serves, opened on a thread of its own once asked for.
+
+    ``open_ledger`` is called once, on that thread, when :meth:`start` is first called (the
+    stdio server calls it once its first answer is on the wire) or when the ledger is first
+    wanted (:meth:`ledger`). Until then the server answers ``initialize`` without the ledger's
+    modules: the two would only share one interpreter's time, and the client waits for the answer.
+    """
+
+    def __init__(self, open_ledger: Callable[[], Ledger]) -> None:
+        self._open_ledger = open_ledger
+        self._opened: Future[Ledger] = Future()
+        self._lock = threading.Lock()
+        self._started = False
+
+    def start(self) -> None:
+        """Begin opening the ledger, unless it is begun (cheap: the stdio server calls it after every answer)."""
+        if self._started:
+            return
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._open, name="memledger-mcp-ledger", daemon=True).start()
+
+    def _open(self) -> None:
+        try:
+            led = self._open_ledger()
+        except BaseException as exc:  # whatever it is, the callers waiting in ledger() get it
+            self._opened.set_exception(exc)
+        else:
+            log.info("memledger mcp serving %s over stdio", led.scope_key)
+            self._opened.set_result(led)
+
+    def ledger(self) -> Ledger:
+        """The ledger, once open (blocking; it starts the opening if nothing did). Raises what opening it raised."""
+        self.start()
+        return self._opened.result()
+
+    def close(self) -> None:
+        """Close the ledger if it was opened or is being opened (waiting for that), else nothing."""
+        if self._started and self._opened.exception() is None:
+            self._opened.result().close()
+
+
+async def serve_stdio(opening: LedgerOpening) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin, then answer what it asked."""
-    server = build_server(lambda _ctx: led)
+    server = build_server(lambda _ctx: opening.ledger())
     owed = _Owed()
     stdin = cast("anyio.AsyncFile[str]", _StdinLines(owed))  # stdio_server only iterates over its lines
     with _claim_stdout() as wire:
-        stdout = cast("anyio.AsyncFile[str]", _StdoutLines(wire, owed))  # stdio_server only writes and flushes
+        # stdio_server only writes and flushes; each answer on the wire, the ledger is opened if it is not yet
+        stdout = cast("anyio.AsyncFile[str]", _StdoutLines(wire, owed, flushed=opening.start))
         async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def run_stdio(led: Ledger) -> None:
-    """Blocking :func:`serve_stdio` (the body of ``memledger mcp``)."""
-    log.info("memledger mcp serving %s over stdio", led.scope_key)
-    anyio.run(serve_stdio, led)
+def run_stdio(open_ledger: Callable[[], Ledger]) -> None:
+    """The body of ``memledger mcp``: serve until the client closes stdin and has its answers, then close the ledger.
+
+    The ledger is opened by ``open_ledger`` on a thread (:class:`LedgerOpening`) once ``initialize``
+    is answered. A client that leaves before has it opened all the same, so that a ledger that
+    cannot be opened is reported (what ``open_ledger`` raises is raised here) whatever the client did.
+    """
+    opening = LedgerOpening(open_ledger)
+    try:
+        anyio.run(serve_stdio, opening)
+        opening.ledger()
+    finally:
+        opening.close()
 
 
 # ---------------------------------------------------------------------- streamable HTTP

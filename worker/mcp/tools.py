@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from ledger import Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound, parse_rfc3339
 from ledger.protocol import record_to_json, to_jsonable, wire_error
 from worker.errors import ToolFailure
+from worker.mcp import NONCHARACTER
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,6 @@ _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|
 # C0 and C1 controls and DEL; bodies and rationales may still hold tab and newline.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_IN_PROSE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-NONCHARACTER = "\uffff"
 
 
 def echo(text: str) -> str:
