@@ -406,6 +406,7 @@ class McpHttp:
             security = no_checks if admit is not None else loopback_security()
         self.admit = admit
         self.server = build_server(ledger_for)
+        described_tools()  # built here (serve builds this endpoint on a thread), not by the first tools/list
         self.manager = StreamableHTTPSessionManager(
             app=self.server,
             json_response=True,
