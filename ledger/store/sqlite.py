@@ -28,10 +28,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.compiler import SQLCompiler
-from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
 
 from ledger.errors import LedgerBusy, LedgerError
-from ledger.store import sqlite_ddl, sqlite_files, sqlite_fts
+from ledger.store import sqlite_ddl, sqlite_files, sqlite_fts, sqlite_wal
 from ledger.store.base import Params, Statement, Store, prefixed_columns
 from ledger.store.prepared import Prepared
 from ledger.store.sqlite_queue import WriteQueue
@@ -73,6 +72,11 @@ class SQLiteStore(Store):
         # file's queue (each has only one of them).
         self._queue = WriteQueue(timeout_s=BUSY_TIMEOUT_MS / 1000)
         self._write_lock: AbstractContextManager[Any] = self._lock if self.memory else self._queue
+        # A file's WAL checkpoints, in a thread the first commit starts; disposing the engine stops it (sqlite_wal.py)
+        self._checkpoints = sqlite_wal.Checkpointer(
+            engine, queue=self._queue, busy=_busy, busy_timeout_ms=BUSY_TIMEOUT_MS
+        )
+        event.listen(engine, "engine_disposed", lambda _engine: self._checkpoints.close())
         self._writers = threading.local()
         self._writers_lock = threading.Lock()
         self._kept: set[Connection] = set()
@@ -277,7 +281,7 @@ class SQLiteStore(Store):
             vacuum, self._vacuum_due = self._vacuum_due, False
             first, self._first_look = self._first_look, False
             try:
-                with self.engine.connect() as conn:
+                with self._checkpoints.checkpointing(), self.engine.connect() as conn:
                     raw: sqlite3.Connection = conn.connection.dbapi_connection  # type: ignore[assignment]
                     vacuum = vacuum or sqlite_files.vacuums_due(raw) > 0
                     done = (first and not vacuum) or sqlite_files.scrub(
@@ -315,8 +319,8 @@ def _on_connect(memory: bool, synchronous: str) -> Any:
     def on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
         dbapi_conn.isolation_level = None  # the BEGINs are ours
         cur = dbapi_conn.cursor()
-        if not memory:
-            _use_wal(cur)
+        if not memory:  # WAL mode, and its checkpoints off the write path (sqlite_wal.py)
+            sqlite_wal.use_wal(cur, busy=_busy, timeout_s=BUSY_TIMEOUT_MS / 1000)
         cur.execute(f"PRAGMA synchronous={synchronous.upper()}")
         cur.execute("PRAGMA secure_delete=ON")
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
@@ -330,25 +334,6 @@ def _busy(exc: BaseException) -> bool:
     """A busy or locked database, raised by sqlite3 or wrapped by SQLAlchemy."""
     orig = getattr(exc, "orig", exc)
     return isinstance(orig, sqlite3.OperationalError) and any(b in str(orig).lower() for b in _BUSY)
-
-
-def _use_wal(cur: sqlite3.Cursor) -> None:
-    """Put the file in WAL mode (a property of the file, kept once set).
-
-    Switching a new file needs its exclusive lock, and SQLite refuses at once, without the busy
-    handler, when another connection switching it at the same moment holds a shared lock:
-    processes opening one new file together failed "database is locked" here, about one open
-    in 30. So: nothing to do when the file is in WAL already, and short retries otherwise.
-    """
-    for attempt in Retrying(
-        stop=stop_before_delay(BUSY_TIMEOUT_MS / 1000),
-        wait=wait_random(0.001, 0.02),
-        retry=retry_if_exception(_busy),
-        reraise=True,
-    ):
-        with attempt:
-            if cur.execute("PRAGMA journal_mode").fetchall() != [("wal",)]:
-                cur.execute("PRAGMA journal_mode=WAL").fetchall()
 
 
 def _left_open(conn: Connection) -> bool:
@@ -409,6 +394,8 @@ class _Write:
                 self._give_back(failed=exc is not None)
             finally:
                 store._write_lock.__exit__(None, None, None)
+        if not store.memory:  # wakes the WAL's checkpointer when the WAL has grown past its limit
+            store._checkpoints.after_commit()
         if store._scrub_pending:  # an erasure's checkpoint a reader blocked (never raises)
             store.scrub_files()
         store.boundary.__exit__(kind, exc, tb)  # the block's own error, translated (else it leaves as it is)

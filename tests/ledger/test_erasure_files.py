@@ -7,6 +7,7 @@ import random
 import sqlite3
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -65,8 +66,14 @@ def unused_space(database: Path) -> bytes:
 
 
 def checkpoint(led: Ledger) -> None:
+    """The whole WAL into the database file: tried again while the ledger's checkpointer runs one (busy)."""
     with led.engine.connect() as conn:
-        conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        for _ in range(200):
+            blocked = conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").scalar()
+            if not blocked:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the WAL stayed busy for 2 s")
 
 
 def _surround(led: Ledger, n: int) -> None:

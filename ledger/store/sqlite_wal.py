@@ -1,0 +1,237 @@
+"""SQLite's WAL: the file's journal mode, and its checkpoints off the write path (a thread per store).
+
+Left to itself, SQLite checkpoints inside the commit that takes the WAL past 1,000 pages, on the
+committing connection: that commit copies every page back and syncs both files while this
+process's writers queue behind it (a save's mean commit was eight times its median). So every
+connection lets the WAL grow ten times further before it checkpoints a commit of its own
+(:data:`SAFETY_PAGES`: a writer nobody checkpoints for still bounds the WAL), and a commit only
+looks at the WAL's size: past :data:`WAL_PAGES`, it wakes this store's checkpointer.
+
+The checkpointer is a daemon thread with a connection of its own (the engine's, with its
+``PRAGMA synchronous``: a checkpoint syncs what it syncs inline, so every commit is as durable as
+before). It runs ``wal_checkpoint(PASSIVE)``, which never waits for a reader or a writer and
+copies what no reader's snapshot still needs; writers go on meanwhile. It passes again while they
+keep up with it. What is left is copied under this process's write queue, without waiting for
+anything (:func:`_catch_up`): once the whole WAL is in the database, the next writer starts the
+WAL again from its beginning, and ``journal_size_limit`` cuts the file back to :data:`WAL_LIMIT_BYTES`
+then, so the file's size says how far the WAL grew since. When the store is disposed the thread
+checkpoints once more, as a forget's checkpoint does (``TRUNCATE`` without waiting, else
+``PASSIVE``; ``sqlite_files.py``), so a short-lived process leaves no long WAL behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import Engine
+from tenacity import Retrying, retry_if_exception, stop_before_delay, wait_random
+
+from ledger.store import sqlite_files
+from ledger.store.sqlite_queue import WriteQueue
+
+log = logging.getLogger(__name__)
+
+WAL_PAGES = 1_000  # SQLite's own automatic checkpoint: a commit past it wakes the checkpointer
+SAFETY_PAGES = 10 * WAL_PAGES  # each connection's wal_autocheckpoint: a commit checkpoints itself only past it
+# The WAL's file at WAL_PAGES frames of SQLite's default page (4,096 bytes and a 24-byte frame header), after
+# its 32-byte header: journal_size_limit cuts the file back to it as the WAL starts again.
+WAL_LIMIT_BYTES = 32 + WAL_PAGES * (4_096 + 24)
+# While writers add frames as fast as a pass copies them, more passes; once at most this many are left, they are
+# copied under the write queue (the writers of this process wait for so many pages at most, never for a reader).
+TAIL_PAGES = WAL_PAGES // 4
+MAX_PASSES = 4
+QUEUE_WAIT_S = 1.0  # how long the checkpointer waits for this process's writers before it leaves the tail
+STOP_WAIT_S = 10.0  # how long disposing waits for the thread's last checkpoint
+
+
+def use_wal(cur: sqlite3.Cursor, *, busy: Callable[[BaseException], bool], timeout_s: float) -> None:
+    """On every connection to a file: put the file in WAL mode (a property of the file, kept once set); let a
+    commit checkpoint only past :data:`SAFETY_PAGES`, and keep at most :data:`WAL_LIMIT_BYTES` of the WAL's
+    file when the WAL starts again.
+
+    Switching a new file needs its exclusive lock, and SQLite refuses at once, without the busy
+    handler, when another connection switching it at the same moment holds a shared lock:
+    processes opening one new file together failed "database is locked" here, about one open
+    in 30. So: nothing to do when the file is in WAL already, and short retries (``busy`` errors, for up to
+    ``timeout_s``) otherwise.
+    """
+    for attempt in Retrying(
+        stop=stop_before_delay(timeout_s), wait=wait_random(0.001, 0.02), retry=retry_if_exception(busy), reraise=True
+    ):
+        with attempt:
+            if cur.execute("PRAGMA journal_mode").fetchall() != [("wal",)]:
+                cur.execute("PRAGMA journal_mode=WAL").fetchall()
+    cur.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}")
+    cur.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+
+
+class Checkpointer:
+    """One store's checkpointer thread: started by the first commit, stopped by :meth:`close`.
+
+    The thread's connection is the ``engine``'s (its pragmas), taken out of the pool: disposing the pool
+    leaves it to the thread, which closes it. ``queue`` is the store's write queue; ``busy`` tells a busy
+    database's error; ``busy_timeout_ms`` is the connection's busy timeout.
+    """
+
+    def __init__(
+        self, engine: Engine, *, queue: WriteQueue, busy: Callable[[BaseException], bool], busy_timeout_ms: int
+    ) -> None:
+        self._engine = engine
+        self._wal = (engine.url.database or "") + "-wal"
+        self._queue = queue
+        self._busy = busy
+        self._busy_timeout_ms = busy_timeout_ms
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """No thread (yet, or in a forked child, where the parent's thread does not run and its locks may be held)."""
+        self._pid = os.getpid()
+        self._state = threading.Lock()
+        self._one = threading.Lock()  # one checkpoint at a time in this process (a forget's, compaction's, ours)
+        self._thread: threading.Thread | None = None
+        self._due = threading.Event()
+        self._stop = threading.Event()
+
+    def after_commit(self) -> None:
+        """On the commit path: start the thread on the first commit, and wake it once the WAL is past
+        :data:`WAL_PAGES` (a ``stat`` of its file). Never raises."""
+        if self._thread is None or self._pid != os.getpid():
+            self._start()
+        try:
+            size = os.stat(self._wal).st_size
+        except OSError:
+            return
+        if size > WAL_LIMIT_BYTES and not self._due.is_set():
+            self._due.set()
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """Held around any other checkpoint of this process (a forget's, compaction's): the thread's ``PASSIVE``
+        would make their ``TRUNCATE`` busy. Take it inside the write queue, never the other way round."""
+        if self._pid != os.getpid():
+            self._after_fork()
+        with self._one:
+            yield
+
+    def running(self) -> bool:
+        """Whether the thread runs (for the tests)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive() and self._pid == os.getpid()
+
+    def close(self) -> None:
+        """Stop the thread after its last checkpoint (waits up to :data:`STOP_WAIT_S`); the next commit starts
+        another. Never raises."""
+        if self._pid != os.getpid():
+            self._after_fork()
+            return
+        with self._state:
+            thread, self._thread = self._thread, None
+            stop, due = self._stop, self._due
+            self._due, self._stop = threading.Event(), threading.Event()
+        if thread is None:
+            return
+        stop.set()
+        due.set()
+        if thread is not threading.current_thread():
+            thread.join(STOP_WAIT_S)
+            if thread.is_alive():
+                log.warning("the WAL checkpointer of %s did not stop within %.0f s", self._wal, STOP_WAIT_S)
+
+    def _after_fork(self) -> None:
+        # The parent's connection lives on in its thread's frame only, which no one runs here: never closed here.
+        self._fresh()
+
+    def _start(self) -> None:
+        if self._pid != os.getpid():
+            self._after_fork()
+        with self._state:
+            if self._thread is not None:
+                return
+            thread = self._thread = threading.Thread(
+                target=self._run, args=(self._due, self._stop), name="memledger-wal-checkpoint", daemon=True
+            )
+            thread.start()
+
+    def _run(self, due: threading.Event, stop: threading.Event) -> None:
+        try:
+            proxy = self._engine.raw_connection()
+            proxy.detach()
+        except Exception:
+            log.warning(
+                "the WAL checkpointer of %s could not connect; commits checkpoint past %d pages",
+                self._wal,
+                SAFETY_PAGES,
+                exc_info=True,
+            )
+            return
+        try:
+            raw: sqlite3.Connection = proxy.dbapi_connection  # type: ignore[assignment]
+            while not stop.is_set():
+                due.wait()
+                if not stop.is_set():
+                    self._step(raw, self._catch_up)
+                due.clear()  # what woke it meanwhile came before the WAL started again; a later commit wakes it anew
+            self._step(raw, self._last)
+        finally:
+            try:
+                proxy.close()
+            except Exception:
+                log.debug("closing the WAL checkpointer's connection failed", exc_info=True)
+
+    def _step(self, raw: sqlite3.Connection, step: Callable[[sqlite3.Connection], None]) -> None:
+        try:
+            step(raw)
+        except (sqlite3.Error, OSError) as exc:  # a full disk, a file gone: the next commit wakes the thread again
+            log.warning("WAL checkpoint of %s failed (%s: %s)", self._wal, type(exc).__name__, exc)
+        except Exception:  # never the thread's end: commits would checkpoint only past the safety bound
+            log.exception("WAL checkpoint of %s failed", self._wal)
+
+    def _passive(self, raw: sqlite3.Connection) -> tuple[int, int]:
+        """One ``PASSIVE`` checkpoint: the WAL's frames and how many of them are in the database (-1, -1: busy,
+        another checkpoint runs)."""
+        with self._one:
+            _blocked, frames, done = raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(frames), int(done)
+
+    def _catch_up(self, raw: sqlite3.Connection) -> None:
+        """Passes while writers keep adding frames, then the last of them under the write queue.
+
+        A pass copies the frames there were as it began (``frames``), and writers add more meanwhile: the
+        WAL starts again only once a pass ended with nothing added since it began. So passes follow each
+        other while each finds more than :data:`TAIL_PAGES` added during the one before (at most
+        :data:`MAX_PASSES`); the one after runs with this process's writers held back. None does while a
+        reader's snapshot holds frames back (it could copy nothing more), nor once a pass found nothing added.
+        """
+        began = -1
+        for _ in range(MAX_PASSES):
+            frames, done = self._passive(raw)
+            log.debug("WAL checkpoint of %s: %d of %d frames in the database", self._wal, done, frames)
+            # Another checkpoint runs, a reader holds the rest, or all of it is in and nothing came since (or the
+            # WAL started again meanwhile): nothing for the write queue
+            if frames < 0 or done < frames or frames <= began:
+                return
+            if began >= 0 and frames - began <= TAIL_PAGES:
+                break
+            began = frames
+        if not self._queue.enter(QUEUE_WAIT_S):
+            return  # the next commit past the limit wakes the thread again
+        try:
+            frames, done = self._passive(raw)
+            log.debug("WAL checkpoint of %s under the write queue: %d of %d frames", self._wal, done, frames)
+        finally:
+            self._queue.__exit__(None, None, None)
+
+    def _last(self, raw: sqlite3.Connection) -> None:
+        """At close: the whole WAL into the database and its file truncated, as after a forget, without waiting."""
+        if not self._queue.enter(QUEUE_WAIT_S):
+            return
+        try:
+            with self._one:
+                sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=self._busy_timeout_ms, busy=self._busy)
+        finally:
+            self._queue.__exit__(None, None, None)

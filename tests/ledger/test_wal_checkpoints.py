@@ -1,0 +1,168 @@
+"""The WAL's checkpoints on a SQLite file: a thread of the store's copies the WAL back, not the commits
+(``ledger/store/sqlite_wal.py``). Real files; what is looked at is the WAL's file: its size (frames of a
+4,096-byte page) and its header's salt, which SQLite moves on every time the WAL starts again from its
+beginning, after a checkpoint copied all of it."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ledger import Ledger, open_ledger
+from ledger.store import SQLiteStore, sqlite_wal, store_for
+from tests.hygiene import kill_group, popen
+
+FRAME = 4_096 + 24
+
+
+def store_of(led: Ledger) -> SQLiteStore:
+    store = store_for(led.engine)
+    assert isinstance(store, SQLiteStore)
+    return store
+
+
+def salt(wal: Path) -> bytes:
+    """The WAL header's first salt: a new value each time the WAL starts again."""
+    with wal.open("rb") as fh:
+        fh.seek(16)
+        return fh.read(4)
+
+
+def test_the_checkpointer_keeps_the_wal_short_and_no_commit_checkpoints(tmp_path: Path) -> None:
+    # Given a ledger on a file; its writers checkpoint a commit only past the safety bound
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    led.set_budget(led.scope_key, 10_000)
+    wal = tmp_path / "ledger.db-wal"
+    with led.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == sqlite_wal.SAFETY_PAGES
+
+    # When it saves about five times the WAL's limit in pages (a save writes about 15)
+    salts: set[bytes] = set()
+    largest = 0
+    for i in range(400):
+        led.save(f"pin {i}: the staging cluster runs in eu-west-1 and deploys go out before 3pm")
+        largest = max(largest, wal.stat().st_size)
+        salts.add(salt(wal))
+
+    # Then the WAL started again several times, each after a checkpoint that copied all of it, and no commit
+    # ran one: a commit checkpoints only once the WAL holds the safety bound's pages, and it never did
+    assert len(salts) >= 3, salts
+    assert largest < sqlite_wal.SAFETY_PAGES * FRAME, largest // FRAME
+    assert store_of(led)._checkpoints.running()
+    # And once the checkpointer has caught up, the next commit finds the WAL's file back within twice the limit
+    deadline = time.monotonic() + 30
+    while wal.stat().st_size > 2 * sqlite_wal.WAL_LIMIT_BYTES and time.monotonic() < deadline:
+        time.sleep(0.05)
+        led.save("one more, after the loop")
+    assert wal.stat().st_size <= 2 * sqlite_wal.WAL_LIMIT_BYTES, wal.stat().st_size // FRAME
+    led.close()
+
+
+def test_a_writer_with_no_checkpointer_still_checkpoints_past_the_safety_bound(tmp_path: Path) -> None:
+    # Given a connection of the ledger's engine writing on its own: no store's write, so no checkpointer thread
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    wal = tmp_path / "ledger.db-wal"
+    proxy = led.engine.raw_connection()
+    raw = proxy.driver_connection
+    assert raw is not None
+    raw.execute("CREATE TABLE filler (blob BLOB)")
+    first = salt(wal)
+    largest = 0
+
+    # When it commits about one and a half times the safety bound in pages, ten a commit
+    for _ in range(sqlite_wal.SAFETY_PAGES * 3 // 20):
+        raw.execute("BEGIN IMMEDIATE")
+        raw.executemany("INSERT INTO filler VALUES (randomblob(3000))", [()] * 10)
+        raw.execute("COMMIT")
+        largest = max(largest, wal.stat().st_size)
+
+    # Then the commit that reached the bound checkpointed it, and the WAL started again
+    assert not store_of(led)._checkpoints.running()
+    assert salt(wal) != first
+    assert largest < (sqlite_wal.SAFETY_PAGES + 50) * FRAME, largest // FRAME
+    proxy.close()
+    led.close()
+
+
+CHILD = """
+import sys
+from ledger import open_ledger
+led = open_ledger(sys.argv[1])
+for i in range(50):
+    led.save(f"pin {i} saved by a short-lived process")
+led.close()
+"""
+
+
+def test_a_process_that_saves_and_exits_leaves_the_wal_empty(tmp_path: Path) -> None:
+    # Given another connection open on the file (a server, say): the last one to close is not the child's, so
+    # SQLite's own checkpoint at close does not run
+    path = tmp_path / "ledger.db"
+    open_ledger(f"sqlite:///{path}").close()
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("SELECT count(*) FROM memory_records").fetchall()
+        # When a process saves 50 pins (about 700 pages: less than the limit, so the thread never woke) and exits
+        child = popen([sys.executable, "-c", CHILD, f"sqlite:///{path}"])
+        try:
+            assert child.wait(120) == 0
+        finally:
+            kill_group(child)
+        # Then its close checkpointed the WAL and truncated it, and every pin is in the database
+        assert (tmp_path / "ledger.db-wal").stat().st_size == 0
+        assert other.execute("SELECT count(*) FROM memory_records").fetchone()[0] == 50
+    finally:
+        other.close()
+
+
+def test_the_checkpointer_stops_when_the_ledger_closes_or_its_engine_is_disposed(tmp_path: Path) -> None:
+    # Given a ledger that saved (its first commit started the thread)
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    checkpoints = store_of(led)._checkpoints
+    led.save("the first pin")
+    thread = checkpoints._thread
+    assert thread is not None and thread.is_alive() and thread.daemon
+
+    # When the ledger closes, Then the thread has ended
+    led.close()
+    assert not thread.is_alive() and not checkpoints.running()
+
+    # And a later commit starts another, which disposing the engine alone stops too
+    led.save("a pin after the close")
+    again = checkpoints._thread
+    assert again is not None and again is not thread and again.is_alive()
+    led.engine.dispose()
+    assert not again.is_alive()
+    assert thread not in threading.enumerate() and again not in threading.enumerate()
+
+
+def test_saves_go_on_while_a_reader_holds_its_snapshot_and_the_wal_comes_back_after(tmp_path: Path) -> None:
+    # Given a reader holding a snapshot from before the saves (the checkpoint cannot copy past it)
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    led.set_budget(led.scope_key, 10_000)
+    led.save("before the reader")
+    wal = tmp_path / "ledger.db-wal"
+    reader = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM memory_records").fetchone()[0] == 1
+    start = salt(wal)
+
+    # When saves write more than the WAL's limit meanwhile, Then none waits for the reader, and the WAL grows
+    began = time.monotonic()
+    for i in range(120):
+        led.save(f"pin {i} while a reader reads")
+    assert time.monotonic() - began < 30
+    assert wal.stat().st_size > sqlite_wal.WAL_LIMIT_BYTES and salt(wal) == start
+
+    # And once the reader ends, the checkpointer copies the WAL and it starts again
+    reader.execute("COMMIT")
+    reader.close()
+    deadline = time.monotonic() + 30
+    while salt(wal) == start and time.monotonic() < deadline:
+        time.sleep(0.05)
+        led.save("one more, after the reader")
+    assert salt(wal) != start
+    led.close()
