@@ -2,21 +2,20 @@
 
 Left to itself, SQLite checkpoints inside the commit that takes the WAL past 1,000 pages, on the
 committing connection: that commit copies every page back and syncs both files while this
-process's writers queue behind it (a save's mean commit was eight times its median). So every
-connection lets the WAL grow ten times further before it checkpoints a commit of its own
-(:data:`SAFETY_PAGES`: a writer nobody checkpoints for still bounds the WAL), and a commit only
-looks at the WAL's size: past :data:`WAL_PAGES`, it wakes this store's checkpointer.
+process's writers queue behind it. So every connection lets the WAL grow ten times further before
+it checkpoints a commit of its own (:data:`SAFETY_PAGES`: a writer nobody checkpoints for still
+bounds the WAL), and a commit only reads how many frames the WAL holds (the WAL-index header, one
+``pread``): from :data:`WAL_PAGES` on, it wakes this store's checkpointer.
 
 The checkpointer is a daemon thread with a connection of its own (the engine's, with its
 ``PRAGMA synchronous``: a checkpoint syncs what it syncs inline, so every commit is as durable as
 before). It runs ``wal_checkpoint(PASSIVE)``, which never waits for a reader or a writer and
 copies what no reader's snapshot still needs; writers go on meanwhile. It passes again while they
 keep up with it. What is left is copied under this process's write queue, without waiting for
-anything (:func:`_catch_up`): once the whole WAL is in the database, the next writer starts the
-WAL again from its beginning, and ``journal_size_limit`` cuts the file back to :data:`WAL_LIMIT_BYTES`
-then, so the file's size says how far the WAL grew since. When the store is disposed the thread
-checkpoints once more, as a forget's checkpoint does (``TRUNCATE`` without waiting, else
-``PASSIVE``; ``sqlite_files.py``), so a short-lived process leaves no long WAL behind.
+anything (:meth:`Checkpointer._catch_up`): once the whole WAL is in the database, the next writer
+starts the WAL again from its beginning. When the store is disposed the thread checkpoints once
+more, as a forget's checkpoint does (``TRUNCATE`` without waiting, else ``PASSIVE``;
+``sqlite_files.py``), so a short-lived process leaves no long WAL behind.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,9 +38,13 @@ log = logging.getLogger(__name__)
 
 WAL_PAGES = 1_000  # SQLite's own automatic checkpoint: a commit past it wakes the checkpointer
 SAFETY_PAGES = 10 * WAL_PAGES  # each connection's wal_autocheckpoint: a commit checkpoints itself only past it
-# The WAL's file at WAL_PAGES frames of SQLite's default page (4,096 bytes and a 24-byte frame header), after
-# its 32-byte header: journal_size_limit cuts the file back to it as the WAL starts again.
-WAL_LIMIT_BYTES = 32 + WAL_PAGES * (4_096 + 24)
+# The WAL's file is written over from its beginning when the WAL starts again, and cut back to this as it does
+# when it grew larger (journal_size_limit): four times WAL_PAGES frames of SQLite's default page (4,096 bytes and
+# a 24-byte frame header) after its 32-byte header. A file cut back every time would grow again every time.
+WAL_FILE_BYTES = 32 + 4 * WAL_PAGES * (4_096 + 24)
+# The WAL-index header every connection maps (the -shm file; sqlite.org/walformat.html): mxFrame, the WAL's
+# last frame, is the native-order 32-bit word at this offset.
+_MX_FRAME = slice(16, 20)
 # While writers add frames as fast as a pass copies them, more passes; once at most this many are left, they are
 # copied under the write queue (the writers of this process wait for so many pages at most, never for a reader).
 TAIL_PAGES = WAL_PAGES // 4
@@ -51,7 +55,7 @@ STOP_WAIT_S = 10.0  # how long disposing waits for the thread's last checkpoint
 
 def use_wal(cur: sqlite3.Cursor, *, busy: Callable[[BaseException], bool], timeout_s: float) -> None:
     """On every connection to a file: put the file in WAL mode (a property of the file, kept once set); let a
-    commit checkpoint only past :data:`SAFETY_PAGES`, and keep at most :data:`WAL_LIMIT_BYTES` of the WAL's
+    commit checkpoint only past :data:`SAFETY_PAGES`, and keep at most :data:`WAL_FILE_BYTES` of the WAL's
     file when the WAL starts again.
 
     Switching a new file needs its exclusive lock, and SQLite refuses at once, without the busy
@@ -67,7 +71,7 @@ def use_wal(cur: sqlite3.Cursor, *, busy: Callable[[BaseException], bool], timeo
             if cur.execute("PRAGMA journal_mode").fetchall() != [("wal",)]:
                 cur.execute("PRAGMA journal_mode=WAL").fetchall()
     cur.execute(f"PRAGMA wal_autocheckpoint={SAFETY_PAGES}")
-    cur.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+    cur.execute(f"PRAGMA journal_size_limit={WAL_FILE_BYTES}")
 
 
 class Checkpointer:
@@ -83,6 +87,8 @@ class Checkpointer:
     ) -> None:
         self._engine = engine
         self._wal = (engine.url.database or "") + "-wal"
+        self._shm = (engine.url.database or "") + "-shm"
+        self._shm_fd: int | None = None  # kept open: a read of the WAL-index header per commit
         self._queue = queue
         self._busy = busy
         self._busy_timeout_ms = busy_timeout_ms
@@ -98,16 +104,22 @@ class Checkpointer:
         self._stop = threading.Event()
 
     def after_commit(self) -> None:
-        """On the commit path: start the thread on the first commit, and wake it once the WAL is past
-        :data:`WAL_PAGES` (a ``stat`` of its file). Never raises."""
+        """On the commit path: start the thread on the first commit, and wake it once the WAL holds
+        :data:`WAL_PAGES` frames (read from the WAL-index header: one ``pread``). Never raises."""
         if self._thread is None or self._pid != os.getpid():
             self._start()
-        try:
-            size = os.stat(self._wal).st_size
-        except OSError:
-            return
-        if size > WAL_LIMIT_BYTES and not self._due.is_set():
+        if self.frames() >= WAL_PAGES and not self._due.is_set():
             self._due.set()
+
+    def frames(self) -> int:
+        """The frames in the WAL since it last started again; 0 when its index cannot be read (no ``-shm`` file:
+        commits then checkpoint past the safety bound)."""
+        try:
+            if self._shm_fd is None:
+                self._shm_fd = os.open(self._shm, os.O_RDONLY)
+            return int.from_bytes(os.pread(self._shm_fd, 20, 0)[_MX_FRAME], sys.byteorder)
+        except OSError:
+            return 0
 
     @contextmanager
     def checkpointing(self) -> Iterator[None]:
@@ -133,6 +145,9 @@ class Checkpointer:
             thread, self._thread = self._thread, None
             stop, due = self._stop, self._due
             self._due, self._stop = threading.Event(), threading.Event()
+            fd, self._shm_fd = self._shm_fd, None
+        if fd is not None:  # the index goes with the last connection: the next commit opens the new one
+            os.close(fd)
         if thread is None:
             return
         stop.set()

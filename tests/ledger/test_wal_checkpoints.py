@@ -1,6 +1,6 @@
 """The WAL's checkpoints on a SQLite file: a thread of the store's copies the WAL back, not the commits
 (``ledger/store/sqlite_wal.py``). Real files; what is looked at is the WAL's file: its size (frames of a
-4,096-byte page) and its header's salt, which SQLite moves on every time the WAL starts again from its
+4,096-byte page), its header's salt, which SQLite moves on every time the WAL starts again from its
 beginning, after a checkpoint copied all of it."""
 
 from __future__ import annotations
@@ -52,12 +52,13 @@ def test_the_checkpointer_keeps_the_wal_short_and_no_commit_checkpoints(tmp_path
     assert len(salts) >= 3, salts
     assert largest < sqlite_wal.SAFETY_PAGES * FRAME, largest // FRAME
     assert store_of(led)._checkpoints.running()
-    # And once the checkpointer has caught up, the next commit finds the WAL's file back within twice the limit
+    # And once the checkpointer has caught up, the next commit finds the WAL within twice the limit
+    checkpoints = store_of(led)._checkpoints
     deadline = time.monotonic() + 30
-    while wal.stat().st_size > 2 * sqlite_wal.WAL_LIMIT_BYTES and time.monotonic() < deadline:
+    while checkpoints.frames() > 2 * sqlite_wal.WAL_PAGES and time.monotonic() < deadline:
         time.sleep(0.05)
         led.save("one more, after the loop")
-    assert wal.stat().st_size <= 2 * sqlite_wal.WAL_LIMIT_BYTES, wal.stat().st_size // FRAME
+    assert 0 < checkpoints.frames() <= 2 * sqlite_wal.WAL_PAGES, checkpoints.frames()
     led.close()
 
 
@@ -155,7 +156,7 @@ def test_saves_go_on_while_a_reader_holds_its_snapshot_and_the_wal_comes_back_af
     for i in range(120):
         led.save(f"pin {i} while a reader reads")
     assert time.monotonic() - began < 30
-    assert wal.stat().st_size > sqlite_wal.WAL_LIMIT_BYTES and salt(wal) == start
+    assert store_of(led)._checkpoints.frames() > sqlite_wal.WAL_PAGES and salt(wal) == start
 
     # And once the reader ends, the checkpointer copies the WAL and it starts again
     reader.execute("COMMIT")
