@@ -1,7 +1,7 @@
 """The WAL's checkpoints on a SQLite file: a thread of the store's copies the WAL back, not the commits
-(``ledger/store/sqlite_wal.py``). Real files; what is looked at is the WAL's file: its size (frames of a
-4,096-byte page), its header's salt, which SQLite moves on every time the WAL starts again from its
-beginning, after a checkpoint copied all of it."""
+(``ledger/store/sqlite_wal.py``). Real files; what is looked at is the WAL: its file's size (frames of a
+4,096-byte page), the frames its index counts, and its header's salt, which SQLite moves on every time the
+WAL starts again from its beginning, after a checkpoint copied all of it."""
 
 from __future__ import annotations
 
