@@ -25,6 +25,7 @@ import os
 import sqlite3
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -93,6 +94,7 @@ class Checkpointer:
         self._busy = busy
         self._busy_timeout_ms = busy_timeout_ms
         self._fresh()
+        _CHECKPOINTERS.add(self)
 
     def _fresh(self) -> None:
         """No thread (yet, or in a forked child, where the parent's thread does not run and its locks may be held)."""
@@ -174,8 +176,9 @@ class Checkpointer:
 
     def _run(self, due: threading.Event, stop: threading.Event) -> None:
         try:
-            proxy = self._engine.raw_connection()
-            proxy.detach()
+            with self._one:  # the thread is in SQLite or the pool only holding it (a fork waits: _hold_for_fork)
+                proxy = self._engine.raw_connection()
+                proxy.detach()
         except Exception:
             log.warning(
                 "the WAL checkpointer of %s could not connect; commits checkpoint past %d pages",
@@ -194,7 +197,8 @@ class Checkpointer:
             self._step(raw, self._last)
         finally:
             try:
-                proxy.close()
+                with self._one:
+                    proxy.close()
             except Exception:
                 log.debug("closing the WAL checkpointer's connection failed", exc_info=True)
 
@@ -250,3 +254,30 @@ class Checkpointer:
                 sqlite_files.checkpoint(raw, retry_s=0.0, busy_timeout_ms=self._busy_timeout_ms, busy=self._busy)
         finally:
             self._queue.__exit__(None, None, None)
+
+
+# A fork while the thread is inside SQLite (a checkpoint, its connection opening) would copy SQLite's and the
+# pool's locks held into the child, whose first connection to the file would wait on them for ever. So a fork
+# waits for the pass in progress, and the child starts from no thread (its commits start its own).
+_CHECKPOINTERS: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+_HELD: list[Checkpointer] = []
+
+
+def _hold_for_fork() -> None:
+    for checkpointer in list(_CHECKPOINTERS):
+        checkpointer._one.acquire()
+        _HELD.append(checkpointer)
+
+
+def _release_after_fork() -> None:
+    while _HELD:
+        _HELD.pop()._one.release()
+
+
+def _fresh_after_fork() -> None:
+    _HELD.clear()
+    for checkpointer in list(_CHECKPOINTERS):
+        checkpointer._after_fork()
+
+
+os.register_at_fork(before=_hold_for_fork, after_in_parent=_release_after_fork, after_in_child=_fresh_after_fork)

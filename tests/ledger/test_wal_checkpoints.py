@@ -167,3 +167,30 @@ def test_saves_go_on_while_a_reader_holds_its_snapshot_and_the_wal_comes_back_af
         led.save("one more, after the reader")
     assert salt(wal) != start
     led.close()
+
+
+def _save_in_child(led: Ledger) -> None:
+    led.save("saved by a child forked while the checkpointer ran")
+
+
+def test_a_child_forked_while_the_checkpointer_runs_writes_on_its_own(tmp_path: Path) -> None:
+    """A fork waits for the pass in progress: a child copying SQLite's locks mid-checkpoint would wait for ever."""
+    import multiprocessing
+
+    led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    led.set_budget(led.scope_key, 10_000)
+    for round_ in range(5):
+        # Given the WAL past its limit, so the thread is woken and copying
+        for i in range(80):
+            led.save(f"pin {round_}.{i} before a fork")
+        # When a child is forked at once and saves, Then it saves and exits, and so does the parent after it
+        child = multiprocessing.get_context("fork").Process(target=_save_in_child, args=(led,))
+        child.start()
+        child.join(60)
+        if child.exitcode is None:
+            child.kill()
+            child.join(10)
+        assert child.exitcode == 0
+    led.save("saved by the parent after the forks")
+    assert len(led.list()) == 5 * 80 + 5 + 1
+    led.close()
