@@ -23,7 +23,8 @@ PRAGMA_VALUES = {0: "off", 1: "normal", 2: "full", 3: "extra"}
 
 class Connections:
     """Every DB-API connection a pool opens while it watches, and the ``PRAGMA synchronous`` each had whenever it
-    went back to its pool (after every use, and at the end)."""
+    went back to its pool (after every use, and at the end), or left it for good (the WAL checkpointer's own:
+    ``ledger/store/sqlite_wal.py``)."""
 
     def __init__(self) -> None:
         self.opened: set[int] = set()
@@ -34,6 +35,9 @@ class Connections:
         with self._lock:
             self.opened.add(id(dbapi_connection))
 
+    def detach(self, dbapi_connection: Any, record: Any) -> None:
+        self.checkin(dbapi_connection, record)
+
     def checkin(self, dbapi_connection: Any, _record: Any) -> None:
         if dbapi_connection is None:
             return
@@ -43,7 +47,7 @@ class Connections:
 
     def modes(self) -> set[str]:
         assert self.opened, "no connection was opened"
-        assert self.opened <= set(self.seen), "a connection was never given back to its pool"
+        assert self.opened <= set(self.seen), "a connection was never given back to its pool nor detached"
         return set().union(*self.seen.values())
 
 
@@ -52,9 +56,11 @@ def connections() -> Iterator[Connections]:
     watched = Connections()
     event.listen(Pool, "connect", watched.connect)
     event.listen(Pool, "checkin", watched.checkin)
+    event.listen(Pool, "detach", watched.detach)
     yield watched
     event.remove(Pool, "connect", watched.connect)
     event.remove(Pool, "checkin", watched.checkin)
+    event.remove(Pool, "detach", watched.detach)
 
 
 def _use_from_threads(save: Callable[[str], Any], threads: int = 4) -> None:
