@@ -108,10 +108,14 @@ class Checkpointer:
     def after_commit(self) -> None:
         """On the commit path: start the thread on the first commit, and wake it once the WAL holds
         :data:`WAL_PAGES` frames (read from the WAL-index header: one ``pread``). Never raises."""
-        if self._thread is None or self._pid != os.getpid():
+        thread = self._thread
+        if thread is None or self._pid != os.getpid():
             self._start()
-        if self.frames() >= WAL_PAGES and not self._due.is_set():
-            self._due.set()
+        if self.frames() >= WAL_PAGES:
+            if thread is not None and not thread.is_alive():  # it could not start, or not connect: once more
+                self._start()
+            if not self._due.is_set():
+                self._due.set()
 
     def frames(self) -> int:
         """The frames in the WAL since it last started again; 0 when its index cannot be read (no ``-shm`` file:
@@ -154,7 +158,7 @@ class Checkpointer:
             return
         stop.set()
         due.set()
-        if thread is not threading.current_thread():
+        if thread is not threading.current_thread() and thread.ident is not None:  # started
             thread.join(STOP_WAIT_S)
             if thread.is_alive():
                 log.warning("the WAL checkpointer of %s did not stop within %.0f s", self._wal, STOP_WAIT_S)
@@ -167,12 +171,22 @@ class Checkpointer:
         if self._pid != os.getpid():
             self._after_fork()
         with self._state:
-            if self._thread is not None:
+            if self._thread is not None and self._thread.is_alive():
                 return
             thread = self._thread = threading.Thread(
                 target=self._run, args=(self._due, self._stop), name="memledger-wal-checkpoint", daemon=True
             )
-            thread.start()
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread to be had (a process's limit): the commit is done all the same
+                log.warning(
+                    "the WAL checkpointer of %s could not start (%s); commits checkpoint past %d pages, "
+                    "and the next commit past %d tries again",
+                    self._wal,
+                    exc,
+                    SAFETY_PAGES,
+                    WAL_PAGES,
+                )
 
     def _run(self, due: threading.Event, stop: threading.Event) -> None:
         try:

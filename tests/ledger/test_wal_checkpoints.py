@@ -6,6 +6,7 @@ WAL starts again from its beginning, after a checkpoint copied all of it."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import sys
 import threading
 import time
@@ -194,3 +195,69 @@ def test_a_child_forked_while_the_checkpointer_runs_writes_on_its_own(tmp_path: 
     led.save("saved by the parent after the forks")
     assert len(led.list()) == 5 * 80 + 5 + 1
     led.close()
+
+
+NO_THREAD = """
+import resource, sys, threading
+from ledger import open_ledger
+led = open_ledger(sys.argv[1])
+led.list()
+with open("/proc/self/status") as fh:
+    size = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize"))
+threading.stack_size(64 * 1024 * 1024)  # a thread's stack: more address space than the limit leaves
+resource.setrlimit(resource.RLIMIT_AS, (size + 32 * 1024 * 1024, resource.RLIM_INFINITY))
+led.save("saved while no thread can start")
+resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+threading.stack_size(0)
+assert len(led.list()) == 1
+led.close()
+"""
+
+
+def test_a_commit_that_cannot_start_the_checkpointer_still_succeeds(tmp_path: Path) -> None:
+    # Given a process with no room left for a thread (its address space is limited)
+    # When it saves, the save's first commit trying to start the checkpointer
+    child = popen([sys.executable, "-c", NO_THREAD, f"sqlite:///{tmp_path / 'ledger.db'}"], stderr=subprocess.PIPE)
+    try:
+        _out, err = child.communicate(timeout=120)
+    finally:
+        kill_group(child)
+    # Then the committed save is reported as saved, not as an error, and the failure is logged
+    assert child.returncode == 0, err.decode()
+    assert b"could not start" in err
+
+
+NO_CONNECTION = """
+import os, resource, sys
+from ledger import open_ledger
+from ledger.store import store_for
+led = open_ledger(sys.argv[1])
+led.set_budget(led.scope_key, 10_000)
+led.save("the modules a save needs are loaded")
+led.close()
+led.list()  # a connection in the pool, for the next save's
+lowest = os.open("/dev/null", os.O_RDONLY)
+os.close(lowest)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (lowest, hard))  # no more files: the checkpointer cannot connect
+led.save("the first save starts the checkpointer")
+store_for(led.engine)._checkpoints._thread.join(10)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+for i in range(200):
+    led.save(f"pin {i}: the staging cluster runs in eu-west-1 and deploys go out before 3pm")
+assert store_for(led.engine)._checkpoints.running()
+led.close()
+"""
+
+
+def test_a_checkpointer_that_could_not_connect_starts_again(tmp_path: Path) -> None:
+    # Given a process whose checkpointer found no file descriptor to connect with, for a moment
+    # When it saves about three times the WAL's limit in pages after that
+    child = popen([sys.executable, "-c", NO_CONNECTION, f"sqlite:///{tmp_path / 'ledger.db'}"], stderr=subprocess.PIPE)
+    try:
+        _out, err = child.communicate(timeout=120)
+    finally:
+        kill_group(child)
+    # Then a commit past the limit started the checkpointer again (the child checks it runs)
+    assert child.returncode == 0, err.decode()
+    assert b"could not connect" in err
