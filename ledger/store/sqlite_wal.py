@@ -100,7 +100,7 @@ class Checkpointer:
         """No thread (yet, or in a forked child, where the parent's thread does not run and its locks may be held)."""
         self._pid = os.getpid()
         self._state = threading.Lock()
-        self._one = threading.Lock()  # one checkpoint at a time in this process (a forget's, compaction's, ours)
+        self._one = threading.Lock()  # one checkpoint at a time in this process (a forget's and ours)
         self._thread: threading.Thread | None = None
         self._due = threading.Event()
         self._stop = threading.Event()
@@ -129,8 +129,9 @@ class Checkpointer:
 
     @contextmanager
     def checkpointing(self) -> Iterator[None]:
-        """Held around any other checkpoint of this process (a forget's, compaction's): the thread's ``PASSIVE``
-        would make their ``TRUNCATE`` busy. Take it inside the write queue, never the other way round."""
+        """Held around a forget's checkpoint: the thread's ``PASSIVE`` would make its ``TRUNCATE`` busy. Take it
+        inside the write queue, never the other way round. (Compaction, outside the queue, does not take it: its
+        ``TRUNCATE`` retries for up to 5 s instead, and the thread's passes are short.)"""
         if self._pid != os.getpid():
             self._after_fork()
         with self._one:
