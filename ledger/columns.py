@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 from sqlalchemy import BigInteger, Boolean, Float, Integer, Text, false, true
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
 if TYPE_CHECKING:
     from sqlmodel._compat import SQLModelConfig
@@ -126,8 +126,3 @@ def construct(model: type[Model], values: dict[str, Any], fields_set: set[str]) 
     _SET_EXTRA(built, None)
     _SET_PRIVATE(built, None)
     return built
-
-
-def field_names(model: type[SQLModel]) -> tuple[str, ...]:
-    """The fields ``model`` states or inherits, in order."""
-    return tuple(model.model_fields)

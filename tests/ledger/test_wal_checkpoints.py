@@ -197,6 +197,16 @@ def test_a_child_forked_while_the_checkpointer_runs_writes_on_its_own(tmp_path: 
     led.close()
 
 
+def _run_script(script: str, tmp_path: Path) -> tuple[int, bytes]:
+    """``script`` run by a Python process of its own on a ledger in ``tmp_path``: its exit code and stderr."""
+    child = popen([sys.executable, "-c", script, f"sqlite:///{tmp_path / 'ledger.db'}"], stderr=subprocess.PIPE)
+    try:
+        _out, err = child.communicate(timeout=120)
+    finally:
+        kill_group(child)
+    return child.returncode, err
+
+
 NO_THREAD = """
 import resource, sys, threading
 from ledger import open_ledger
@@ -217,13 +227,9 @@ led.close()
 def test_a_commit_that_cannot_start_the_checkpointer_still_succeeds(tmp_path: Path) -> None:
     # Given a process with no room left for a thread (its address space is limited)
     # When it saves, the save's first commit trying to start the checkpointer
-    child = popen([sys.executable, "-c", NO_THREAD, f"sqlite:///{tmp_path / 'ledger.db'}"], stderr=subprocess.PIPE)
-    try:
-        _out, err = child.communicate(timeout=120)
-    finally:
-        kill_group(child)
+    returncode, err = _run_script(NO_THREAD, tmp_path)
     # Then the committed save is reported as saved, not as an error, and the failure is logged
-    assert child.returncode == 0, err.decode()
+    assert returncode == 0, err.decode()
     assert b"could not start" in err
 
 
@@ -253,11 +259,7 @@ led.close()
 def test_a_checkpointer_that_could_not_connect_starts_again(tmp_path: Path) -> None:
     # Given a process whose checkpointer found no file descriptor to connect with, for a moment
     # When it saves about three times the WAL's limit in pages after that
-    child = popen([sys.executable, "-c", NO_CONNECTION, f"sqlite:///{tmp_path / 'ledger.db'}"], stderr=subprocess.PIPE)
-    try:
-        _out, err = child.communicate(timeout=120)
-    finally:
-        kill_group(child)
+    returncode, err = _run_script(NO_CONNECTION, tmp_path)
     # Then a commit past the limit started the checkpointer again (the child checks it runs)
-    assert child.returncode == 0, err.decode()
+    assert returncode == 0, err.decode()
     assert b"could not connect" in err
