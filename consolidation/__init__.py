@@ -10,8 +10,9 @@ taking one name (``PriceTable`` for the configuration) imports only the module t
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ledger.lazy import loader
 
 if TYPE_CHECKING:
     from consolidation.connections import Target
@@ -139,11 +140,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, _, defined_as = where.partition(":")
-    value = getattr(importlib.import_module(module), defined_as or name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, globals(), _WHERE)

@@ -10,10 +10,10 @@ that defines it, so a command pays only for what it uses (docs/cli.md, "How comm
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ledger.instants import system_clock
+from ledger.lazy import loader
 
 if TYPE_CHECKING:
     from ledger.audit import check_session_id
@@ -167,13 +167,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, globals(), _WHERE)
 
 
 def open_ledger(

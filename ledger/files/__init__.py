@@ -19,8 +19,7 @@ and :mod:`~ledger.files.exchange` (export to / import from the database ledger).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ledger.errors import AuditUsageError, DateError, EntryUnreadable
 from ledger.files.audit import (
@@ -35,6 +34,7 @@ from ledger.files.entry import parse_entry, read_entry, validate, write_no_follo
 from ledger.files.explain import explain  # eager: the module's name is the function's
 from ledger.files.markdown import audit_markdown
 from ledger.files.model import RULE_IDS, Entry, Problem, ScopeLevel, SourceKind
+from ledger.lazy import loader
 
 if TYPE_CHECKING:
     from ledger.files.dates import parse_day, parse_now
@@ -113,10 +113,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, globals(), _WHERE)
