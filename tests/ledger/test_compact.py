@@ -143,10 +143,12 @@ def test_compact_on_sqlite_vacuums_and_truncates_the_wal(tmp_path: Path) -> None
             led.save(f"the same pin edited, number {n} " + " ".join(f"v{n}y{j}" for j in range(60)), supersedes=pin.id)
         with led.engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA freelist_count").scalar(), "no page was freed (the test shows nothing)"
-        size_before = sum(os.path.getsize(tmp_path / name) for name in ("ledger.db", "ledger.db-wal"))
+        # The checkpointer thread copies WAL frames into the file meanwhile, so only the file's own size is a
+        # floor for what compacting finds; the WAL's may grow or be cut back.
+        file_before = os.path.getsize(tmp_path / "ledger.db")
         report = compact(led.engine)
         assert report.dialect == "sqlite" and "memory_records" in report.tables
-        assert report.bytes_after < report.bytes_before <= size_before
+        assert report.bytes_after < report.bytes_before and file_before <= report.bytes_before
         assert os.path.getsize(tmp_path / "ledger.db-wal") == 0
         assert len(led.records("account:local")) == 600  # superseded versions stay
     finally:
