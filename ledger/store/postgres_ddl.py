@@ -61,10 +61,16 @@ NO_DELETE = (
 
 _HELD = "('active','proposed')"
 
+# Names the record whose writes memledger_save or memledger_edit counted in the scope's row themselves, for the
+# statements that write it (a transaction-local setting, set to '' once they ran): the counts' trigger skips the
+# record's own row and the row it supersedes (superseded_by), so the scope's row takes one update a write.
+COUNTED = "memledger.counted"
+
 # Each scope's active and proposed counts, moved in the statement that changes a status; and its latest
 # ``valid_to`` (``latest_closed_at``: never moved back, so at least the latest, whichever statement wrote it),
 # moved in the statement that writes one. memledger_save and memledger_edit read it with their lock instead of
-# searching the scope's records for one closed after their instant.
+# searching the scope's records for one closed after their instant, and move both in the update that takes the
+# lock, so the trigger does not fire for the rows they write (its WHEN, and COUNTED above).
 COUNTS = (
     SchemaObject(
         "function",
@@ -94,49 +100,62 @@ COUNTS = (
         "trigger",
         "memory_records_count",
         "memory_records",
-        """CREATE TRIGGER memory_records_count AFTER INSERT OR UPDATE OF status, valid_to ON memory_records
-    FOR EACH ROW EXECUTE FUNCTION memory_records_count()""",
+        f"""CREATE TRIGGER memory_records_count AFTER INSERT OR UPDATE OF status, valid_to ON memory_records
+    FOR EACH ROW WHEN (coalesce(current_setting('{COUNTED}', true), '') = ''
+      OR current_setting('{COUNTED}', true) NOT IN (NEW.id, coalesce(NEW.superseded_by, NEW.id)))
+    EXECUTE FUNCTION memory_records_count()""",
     ),
 )
 
+# The instant of a write in the scope's row, as the transaction computes it: the clock reading, or the scope's
+# latest instant + 1 µs when the reading is not past it.
+_INSTANT = "greatest(p_clock, s.latest_at + 1)"
+
+# A record of the scope due to expire at the instant ``n``: a probe of ix_memory_records_due_scope.
+_DUE = """EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
+             AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n)"""
+
+# What a function raises when, its lock held, it finds the write is not plain (a record due, an edit's target no
+# longer active): its statement is rolled back, nothing is written, and ledger/store/postgres_save.py answers
+# None, as for a write declined by the update that takes the lock.
+NOT_PLAIN = "MLNP0"
+
 # A plain save in one statement (ledger/store/postgres_save.py calls it). The record's columns,
-# in the order of ledger.record_rows.NAMES after ``seq``.
+# in the order of ledger.record_rows.NAMES after ``seq``. The scope's row is updated once: the update takes the
+# lock, moves the latest instant and the active count, and writes nothing when a check of the row fails
+# (PostgreSQL checks the row's latest version once it holds the lock). What is due is looked for after it.
 SAVE = (
     SchemaObject(
         "function",
         "memledger_save",
         "",
-        """CREATE OR REPLACE FUNCTION memledger_save(
+        f"""CREATE OR REPLACE FUNCTION memledger_save(
   p_scope text, p_clock bigint, p_default_max bigint, p_id text, p_kind text, p_body text,
   p_session text, p_expires bigint, p_detail text
 ) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
-  latest bigint;
-  closed bigint;
-  budget bigint;
-  held bigint;
   n bigint;
+  counted text;
 BEGIN
-  SELECT latest_at, latest_closed_at, coalesce(max_records, p_default_max), active_count + proposed_count
-    INTO latest, closed, budget, held
-    FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
+  UPDATE scope_settings s SET latest_at = {_INSTANT}, active_count = s.active_count + 1
+    WHERE s.scope_key = p_scope
+      AND (s.active_count + s.proposed_count + 1 >= coalesce(s.max_records, p_default_max)) IS NOT TRUE
+      AND (p_expires <= {_INSTANT}) IS NOT TRUE
+      AND (s.latest_closed_at > {_INSTANT}) IS NOT TRUE
+    RETURNING s.latest_at INTO n;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  n := CASE WHEN latest IS NULL OR p_clock > latest THEN p_clock ELSE latest + 1 END;
-  IF held + 1 >= budget
-     OR p_expires <= n
-     OR closed > n
-     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
-                AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n) THEN
-    RETURN NULL;
+  IF {_DUE} THEN
+    RAISE EXCEPTION 'memledger_save: a record of the scope is due' USING ERRCODE = '{NOT_PLAIN}';
   END IF;
-  UPDATE scope_settings SET latest_at = n WHERE scope_key = p_scope;
+  counted := set_config('{COUNTED}', p_id, true);
   INSERT INTO memory_records (id, scope_key, kind, body, provenance, status, source_session_id, supersedes,
     superseded_by, confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at,
     created_at, updated_at)
   VALUES (p_id, p_scope, p_kind, p_body, 'user_explicit', 'active', p_session, '[]',
     NULL, NULL, NULL, n, NULL, p_expires, NULL, NULL, n, n);
+  counted := set_config('{COUNTED}', '', true);
   INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail)
   VALUES (n, p_scope, 'saved', p_id, NULL, NULL, p_detail);
   RETURN n;
@@ -147,39 +166,42 @@ END $$""",
 # An edit in one statement (ledger/store/postgres_save.py calls it): the target closed at the instant with its
 # ``superseded`` event, then the new record with its ``saved`` event, as Transaction.save writes them. The new
 # record keeps the target's kind unless given one, and its conflict group (whose one active member is the target).
-# Returns NULLs, having written nothing, whenever the edit is not plain once the lock is held. Every statement
-# names the scope, as memledger_save's do (docs/operations.md: a function distributed by its first argument).
+# Writes nothing whenever the edit is not plain: it returns NULLs when the update that takes the lock declines,
+# and raises NOT_PLAIN when, the lock held, something is due or the target is not an active record of the scope
+# in effect at the instant. Every statement names the scope, as memledger_save's do (docs/operations.md: a
+# function distributed by its first argument). The scope's row is updated once, as by memledger_save: the latest
+# instant, and the latest ``valid_to`` (the target's, the instant); the counts do not move (one active record
+# closed, one saved).
 EDIT = (
     SchemaObject(
         "function",
         "memledger_edit",
         "",
-        """CREATE OR REPLACE FUNCTION memledger_edit(
+        f"""CREATE OR REPLACE FUNCTION memledger_edit(
   p_scope text, p_clock bigint, p_target text, p_id text, p_kind text, p_body text,
   p_session text, p_expires bigint, p_supersedes text, p_closed_detail text, p_detail text,
   OUT o_at bigint, OUT o_kind text, OUT o_group text
 ) LANGUAGE plpgsql AS $$
 DECLARE
-  latest bigint;
-  closed bigint;
   n bigint;
+  counted text;
   t record;
 BEGIN
-  SELECT latest_at, latest_closed_at INTO latest, closed FROM scope_settings WHERE scope_key = p_scope FOR UPDATE;
+  UPDATE scope_settings s SET latest_at = {_INSTANT},
+      latest_closed_at = greatest(s.latest_closed_at, {_INSTANT})
+    WHERE s.scope_key = p_scope
+      AND (p_expires <= {_INSTANT}) IS NOT TRUE
+      AND (s.latest_closed_at > {_INSTANT}) IS NOT TRUE
+    RETURNING s.latest_at INTO n;
   IF NOT FOUND THEN
     RETURN;
   END IF;
-  n := CASE WHEN latest IS NULL OR p_clock > latest THEN p_clock ELSE latest + 1 END;
   SELECT status, valid_from, kind, conflict_group INTO t FROM memory_records
     WHERE scope_key = p_scope AND id = p_target;
-  IF NOT FOUND OR t.status <> 'active' OR t.valid_from > n
-     OR p_expires <= n
-     OR closed > n
-     OR EXISTS (SELECT 1 FROM memory_records m WHERE m.scope_key = p_scope
-                AND m.status IN ('active','proposed') AND m.expires_at IS NOT NULL AND m.expires_at <= n) THEN
-    RETURN;
+  IF NOT FOUND OR t.status <> 'active' OR t.valid_from > n OR {_DUE} THEN
+    RAISE EXCEPTION 'memledger_edit: not a plain edit' USING ERRCODE = '{NOT_PLAIN}';
   END IF;
-  UPDATE scope_settings SET latest_at = n WHERE scope_key = p_scope;
+  counted := set_config('{COUNTED}', p_id, true);
   UPDATE memory_records SET status = 'superseded', valid_to = n, superseded_by = p_id, updated_at = n
     WHERE scope_key = p_scope AND id = p_target;
   INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail)
@@ -192,6 +214,7 @@ BEGIN
     created_at, updated_at)
   VALUES (p_id, p_scope, o_kind, p_body, 'user_explicit', 'active', p_session, p_supersedes,
     NULL, NULL, NULL, n, NULL, p_expires, o_group, NULL, n, n);
+  counted := set_config('{COUNTED}', '', true);
   INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail)
   VALUES (n, p_scope, 'saved', p_id, NULL, NULL, p_detail);
 END $$""",
@@ -216,4 +239,4 @@ def drop(obj: SchemaObject) -> str:
     return f"DROP {obj.kind.upper()} IF EXISTS {obj.name}"
 
 
-__all__ = ["COUNTS", "DUE", "EDIT", "NO_DELETE", "OBJECTS", "SAVE", "SEARCH", "drop"]
+__all__ = ["COUNTED", "COUNTS", "DUE", "EDIT", "NOT_PLAIN", "NO_DELETE", "OBJECTS", "SAVE", "SEARCH", "drop"]

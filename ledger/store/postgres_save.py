@@ -30,13 +30,22 @@ every record of the scope): the scope's row holds the latest ``valid_to`` of its
 (``latest_closed_at``, kept by the counts' trigger), read with the lock, and
 ``ix_memory_records_due_scope`` holds only the records that can still expire.
 
+The scope's row is written once: one ``UPDATE`` takes the lock, moves the latest instant and the
+active count, and holds the checks on the row in its ``WHERE`` (PostgreSQL checks them again on the
+row's latest version once it has the lock), so a failed check writes nothing. The counts' trigger
+skips the rows the function counted itself (``postgres_ddl.COUNTED``). The update's search for a
+due record was made before it waited; the one after it sees what committed meanwhile, and if it
+finds one the function raises :data:`~ledger.store.postgres_ddl.NOT_PLAIN`: its transaction is
+rolled back and :func:`call` answers None, as for a save declined before the lock.
+
 An edit (``supersedes`` one record, no conflict group given) has its own function,
 ``memledger_edit``: under the same lock and the same instant it closes the target, logs its
 ``superseded`` event, inserts the new record (the target's kind unless given one, and its
 conflict group) and its ``saved`` event, in one round trip where the transaction waits four
 times. It declines as the save does (no settings row, an expiry not after the instant,
 something due, something closed after the instant), and also when the target is not an active
-record of the scope or took effect after the instant: the transaction then gives the answer.
+record of the scope or took effect after the instant: the transaction then gives the answer
+(raising :data:`~ledger.store.postgres_ddl.NOT_PLAIN` when the target changed while it waited).
 An edit replaces rather than grows, so the budget is never in question.
 
 The rows they write are the transaction's, column for column: ``tests/ledger/test_postgres_save.py``
@@ -48,6 +57,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from ledger.store.driver import psycopg
+from ledger.store.postgres_ddl import NOT_PLAIN
 
 CALL = (
     "SELECT memledger_save(%(s)s, %(clock)s, %(default_max)s, %(id)s, %(kind)s, %(body)s, "
@@ -62,13 +74,18 @@ EDIT_CALL = (
 
 def call(raw: Any, sql: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """Run ``sql`` (:data:`CALL` or :data:`EDIT_CALL`) on the psycopg connection ``raw`` in a transaction of its
-    own: the row it answered, or None when the write is not plain (nothing was written)."""
+    own: the row it answered, or None when the write is not plain (nothing was written: it declined, or it
+    raised :data:`~ledger.store.postgres_ddl.NOT_PLAIN` and its transaction was rolled back)."""
     autocommit = raw.autocommit
     raw.autocommit = True  # the call is the transaction: no BEGIN, no COMMIT, one round trip
     try:
         with raw.cursor() as cur:
             cur.execute(sql, params)
             found = cur.fetchone()
+    except psycopg.Error as exc:
+        if exc.sqlstate != NOT_PLAIN:
+            raise
+        return None
     finally:
         raw.autocommit = autocommit
     return None if found is None or found[0] is None else tuple(found)

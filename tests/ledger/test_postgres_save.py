@@ -59,7 +59,10 @@ def _raw(led: Ledger) -> dict[str, list[tuple[Any, ...]]]:
         records = conn.execute(text("SELECT * FROM memory_records ORDER BY seq")).mappings().all()
         events = conn.execute(text("SELECT * FROM ledger_events ORDER BY seq")).mappings().all()
         scopes = conn.execute(
-            text("SELECT scope_key, latest_at, max_records, active_count, proposed_count FROM scope_settings")
+            text(
+                "SELECT scope_key, latest_at, max_records, active_count, proposed_count, latest_closed_at "
+                "FROM scope_settings"
+            )
         ).all()
     order = {row["id"]: f"record {n}" for n, row in enumerate(records)}
 
@@ -326,3 +329,113 @@ def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger, edi
     assert [r.body for r in saved] == ["saved once"]
     assert [r.body for r in fast.list()] == (["saved once"] if edit else ["first", "saved once"])
     assert saved[0] == fast.get(saved[0].id)
+
+
+def _kept_counts(led: Ledger) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The scope row's counts and latest ``valid_to``, and the same counted from its records."""
+    with led.engine.connect() as conn:
+        kept = conn.execute(
+            text("SELECT active_count, proposed_count, latest_closed_at FROM scope_settings WHERE scope_key = :s"),
+            {"s": led.scope_key},
+        ).one()
+        counted = conn.execute(
+            text(
+                "SELECT count(*) FILTER (WHERE status = 'active'), count(*) FILTER (WHERE status = 'proposed'), "
+                "max(valid_to) FROM memory_records WHERE scope_key = :s"
+            ),
+            {"s": led.scope_key},
+        ).one()
+    return tuple(kept), tuple(counted)
+
+
+def _while_locked(led: Ledger, call: str, change: str, values: dict[str, Any], write: Callable[[], Any]) -> list[Any]:
+    """Run ``write`` on a thread while another transaction holds the scope's lock; once ``write``'s call (``call``,
+    a LIKE pattern) waits for it, that transaction makes ``change`` and commits. What ``write`` returned or raised."""
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    holder = led.engine.connect()
+    holder.begin()
+    holder.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": led.scope_key})
+    holder_pid = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    done: list[Any] = []
+
+    def run() -> None:
+        try:
+            done.append(write())
+        except Exception as exc:  # handed to the test, which expects one
+            done.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        with admin.connect() as conn:
+            for _ in range(500):
+                if conn.execute(text(_WAITING_CALL), {"q": call, "holder": holder_pid}).first() is not None:
+                    break
+                threading.Event().wait(0.01)
+            else:
+                raise AssertionError("the call never waited for the lock")
+        holder.execute(text(change), values)
+        holder.commit()
+    finally:
+        holder.close()
+        admin.dispose()
+    worker.join(timeout=30)
+    return done
+
+
+def test_a_record_due_while_the_save_waited_for_the_lock_goes_to_the_transaction(fast: Ledger, clock: Clock) -> None:
+    # Given a record that expires in ten seconds, and a plain save waiting for the scope's lock
+    short = fast.save("short-lived", expires_at=clock.now + timedelta(seconds=10))
+    calls = Calls(fast.store)
+    # When the lock's holder makes that record due at the save's clock reading, and commits
+    now_us = int(clock.now.timestamp() * 1e6)
+    done = _while_locked(
+        fast,
+        "SELECT memledger_save%",
+        "UPDATE memory_records SET expires_at = :e WHERE id = :id",
+        {"e": now_us, "id": short.id},
+        lambda: fast.save("saved after the wait"),
+    )
+    # Then the function, having found it after the lock, wrote nothing: the transaction expired it, then saved
+    assert calls.answers == [None]
+    assert [r.body for r in done] == ["saved after the wait"]
+    assert fast.history(short.id)[-1].status == "expired"
+    assert [r.body for r in fast.list()] == ["saved after the wait"]
+    kept, counted = _kept_counts(fast)
+    assert kept[:2] == counted[:2] == (1, 0)
+
+
+def test_a_target_closed_while_the_edit_waited_for_the_lock_gets_the_transactions_answer(fast: Ledger) -> None:
+    # Given a record, and a plain edit of it waiting for the scope's lock
+    target = fast.save("the office is in Porto")
+    calls = Calls(fast.store, "edit_plain")
+    # When the lock's holder deletes the record (closing it at its own instant) and commits
+    done = _while_locked(
+        fast,
+        "SELECT * FROM memledger_edit%",
+        "UPDATE memory_records SET status = 'deleted', valid_to = valid_from WHERE id = :id",
+        {"id": target.id},
+        lambda: fast.save("the office is in Lisbon", supersedes=target.id),
+    )
+    # Then the function wrote nothing, and the transaction refused the edit as it always has
+    assert calls.answers == [None]
+    assert len(done) == 1 and isinstance(done[0], InvalidTransition)
+    assert fast.list() == []
+    kept, counted = _kept_counts(fast)
+    assert kept == counted == (0, 0, int(target.valid_from.timestamp() * 1e6))
+
+
+def test_the_scope_row_counts_what_every_path_wrote(fast: Ledger, clock: Clock) -> None:
+    # Given saves and edits through the functions and through the transactions (a conflict group, a proposal,
+    # a forget, an expiry), each path on connections that never set the functions' setting and on one that did
+    _edits(fast, clock)
+    proposal = fast.propose("a proposal to accept")
+    fast.accept(proposal.id)
+    fast.propose("a proposal left waiting")
+    fast.delete(fast.save("to forget").id)
+    fast.save("short-lived", expires_at=clock.now + timedelta(seconds=5))
+    clock.advance(seconds=6)
+    fast.save("after the expiry")
+    # Then the scope's row holds what its records say
+    kept, counted = _kept_counts(fast)
+    assert kept == counted

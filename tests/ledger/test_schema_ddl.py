@@ -307,9 +307,9 @@ CREATED = {
     ("postgresql", "ix_memory_records_fts"): ("0001_ledger", "c7fd6a8d30b311c8"),
     ("postgresql", "ix_memory_records_due_scope"): ("0018_write_checks", "b4aec97855228292"),
     ("postgresql", "memory_records_no_delete"): ("0001_ledger", "8d60cce7670d672a 225ee6203bd604eb"),
-    ("postgresql", "memory_records_count"): ("0018_write_checks", "219fefe030736018 99f38e99b9016a8a"),
-    ("postgresql", "memledger_save"): ("0018_write_checks", "14e2602f4fc3abdf"),
-    ("postgresql", "memledger_edit"): ("0018_write_checks", "d5a7e2f30bd80fdc"),
+    ("postgresql", "memory_records_count"): ("0019_scope_row", "219fefe030736018 62d3cbba1102d2d4"),
+    ("postgresql", "memledger_save"): ("0019_scope_row", "cbe64f3d4c79cd57"),
+    ("postgresql", "memledger_edit"): ("0019_scope_row", "058175a38f3bb10a"),
 }
 
 

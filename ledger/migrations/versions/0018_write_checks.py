@@ -49,8 +49,8 @@ def upgrade() -> None:
         for obj in sqlite_ddl.CLOSED:
             op.execute(obj.sql)
     else:
-        _replace(superseded_ddl.COUNTS_0009, postgres_ddl.COUNTS)
-        for obj in (*postgres_ddl.DUE, *postgres_ddl.SAVE, *postgres_ddl.EDIT):
+        _replace(superseded_ddl.COUNTS_0009, superseded_ddl.COUNTS_0018)
+        for obj in (*postgres_ddl.DUE, *superseded_ddl.SAVE_0018, *superseded_ddl.EDIT_0018):
             op.execute(obj.sql)
     op.execute(_BACKFILL)
 
@@ -62,7 +62,7 @@ def downgrade() -> None:
     else:
         for obj in (*superseded_ddl.SAVE_0011, *superseded_ddl.EDIT_0016):
             op.execute(obj.sql)
-        _replace(postgres_ddl.COUNTS, superseded_ddl.COUNTS_0009)
+        _replace(superseded_ddl.COUNTS_0018, superseded_ddl.COUNTS_0009)
         for obj in postgres_ddl.DUE:
             op.execute(postgres_ddl.drop(obj))
     # Not a batch ALTER: on SQLite that rebuilds the table, and the counts' triggers (0009) name it.
