@@ -60,6 +60,7 @@ _ALL = Prepared(rowsmod.SELECT_RECORDS.where(M.scope_key == _S).order_by(M.creat
 # Proposals waiting at ``n``: not past their expiry.
 _PROPOSED_AT = (
     M.scope_key == _S,
+    M.valid_to == M.valid_from,  # true of every proposal: SQLite's index of them holds exactly such records
     M.status == lit(Status.PROPOSED.value),
     or_(M.expires_at.is_(None), M.expires_at > bindparam("n")),
 )

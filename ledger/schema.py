@@ -95,8 +95,9 @@ class MemoryRecordRow(MemoryRecordFields, table=True):
         ),
         # As-of reads: open records (valid_to IS NULL) and those closed after the instant.
         Index("ix_memory_records_asof", "scope_key", "valid_to", "valid_from"),
-        # The active set and the budget count.
-        Index("ix_memory_records_scope_status", "scope_key", "status"),
+        # By scope and status: PostgreSQL's alone (ledger/store/postgres_ddl.py). On SQLite the open records are found
+        # through ix_memory_records_asof (valid_to IS NULL) and proposals through ix_memory_records_proposed
+        # (ledger/store/sqlite_ddl.py), so a save writes one index entry fewer and an edit three.
         # The sweep: only what can still expire, ordered by when.
         partial_index(
             "ix_memory_records_due", "expires_at", where="status IN ('active','proposed') AND expires_at IS NOT NULL"

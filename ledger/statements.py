@@ -40,7 +40,10 @@ INSERT_EVENT = Prepared(
 def _held(status: Status) -> Any:
     """The scope's count of ``status`` records: the triggers' count, or (no settings row yet) a count."""
     kept = SCOPES.c.active_count if status == Status.ACTIVE else SCOPES.c.proposed_count
-    counted = select(func.count()).where(M.scope_key == _S, M.status == lit(status.value)).scalar_subquery()
+    # In the terms SQLite's indexes answer (sqlite_ddl.PROPOSED): the active records are the open ones, and a
+    # proposal's interval is empty (the table's checks).
+    which = M.valid_to.is_(None) if status == Status.ACTIVE else M.valid_to == M.valid_from
+    counted = select(func.count()).where(M.scope_key == _S, which, M.status == lit(status.value)).scalar_subquery()
     return func.coalesce(select(kept).where(SCOPES.c.scope_key == _S).scalar_subquery(), counted)
 
 

@@ -45,8 +45,8 @@ _DUE_ANYWHERE = Prepared(select(M.seq).where(_DUE).order_by(*_DUE_ORDER).limit(b
 
 def _due_in_scope(store: Store) -> Executable:
     # Every write runs this. On SQLite ``+scope_key`` keeps the planner on ix_memory_records_due
-    # (only what is due) instead of ix_memory_records_scope_status (every active record of the
-    # scope, each read from the table).
+    # (only what is due) instead of an index by scope (every record of the scope, each read from
+    # the table).
     return select(M.seq).where(_DUE, store.scope_hint()).order_by(*_DUE_ORDER).limit(bindparam("lim"))
 
 

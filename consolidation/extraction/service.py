@@ -76,7 +76,7 @@ _PINNED = (
     select(M.id, M.body)
     .where(
         M.scope_key == _SCOPE,
-        M.status == "active",
+        M.valid_to.is_(None),  # the active records (ck_memory_records_active_open): SQLite finds them by this
         M.body.is_not(None),
         or_(M.expires_at.is_(None), M.expires_at > bindparam("now")),
     )

@@ -1,5 +1,5 @@
 """The PostgreSQL schema the tables cannot state (:data:`OBJECTS`): the search index, the index of what is due in a
-scope, the triggers, the save and edit functions.
+scope, the index by scope and status (PostgreSQL's only), the triggers, the save and edit functions.
 
 The tables and their indexes are the Core tables of :mod:`ledger.models`; what is here is
 written once, in PostgreSQL's own words, and every path that makes a schema takes it from
@@ -38,6 +38,17 @@ DUE = (
         "memory_records",
         "CREATE INDEX ix_memory_records_due_scope ON memory_records (scope_key, expires_at) "
         "WHERE status IN ('active','proposed') AND expires_at IS NOT NULL",
+    ),
+)
+
+# A scope's records by status (the active set, its search, the proposals): PostgreSQL's only. SQLite finds the same
+# rows through ix_memory_records_asof (valid_to IS NULL) and its partial ix_memory_records_proposed (sqlite_ddl.py).
+BY_STATUS = (
+    SchemaObject(
+        "index",
+        "ix_memory_records_scope_status",
+        "memory_records",
+        "CREATE INDEX ix_memory_records_scope_status ON memory_records (scope_key, status)",
     ),
 )
 
@@ -222,7 +233,7 @@ END $$""",
 )
 
 # Everything, in the order it can be created (a function before its trigger).
-OBJECTS: tuple[SchemaObject, ...] = (*SEARCH, *DUE, *NO_DELETE, *COUNTS, *SAVE, *EDIT)
+OBJECTS: tuple[SchemaObject, ...] = (*SEARCH, *DUE, *BY_STATUS, *NO_DELETE, *COUNTS, *SAVE, *EDIT)
 
 
 _ARGUMENTS = re.compile(r"FUNCTION\s+\w+\s*\((.*?)\)\s*(?:RETURNS|LANGUAGE)", re.S)

@@ -238,8 +238,8 @@ class SQLiteStore(Store):
         return list(conn.execute(text(self._search_sql), params).mappings())
 
     def scope_hint(self) -> ColumnElement[bool]:
-        # ``+scope_key`` keeps the planner on ix_memory_records_due (only what is due) instead of
-        # ix_memory_records_scope_status (every active record of the scope, each read from the table).
+        # ``+scope_key`` keeps the planner on ix_memory_records_due (only what is due) instead of an index by
+        # scope (every record of the scope, each read from the table).
         return text("+memory_records.scope_key = :s")  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ erasure

@@ -1,4 +1,4 @@
-"""The SQLite schema the tables cannot state (:data:`OBJECTS`): full-text search and the triggers.
+"""The SQLite schema the tables cannot state (:data:`OBJECTS`): full-text search, the proposals' index and the triggers.
 
 The tables and their indexes are the Core tables of :mod:`ledger.models`; what is here is
 written once, in SQLite's own words, and every path that makes a schema takes it from here:
@@ -54,6 +54,22 @@ FTS = (
                SELECT 'delete', old.seq, old.body WHERE old.status = 'active';
              INSERT INTO memory_fts(rowid, body) SELECT new.seq, new.body WHERE new.status = 'active';
            END""",
+    ),
+)
+
+# A scope's proposals, whatever became of them (pending, rejected, expired unaccepted): the records whose interval is
+# empty (ck_memory_records_proposal_empty). A save or an edit of an active record writes nothing here: an active
+# record's interval is open, and closing it at a later instant leaves it non-empty. (Any other record closed at the
+# instant it began is only one more entry: the queries that read this index name the statuses they want as well.)
+# The active set needs no index of its own: ``valid_to IS NULL`` is exactly the active records
+# (ck_memory_records_active_open), found through ix_memory_records_asof. In place of PostgreSQL's
+# ix_memory_records_scope_status, which every save and edit wrote (one entry a save, three an edit).
+PROPOSED = (
+    SchemaObject(
+        "index",
+        "ix_memory_records_proposed",
+        "memory_records",
+        "CREATE INDEX ix_memory_records_proposed ON memory_records (scope_key) WHERE valid_to = valid_from",
     ),
 )
 
@@ -124,7 +140,7 @@ CLOSED = (
 )
 
 # Everything, in the order it can be created (the FTS table before its triggers).
-OBJECTS: tuple[SchemaObject, ...] = (*FTS, *NO_DELETE, *COUNTS, *CLOSED)
+OBJECTS: tuple[SchemaObject, ...] = (*FTS, *PROPOSED, *NO_DELETE, *COUNTS, *CLOSED)
 
 
 def on_table(table: str) -> tuple[SchemaObject, ...]:
@@ -137,4 +153,4 @@ def drop(obj: SchemaObject) -> str:
     return f"DROP {obj.kind.upper()} IF EXISTS {obj.name}"
 
 
-__all__ = ["CLOSED", "COUNTS", "FTS", "NO_DELETE", "OBJECTS", "drop", "on_table"]
+__all__ = ["CLOSED", "COUNTS", "FTS", "NO_DELETE", "OBJECTS", "PROPOSED", "drop", "on_table"]

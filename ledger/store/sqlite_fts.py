@@ -41,10 +41,12 @@ _PROBE = "SELECT rowid FROM memory_fts WHERE memory_fts MATCH '\"memledgerprobe\
 # Every entry of the index well formed and where its term says. (With rank 1 FTS5 would also compare the index
 # with every row of memory_records, but the index holds the active rows only, by design.)
 _INTEGRITY = "INSERT INTO memory_fts(memory_fts) VALUES ('integrity-check')"
-# The indexed documents (one docsize row each) are the active records: none missing, none left over.
+# The indexed documents (one docsize row each) are the active records: none missing, none left over. The active
+# records are the open ones (ck_memory_records_active_open): read so, from ix_memory_records_asof alone.
+_ACTIVE_SEQS = "SELECT seq FROM memory_records WHERE valid_to IS NULL"
 _DOCUMENTS_DIFFER = (
-    "SELECT EXISTS (SELECT id FROM memory_fts_docsize EXCEPT SELECT seq FROM memory_records WHERE status = 'active') "
-    "OR EXISTS (SELECT seq FROM memory_records WHERE status = 'active' EXCEPT SELECT id FROM memory_fts_docsize)"
+    f"SELECT EXISTS (SELECT id FROM memory_fts_docsize EXCEPT {_ACTIVE_SEQS}) "
+    f"OR EXISTS ({_ACTIVE_SEQS} EXCEPT SELECT id FROM memory_fts_docsize)"
 )
 
 
