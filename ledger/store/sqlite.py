@@ -97,8 +97,11 @@ class SQLiteStore(Store):
         database = parsed.database or ""
         memory = database in ("", ":memory:")
         if not memory:
+            if not parsed.query.get("uri"):  # by its absolute path: a later chdir must not open another file
+                database = str(Path(database).expanduser().absolute())
+                url = parsed.set(database=database).render_as_string(hide_password=False)
             try:
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise LedgerError(f"cannot create the directory for the ledger database {database!r}: {exc}") from exc
         kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import threading
@@ -18,6 +19,7 @@ from sqlalchemy.dialects.sqlite import dialect as sqlite_dialect
 
 from consolidation.tables import RUNS
 from ledger import InvalidArgument, Ledger, LedgerBusy, LedgerError, open_ledger
+from ledger.compaction import compact
 from ledger.schema import SCOPES, load_every_table
 from ledger.store import include_object
 from ledger.store.sqlite import BUSY_TIMEOUT_MS
@@ -423,5 +425,22 @@ def test_a_writer_waits_for_this_process_s_other_writers_as_long_as_for_other_pr
         with led.transaction(SCOPE) as tx:  # the queue is free again
             tx.save("stored once the holder committed")
         assert len(led.list(SCOPE)) == 2
+    finally:
+        led.close()
+
+
+def test_a_relative_sqlite_path_is_the_same_file_after_a_chdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's URL holds the absolute path: what the store reads by path (the file's size, the WAL index
+    the checkpointer reads) is the ledger's own file after the process changed its directory."""
+    (tmp_path / "home").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "home")
+    led = open_ledger("sqlite:///ledger.db")
+    try:
+        led.save("a note saved before the chdir")
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        assert led.engine.url.database == str(tmp_path / "home" / "ledger.db")
+        assert compact(led.engine).bytes_before >= os.path.getsize(tmp_path / "home" / "ledger.db") > 0
+        assert not (tmp_path / "elsewhere" / "ledger.db").exists()
     finally:
         led.close()
