@@ -24,14 +24,23 @@ PRAGMA_VALUES = {0: "off", 1: "normal", 2: "full", 3: "extra"}
 class Connections:
     """Every DB-API connection a pool opens while it watches, and the ``PRAGMA synchronous`` each had whenever it
     went back to its pool (after every use, and at the end), or left it for good (the WAL checkpointer's own:
-    ``ledger/store/sqlite_wal.py``)."""
+    ``ledger/store/sqlite_wal.py``). Only connections to files under ``root``: the listeners see every pool of
+    the process, and another test's ledger left open (its checkpointer thread) may use its own meanwhile."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
         self.opened: set[int] = set()
         self.seen: dict[int, set[str]] = {}
         self._lock = threading.Lock()
 
+    def ours(self, dbapi_connection: Any) -> bool:
+        """Whether the connection's database is a file of this test's."""
+        (_seq, _name, filename) = dbapi_connection.execute("PRAGMA database_list").fetchone()
+        return bool(filename) and str(filename).startswith(self.root)
+
     def connect(self, dbapi_connection: Any, _record: Any) -> None:
+        if not self.ours(dbapi_connection):
+            return
         with self._lock:
             self.opened.add(id(dbapi_connection))
 
@@ -39,7 +48,7 @@ class Connections:
         self.checkin(dbapi_connection, record)
 
     def checkin(self, dbapi_connection: Any, _record: Any) -> None:
-        if dbapi_connection is None:
+        if dbapi_connection is None or not self.ours(dbapi_connection):
             return
         (value,) = dbapi_connection.execute("PRAGMA synchronous").fetchone()
         with self._lock:
@@ -52,8 +61,8 @@ class Connections:
 
 
 @pytest.fixture
-def connections() -> Iterator[Connections]:
-    watched = Connections()
+def connections(tmp_path: Path) -> Iterator[Connections]:
+    watched = Connections(tmp_path)
     event.listen(Pool, "connect", watched.connect)
     event.listen(Pool, "checkin", watched.checkin)
     event.listen(Pool, "detach", watched.detach)
