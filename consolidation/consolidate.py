@@ -174,10 +174,19 @@ class ConsolidationJob:
         return _unalias(result, plan.aliases)
 
     @staticmethod
-    def answer_stored(tx: Transaction, plan: Prompt) -> None:
-        """The rotation moves on once the answer is stored."""
+    def answer_stored(tx: Transaction, run_id: str, plan: Prompt, result: HarnessResult) -> None:
+        """The rotation moves on once the answer is stored.
+
+        The answer needs no registration of its own beyond the prompt's records (the engine's): the prompt holds
+        nothing but their bodies, so a record saved after the claim is none the model saw (docs/consolidation.md,
+        "Erasure reaches runs")."""
         if plan.selection is not None:
             scope_settings.store_cursor(tx, plan.selection.cursor)
+
+    @staticmethod
+    def before_apply(tx: Transaction, run: ConsolidationRun) -> ConsolidationRun:
+        """Nothing to check: the stored answer is applied as it is."""
+        return run
 
     @staticmethod
     def unparseable_ops(raw: str) -> int:

@@ -92,8 +92,14 @@ class Job(Protocol):
         """The one model call. Raises HarnessError."""
         ...
 
-    def answer_stored(self, tx: Transaction, plan: Any) -> None:
-        """In the transaction that stored the answer, once it is stored."""
+    def answer_stored(self, tx: Transaction, run_id: str, plan: Any, result: HarnessResult) -> None:
+        """In the transaction that stored the answer, once it is stored (and registered as derived from the
+        prompt's records)."""
+        ...
+
+    def before_apply(self, tx: Transaction, run: ConsolidationRun) -> ConsolidationRun:
+        """In the apply's transaction, before anything is read from the stored answer: the run as it is to be
+        applied (its texts None if the job erased them now)."""
         ...
 
     def unparseable_ops(self, raw: str) -> int:
@@ -187,7 +193,7 @@ class RunEngine:
                 tx.register_derived(
                     RUNS, run.id, record_ids=plan.record_ids, columns=("prompt", "answer", "answer_raw")
                 )
-                job.answer_stored(tx, plan)
+                job.answer_stored(tx, run.id, plan, result)
 
         self.led.run(run.scope_key, fn, now=now)
 
@@ -210,11 +216,13 @@ class RunEngine:
 
     def _apply(self, tx: Transaction, claimed: ConsolidationRun) -> ConsolidationRun | None:
         """Gate and apply the stored answer at ``tx.now`` (when the answer is applied), then settle: the settled run,
-        None when the run is no longer running. Raises LostRace when another settlement won (rolls it all back)."""
+        None when the run is no longer running. The job may erase the stored texts first (:meth:`Job.before_apply`):
+        the run then settles as erased. Raises LostRace when another settlement won (rolls it all back)."""
         run = runs.get(tx, claimed.id)
         if run is None or run.state != RunState.RUNNING:
             return None
         job = self.jobs[run.job]
+        run = job.before_apply(tx, run)
         if run.answer is None and run.answer_raw is None:
             # A record the answer was built from was forgotten after it was stored: nothing to apply.
             settlement, error = Settlement(Outcome.FAILED), ERASED

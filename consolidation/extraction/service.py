@@ -46,6 +46,7 @@ from ledger import (
     check_scope,
     check_session_id,
     screen_body,
+    to_micros,
 )
 from ledger.errors import BudgetExceeded, InvalidArgument
 from ledger.schema import RECORDS
@@ -85,8 +86,20 @@ _PINNED = (
 )
 
 
+# The scope's records saved after an instant (a run's claim, its stored answer): ``(id, body)``, the body None once
+# forgotten (ck_memory_records_body_or_erased).
+_SAVED_SINCE = select(M.id, M.body).where(M.scope_key == _SCOPE, M.created_at > bindparam("since"))
+# A run's stored texts, and those of them that hold the answer.
+RUN_TEXTS = ("prompt", "answer", "answer_raw")
+ANSWER_TEXTS = ("answer", "answer_raw")
+
+
 def _bodies(db: runs.Executor, scope_key: str) -> list[Any]:
     return db.rows(_BODIES, {"scope": scope_key})
+
+
+def _saved_since(db: runs.Executor, scope_key: str, since_us: int) -> list[tuple[str, str | None]]:
+    return [(r[0], r[1]) for r in db.rows(_SAVED_SINCE, {"scope": scope_key, "since": since_us})]
 
 
 def _pinned(db: runs.Executor, scope_key: str, now_us: int) -> list[tuple[str, str]]:
@@ -95,13 +108,14 @@ def _pinned(db: runs.Executor, scope_key: str, now_us: int) -> list[tuple[str, s
 
 class Taken(NamedTuple):
     """What an extraction run's claim took and read, and its call: the settings, the session's digest (now the
-    run's), the pinned bodies ``(id, body)``, and the records the prompt was built from: the pinned ones and those
-    the digest quotes."""
+    run's), the pinned bodies ``(id, body)``, the records the prompt was built from (the pinned ones and those
+    the digest quotes), and the claim's instant (what is saved after it, the claim did not see)."""
 
     settings: ExtractionSettings
     digest: list[DigestMessage]
     pinned: list[tuple[str, str]]
     record_ids: list[str]
+    claimed_us: int
 
 
 class Checked(NamedTuple):
@@ -213,7 +227,7 @@ class ExtractionJobs:
         digest = loads(stored) if stored else []
         quoted = _quoted(_bodies(tx, run.scope_key), digest) if digest else []
         record_ids = [*(rid for rid, _ in pinned), *quoted]
-        return Claim(settings.harness, spent, budget, Taken(settings, digest, pinned, record_ids))
+        return Claim(settings.harness, spent, budget, Taken(settings, digest, pinned, record_ids, tx.now_us))
 
     @staticmethod
     def plan(run: ConsolidationRun, claim: Claim[Taken], now: datetime | None) -> Taken | Skip:
@@ -232,8 +246,36 @@ class ExtractionJobs:
         )
 
     @staticmethod
-    def answer_stored(tx: Transaction, plan: Taken) -> None:
-        """Nothing of extraction's own moves with the stored answer."""
+    def answer_stored(tx: Transaction, run_id: str, plan: Taken, result: HarnessResult) -> None:
+        """Register the stored texts as derived from the records saved since the claim that they quote, too
+        (docs/extraction.md, "Pins saved while a run is in flight"): one the prompt quotes erases all three
+        texts when forgotten, one only the answer quotes the answer's two. One already forgotten (its body
+        gone, so what quotes it cannot be told) erases all three now."""
+        later = _saved_since(tx, tx.scope_key, plan.claimed_us)
+        if not later:
+            return
+        live = [(rid, body) for rid, body in later if body is not None]
+        prompt = [*plan.digest, *(DigestMessage("", "pinned", body) for _, body in plan.pinned)]
+        in_prompt = [*(rid for rid, body in later if body is None), *_quoted(live, prompt)]
+        answer = [*_answer_messages(result.answer), DigestMessage("", "model", result.raw_text or "")]
+        in_answer = [rid for rid in _quoted(live, answer) if rid not in in_prompt]
+        for record_ids, columns in ((in_prompt, RUN_TEXTS), (in_answer, ANSWER_TEXTS)):
+            if record_ids:
+                tx.register_derived(RUNS, run_id, record_ids=record_ids, columns=columns)
+
+    @staticmethod
+    def before_apply(tx: Transaction, run: ConsolidationRun) -> ConsolidationRun:
+        """Erase the stored texts now if a record saved since the answer was stored is already forgotten: the
+        answer may restate it (the conversation said it), and its body is gone, so that cannot be told. One saved
+        since and not forgotten, the answer's proposals quoting it, is registered by :meth:`apply`."""
+        if run.answer_stored_at is None:
+            return run
+        later = _saved_since(tx, run.scope_key, to_micros(run.answer_stored_at))
+        forgotten = [rid for rid, body in later if body is None]
+        if not forgotten:
+            return run
+        tx.register_derived(RUNS, run.id, record_ids=forgotten, columns=RUN_TEXTS)
+        return run.model_copy(update=dict.fromkeys(RUN_TEXTS))
 
     @staticmethod
     def unparseable_ops(raw: str) -> int:

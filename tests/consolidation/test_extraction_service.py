@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from consolidation import ConsolidationService, InvalidSettings, Outcome, RunState
+from consolidation.engine import ERASED as ENGINE_ERASED
 from consolidation.errors import InvalidExtractionInput
 from consolidation.extraction.prompt import SYSTEM_PROMPT, decode_user_message
 from consolidation.fake_anthropic import FakeModelServer, Reply
@@ -407,3 +408,155 @@ def test_a_forget_from_a_program_without_the_service_erases_through_the_registry
     # And the session's next run still works: the erased digest counts as empty
     [nothing] = extracting.run_due(now=at(60))
     assert nothing.session_id == "s2" and nothing.outcome == Outcome.PROPOSED and fake.calls == 1
+
+
+# --------------------------------------------------------------------------- pins saved while a run is in flight
+# The conversation says it; the user pins it while the run is in flight, and forgets it. The run's claim read
+# the scope before the pin existed, so only the steps after it can find it (docs/extraction.md, "Pins saved
+# while a run is in flight"). The run is made without an explicit instant: each step at its own, as in service.
+FLIGHT = "my axolotl is called Brunhilde"
+FLIGHT_WORD = "brunhilde"
+UNRELATED = "my locker code is on the blue card"
+UNRELATED_WORD = "locker"
+Step = Callable[[Ledger], object]
+
+
+def traces(led: Ledger, word: str) -> list[str]:
+    """The tables that still store ``word`` (case-insensitively): runs, digests, records (and so proposals)."""
+    found = []
+    with led.engine.connect() as conn:
+        for table in ("consolidation_runs", "extraction_digests", "memory_records"):
+            rows = [list(r) for r in conn.execute(text(f"SELECT * FROM {table}"))]
+            if word in json.dumps(rows, default=str).lower():
+                found.append(table)
+    return found
+
+
+def in_flight(
+    make_extracting: Callable[..., ConsolidationService],
+    fake: FakeModelServer,
+    *,
+    while_called: Step,
+    after_store: Step,
+    proposals: list[dict[str, Any]],
+) -> ConsolidationService:
+    """A service with a pending run of a conversation that says FLIGHT: ``while_called`` runs while the model
+    call is in flight, ``after_store`` between the answer's transaction and the apply's."""
+    services: list[ConsolidationService] = []
+
+    def hook(step: str) -> None:
+        if step == "after_answer_stored":
+            after_store(services[0].led)
+
+    def answer(request: dict[str, Any]) -> list[dict[str, Any]]:
+        while_called(services[0].led)
+        return proposals
+
+    services.append(make_extracting(fault_hook=hook))
+    fake.set_proposals(answer)
+    services[0].notify_turn(SCOPE, session_id="s1", messages=[user(f"remember: {FLIGHT}")], now=at(0))
+    return services[0]
+
+
+def run_now(svc: ConsolidationService) -> Any:
+    [(_, done)] = svc.run_now(SCOPE, job="extract")
+    assert done is not None
+    return done
+
+
+def save(body: str) -> Step:
+    return lambda led: led.save(body)
+
+
+def forget(body: str) -> Step:
+    def step(led: Ledger) -> None:
+        [record] = [r for r in led.records(SCOPE) if r.body == body]
+        led.delete(record.id)
+
+    return step
+
+
+def both(*steps: Step) -> Step:
+    return lambda led: [step(led) for step in steps]
+
+
+def nothing(led: Ledger) -> None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("while_called", "after_store"),
+    [
+        (both(save(FLIGHT), forget(FLIGHT)), nothing),
+        (save(FLIGHT), forget(FLIGHT)),
+        (nothing, both(save(FLIGHT), forget(FLIGHT))),
+    ],
+    ids=["forgotten-during-the-call", "forgotten-before-the-apply", "saved-and-forgotten-before-the-apply"],
+)
+def test_a_pin_saved_and_forgotten_while_a_run_is_in_flight_is_in_no_run_or_proposal(
+    make_extracting: Callable[..., ConsolidationService], fake: FakeModelServer, while_called: Step, after_store: Step
+) -> None:
+    # Given a model whose answer restates the pin the user saved after the claim, and forgot
+    svc = in_flight(
+        make_extracting, fake, while_called=while_called, after_store=after_store,
+        proposals=[{"body": FLIGHT, "kind": "fact"}, {"body": "I prefer tea", "kind": "preference"}],
+    )  # fmt: skip
+    done = run_now(svc)
+    # Then no run, digest or record holds the pin's body: the run settles as erased, nothing of it proposed
+    assert traces(svc.led, FLIGHT_WORD) == []
+    assert done.outcome == Outcome.FAILED and done.error == ENGINE_ERASED and done.proposals_written == 0
+    assert svc.led.proposals(SCOPE) == [] and fake.calls == 1
+
+
+def test_a_pin_saved_while_the_model_thinks_leaves_an_unapplied_answer_when_forgotten(
+    make_extracting: Callable[..., ConsolidationService], fake: FakeModelServer
+) -> None:
+    # Given a run that stored its answer and prompt (the transcript), whose worker died before the apply
+    def crash(led: Ledger) -> None:
+        raise Crash("after_answer_stored")
+
+    svc = in_flight(
+        make_extracting, fake, while_called=save(FLIGHT), after_store=crash,
+        proposals=[{"body": FLIGHT, "kind": "fact"}],
+    )  # fmt: skip
+    with pytest.raises(Crash):
+        run_now(svc)
+    [running] = svc.runs(SCOPE)
+    assert running.state == RunState.RUNNING and FLIGHT_WORD in (running.prompt or "").lower()
+    # When the user forgets the pin, saved after the claim, before the janitor comes
+    forget(FLIGHT)(svc.led)
+    # Then the stored prompt and answer are gone at once, and the janitor settles the run as erased
+    assert traces(svc.led, FLIGHT_WORD) == []
+    [recovered] = svc.recover_stuck(now=at(CAP_S + GRACE_S + 60))
+    assert recovered.outcome == Outcome.FAILED and recovered.error == ENGINE_ERASED
+    assert svc.led.proposals(SCOPE) == [] and fake.calls == 1
+
+
+def test_an_unrelated_pin_saved_while_the_model_thinks_and_forgotten_after_the_store_leaves_the_answer(
+    make_extracting: Callable[..., ConsolidationService], fake: FakeModelServer
+) -> None:
+    # Given a pin the conversation and the answer never mention, saved during the call, forgotten after the store
+    svc = in_flight(
+        make_extracting, fake, while_called=save(UNRELATED), after_store=forget(UNRELATED),
+        proposals=[{"body": FLIGHT, "kind": "fact"}],
+    )  # fmt: skip
+    done = run_now(svc)
+    # Then the answer is applied and kept: its proposal is written, the run keeps its answer
+    assert done.outcome == Outcome.PROPOSED and done.proposals_written == 1 and done.error is None
+    assert [p.body for p in svc.led.proposals(SCOPE)] == [FLIGHT]
+    assert svc.get_run(done.id).answer is not None
+    assert traces(svc.led, UNRELATED_WORD) == []
+
+
+def test_a_pin_saved_and_forgotten_during_the_call_erases_the_answer_even_when_unrelated(
+    make_extracting: Callable[..., ConsolidationService], fake: FakeModelServer
+) -> None:
+    # Given a pin saved and forgotten while the model thinks: its body is gone, so whether the answer restates
+    # it cannot be checked
+    svc = in_flight(
+        make_extracting, fake, while_called=both(save(UNRELATED), forget(UNRELATED)), after_store=nothing,
+        proposals=[{"body": FLIGHT, "kind": "fact"}],
+    )  # fmt: skip
+    done = run_now(svc)
+    # Then the answer is erased all the same (the rule errs on the side of the forget)
+    assert done.outcome == Outcome.FAILED and done.error == ENGINE_ERASED and svc.led.proposals(SCOPE) == []
