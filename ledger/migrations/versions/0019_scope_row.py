@@ -5,11 +5,11 @@ counts' trigger re-created.
 latest instant, and the counts' trigger (``memory_records_count``) moved its counts and its latest
 ``valid_to`` once more for each record row they wrote: three to four writes of the row each (a lock and two
 or three new versions, each a WAL record and a trigger's statement). Now one ``UPDATE`` takes the lock,
-moves the instant and what the trigger moved, and checks the budget, the expiry, the latest ``valid_to``
-and (an edit) the target in its ``WHERE``: the row's values are the latest once it holds the lock, and a
-failed check writes nothing. What the update's own search for a due record could not see (a record that
-became due while it waited) is looked for after it; found, the call raises ``MLNP0`` and its transaction
-is rolled back, and the caller runs the full transaction as for any write that is not plain.
+moves the instant and what the trigger moved, and checks the budget, the expiry and the latest ``valid_to``
+in its ``WHERE``: the row's values are the latest once it holds the lock, and a failed check writes
+nothing. A record due at the instant (and, for an edit, a target that is not an active record in effect
+then) is looked for once the lock is held; found, the call raises ``MLNP0``, its transaction is rolled
+back, and the caller runs the full transaction as for any write that is not plain.
 
 The trigger skips the rows those functions counted themselves: while they write their records, the
 transaction-local setting ``memledger.counted`` names the new record, and the trigger's ``WHEN`` leaves out
