@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from alembic import command
+from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
@@ -466,3 +467,62 @@ def test_downgrade_and_upgrade_again(engine: Engine) -> None:
     assert "allow_removal" not in {c["name"] for c in inspect(engine).get_columns("consolidation_settings")}
     upgrade(engine)
     assert current_revision(engine) == head_revision()
+
+
+# Every revision below head, oldest first: a downgrade to each must leave what a fresh upgrade to it made.
+BELOW_HEAD = [
+    script.revision
+    for script in reversed(list(ScriptDirectory.from_config(alembic_config()).walk_revisions()))
+    if script.revision != head_revision()
+]
+
+
+def _options(index: Any) -> str:
+    """An index's dialect options (a partial index's ``WHERE``) as text."""
+    options = index.get("dialect_options") or {}
+    return repr(sorted((key, " ".join(str(value).split())) for key, value in options.items()))
+
+
+def _schema(engine: Engine) -> dict[str, Any]:
+    """What a revision leaves: each table's columns, indexes and checks (as the inspector reads them), and
+    the triggers and functions, as the database states them."""
+    seen = inspect(engine)
+    tables = {
+        name: (
+            sorted((c["name"], str(c["type"]), c["nullable"], str(c.get("default"))) for c in seen.get_columns(name)),
+            sorted((i["name"], tuple(i["column_names"]), i["unique"], _options(i)) for i in seen.get_indexes(name)),
+            sorted((c["name"] or "", " ".join(str(c["sqltext"]).split())) for c in seen.get_check_constraints(name)),
+        )
+        for name in seen.get_table_names()
+    }
+    with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            found = conn.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'"))
+        else:
+            found = conn.execute(
+                text(
+                    "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
+                    "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = current_schema() "
+                    "UNION ALL SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t "
+                    "JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname = current_schema() AND NOT t.tgisinternal"
+                )
+            )
+        routines = sorted((name, " ".join(str(sql).split())) for name, sql in found)
+    return {"tables": tables, "routines": routines}
+
+
+@pytest.mark.parametrize("revision", BELOW_HEAD)
+def test_a_downgrade_leaves_what_a_fresh_upgrade_made(engine: Engine, revision: str) -> None:
+    # Given the schema a fresh database has at the revision
+    upgrade(engine, revision)
+    fresh = _schema(engine)
+    # When it goes to head and back down to the revision
+    upgrade(engine)
+    cfg = alembic_config()
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+    # Then the schema is what it was
+    assert current_revision(engine) == revision
+    assert _schema(engine) == fresh
