@@ -4,7 +4,7 @@ A run of the suite has a tag (``RUN``, in the environment as ``PYTEST_MEMLEDGER_
 processes and every child inherit it). With it:
 
 * Redis keys: every namespace a test uses starts with ``memledger-test-<run>-<process>-``
-  (:func:`redis_namespace`); a test deletes its process's keys by that prefix, never ``FLUSHDB``;
+  (:func:`redis_namespace`); a test deletes its process's keys by that prefix, never a whole database's;
 * PostgreSQL: a database of a test is ``memledger_test_<run>_<hex>`` (:func:`database_name`), a schema
   ``t_<run>_<hex>`` (:func:`schema_name`), dropped by the test that made it;
 * processes: a child starts in a process group of its own (:func:`popen`), and the group is killed at the
