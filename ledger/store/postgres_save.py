@@ -33,10 +33,10 @@ every record of the scope): the scope's row holds the latest ``valid_to`` of its
 The scope's row is written once: one ``UPDATE`` takes the lock, moves the latest instant and the
 active count, and holds the checks on the row in its ``WHERE`` (PostgreSQL checks them again on the
 row's latest version once it has the lock), so a failed check writes nothing. The counts' trigger
-skips the rows the function counted itself (``postgres_ddl.COUNTED``). The update's search for a
-due record was made before it waited; the one after it sees what committed meanwhile, and if it
-finds one the function raises :data:`~ledger.store.postgres_ddl.NOT_PLAIN`: its transaction is
-rolled back and :func:`call` answers None, as for a save declined before the lock.
+skips the rows the function counted itself (``postgres_ddl.COUNTED``). A record due at the instant
+is looked for once the lock is held; if there is one the function raises
+:data:`~ledger.store.postgres_ddl.NOT_PLAIN`: its transaction is rolled back and :func:`call`
+answers None, as for a save the update declined.
 
 An edit (``supersedes`` one record, no conflict group given) has its own function,
 ``memledger_edit``: under the same lock and the same instant it closes the target, logs its

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Connection, create_engine, text
 
 from ledger import Ledger, MemoryRecord, open_ledger
 from ledger.errors import BudgetExceeded, InvalidInstant, InvalidTransition, RecordNotFound
@@ -295,35 +296,48 @@ _WAITING_CALL = (
 )
 
 
+@contextmanager
+def _holding_the_scope_lock(led: Ledger) -> Iterator[Connection]:
+    """A connection whose open transaction holds ``led``'s scope lock; closed (rolled back unless committed) after."""
+    holder = led.engine.connect()
+    try:
+        holder.begin()
+        holder.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": led.scope_key})
+        yield holder
+    finally:
+        holder.close()
+
+
+def _waiting_calls(holder: Connection, call: str) -> list[int]:
+    """The server processes running ``call`` (a LIKE pattern) that wait for ``holder``'s lock, once there are any
+    (waited for up to 5 s; none then)."""
+    holder_pid = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            for _ in range(500):
+                pids = list(conn.execute(text(_WAITING_CALL), {"q": call, "holder": holder_pid}).scalars())
+                if pids:
+                    return pids
+                threading.Event().wait(0.01)
+    finally:
+        admin.dispose()
+    return []
+
+
 @pytest.mark.parametrize("edit", [False, True], ids=["save", "edit"])
 def test_a_connection_lost_during_the_call_writes_the_pin_once(fast: Ledger, edit: bool) -> None:
     # Given a plain save (or edit) whose call waits for the scope's lock, held by another transaction
     first = fast.save("first")
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    holder = fast.engine.connect()
-    holder.begin()
-    holder.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": fast.scope_key})
-    holder_pid = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
     saved: list[Any] = []
     options = {"supersedes": first.id} if edit else {}
     worker = threading.Thread(target=lambda: saved.append(fast.save("saved once", **options)))
-    worker.start()
-    try:
+    with _holding_the_scope_lock(fast) as holder:
+        worker.start()
         # When the server ends the waiting call's connection
-        with admin.connect() as conn:
-            pids: list[int] = []
-            call = "SELECT * FROM memledger_edit%" if edit else "SELECT memledger_save%"
-            for _ in range(500):
-                pids = list(conn.execute(text(_WAITING_CALL), {"q": call, "holder": holder_pid}).scalars())
-                if pids:
-                    break
-                threading.Event().wait(0.01)
-            assert len(pids) == 1
-            conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pids[0]})
-    finally:
-        holder.rollback()
-        holder.close()
-        admin.dispose()
+        pids = _waiting_calls(holder, "SELECT * FROM memledger_edit%" if edit else "SELECT memledger_save%")
+        assert len(pids) == 1
+        holder.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pids[0]})
     worker.join(timeout=30)
     # Then the save finds it was not written, writes it, and it is there once
     assert [r.body for r in saved] == ["saved once"]
@@ -351,11 +365,6 @@ def _kept_counts(led: Ledger) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
 def _while_locked(led: Ledger, call: str, change: str, values: dict[str, Any], write: Callable[[], Any]) -> list[Any]:
     """Run ``write`` on a thread while another transaction holds the scope's lock; once ``write``'s call (``call``,
     a LIKE pattern) waits for it, that transaction makes ``change`` and commits. What ``write`` returned or raised."""
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    holder = led.engine.connect()
-    holder.begin()
-    holder.execute(text("SELECT 1 FROM scope_settings WHERE scope_key = :s FOR UPDATE"), {"s": led.scope_key})
-    holder_pid = holder.execute(text("SELECT pg_backend_pid()")).scalar_one()
     done: list[Any] = []
 
     def run() -> None:
@@ -365,20 +374,12 @@ def _while_locked(led: Ledger, call: str, change: str, values: dict[str, Any], w
             done.append(exc)
 
     worker = threading.Thread(target=run)
-    worker.start()
-    try:
-        with admin.connect() as conn:
-            for _ in range(500):
-                if conn.execute(text(_WAITING_CALL), {"q": call, "holder": holder_pid}).first() is not None:
-                    break
-                threading.Event().wait(0.01)
-            else:
-                raise AssertionError("the call never waited for the lock")
+    with _holding_the_scope_lock(led) as holder:
+        worker.start()
+        if not _waiting_calls(holder, call):
+            raise AssertionError("the call never waited for the lock")
         holder.execute(text(change), values)
         holder.commit()
-    finally:
-        holder.close()
-        admin.dispose()
     worker.join(timeout=30)
     return done
 
