@@ -19,7 +19,6 @@ from __future__ import annotations
 import sqlite3
 import statistics
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,6 +34,7 @@ from consolidation.harnesses.extract_offline import OfflineExtractor
 from ledger import open_ledger
 from tests.bench.conftest import FigureTable
 from tests.conftest import T0, Clock
+from tests.hygiene import lose_namespace, redis_namespace
 from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
 
@@ -148,12 +148,13 @@ def redis_runtime(tmp_path: Path, redis_url: str) -> Iterator[Runtime]:
         WorkerConfig(
             database_url=f"sqlite:///{tmp_path / 'turns.db'}",
             redis_url=redis_url,
-            redis_namespace="bench-" + uuid.uuid4().hex[:8],
+            redis_namespace=redis_namespace(),
             log_level="WARNING",
         )
     )
     yield made
     made.close(timeout_s=10)
+    lose_namespace(redis_url, made.config.redis_namespace)
 
 
 @pytest.mark.redis
@@ -163,7 +164,7 @@ def test_notify_turn_with_ten_messages_against_a_redis_round_trip(redis_runtime:
     svc.update_extraction_settings(SCOPE, mode="propose", harness="offline", debounce_s=3600, max_wait_s=None)
     client = redis.Redis.from_url(redis_url)
     delayed = f"{redis_runtime.config.redis_namespace}:memledger.DQ"
-    scratch = f"bench-{uuid.uuid4().hex}"
+    scratch = redis_namespace() + ":scratch"
     whole, sends, pushes = [], [], []
     # Conversations of 10 turns, each turn 10 messages, one session each: the queue sees one message
     # per job per conversation (the turn that creates the run), however many turns follow.

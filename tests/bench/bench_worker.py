@@ -19,7 +19,6 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ import redis
 from consolidation import RunState
 from ledger import open_ledger
 from tests.bench.conftest import FigureTable
+from tests.hygiene import lose_namespace, redis_namespace
 from worker.config import WorkerConfig
 from worker.runtime import Runtime, build_runtime
 
@@ -65,7 +65,7 @@ def runtimes(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Runtime]]
     def factory(**config: Any) -> Runtime:
         config.setdefault("database_url", f"sqlite:///{tmp_path / 'bench.db'}")
         config.setdefault("redis_url", redis_url)
-        config.setdefault("redis_namespace", "bench-" + uuid.uuid4().hex[:8])
+        config.setdefault("redis_namespace", redis_namespace())
         config.setdefault("log_level", "WARNING")
         runtime = build_runtime(WorkerConfig(**config))
         made.append(runtime)
@@ -74,6 +74,7 @@ def runtimes(tmp_path: Path, redis_url: str) -> Iterator[Callable[..., Runtime]]
     yield factory
     for runtime in made:
         runtime.close(timeout_s=10)
+        lose_namespace(redis_url, runtime.config.redis_namespace)
 
 
 def seed_scopes(runtime: Runtime, count: int, **settings: Any) -> list[str]:
@@ -99,7 +100,7 @@ def test_enqueue_cost_per_turn_against_a_bare_redis_round_trip(
     client = redis.Redis.from_url(redis_url)
     actor = runtime.actors.consolidate_scope
     payload = actor.message(run.id).encode()
-    scratch = f"bench-{uuid.uuid4().hex}"
+    scratch = redis_namespace() + ":scratch"
     sends, raw, pushes = [], [], []
     for i in range(ENQUEUE_SAMPLES):  # interleaved, so all three see the same machine
         started = time.perf_counter()
