@@ -9,8 +9,10 @@
 * sweep time for the same number of due records among 20x more held records
   (target: <= 1.5x in CPU time);
 * against LangGraph's ``SqliteStore`` with both sides at ``synchronous=NORMAL``, then both at ``FULL``:
-  save vs ``put`` (target: <= 2x the time), edit vs ``put`` over a key (<= 3x), list and get; then where
-  one save's and one edit's time goes on each side, statement by statement.
+  save vs ``put`` (target: <= 2x the time), edit vs ``put`` over a key (<= 3x), list and get; beside them
+  the floor, the ledger's own statements replayed on raw ``sqlite3`` at the same level
+  (``tests/bench/sqlite_floor.py``); then where one save's and one edit's time goes on each side, statement
+  by statement.
 
 Each figure is the median of interleaved rounds (see ``tests/bench/conftest.py``; the
 save target applies to wall-clock time, the scaling targets to CPU time, and both are
@@ -19,7 +21,6 @@ printed); the figures and the method are recorded in ``docs/performance.md``.
 
 from __future__ import annotations
 
-import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ from sqlalchemy import Engine, event
 from ledger import Ledger, open_ledger, screen_body, to_micros
 from ledger.store import sqlite as ledger_sqlite
 from tests.bench.conftest import Sample, interleave, load, median, note, once, per_op, report
+from tests.bench.sqlite_floor import LedgerStatements, RawSqlite
 from tests.bench.where_time_goes import TimedSqlite, breakdown, sqlite_clock
 
 pytestmark = [pytest.mark.bench, pytest.mark.timeout(900)]
@@ -64,110 +66,9 @@ PINS = (
     "Release branches are named release/YYYY.MM",
 )
 
-# The pragmas ledger.store.sqlite sets on every SQLite connection, so the baseline pays the same.
-PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=NORMAL",
-    "PRAGMA secure_delete=ON",
-    "PRAGMA busy_timeout=5000",
-    "PRAGMA foreign_keys=ON",
-)
-
 
 def pin(r: int, i: int) -> str:
     return f"{PINS[i % len(PINS)]} (note {r}.{i})"
-
-
-# --------------------------------------------------------------------------- the raw baseline
-class RawSqlite:
-    """What a hand-written save on the sqlite3 module does: the same rows, in one transaction.
-
-    The database comes from the project's migration (same tables, indexes, CHECKs and
-    FTS triggers), so the record insert fires the same FTS insert as the ledger's.
-    """
-
-    # The schema keeps each scope's counts (triggers, migration 0009): a hand-written save reads them.
-    BUDGET = "SELECT max_records, active_count + proposed_count FROM scope_settings WHERE scope_key = ?"
-    INSERT = (
-        "INSERT INTO memory_records (id, scope_key, kind, body, provenance, status, source_session_id, supersedes, "
-        "superseded_by, confidence_bps, rationale, valid_from, valid_to, expires_at, conflict_group, erased_at, "
-        "created_at, updated_at) VALUES (?, ?, 'fact', ?, 'user_explicit', 'active', NULL, '[]', NULL, NULL, NULL, "
-        "?, NULL, NULL, NULL, NULL, ?, ?)"
-    )
-    EVENT = (
-        "INSERT INTO ledger_events (at, scope_key, event, record_id, reason, run_id, detail) "
-        "VALUES (?, ?, 'saved', ?, NULL, NULL, '{\"supersedes\": []}')"
-    )
-
-    def __init__(self, path: Path, *, checkpoints_aside: bool = False) -> None:
-        open_ledger(f"sqlite:///{path}").close()  # the migration, nothing else
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        for pragma in PRAGMAS:
-            self.conn.execute(pragma)
-        # The ledger checkpoints the WAL in a thread of its own (ledger/store/sqlite_wal.py), not in a commit:
-        # checkpoints_aside leaves the baseline's checkpoints out of its saves too, run between rounds instead.
-        self.checkpoints_aside = checkpoints_aside
-        if checkpoints_aside:
-            self.conn.execute("PRAGMA wal_autocheckpoint=0")
-
-    def checkpoint(self) -> None:
-        """Between rounds, untimed: the checkpoint the saves of a baseline with ``checkpoints_aside`` left."""
-        if self.checkpoints_aside:
-            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-
-    def add_scope(self, scope: str, max_records: int = SCOPE_SIZE) -> None:
-        self.conn.execute(
-            "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at) VALUES (?, ?, 0, 0)",
-            (scope, max_records),
-        )
-
-    def save(self, scope: str, body: str, now_us: int) -> str:
-        record_id = "mem_" + secrets.token_hex(12)
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            budget, held = conn.execute(self.BUDGET, (scope,)).fetchone()
-            if held + 1 > budget:
-                raise RuntimeError(f"{scope} is full")
-            conn.execute(self.INSERT, (record_id, scope, body, now_us, now_us, now_us))
-            conn.execute(self.EVENT, (now_us, scope, record_id))
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return record_id
-
-    def count(self, sql: str) -> int:
-        return int(self.conn.execute(sql).fetchone()[0])
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-class LedgerStatements(RawSqlite):
-    """The exact statements ``Ledger.save`` runs, replayed on raw sqlite3: the database's share of a save."""
-
-    # The scope's stamp, returning the budget, the counts and whether anything is due at the instant.
-    STAMP = (
-        "INSERT INTO scope_settings (scope_key, max_records, created_at, updated_at, latest_at) "
-        "VALUES (?, 200, ?, ?, ?) ON CONFLICT (scope_key) DO UPDATE SET latest_at = CASE "
-        "WHEN scope_settings.latest_at IS NULL OR scope_settings.latest_at < excluded.latest_at "
-        "THEN excluded.latest_at WHEN 1 = 1 THEN scope_settings.latest_at ELSE scope_settings.latest_at + 1 END "
-        "RETURNING latest_at, max_records, active_count, proposed_count, EXISTS (SELECT * FROM memory_records "
-        "WHERE status IN ('active', 'proposed') AND expires_at IS NOT NULL AND expires_at <= "
-        "CASE WHEN 1 = 1 THEN ? ELSE scope_settings.latest_at END AND +memory_records.scope_key = ?)"
-    )
-    STATEMENTS = 5  # BEGIN IMMEDIATE, the stamp, the two inserts, COMMIT
-
-    def save(self, scope: str, body: str, now_us: int) -> str:
-        record_id = "mem_" + secrets.token_hex(12)
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(self.STAMP, (scope, now_us, now_us, now_us, now_us, scope)).fetchone()
-        conn.execute(self.INSERT, (record_id, scope, body, now_us, now_us, now_us))
-        conn.execute(self.EVENT, (now_us, scope, record_id))
-        conn.execute("COMMIT")
-        return record_id
 
 
 def count(led: Ledger, sql: str) -> int:
@@ -193,7 +94,7 @@ def test_save_throughput_against_raw_sqlite3(tmp_path: Path) -> None:
     def hand_written(db: RawSqlite) -> Callable[[int], Sample]:
         def baseline(r: int) -> Sample:
             scope = f"account:save{r}"
-            db.add_scope(scope)
+            db.add_scope(scope, SCOPE_SIZE)
             db.checkpoint()
             start_us = to_micros(T0 + timedelta(days=r))
             return per_op(lambda i: db.save(scope, pin(r, i), start_us + i * 1_000_000), SAVES_PER_ROUND)
@@ -478,7 +379,17 @@ def test_side_by_side_with_langgraph_sqlite_store(
     def their_put(r: int) -> Sample:
         return per_op(lambda i: theirs.store.put(("memories", f"lg{r}"), f"k{i}", {"text": bodies[i]}), LANGGRAPH_N)
 
-    saves = interleave({"ours": ours_save, "theirs": their_put}, rounds=LANGGRAPH_ROUNDS, warmup=1)
+    # The floor: the ledger's own statements on raw sqlite3 at the same level, no ledger code around them
+    floor = LedgerStatements(tmp_path / "floor.db", checkpoints_aside=True, synchronous=synchronous)
+    floor_ids: dict[int, list[str]] = {}
+
+    def floor_save(r: int) -> Sample:
+        floor.checkpoint()
+        out = floor_ids[r] = []
+        start_us = to_micros(T0 + timedelta(days=r))
+        return per_op(lambda i: out.append(floor.save(f"account:floor{r}", bodies[i], start_us + i)), LANGGRAPH_N)
+
+    saves = interleave({"ours": ours_save, "theirs": their_put, "floor": floor_save}, rounds=LANGGRAPH_ROUNDS, warmup=1)
     save_fig = report(
         f"SQLite {level_name}: save vs SqliteStore.put",
         saves["ours"],
@@ -523,8 +434,24 @@ def test_side_by_side_with_langgraph_sqlite_store(
     def overwrite(r: int, i: int) -> None:
         theirs.store.put(("memories", f"lg{last}"), f"k{(r * 100 + i) % len(ids)}", {"text": "edited"})
 
+    floor_last = floor_ids[max(floor_ids)]
+    floor_clock = [to_micros(FAR)]
+
+    def floor_edit(r: int, i: int) -> None:
+        key = (r * 100 + i) % len(floor_last)
+        floor_clock[0] += 1
+        floor_last[key] = floor.edit(f"account:floor{max(floor_ids)}", floor_last[key], bodies[key], floor_clock[0])
+
+    def floor_edits(r: int) -> Sample:
+        floor.checkpoint()
+        return per_op(partial(floor_edit, r), 100)
+
     edits = interleave(
-        {"ours": lambda r: per_op(partial(edit, r), 100), "theirs": lambda r: per_op(partial(overwrite, r), 100)},
+        {
+            "ours": lambda r: per_op(partial(edit, r), 100),
+            "theirs": lambda r: per_op(partial(overwrite, r), 100),
+            "floor": floor_edits,
+        },
         rounds=9,
     )
     edit_fig = report(
@@ -536,6 +463,14 @@ def test_side_by_side_with_langgraph_sqlite_store(
     )
     wall = {name: median([s.wall_s for s in runs]) for name, runs in saves.items()}
     note(f"saves per second: memledger {1 / wall['ours']:,.0f}, LangGraph SqliteStore {1 / wall['theirs']:,.0f}")
+    edit_wall = {name: median([s.wall_s for s in runs]) for name, runs in edits.items()}
+    note(
+        f"the floor at {level_name}, the ledger's own statements on raw sqlite3 with no ledger code around them "
+        f"(checkpoints between rounds): save {wall['floor'] * 1e6:.0f} us = {wall['floor'] / wall['theirs']:.2f}x "
+        f"a put (target 2x), edit {edit_wall['floor'] * 1e6:.0f} us = "
+        f"{edit_wall['floor'] / edit_wall['theirs']:.2f}x a put over a key (target 3x)"
+    )
+    floor.close()
 
     # Where one save's and one edit's time goes (hooks on both drivers; writes of their own, after the figures)
     fresh = Ledger(base.engine, account="breakdown")
