@@ -7,14 +7,16 @@ a consolidation run's claim and settlement, each a transaction of its own.
 
 Against ``PostgresStore`` (the ``bench`` extra) both sides commit durably (``synchronous_commit`` on, checked):
 save vs ``put`` (target: at least as many saves per second), edit vs ``put`` over a key (target: at most
-1.5x the time), then where one save's and one edit's time goes on both sides, statement by statement
+1.5x the time), beside them the floor (the ledger's save function called with ready values from a bare
+psycopg connection), then where one save's and one edit's time goes on both sides, statement by statement
 (``tests/bench/where_time_goes.py``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -22,7 +24,10 @@ import psycopg
 import pytest
 
 from consolidation import ConsolidationService, Outcome, runs
-from ledger import Ledger, Transaction, open_ledger
+from ledger import Ledger, Transaction, open_ledger, validate
+from ledger.models import Provenance
+from ledger.statements import record_detail
+from ledger.store import postgres_save
 from tests.bench.conftest import Sample, interleave, load, median, note, per_op, report
 from tests.bench.where_time_goes import breakdown, psycopg_clock
 from tests.conftest import PG_URL, durable
@@ -128,6 +133,33 @@ def langgraph_store(pg_schema: str) -> Iterator[Any]:
     conn.close()
 
 
+@contextmanager
+def floor_saves(led: Ledger, store: Any, body: str) -> Iterator[Callable[[int], Sample]]:
+    """Rounds of the ledger's plain save as the server runs it (``memledger_save``), called with ready values from a
+    psycopg connection of its own like LangGraph's: what a save costs with no ledger code around the statement."""
+    scoped = Ledger(led.engine, account="floor")
+    scoped.set_budget(scoped.scope_key, 1_000_000)  # the function declines a scope without its settings row
+    conn = psycopg.connect(store.conn.info.dsn, autocommit=True, prepare_threshold=0)
+    detail = record_detail((), Provenance.USER_EXPLICIT)
+
+    def save(r: int, i: int) -> None:
+        params = {
+            "s": scoped.scope_key,
+            "clock": time.time_ns() // 1_000,
+            "default_max": 200,
+            "id": validate.new_record_id(),
+            "kind": "fact",
+            "body": body.format(r=r, i=i),
+            "session": None,
+            "expires": None,
+            "detail": detail,
+        }
+        assert conn.execute(postgres_save.CALL, params).fetchone() != (None,), "the floor's save was declined"
+
+    with conn:
+        yield lambda r: per_op(partial(save, r), SAVES)
+
+
 def test_side_by_side_with_langgraph_postgres_store(
     durable_pg: Ledger, langgraph_store: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,7 +179,13 @@ def test_side_by_side_with_langgraph_postgres_store(
             lambda i: langgraph_store.put(("memories", "pg"), f"k{r}.{i}", {"text": body.format(r=r, i=i)}), SAVES
         )
 
-    saves = interleave({"ours": ours_save, "theirs": their_put}, rounds=STORE_ROUNDS)
+    with floor_saves(durable_pg, langgraph_store, body) as floor:
+        saves = interleave({"ours": ours_save, "theirs": their_put, "floor": floor}, rounds=STORE_ROUNDS)
+    wall = {name: median([s.wall_s for s in runs]) for name, runs in saves.items()}
+    note(
+        f"the floor, the ledger's save function called from a bare psycopg connection (one round trip, no ledger "
+        f"code, no screening): {wall['floor'] * 1e6:.0f} us = {wall['floor'] / wall['theirs']:.2f}x a put (target 1x)"
+    )
     save_fig = report(
         "PostgreSQL: save vs PostgresStore.put",
         saves["ours"],
