@@ -126,7 +126,6 @@ class ConsolidationService:
         self.runner = RunEngine(led, {CONSOLIDATE_JOB: self.consolidation, EXTRACT_JOB: self.extraction}, fault_hook)
         self.jobs: dict[str, Job] = self.runner.jobs
         led.add_capability_provider(self.capabilities)
-        led.add_erase_hook(self.extraction.scrub_digests_hook)
         # A full scope is due for consolidation rather than blocked by it (docs/consolidation.md).
         led.set_budget_hook("consolidation", self.consolidation.on_budget_full)
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
+from importlib.metadata import entry_points
 from typing import Any
 
 from sqlalchemy import Connection
 
 # Hooks called inside the delete transaction with the scope, and the ids and bodies it erased.
 EraseHook = Callable[[Connection, str, Sequence[str], Sequence[str]], None]
+# The entry-point group naming other packages' erase hooks (pyproject.toml): text they keep that the derived-text
+# registry cannot reach, which every delete must scrub whichever program deletes (the ledger imports no other package).
+ERASURE_GROUP = "memledger.erasure"
 # Hooks called when a scope reaches its budget: ``hook(tx)`` inside the save or proposal that takes the
 # last slot, and in a transaction of its own after a save or proposal refused for the budget. A hook
 # returns a sentence for the refusal message (consolidation: "a run is scheduled to make room"), or None.
@@ -37,6 +42,13 @@ class WritePolicy:
         return [note for hook in list(self.budget_hooks.values()) if (note := hook(tx))]
 
     def erased(self, conn: Connection, scope_key: str, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
-        """Call every erase hook, inside the delete's transaction."""
-        for hook in self.erase_hooks:
+        """Call every package's erase hook (:func:`package_erase_hooks`), then those added to this ledger, inside
+        the delete's transaction."""
+        for hook in (*package_erase_hooks(), *self.erase_hooks):
             hook(conn, scope_key, record_ids, bodies)
+
+
+@cache
+def package_erase_hooks() -> tuple[EraseHook, ...]:
+    """The erase hooks the ``memledger.erasure`` entry points name, loaded on the first delete, in name order."""
+    return tuple(entry.load() for entry in sorted(entry_points(group=ERASURE_GROUP), key=lambda e: e.name))

@@ -16,13 +16,12 @@ budget left settles ``skipped_budget`` without a call. Nothing here knows of que
 from __future__ import annotations
 
 import logging
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import BindParameter, Connection, bindparam, delete, insert, or_, select, update
+from sqlalchemy import BindParameter, bindparam, delete, insert, or_, select, update
 
 from consolidation import runs
 from consolidation.connections import Connections
@@ -53,7 +52,6 @@ from ledger.schema import RECORDS
 
 log = logging.getLogger(__name__)
 
-ERASED = "[erased]"
 JOB = "extract"
 C = RUNS.c
 G = DIGESTS.c
@@ -330,25 +328,6 @@ class ExtractionJobs:
                 continue
             stored.append(record.id)
         return stored
-
-    def scrub_digests_hook(self, conn: Connection, scope: str, ids: Sequence[str], bodies: Sequence[str]) -> None:
-        """An erase hook (in the delete's transaction): a forgotten body leaves the text of the scope's digests too.
-
-        The registry (above) covers the records a digest quoted when it was written; this also
-        covers a body pinned after the message that quotes it, in the processes that run the service.
-        """
-        needles = sorted({" ".join(b.split()) for b in bodies if b and b.strip()}, key=len, reverse=True)
-        if not needles:
-            return
-        pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
-        digests = conn.execute(select(G.session_id, G.messages).where(G.scope_key == scope, G.messages.is_not(None)))
-        for session_id, stored in digests.all():
-            digest = loads(stored)
-            if not any(pattern.search(m.text) for m in digest):
-                continue
-            cleaned = [DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
-            key = _digest_key(scope, session_id)
-            conn.execute(update(DIGESTS).where(*key).values(messages=dumps(cleaned), chars=chars(cleaned)))
 
     def _extractor(self, settings: ExtractionSettings) -> Extractor:
         """The scope's extraction harness (an injected one by name, else the registry's for the scope's target)."""

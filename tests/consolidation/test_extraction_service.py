@@ -410,6 +410,23 @@ def test_a_forget_from_a_program_without_the_service_erases_through_the_registry
     assert nothing.session_id == "s2" and nothing.outcome == Outcome.PROPOSED and fake.calls == 1
 
 
+def test_a_pin_saved_after_the_message_quoting_it_and_forgotten_by_a_plain_program_leaves_no_digest_text(
+    extracting: ConsolidationService, fake: FakeModelServer, make_ledger: Callable[..., Ledger]
+) -> None:
+    # Given a pending digest whose message says what the user pins only afterwards (no registry row names the pin)
+    led = extracting.led
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user("note: my wombat xylograph locker")], now=at(0))
+    pin = led.save("my wombat xylograph locker", now=at(1))
+    # When another program (a plain ledger, as `memledger unpin` opens, no service on it) forgets the pin
+    plain = make_ledger()
+    plain.delete(pin.id, now=at(2))
+    # Then no digest holds its words, and the run that takes the digest sends none of them to the model
+    assert all("xylograph" not in (messages or "") for _, messages in digests(led))
+    extracting.run_due(now=at(30))
+    assert all("xylograph" not in json.dumps(r) for r in extraction_requests(fake))
+    assert all("xylograph" not in (p.body or "") for p in led.proposals(SCOPE))
+
+
 # --------------------------------------------------------------------------- pins saved while a run is in flight
 # The conversation says it; the user pins it while the run is in flight, and forgets it. The run's claim read
 # the scope before the pin existed, so only the steps after it can find it (docs/extraction.md, "Pins saved

@@ -1,0 +1,41 @@
+"""What a forget does to extraction's own text: the digests' messages lose the forgotten bodies.
+
+The ledger calls :func:`scrub_digests` inside every delete transaction, in whichever program deletes (the
+``memledger.erasure`` entry point in pyproject.toml names it; :mod:`ledger.policy` loads it), whether or not
+that program runs the extraction service: ``memledger unpin`` and a plain library caller erase as the server
+does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, select, update
+
+from consolidation.extraction.digest import DigestMessage, chars, dumps, loads
+from consolidation.tables import DIGESTS
+
+ERASED = "[erased]"
+G = DIGESTS.c
+
+
+def scrub_digests(conn: Connection, scope: str, ids: Sequence[str], bodies: Sequence[str]) -> None:
+    """An erase hook (in the delete's transaction): a forgotten body leaves the text of the scope's digests too.
+
+    The registry (docs/ledger.md, "Derived text") covers the records a digest quoted when it was written; this
+    also covers a body pinned after the message that quotes it. Each quote becomes ``[erased]``, compared
+    case-insensitively with any run of whitespace for a space.
+    """
+    needles = sorted({" ".join(b.split()) for b in bodies if b and b.strip()}, key=len, reverse=True)
+    if not needles:
+        return
+    pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
+    digests = conn.execute(select(G.session_id, G.messages).where(G.scope_key == scope, G.messages.is_not(None)))
+    for session_id, stored in digests.all():
+        digest = loads(stored)
+        if not any(pattern.search(m.text) for m in digest):
+            continue
+        cleaned = [DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
+        key = (G.scope_key == scope, G.session_id == session_id)
+        conn.execute(update(DIGESTS).where(*key).values(messages=dumps(cleaned), chars=chars(cleaned)))
