@@ -4,8 +4,10 @@ Both use the entry format of the reference memory-ledger tool (docs/file-ledger.
 ledger's public API only (``records``, ``list``, ``proposals``, ``propose``).
 
 Export writes one ``<record id>.md`` per record that ever applied (active,
-superseded, expired) and still has its body: erased bodies are never written,
-proposals and rejected proposals are not memories and are skipped. ``fact`` is the
+superseded, expired) and still has its body: erased bodies are never written, and the
+file an earlier export wrote for a record forgotten since is removed (the file whose
+``source.reference`` names that record); proposals and rejected proposals are not
+memories and are skipped. ``fact`` is the
 record's body; provenance maps to ``source.kind`` by :data:`SOURCE_KIND_OF`; a
 supersession becomes ``superseded-by: <successor id>.md``; ``expires_at`` becomes
 ``expires``, the last day the record holds (``expires_at`` = that day + 1 at 00:00
@@ -32,10 +34,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from ledger.core import Ledger
-from ledger.errors import BudgetExceeded, LedgerError
+from ledger.errors import BudgetExceeded, EntryUnreadable, LedgerError
 from ledger.files.audit import Finding, audit_directory
 from ledger.files.dates import expires_at_of, expires_day_of, format_instant
-from ledger.files.entry import parse_entry, validate, write_no_follow
+from ledger.files.entry import parse_entry, read_entry, validate, write_no_follow
 from ledger.files.model import Entry, SourceKind
 from ledger.models import MemoryRecord, Provenance, Status
 
@@ -66,6 +68,8 @@ class ExportResult:
     scope_key: str
     written: list[str] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    # Files an earlier export wrote for records whose body has been erased since.
+    removed: list[str] = field(default_factory=list)
 
 
 def record_reference(record: MemoryRecord) -> str:
@@ -133,15 +137,18 @@ def export_scope(
 ) -> ExportResult:
     """Write the records of ``scope_key`` that ever applied, with their history, as entries in ``directory``.
 
-    Existing files of the same name are overwritten; other files are left alone. A symbolic
-    link where a file would go is never written through (nor replaced): that record is
-    skipped with the reason. Raises :class:`~ledger.errors.LedgerError` (bad scope) and
+    Existing files of the same name are overwritten; other files are left alone, except the file an
+    earlier export wrote for a record whose body has been erased since (named ``<id>.md`` and whose
+    ``source.reference`` names that record), which is removed: a forgotten body leaves the export too. A
+    symbolic link where a file would go is never written through (nor replaced, nor removed): that record
+    is skipped with the reason. Raises :class:`~ledger.errors.LedgerError` (bad scope) and
     :class:`OSError` (cannot write).
     """
     result = ExportResult(directory, scope_key)
     texts: dict[str, str] = {}
+    records = led.records(scope_key)
     # Newest first, so a successor is decided before its predecessors.
-    for record in reversed(led.records(scope_key)):
+    for record in reversed(records):
         reason = _export_refusal(record, texts)
         if reason is None:
             successor = record.superseded_by if record.status == Status.SUPERSEDED else None
@@ -162,7 +169,24 @@ def export_scope(
             in_the_way.append(Skipped(record_id, f"{record_id}.md is a symbolic link: not written through"))
     result.skipped.reverse()
     result.skipped.extend(in_the_way)
+    result.removed = _remove_erased(directory, [r for r in records if r.erased or r.body is None])
     return result
+
+
+def _remove_erased(directory: Path, erased: Sequence[MemoryRecord]) -> list[str]:
+    """Remove the files an earlier export wrote for the ``erased`` records; their names. A link is never removed
+    (its entry names no record), nor a file another tool wrote under such a name."""
+    removed = []
+    for record in erased:
+        path = directory / f"{record.id}.md"
+        try:
+            found = read_entry(path)
+        except EntryUnreadable:
+            continue  # no such file (or not a regular one): nothing an export wrote
+        if found.source_reference == record_reference(record):
+            path.unlink()
+            removed.append(path.name)
+    return removed
 
 
 def _export_refusal(record: MemoryRecord, exported: dict[str, str]) -> str | None:

@@ -378,6 +378,7 @@ def export_cmd(
 def _export_text(r: ExportResult) -> str:
     lines = [f"Exported {len(r.written)} record(s) of {r.scope_key} to {r.directory} ({len(r.skipped)} skipped)."]
     lines.extend(f"  skipped {s.name}: {s.reason}" for s in r.skipped)
+    lines.extend(f"  removed {name}: an earlier export's file of a record forgotten since" for name in r.removed)
     return "\n".join(lines)
 
 
@@ -387,6 +388,7 @@ def _export_json(r: ExportResult) -> str:
         "scope": r.scope_key,
         "written": r.written,
         "skipped": [{"record": s.name, "reason": s.reason} for s in r.skipped],
+        "removed": r.removed,
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)
 

@@ -96,6 +96,27 @@ def test_export_is_repeatable(populated: Ledger, tmp_path: Path) -> None:
     assert {p.name: p.read_text() for p in out.iterdir()} == before
 
 
+def test_export_after_a_forget_removes_the_files_an_earlier_export_wrote_for_the_chain(
+    make_sqlite_ledger: object, tmp_path: Path
+) -> None:
+    # Given an exported chain (a pin and its edit), and another tool's file under the name of a third pin
+    led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
+    first = led.save("my quillwort trellis plan", now=T0)
+    edited = led.save("my quillwort trellis plan, revised", supersedes=first.id, now=T0 + timedelta(hours=1))
+    other = led.save("a pin another tool also wrote about", now=T0)
+    out = tmp_path / "export"
+    export_scope(led, led.scope_key, out, now=LATER)
+    (out / f"{other.id}.md").write_text(entry(fact="quillwort notes of my own", ref="notes/quillwort"))
+    # When the edit is forgotten (its whole chain erased) and the scope exported again into the same directory
+    led.delete(edited.id, now=T0 + timedelta(hours=2))
+    led.delete(other.id, now=T0 + timedelta(hours=2))
+    result = export_scope(led, led.scope_key, out, now=LATER)
+    # Then the chain's files are gone, and the file another tool wrote is left alone
+    assert all("trellis" not in p.read_text() for p in out.iterdir())
+    assert sorted(p.name for p in out.iterdir()) == [f"{other.id}.md"]
+    assert sorted(result.removed) == sorted([f"{first.id}.md", f"{edited.id}.md"])
+
+
 def test_round_trip_export_validate_audit_import(populated: Ledger, make_sqlite_ledger: object, tmp_path: Path) -> None:
     # Given an exported scope
     out = tmp_path / "export"
