@@ -87,7 +87,8 @@ class PostgresStore(Store):
         answering then; one that broke since (the server restarted in that second) fails its
         statement with a clear error once, and the pool drops it.
         """
-        engine = create_engine(url, pool_size=10, max_overflow=20)
+        # hide_parameters: a statement's values (a body) never enter an error's text, so no traceback logs one.
+        engine = create_engine(url, pool_size=10, max_overflow=20, hide_parameters=True)
         event.listen(engine, "before_cursor_execute", _leave_pipeline)
         event.listen(engine, "checkin", _note_idle)
         event.listen(engine, "checkout", _ping_if_idle(cls, engine))
@@ -199,7 +200,7 @@ class PostgresStore(Store):
         try:
             cur.execute(plan.sql, values)
         except psycopg.Error as exc:
-            raise DBAPIError.instance(plan.sql, values, exc, psycopg.Error) from exc
+            raise DBAPIError.instance(plan.sql, values, exc, psycopg.Error, hide_parameters=True) from exc
         return cur
 
     def save_plain(self, params: Mapping[str, Any]) -> int | None:

@@ -104,7 +104,11 @@ class SQLiteStore(Store):
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise LedgerError(f"cannot create the directory for the ledger database {database!r}: {exc}") from exc
-        kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}
+        # hide_parameters: a statement's values (a body) never enter an error's text, so no traceback logs one.
+        kwargs: dict[str, Any] = {
+            "connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+            "hide_parameters": True,
+        }
         if memory:
             kwargs["poolclass"] = StaticPool
         else:
@@ -450,7 +454,7 @@ def _exec_dbapi(dbapi_conn: Any, sql: str, params: Any = (), *, many: bool = Fal
     try:
         return dbapi_conn.executemany(sql, params) if many else dbapi_conn.execute(sql, params)
     except sqlite3.Error as exc:
-        raise DBAPIError.instance(sql, params, exc, sqlite3.Error) from exc
+        raise DBAPIError.instance(sql, params, exc, sqlite3.Error, hide_parameters=True) from exc
 
 
 # Most of one statement's shapes kept (one per length of its IN lists): past it, they are made again.

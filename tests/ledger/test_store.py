@@ -7,6 +7,7 @@ import re
 import sqlite3
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,45 @@ def test_a_database_error_inside_a_transaction_is_a_ledger_error(led: Ledger) ->
         tx.execute(update(SCOPES).where(SCOPES.c.scope_key == SCOPE).values(max_records=-1))  # a CHECK fails
     assert type(caught.value) is LedgerError and "refused" in str(caught.value)
     assert led.budget(SCOPE).max_records == 200 and [r.body for r in led.list(SCOPE)] == ["kept"]
+
+
+_REFUSE_WORD = {
+    "sqlite": [
+        "CREATE TRIGGER test_refuse BEFORE INSERT ON memory_records WHEN NEW.body LIKE '%quillon%' "
+        "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF strpos(NEW.body, 'quillon') > 0 "
+        "THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$",
+        "CREATE TRIGGER test_refuse BEFORE INSERT ON memory_records FOR EACH ROW EXECUTE FUNCTION test_refuse()",
+    ],
+}
+
+
+def test_a_write_the_database_refuses_leaves_no_body_in_its_traceback(own_led: Ledger) -> None:
+    """What a log line prints for a failed write (its traceback, causes included) never holds the body: the
+    statement's values are not in the error's text, on the direct path or through SQLAlchemy."""
+    # Given a database that refuses a record with a word (as a full disk or a lost connection would refuse)
+    led = own_led
+    first = led.save("the orchard gate faces north")
+    with led.engine.begin() as conn:
+        for statement in _REFUSE_WORD[led.engine.dialect.name]:
+            conn.exec_driver_sql(statement)
+    body = " ".join(["the", "quillon", "orchard gate faces south"])  # never whole in this file's source lines
+    writes = {
+        "edit": lambda: led.save(body, supersedes=first.id),
+        "save": lambda: led.save(body),
+        "save with a request id": lambda: led.save(body, request_id="k1"),
+        "proposal": lambda: led.propose(body),
+    }
+    for name, write in writes.items():
+        # When the write is refused
+        with pytest.raises(LedgerError) as refused:
+            write()
+        # Then neither its message nor its traceback (what log.exception writes) holds the body
+        printed = "".join(traceback.format_exception(refused.value))
+        assert "refused by the test" in printed, name
+        assert body not in printed and "quillon orchard" not in printed, (name, printed)
 
 
 def test_in_memory_sqlite_shared_by_threads_is_serialized() -> None:
