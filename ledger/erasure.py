@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, or_, update
+from sqlalchemy import Connection, case, or_, update
 
 from ledger import record_rows as rows
 from ledger.audit import scrub_audits
@@ -19,7 +19,20 @@ log = logging.getLogger(__name__)
 M = RECORDS.c
 _N = param("n")
 _IDS = param("ids", expanding=True)
-_ERASE = Prepared(update(RECORDS).where(M.id.in_(_IDS)).values(body=None, rationale=None, erased_at=_N, updated_at=_N))
+# The source_session_id of a proposal imported from an entry file (ledger.files.exchange.import_key): the file's
+# name and a digest of its fact, so it goes with the body (a forgotten body leaves no hash to test guesses against).
+IMPORT_KEY_PREFIX = "file:"
+_ERASE = Prepared(
+    update(RECORDS)
+    .where(M.id.in_(_IDS))
+    .values(
+        body=None,
+        rationale=None,
+        source_session_id=case((M.source_session_id.startswith(IMPORT_KEY_PREFIX), None), else_=M.source_session_id),
+        erased_at=_N,
+        updated_at=_N,
+    )
+)
 # A save's fingerprint hashes its body: a forgotten body leaves no hash to test guesses against.
 _ERASE_FINGERPRINTS = Prepared(
     update(SAVE_REQUESTS)
@@ -32,8 +45,8 @@ _UNACCEPTED = (Status.PROPOSED.value, Status.REJECTED.value, Status.EXPIRED.valu
 
 
 def erase_chain(conn: Connection, head: Mapping[Any, Any], now_us: int) -> tuple[list[str], list[str]]:
-    """Null the body and rationale of ``head`` and every predecessor (and the fingerprints of the saves that
-    wrote them, :mod:`ledger.request_ids`). Returns (ids, erased bodies).
+    """Null the body and rationale of ``head`` and every predecessor (and an entry file's import key, and the
+    fingerprints of the saves that wrote them, :mod:`ledger.request_ids`). Returns (ids, erased bodies).
 
     The head must already be ``deleted`` so that the FTS trigger has removed its
     active body; predecessors are superseded and were never indexed. Proposals that

@@ -20,7 +20,8 @@ superseded (``expires: D`` → ``expires_at`` = D + 1 day, 00:00 UTC). It never 
 an active record. Each proposal carries ``source_session_id``
 ``file:<name>#<first 16 hex of the sha256 of its fact>``; an entry whose key is already
 on any record of the scope (in any status, rejected included) is skipped, so
-importing the same directory twice adds nothing; so is an entry whose fact is
+importing the same directory twice adds nothing (forgetting a record erases its key with
+its body, so its file is proposed again); so is an entry whose fact is
 already active or proposed in the scope (export then import proposes no duplicate).
 """
 
@@ -34,6 +35,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from ledger.core import Ledger
+from ledger.erasure import IMPORT_KEY_PREFIX
 from ledger.errors import BudgetExceeded, EntryUnreadable, LedgerError
 from ledger.files.audit import Finding, audit_directory
 from ledger.files.dates import expires_at_of, expires_day_of, format_instant
@@ -237,9 +239,9 @@ def import_key(name: str, fact: str) -> str:
     does not make the same fact importable again; an edited fact is a new proposal.
     """
     digest = hashlib.sha256(fact.encode("utf-8")).hexdigest()[:16]
-    key = f"file:{name}#{digest}"
+    key = f"{IMPORT_KEY_PREFIX}{name}#{digest}"
     if len(key) > _SESSION_KEY_LIMIT:
-        key = f"file:sha256:{hashlib.sha256(name.encode()).hexdigest()[:32]}#{digest}"
+        key = f"{IMPORT_KEY_PREFIX}sha256:{hashlib.sha256(name.encode()).hexdigest()[:32]}#{digest}"
     return key
 
 

@@ -158,6 +158,22 @@ def test_rejected_import_does_not_come_back(make_sqlite_ledger: object, tmp_path
     assert import_directory(led, directory, scope=SCOPE, as_of=LATER_DAY, now=LATER).imported[0].already
 
 
+def test_forgetting_an_imported_pin_erases_its_import_key(led: Ledger, tmp_path: Path) -> None:
+    # Given an entry imported and accepted: its key names the file and holds a digest of the fact
+    directory = write_dir(tmp_path / "m", {"quillwort-vault.md": entry(fact="The quillwort vault opens on Fridays.")})
+    [imported] = import_directory(led, directory, scope=SCOPE, as_of=LATER_DAY, now=LATER).imported
+    key = import_key("quillwort-vault.md", "The quillwort vault opens on Fridays.")
+    assert led.accept(imported.record_id, now=LATER).source_session_id == key
+    # When it is forgotten
+    led.delete(imported.record_id, now=LATER + timedelta(hours=1))
+    # Then no read hands back the file's name or the digest to test a guess of the fact against
+    seen = [led.get(imported.record_id), *led.history(imported.record_id), *led.list_as_of(led.scope_key, LATER)]
+    assert [r.source_session_id for r in seen] == [None] * len(seen)
+    # And nothing remembers the import: the file is proposed again
+    again = import_directory(led, directory, scope=SCOPE, as_of=LATER_DAY, now=LATER + timedelta(hours=2))
+    assert [i.already for i in again.imported] == [False]
+
+
 def test_import_skips_what_is_not_valid_in_scope_and_current(make_sqlite_ledger: object, tmp_path: Path) -> None:
     led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     files = {
