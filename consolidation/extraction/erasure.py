@@ -25,17 +25,27 @@ def scrub_digests(conn: Connection, scope: str, ids: Sequence[str], bodies: Sequ
 
     The registry (docs/ledger.md, "Derived text") covers the records a digest quoted when it was written; this
     also covers a body pinned after the message that quotes it. Each quote becomes ``[erased]``, compared
-    case-insensitively with any run of whitespace for a space.
+    case-insensitively with any run of whitespace for a space. A message that still quotes a body under the
+    registry's rule (case-folded: "STRASSE" quotes "Straße", which no regex case match finds) is ``[erased]``
+    whole.
     """
     needles = sorted({" ".join(b.split()) for b in bodies if b and b.strip()}, key=len, reverse=True)
     if not needles:
         return
     pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
+    folded = [n.casefold() for n in needles]
     digests = conn.execute(select(G.session_id, G.messages).where(G.scope_key == scope, G.messages.is_not(None)))
     for session_id, stored in digests.all():
         digest = loads(stored)
-        if not any(pattern.search(m.text) for m in digest):
+        cleaned = [DigestMessage(m.id, m.role, _scrub(m.text, pattern, folded)) for m in digest]
+        if cleaned == digest:
             continue
-        cleaned = [DigestMessage(m.id, m.role, pattern.sub(ERASED, m.text)) for m in digest]
         key = (G.scope_key == scope, G.session_id == session_id)
         conn.execute(update(DIGESTS).where(*key).values(messages=dumps(cleaned), chars=chars(cleaned)))
+
+
+def _scrub(text: str, pattern: re.Pattern[str], folded: Sequence[str]) -> str:
+    """``text`` with each quote of a body ``[erased]``; the whole text if a case-folded quote is left."""
+    text = pattern.sub(ERASED, text)
+    haystack = " ".join(text.casefold().split())
+    return ERASED if any(needle in haystack for needle in folded) else text

@@ -427,6 +427,20 @@ def test_a_pin_saved_after_the_message_quoting_it_and_forgotten_by_a_plain_progr
     assert all("xylograph" not in (p.body or "") for p in led.proposals(SCOPE))
 
 
+def test_a_pin_saved_after_the_message_leaves_it_even_where_only_case_folding_matches(
+    extracting: ConsolidationService,
+) -> None:
+    # Given a message that says, in capitals, what the user pins afterwards ("ß" folds to "ss": no regex case match)
+    led = extracting.led
+    said = "Wir wohnen: GROSSE STRASSE 12, ZEPHYRWEG. Und du?"
+    extracting.notify_turn(SCOPE, session_id="s1", messages=[user(said)], now=at(0))
+    pin = led.save("Große Straße 12, Zephyrweg", now=at(1))
+    # When the pin is forgotten
+    led.delete(pin.id, now=at(2))
+    # Then the digest holds none of it: the quotes are compared case-folded, as the registry's are
+    assert all("zephyrweg" not in (messages or "").casefold() for _, messages in digests(led))
+
+
 # --------------------------------------------------------------------------- pins saved while a run is in flight
 # The conversation says it; the user pins it while the run is in flight, and forgets it. The run's claim read
 # the scope before the pin existed, so only the steps after it can find it (docs/extraction.md, "Pins saved
