@@ -1,6 +1,8 @@
 """The seams between the packages, read from the source (ast): a test fails when one gives way.
 
-* The environment is read and written only in ``worker/config.py``.
+* The environment is read and written only in ``worker/config.py`` and ``worker/ledger_access.py`` (the ledger
+  commands' three variables, read without pydantic-settings); pydantic-settings, whose classes read it, is imported
+  only there.
 * The worker reads and writes the database through the ledger (its store), never its engine.
 * Every exception class of a package is defined in its ``errors.py``.
 * Each protocol method the worker adds is named by one constant, in one module.
@@ -26,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("ledger", "consolidation", "worker")
 USERS = ("worker", "tools")  # what is built on the packages: it may import them all, through their surfaces
 ENVIRONMENT_NAMES = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
-CONFIG_MODULE = "worker/config.py"
+CONFIG_MODULES = ("worker/config.py", "worker/ledger_access.py")
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ def modules(packages: tuple[str, ...] = PACKAGES) -> Iterator[Module]:
 
 def environment_uses(tree: ast.Module) -> list[tuple[int, str]]:
     """Every read or write of the process environment through ``os``: ``os.environ``, ``os.getenv``,
-    ``from os import environ`` ... (under any name ``os`` is imported as)."""
+    ``from os import environ`` ... (under any name ``os`` is imported as); and every import of pydantic-settings,
+    whose classes read it."""
     os_names = {"os"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -57,6 +60,12 @@ def environment_uses(tree: ast.Module) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "os":
             found += [(node.lineno, f"from os import {a.name}") for a in node.names if a.name in ENVIRONMENT_NAMES]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "pydantic_settings":
+            found.append((node.lineno, f"from {node.module} import"))
+        elif isinstance(node, ast.Import):
+            found += [
+                (node.lineno, f"import {a.name}") for a in node.names if a.name.split(".")[0] == "pydantic_settings"
+            ]
         elif (
             isinstance(node, ast.Attribute)
             and node.attr in ENVIRONMENT_NAMES
@@ -74,15 +83,16 @@ def test_the_scan_sees_every_form_of_reading_the_environment() -> None:
         "import os\nimport os as system\nfrom os import getenv, putenv\n"
         "a = os.environ['A']\nb = system.getenv('B')\nos.environ['C'] = '1'\nenviron = {}\nenviron.get('D')\n"
         "port = typer.Option('--port', envvar='PORT')\n"
+        "from pydantic_settings import BaseSettings\nimport pydantic_settings.sources\n"
     )
-    assert sorted(line for line, _ in environment_uses(ast.parse(source))) == [3, 3, 4, 5, 6, 9]
+    assert sorted(line for line, _ in environment_uses(ast.parse(source))) == [3, 3, 4, 5, 6, 9, 10, 11]
 
 
 def test_only_the_configuration_reads_the_environment() -> None:
     uses = [
         f"{module.path}:{line}: {what}"
         for module in modules()
-        if module.path != CONFIG_MODULE
+        if module.path not in CONFIG_MODULES
         for line, what in environment_uses(module.tree)
     ]
     assert uses == [], "read the environment in worker/config.py and pass the value in:\n" + "\n".join(uses)

@@ -7,13 +7,13 @@ table), then the defaults. :func:`load_config` validates everything and raises o
 :class:`ConfigError` that lists every bad value, so an operator fixes them all in one go.
 
 This module is the only code of ``ledger/``, ``consolidation/`` and ``worker/`` that reads
-or writes the environment (a test holds it so). Besides :class:`WorkerConfig` it reads the
+or writes the environment (a test holds it so), with :mod:`worker.ledger_access`: the database,
+account and ``sqlite_synchronous`` of the ledger commands, which open a ledger without the rest of
+the configuration (and without pydantic-settings). Besides :class:`WorkerConfig` it reads the
 variables named by others, in :class:`OuterEnvironment`: the model keys and servers
 (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``, ``OPENAI_API_KEY``, ``OPENAI_BASE_URL``),
-handed to the consolidation service, and ``PROMETHEUS_MULTIPROC_DIR``;
-:class:`LedgerAccess` is the database and account of the ledger commands, which open a
-ledger without the rest of the configuration; :func:`child_environment` is the
-environment a worker process is started with.
+handed to the consolidation service, and ``PROMETHEUS_MULTIPROC_DIR``; :func:`child_environment`
+is the environment a worker process is started with.
 """
 
 from __future__ import annotations
@@ -29,24 +29,15 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from worker.errors import ConfigError
+from worker.ledger_access import ENV_PREFIX, check_sqlite_synchronous
 
 if TYPE_CHECKING:  # the price table loads with the commands that charge runs, not with every read
     from consolidation import PriceTable
 
-ENV_PREFIX = "MEMLEDGER_"
 CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
 FAULT_POINTS = ("after_claim", "after_answer_stored", "mid_apply", "after_apply")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-SQLITE_SYNCHRONOUS = ("normal", "full")
-SQLITE_SYNCHRONOUS_ENV = "MEMLEDGER_SQLITE_SYNCHRONOUS"
-
-
-def _sqlite_synchronous(value: str) -> str:
-    mode = value.strip().lower()
-    if mode not in SQLITE_SYNCHRONOUS:
-        raise ValueError("must be normal or full (docs/operations.md, What is durable)")
-    return mode
 
 
 class WorkerConfig(BaseSettings):
@@ -123,7 +114,7 @@ class WorkerConfig(BaseSettings):
     @field_validator("sqlite_synchronous")
     @classmethod
     def _synchronous(cls, value: str) -> str:
-        return _sqlite_synchronous(value)
+        return check_sqlite_synchronous(value)
 
     @field_validator("redis_url")
     @classmethod
@@ -263,31 +254,6 @@ class OuterEnvironment(BaseSettings):
             "openai_api_key": self.openai_api_key,
             "openai_base_url": self.openai_base_url,
         }
-
-
-class LedgerAccess(BaseSettings):
-    """``MEMLEDGER_DATABASE_URL``, ``MEMLEDGER_ACCOUNT`` and ``MEMLEDGER_SQLITE_SYNCHRONOUS`` alone, unchecked
-    (:meth:`synchronous` checks the last): the ledger commands open a ledger with them (the ledger checks the
-    others) whatever the rest of the configuration says."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", frozen=True, case_sensitive=False, env_ignore_empty=True
-    )
-
-    database_url: str | None = None
-    account: str | None = None
-    sqlite_synchronous: str | None = None
-
-    def synchronous(self) -> str:
-        """``MEMLEDGER_SQLITE_SYNCHRONOUS`` (``normal`` unset).
-
-        Raises:
-            ConfigError: it is neither ``normal`` nor ``full``.
-        """
-        try:
-            return _sqlite_synchronous(self.sqlite_synchronous or "normal")
-        except ValueError as exc:
-            raise ConfigError([f"{SQLITE_SYNCHRONOUS_ENV}={self.sqlite_synchronous!r}: {exc}"]) from None
 
 
 def child_environment(**overrides: str) -> dict[str, str]:

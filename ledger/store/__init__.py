@@ -1,10 +1,15 @@
-"""One store per database (``sqlite.py``, ``postgres.py``); see :mod:`ledger.store.base`."""
+"""One store per database (``sqlite.py``, ``postgres.py``); see :mod:`ledger.store.base`.
+
+The PostgreSQL store loads with the first PostgreSQL engine (or the name ``PostgresStore``): its module loads
+SQLAlchemy's PostgreSQL dialect, which a command on SQLite never needs.
+"""
 
 from __future__ import annotations
 
+import importlib
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import make_url
@@ -12,10 +17,12 @@ from sqlalchemy.engine import make_url
 from ledger.errors import LedgerError
 from ledger.store.base import Locked, Params, Pending, Rows, Statement, Store
 from ledger.store.ddl import include_object
-from ledger.store.postgres import PostgresStore
 from ledger.store.prepared import Prepared, lit, param
 from ledger.store.scope import enter_scope
 from ledger.store.sqlite import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_MODES, SQLiteStore
+
+if TYPE_CHECKING:
+    from ledger.store.postgres import PostgresStore
 
 __all__ = [
     "Locked",
@@ -37,7 +44,11 @@ __all__ = [
     "store_for",
 ]
 
-_KINDS: dict[str, type[Store]] = {"sqlite": SQLiteStore, "postgresql": PostgresStore}
+# Each database's store, by the module that defines it (imported with the first engine of its kind).
+_KINDS: dict[str, str] = {
+    "sqlite": "ledger.store.sqlite:SQLiteStore",
+    "postgresql": "ledger.store.postgres:PostgresStore",
+}
 # By the engine's id (a plain dict lookup: every statement asks); an entry leaves with its engine.
 _STORES: dict[int, Store] = {}
 
@@ -54,7 +65,7 @@ def make_engine(url: str, *, sqlite_synchronous: str = DEFAULT_SYNCHRONOUS) -> E
             f"SQLite synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, not {sqlite_synchronous!r}"
         )
     parsed = make_url(url)
-    kind = _KINDS.get(parsed.get_backend_name())
+    kind = _kind(parsed.get_backend_name())
     if kind is None:
         raise LedgerError(
             f"unsupported database URL {parsed.render_as_string(hide_password=True)!r}: use sqlite or postgresql"
@@ -65,6 +76,22 @@ def make_engine(url: str, *, sqlite_synchronous: str = DEFAULT_SYNCHRONOUS) -> E
         engine = kind.create_engine(url)
     _remember(engine, kind(engine))
     return engine
+
+
+def _kind(dialect: str) -> type[Store] | None:
+    """The store class of the database named ``dialect`` (its module imported), or None for another."""
+    where = _KINDS.get(dialect)
+    if where is None:
+        return None
+    module, _, name = where.partition(":")
+    kind: type[Store] = getattr(importlib.import_module(module), name)
+    return kind
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        return _kind("postgresql")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _remember(engine: Engine, store: Store) -> Store:
@@ -78,7 +105,7 @@ def store_for(engine: Engine) -> Store:
     """The engine's store (one per engine)."""
     found = _STORES.get(id(engine))
     if found is None or found.engine is not engine:
-        kind = _KINDS.get(engine.dialect.name)
+        kind = _kind(engine.dialect.name)
         if kind is None:
             raise LedgerError(f"unsupported database {engine.dialect.name!r}: use sqlite or postgresql")
         found = _remember(engine, kind(engine))

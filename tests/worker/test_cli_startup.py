@@ -3,7 +3,8 @@
 ``memledger --help`` lists every command from :data:`worker.cli.COMMANDS` without importing
 any command module; ``memledger pins`` imports the ledger (its tables, so SQLModel) and the ledger
 commands, never the migration tool, the model SDKs, the job queue, the servers or the MCP SDK, nor
-another package's tables; ``memledger mcp`` answers ``initialize`` before it loads the ledger (docs/cli.md).
+another package's tables; on SQLite, nothing of PostgreSQL's (SQLAlchemy's dialect, psycopg, the store)
+nor pydantic-settings; ``memledger mcp`` answers ``initialize`` before it loads the ledger (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ HEAVY = (
     "consolidation",
     "structlog",
     "prometheus_client",
+)
+# A read on SQLite needs nothing of PostgreSQL's, nor pydantic-settings: its three variables are read without it
+# (worker/ledger_access.py). About 0.05 s of its start-up between them (docs/performance.md).
+NOT_FOR_SQLITE_READ = (
+    *HEAVY,
+    "sqlalchemy.dialects.postgresql",
+    "psycopg",
+    "ledger.store.postgres",
+    "ledger.store.postgres_save",
+    "pydantic_settings",
+    "worker.config",
 )
 # Not even the database layer: the help screen opens nothing.
 NOT_FOR_HELP = (*HEAVY, "sqlalchemy", "sqlmodel", "ledger", "worker.cli.ledger", "worker.cli.worker")
@@ -124,7 +136,24 @@ def test_a_read_imports_none_of_the_heavy_modules(tmp_path: Path) -> None:
     code, modules, out = _loaded(["pins", "--database-url", url], tmp_path)
     assert code == 0, out
     assert "I prefer tea" in out
-    assert _heavy(modules, HEAVY) == [], out
+    assert _heavy(modules, NOT_FOR_SQLITE_READ) == [], out
+
+
+def test_a_read_from_the_environment_imports_neither_postgresql_nor_pydantic_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a ledger named by the environment, in a name of another case (read as the configuration reads it)
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    copy_migrated_sqlite(url)
+    monkeypatch.delenv("MEMLEDGER_DATABASE_URL", raising=False)
+    monkeypatch.setenv("memledger_Database_URL", url)
+    monkeypatch.setenv("MEMLEDGER_SQLITE_SYNCHRONOUS", "FULL")
+    monkeypatch.setenv("MEMLEDGER_ACCOUNT", "")  # empty: unset, so the default account
+    # When pins runs on it, Then it reads that ledger, and loads nothing it does not use
+    code, modules, out = _loaded(["pins"], tmp_path)
+    assert code == 0, out
+    assert "No pins in account:local." in out
+    assert _heavy(modules, NOT_FOR_SQLITE_READ) == [], out
 
 
 def test_mcp_answers_initialize_before_it_loads_the_ledger(tmp_path: Path) -> None:

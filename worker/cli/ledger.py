@@ -41,6 +41,7 @@ from ledger.errors import BudgetExceeded, InvalidInstant, OutcomeUnknown
 from worker.cli.conventions import DbUrl, ScopeOption, ScopePositional, pick_scope
 from worker.cli.output import emit_json, fail, print_message, print_records, progress
 from worker.errors import ConfigError
+from worker.ledger_access import LedgerAccess
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +54,12 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 # ---------------------------------------------------------------------- configuration
 def database_url_from_env(database_url: str | None = None) -> str:
     """``database_url`` if given, else ``MEMLEDGER_DATABASE_URL``, else the embedded SQLite file."""
-    from worker.config import LedgerAccess
-
-    return database_url or LedgerAccess().database_url or DEFAULT_DATABASE_URL
+    return database_url or LedgerAccess.from_environment().database_url or DEFAULT_DATABASE_URL
 
 
 def sqlite_synchronous_from_env() -> str:
     """``MEMLEDGER_SQLITE_SYNCHRONOUS`` (``normal`` unset). Raises ConfigError for another value."""
-    from worker.config import LedgerAccess
-
-    return LedgerAccess().synchronous()
+    return LedgerAccess.from_environment().synchronous()
 
 
 def ledger_from_env(database_url: str | None = None) -> Ledger:
@@ -73,9 +70,7 @@ def ledger_from_env(database_url: str | None = None) -> Ledger:
         ConfigError: ``MEMLEDGER_SQLITE_SYNCHRONOUS`` is neither ``normal`` nor ``full``.
         SQLAlchemyError: the database cannot be reached.
     """
-    from worker.config import LedgerAccess
-
-    access = LedgerAccess()
+    access = LedgerAccess.from_environment()
     return open_ledger(
         database_url_from_env(database_url),
         account=access.account or DEFAULT_ACCOUNT,
