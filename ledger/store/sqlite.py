@@ -72,7 +72,7 @@ class SQLiteStore(Store):
         # file's queue (each has only one of them).
         self._queue = WriteQueue(timeout_s=BUSY_TIMEOUT_MS / 1000)
         self._write_lock: AbstractContextManager[Any] = self._lock if self.memory else self._queue
-        # A file's WAL checkpoints, in a thread the first commit starts; disposing the engine stops it (sqlite_wal.py)
+        # A file's WAL checkpoints, in a thread started once the WAL reaches its limit; disposing the engine stops it
         self._checkpoints = sqlite_wal.Checkpointer(
             engine, queue=self._queue, busy=_busy, busy_timeout_ms=BUSY_TIMEOUT_MS
         )

@@ -9,13 +9,15 @@ bounds the WAL), and a commit only reads how many frames the WAL holds (the WAL-
 
 The checkpointer is a daemon thread with a connection of its own (the engine's, with its
 ``PRAGMA synchronous``: a checkpoint syncs what it syncs inline, so every commit is as durable as
-before). It runs ``wal_checkpoint(PASSIVE)``, which never waits for a reader or a writer and
+before), started by the first commit that finds :data:`WAL_PAGES` frames: a store that writes less
+holds neither. It runs ``wal_checkpoint(PASSIVE)``, which never waits for a reader or a writer and
 copies what no reader's snapshot still needs; writers go on meanwhile. It passes again while they
 keep up with it. What is left is copied under this process's write queue, without waiting for
 anything (:meth:`Checkpointer._catch_up`): once the whole WAL is in the database, the next writer
 starts the WAL again from its beginning. When the store is disposed the thread checkpoints once
 more, as a forget's checkpoint does (``TRUNCATE`` without waiting, else ``PASSIVE``;
-``sqlite_files.py``), so a short-lived process leaves no long WAL behind.
+``sqlite_files.py``), so a short-lived process leaves no long WAL behind; when no thread runs and
+the store wrote, the disposing thread makes that checkpoint itself, on a connection it closes after.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ def use_wal(cur: sqlite3.Cursor, *, busy: Callable[[BaseException], bool], timeo
 
 
 class Checkpointer:
-    """One store's checkpointer thread: started by the first commit, stopped by :meth:`close`.
+    """One store's checkpointer thread: started by the first commit past :data:`WAL_PAGES`, stopped by
+    :meth:`close`.
 
     The thread's connection is the ``engine``'s (its pragmas), taken out of the pool: disposing the pool
     leaves it to the thread, which closes it. ``queue`` is the store's write queue; ``busy`` tells a busy
@@ -104,15 +107,18 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._due = threading.Event()
         self._stop = threading.Event()
+        self._wrote = False  # a commit since the last close: the close checkpoints
 
     def after_commit(self) -> None:
-        """On the commit path: start the thread on the first commit, and wake it once the WAL holds
-        :data:`WAL_PAGES` frames (read from the WAL-index header: one ``pread``). Never raises."""
-        thread = self._thread
-        if thread is None or self._pid != os.getpid():
-            self._start()
+        """On the commit path: once the WAL holds :data:`WAL_PAGES` frames (read from the WAL-index header: one
+        ``pread``), wake the thread, starting it the first time (and again when it could not start, or not
+        connect). Never raises."""
+        if self._pid != os.getpid():
+            self._after_fork()
+        self._wrote = True
         if self.frames() >= WAL_PAGES:
-            if thread is not None and not thread.is_alive():  # it could not start, or not connect: once more
+            thread = self._thread
+            if thread is None or not thread.is_alive():
                 self._start()
             if not self._due.is_set():
                 self._due.set()
@@ -143,8 +149,9 @@ class Checkpointer:
         return thread is not None and thread.is_alive() and self._pid == os.getpid()
 
     def close(self) -> None:
-        """Stop the thread after its last checkpoint (waits up to :data:`STOP_WAIT_S`); the next commit starts
-        another. Never raises."""
+        """Stop the thread after its last checkpoint (waits up to :data:`STOP_WAIT_S`), or, when none runs and a
+        commit came since the last close, make that checkpoint here; the next commit past the limit starts
+        another thread. Never raises."""
         if self._pid != os.getpid():
             self._after_fork()
             return
@@ -153,13 +160,16 @@ class Checkpointer:
             stop, due = self._stop, self._due
             self._due, self._stop = threading.Event(), threading.Event()
             fd, self._shm_fd = self._shm_fd, None
+            wrote, self._wrote = self._wrote, False
         if fd is not None:  # the index goes with the last connection: the next commit opens the new one
             os.close(fd)
-        if thread is None:
+        if thread is None or not thread.is_alive():  # never started, could not, or could not connect
+            if wrote:
+                self._last_here()
             return
         stop.set()
         due.set()
-        if thread is not threading.current_thread() and thread.ident is not None:  # started
+        if thread is not threading.current_thread():
             thread.join(STOP_WAIT_S)
             if thread.is_alive():
                 log.warning("the WAL checkpointer of %s did not stop within %.0f s", self._wal, STOP_WAIT_S)
@@ -190,8 +200,30 @@ class Checkpointer:
                 )
 
     def _run(self, due: threading.Event, stop: threading.Event) -> None:
+        with self._connection() as raw:
+            if raw is None:
+                return
+            while not stop.is_set():
+                due.wait()
+                if not stop.is_set():
+                    self._step(raw, self._catch_up)
+                due.clear()  # what woke it meanwhile came before the WAL started again; a later commit wakes it anew
+            self._step(raw, self._last)
+
+    def _last_here(self) -> None:
+        """The thread's last checkpoint, made by the closing thread (no thread runs). Not on a file that is gone:
+        connecting would make a new one (a ``file:`` URI is not looked up)."""
+        url = self._engine.url
+        if url.query.get("uri") or os.path.exists(url.database or ""):
+            with self._connection() as raw:
+                if raw is not None:
+                    self._step(raw, self._last)
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection | None]:
+        """A connection of the engine's out of its pool, closed after; None (logged) when none can be had."""
         try:
-            with self._one:  # the thread is in SQLite or the pool only holding it (a fork waits: _hold_for_fork)
+            with self._one:  # in SQLite or the pool only holding it (a fork waits: _hold_for_fork)
                 proxy = self._engine.raw_connection()
                 proxy.detach()
         except Exception:
@@ -201,15 +233,10 @@ class Checkpointer:
                 SAFETY_PAGES,
                 exc_info=True,
             )
+            yield None
             return
         try:
-            raw: sqlite3.Connection = proxy.dbapi_connection  # type: ignore[assignment]
-            while not stop.is_set():
-                due.wait()
-                if not stop.is_set():
-                    self._step(raw, self._catch_up)
-                due.clear()  # what woke it meanwhile came before the WAL started again; a later commit wakes it anew
-            self._step(raw, self._last)
+            yield proxy.dbapi_connection  # type: ignore[misc]
         finally:
             try:
                 with self._one:

@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+from sqlalchemy import event
+
 from ledger import Ledger, open_ledger
 from ledger.store import SQLiteStore, sqlite_wal, store_for
 from tests.hygiene import kill_group, popen
@@ -23,6 +25,16 @@ def store_of(led: Ledger) -> SQLiteStore:
     store = store_for(led.engine)
     assert isinstance(store, SQLiteStore)
     return store
+
+
+def save_until_the_checkpointer_starts(led: Ledger, label: str) -> None:
+    """Saves until one finds the WAL at its limit and starts the checkpointer (a save writes about 15 pages)."""
+    checkpoints = store_of(led)._checkpoints
+    for i in range(sqlite_wal.WAL_PAGES):
+        led.save(f"{label} {i}: the staging cluster runs in eu-west-1 and deploys go out before 3pm")
+        if checkpoints.running():
+            return
+    raise AssertionError(f"no checkpointer after {sqlite_wal.WAL_PAGES} saves ({checkpoints.frames()} frames)")
 
 
 def salt(wal: Path) -> bytes:
@@ -107,24 +119,83 @@ def test_a_process_that_saves_and_exits_leaves_the_wal_empty(tmp_path: Path) -> 
     other = sqlite3.connect(path, isolation_level=None)
     try:
         other.execute("SELECT count(*) FROM memory_records").fetchall()
-        # When a process saves 50 pins (about 700 pages: less than the limit, so the thread never woke) and exits
+        # When a process saves 50 pins (about 700 pages: less than the limit, so no thread started) and exits
         child = popen([sys.executable, "-c", CHILD, f"sqlite:///{path}"])
         try:
             assert child.wait(120) == 0
         finally:
             kill_group(child)
-        # Then its close checkpointed the WAL and truncated it, and every pin is in the database
+        # Then its close checkpointed the WAL itself and truncated it, and every pin is in the database
         assert (tmp_path / "ledger.db-wal").stat().st_size == 0
         assert other.execute("SELECT count(*) FROM memory_records").fetchone()[0] == 50
     finally:
         other.close()
 
 
+def test_a_ledger_written_once_holds_no_checkpointer_thread_nor_its_connection(tmp_path: Path) -> None:
+    # Given a ledger on a file that another connection keeps open (so SQLite's own checkpoint at close never runs)
+    path = tmp_path / "ledger.db"
+    led = open_ledger(f"sqlite:///{path}")
+    other = sqlite3.connect(path, isolation_level=None)
+    detached: list[object] = []  # the connections taken out of the pool: the checkpointer's would be one
+    event.listen(led.engine, "detach", lambda dbapi_connection, _record: detached.append(dbapi_connection))
+    try:
+        other.execute("SELECT count(*) FROM memory_records").fetchall()
+        # When it saves once, and stays open
+        led.save("the only pin")
+        # Then the WAL is far below its limit, no checkpointer thread runs for it, and none took a connection
+        checkpoints = store_of(led)._checkpoints
+        assert 0 < checkpoints.frames() < sqlite_wal.WAL_PAGES
+        assert checkpoints._thread is None and not checkpoints.running()
+        assert detached == []
+        # And its close checkpoints the WAL all the same (on a connection of its own, closed after)
+        led.close()
+        assert len(detached) == 1
+        assert (tmp_path / "ledger.db-wal").stat().st_size == 0
+        assert other.execute("SELECT count(*) FROM memory_records").fetchone()[0] == 1
+    finally:
+        other.close()
+
+
+def test_a_ledger_that_only_reads_makes_no_checkpoint_at_its_close(tmp_path: Path) -> None:
+    # Given a ledger on a file with a pin in its WAL, and another connection that keeps the file open
+    path = tmp_path / "ledger.db"
+    led = open_ledger(f"sqlite:///{path}")
+    led.save("the only pin")
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("SELECT count(*) FROM memory_records").fetchall()
+        led.close()  # its last checkpoint: the WAL is empty
+        # When the ledger only reads after that, and closes again
+        wal_size = (tmp_path / "ledger.db-wal").stat().st_size
+        detached: list[object] = []
+        event.listen(led.engine, "detach", lambda dbapi_connection, _record: detached.append(dbapi_connection))
+        assert [r.body for r in led.list()] == ["the only pin"]
+        led.close()
+        # Then that close opened no connection to checkpoint
+        assert detached == [] and (tmp_path / "ledger.db-wal").stat().st_size == wal_size
+    finally:
+        other.close()
+
+
+def test_closing_a_ledger_whose_file_is_gone_makes_no_new_file(tmp_path: Path) -> None:
+    # Given a ledger that saved, whose files were then removed (a test's or an operator's clean-up)
+    path = tmp_path / "ledger.db"
+    led = open_ledger(f"sqlite:///{path}")
+    led.save("the only pin")
+    for name in ("ledger.db", "ledger.db-wal", "ledger.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    # When it closes, Then its checkpoint at close does not connect to the file again, which would make a new one
+    led.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_the_checkpointer_stops_when_the_ledger_closes_or_its_engine_is_disposed(tmp_path: Path) -> None:
-    # Given a ledger that saved (its first commit started the thread)
+    # Given a ledger whose saves took the WAL to its limit (the commit that found it there started the thread)
     led = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    led.set_budget(led.scope_key, 10_000)
     checkpoints = store_of(led)._checkpoints
-    led.save("the first pin")
+    save_until_the_checkpointer_starts(led, "pin")
     thread = checkpoints._thread
     assert thread is not None and thread.is_alive() and thread.daemon
 
@@ -132,8 +203,11 @@ def test_the_checkpointer_stops_when_the_ledger_closes_or_its_engine_is_disposed
     led.close()
     assert not thread.is_alive() and not checkpoints.running()
 
-    # And a later commit starts another, which disposing the engine alone stops too
+    # And a later save starts none while the WAL is below its limit; one that takes it there starts another,
+    # which disposing the engine alone stops too
     led.save("a pin after the close")
+    assert checkpoints._thread is None
+    save_until_the_checkpointer_starts(led, "pin after the close")
     again = checkpoints._thread
     assert again is not None and again is not thread and again.is_alive()
     led.engine.dispose()
@@ -207,53 +281,81 @@ def _run_script(script: str, tmp_path: Path) -> tuple[int, bytes]:
     return child.returncode, err
 
 
-NO_THREAD = """
-import resource, sys, threading
+# Saves up to a few pages short of the WAL's limit (none starts the checkpointer), then saves by ``save_to_the_limit``
+# until one finds the WAL at it.
+NEAR_THE_LIMIT = """
+import sys
 from ledger import open_ledger
+from ledger.store import sqlite_wal, store_for
 led = open_ledger(sys.argv[1])
-led.list()
+led.set_budget(led.scope_key, 10_000)
+checkpoints = store_for(led.engine)._checkpoints
+saved = 0
+
+def save():
+    global saved
+    led.save(f"pin {saved}: the staging cluster runs in eu-west-1 and deploys go out before 3pm")
+    saved += 1
+
+while checkpoints.frames() < sqlite_wal.WAL_PAGES - 60:
+    save()
+assert checkpoints._thread is None
+
+def save_to_the_limit():
+    while checkpoints.frames() < sqlite_wal.WAL_PAGES:
+        save()
+"""
+
+NO_THREAD = (
+    NEAR_THE_LIMIT
+    + """
+import resource, threading
+led.list()  # the modules a read needs are loaded
 with open("/proc/self/status") as fh:
     size = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize"))
 threading.stack_size(64 * 1024 * 1024)  # a thread's stack: more address space than the limit leaves
 resource.setrlimit(resource.RLIMIT_AS, (size + 32 * 1024 * 1024, resource.RLIM_INFINITY))
-led.save("saved while no thread can start")
+save_to_the_limit()
 resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 threading.stack_size(0)
-assert len(led.list()) == 1
+assert not checkpoints.running()
+assert len(led.list()) == saved
 led.close()
 """
+)
 
 
 def test_a_commit_that_cannot_start_the_checkpointer_still_succeeds(tmp_path: Path) -> None:
     # Given a process with no room left for a thread (its address space is limited)
-    # When it saves, the save's first commit trying to start the checkpointer
+    # When it saves, the save whose commit takes the WAL to its limit trying to start the checkpointer
     returncode, err = _run_script(NO_THREAD, tmp_path)
     # Then the committed save is reported as saved, not as an error, and the failure is logged
     assert returncode == 0, err.decode()
     assert b"could not start" in err
 
 
-NO_CONNECTION = """
-import os, resource, sys
-from ledger import open_ledger
-from ledger.store import store_for
-led = open_ledger(sys.argv[1])
-led.set_budget(led.scope_key, 10_000)
-led.save("the modules a save needs are loaded")
-led.close()
-led.list()  # a connection in the pool, for the next save's
+NO_CONNECTION = (
+    NEAR_THE_LIMIT
+    + """
+import os, resource
+held = [led.engine.connect() for _ in range(led.engine.pool.checkedin())]  # the checkpointer must open its own
+assert led.engine.pool.checkedin() == 0
 lowest = os.open("/dev/null", os.O_RDONLY)
 os.close(lowest)
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (lowest, hard))  # no more files: the checkpointer cannot connect
-led.save("the first save starts the checkpointer")
-store_for(led.engine)._checkpoints._thread.join(10)
+save_to_the_limit()
+checkpoints._thread.join(10)
+assert not checkpoints.running()
 resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 for i in range(200):
-    led.save(f"pin {i}: the staging cluster runs in eu-west-1 and deploys go out before 3pm")
-assert store_for(led.engine)._checkpoints.running()
+    save()
+assert checkpoints.running()
+for conn in held:
+    conn.close()
 led.close()
 """
+)
 
 
 def test_a_checkpointer_that_could_not_connect_starts_again(tmp_path: Path) -> None:
