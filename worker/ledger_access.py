@@ -4,7 +4,7 @@
 ``memledger pins`` and the other ledger commands read: they open a ledger with them whatever the rest
 of the configuration says. They are read as :class:`worker.config.WorkerConfig` reads its own
 (a name in any case, an empty value unset), but without pydantic-settings, which a read would load
-for nothing (about 0.03 s of its start-up: docs/performance.md). With :mod:`worker.config`, which takes
+for nothing (about 0.025 s of its start-up: docs/performance.md). With :mod:`worker.config`, which takes
 the prefix and the check of ``sqlite_synchronous`` from here, the only code that reads the environment
 (``tests/test_seams.py`` holds it).
 """
