@@ -627,6 +627,19 @@ def test_a_lone_surrogate_or_a_control_character_is_invalid_params(mcp_led: Ledg
     assert ok(call_tool(mcp_led, "propose_pin", {"body": "Likes tea\n\tand scones", "kind": "fact"}))
 
 
+def test_an_unknown_argument_name_is_quoted_short_never_sent_back_whole(mcp_led: Ledger) -> None:
+    # Given argument names a client made up: 100,000 characters, and one with control and line-break characters
+    for name in ("k" * 100_000, "a\x1b[2Jb\u2028c"):
+        # When a tool is called with it
+        result = call_tool(mcp_led, "list_pins", {name: 1})
+        # Then it is refused naming the field as the record protocol quotes it: escaped, at most 80 characters
+        error = refused(result, "invalid_params")
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert len(text) < 300 and len(json.dumps(error)) < 600, (len(text), len(json.dumps(error)))
+        assert not any(c in text + json.dumps(error, ensure_ascii=False) for c in "\x1b\u2028")
+    assert error["errors"][0]["field"] == "a\\u001b[2Jb\\u2028c"
+
+
 REASONS = {"body_rejected", "budget_exceeded", "not_found", "invalid_params", "invalid_transition", "busy"}
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),

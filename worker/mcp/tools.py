@@ -41,7 +41,7 @@ from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
 from ledger import Kind, Ledger, LedgerError, MemoryRecord, Page, Provenance, RecordNotFound, parse_rfc3339
-from ledger.protocol import record_to_json, to_jsonable, wire_error
+from ledger.protocol import quote, record_to_json, to_jsonable, wire_error
 from worker.errors import ToolFailure
 from worker.mcp import NONCHARACTER
 
@@ -511,13 +511,22 @@ TOOLS: Mapping[str, ToolSpec] = {
 
 
 def _invalid(exc: ValidationError) -> ToolFailure:
-    """Name each bad argument and what is wrong; never echo the values."""
+    """Name each bad argument and what is wrong; never echo the values.
+
+    An unknown argument's name is the client's text: it is quoted as the record protocol quotes it
+    (JSON-escaped, at most 80 characters and its length), never sent back whole.
+    """
     problems = [
-        {"field": ".".join(str(p) for p in err["loc"]) or "arguments", "message": _plain_message(err["msg"])}
+        {"field": _field_name(err), "message": _plain_message(err["msg"])}
         for err in exc.errors(include_url=False, include_input=False, include_context=False)
     ]
     summary = "; ".join(f"{p['field']}: {p['message']}" for p in problems[:5])
     return ToolFailure("invalid_params", f"invalid arguments: {summary}", errors=problems)
+
+
+def _field_name(err: Mapping[str, Any]) -> str:
+    name = ".".join(str(part) for part in err["loc"]) or "arguments"
+    return quote(name, limit=MAX_ECHO_CHARS)[1:-1] if err["type"] == "extra_forbidden" else name
 
 
 def _plain_message(message: str) -> str:
