@@ -38,7 +38,7 @@ from tests.worker.mcp_helpers import (
     ok,
     refused,
 )
-from worker.mcp.server import build_server
+from worker.mcp.server import DRAIN_TIMEOUT_S, build_server
 from worker.mcp.tools import ERROR_META_KEY, PIN_ALWAYS, TOOLS, call_tool
 
 BOTH_BACKENDS = pytest.mark.parametrize("mcp", ["sqlite", "postgres"], indirect=True)
@@ -463,6 +463,25 @@ def test_every_request_is_answered_when_the_client_closes_stdin_at_once(tmp_path
     assert sorted(a["id"] for a in answers) == list(range(1, 31))
     assert all(a["result"]["isError"] is False for a in answers)
     assert raw.close() == 0
+
+
+def test_a_request_the_sdk_cannot_answer_does_not_hold_the_exit_when_stdin_closes(tmp_path: Path) -> None:
+    # Given a client that sends what the SDK never answers (an id that is neither an integer nor a string, which
+    # it reads as a notification; a batch, which it drops), then a real request
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    copy_migrated_sqlite(url)
+    raw = RawStdio(url)
+    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "list_pins", "arguments": {}}}
+    raw.send(*(json.dumps({**call, "id": odd}) for odd in (1.5, True, {"a": 1}, [2])), json.dumps([{**call, "id": 3}]))
+    raw.send(json.dumps({**call, "id": 7}))
+    assert json.loads(raw.stdout.readline())["id"] == 7
+    # When it closes stdin
+    raw.stdin.close()
+    # Then the server exits at once: it waits for no answer the SDK will never write (it used to wait 60 s)
+    try:
+        assert raw.proc.wait(DRAIN_TIMEOUT_S / 4) == 0
+    finally:
+        assert raw.close() == 0
 
 
 @pytest.fixture(scope="module")

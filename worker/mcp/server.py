@@ -35,7 +35,16 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp_types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams, Tool
+from mcp_types import (
+    CallToolRequestParams,
+    CallToolResult,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    ListToolsResult,
+    PaginatedRequestParams,
+    Tool,
+    jsonrpc_message_adapter,
+)
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
@@ -185,11 +194,23 @@ class _Owed:
         self._answered = anyio.Event()
 
     def read(self, line: str) -> None:
-        for message in _messages(line):
-            if "method" in message and message.get("id") is not None:
-                self._ids.add(json.dumps(message["id"]))
-            elif message.get("method") == "notifications/cancelled" and isinstance(message.get("params"), dict):
-                self._settle(message["params"].get("requestId"))
+        """Count ``line`` (as the SDK will be handed it) if the SDK reads a request in it: only those are answered.
+
+        A line the SDK cannot read (a batch, a bad envelope) or reads as a notification (an id that is
+        neither an integer nor a string, such as ``1.5``) gets no answer from it, so none is waited for.
+        """
+        try:
+            message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:  # pydantic's ValidationError: the SDK drops the line
+            return
+        if isinstance(message, JSONRPCRequest):
+            self._ids.add(json.dumps(message.id))
+        elif (
+            isinstance(message, JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+            and isinstance(message.params, dict)
+        ):
+            self._settle(message.params.get("requestId"))
 
     def written(self, text: str) -> None:
         if not self._ids:
@@ -231,8 +252,9 @@ class _StdinLines:
         if not line:
             await self._owed.all_answered(DRAIN_TIMEOUT_S)
             raise StopAsyncIteration
-        self._owed.read(line)
-        return mark_lone_surrogates(line)
+        marked = mark_lone_surrogates(line)
+        self._owed.read(marked)
+        return marked
 
 
 class _StdoutLines:
