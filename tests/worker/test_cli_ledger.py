@@ -88,6 +88,17 @@ def test_pin_options(runner: CliRunner, db_file: Path) -> None:
     assert [r["id"] for r in run_json(runner, "pins")] == [replaced["id"]]
 
 
+def test_a_group_with_a_control_character_is_refused_and_never_reaches_the_terminal(
+    runner: CliRunner, db_file: Path
+) -> None:
+    # Given groups holding what the record protocol refuses in a group: ESC (a terminal escape), tab, NUL, a C1
+    for group in ("\x1b[31mred", "a\tb", "a\x00b", "a\x9bb"):
+        # When it is pinned, Then it is refused naming the group, and nothing is stored
+        result = run(runner, "pin", "deploy region is eu-west-1", "--group", group, code=1)
+        assert "conflict_group must be" in result.stderr and "control characters" in result.stderr, result.stderr
+    assert run_json(runner, "pins") == []
+
+
 def test_bodies_are_printed_literally_not_as_markup(runner: CliRunner, db_file: Path) -> None:
     run(runner, "pin", "use [bold]literal[/bold] brackets")
     assert "[bold]literal[/bold]" in run(runner, "pins").stdout
