@@ -58,12 +58,20 @@ def make_engine(url: str, *, sqlite_synchronous: str = DEFAULT_SYNCHRONOUS) -> E
     ``PRAGMA synchronous`` = ``sqlite_synchronous`` (``normal`` or ``full``).
 
     Raises:
-        LedgerError: another database, or a ``sqlite_synchronous`` that is not ``normal`` or ``full``.
+        LedgerError: another database, a URL that is not UTF-8 text, or a ``sqlite_synchronous`` that is not
+            ``normal`` or ``full``.
     """
     if sqlite_synchronous not in SYNCHRONOUS_MODES:  # whatever the database: a bad setting is never silent
         raise LedgerError(
             f"SQLite synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, not {sqlite_synchronous!r}"
         )
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:  # os.fsdecode's stand-ins for bytes of another encoding, in a path or a name
+        raise LedgerError(
+            "the database URL is not UTF-8 text: it holds bytes of another encoding (in a file or directory name, "
+            "say); use a path and names in UTF-8"
+        ) from None
     parsed = make_url(url)
     kind = _kind(parsed.get_backend_name())
     if kind is None:

@@ -171,6 +171,18 @@ def test_bad_database_urls_exit_1_cleanly(runner: CliRunner, tmp_path: Path, mon
     run(runner, "pins", "--database-url", "not a url", code=1)
 
 
+def test_a_database_path_that_is_not_utf8_is_a_clear_error(runner: CliRunner, tmp_path: Path) -> None:
+    # Given a directory whose name is Latin-1 bytes, as argv or the environment hands it over (os.fsdecode)
+    directory = tmp_path / os.fsdecode(b"caf\xe9")
+    directory.mkdir()
+    url = f"sqlite:///{directory / 'ledger.db'}"
+    for command in (["pins"], ["pin", "x"], ["db", "upgrade"]):
+        # When a command opens a ledger there, Then it says what is wrong, and no file is made
+        result = run(runner, *command, "--database-url", url, code=1)
+        assert "the database URL is not UTF-8 text" in result.stderr, result.stderr
+    assert list(directory.iterdir()) == []
+
+
 def test_database_url_option_overrides_the_environment(runner: CliRunner, db_file: Path, tmp_path: Path) -> None:
     other = f"sqlite:///{tmp_path / 'other.db'}"
     run(runner, "pin", "in the other file", "--database-url", other)
