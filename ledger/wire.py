@@ -72,28 +72,50 @@ def char_problem(found: str, where: str) -> str:
     return f"{where} holds the control character {code}, which is not allowed; send plain text"
 
 
+MAX_PARAM_DEPTH = 32  # no param nests deeper (a turn's messages: 3 levels); nothing walks a value past it
+
+
 def scan(value: Any, path: str) -> None:
-    """Refuse a lone surrogate or a control character (other than tab, LF, CR) in any string of ``value``."""
-    if isinstance(value, str):
-        found = BAD_ANYWHERE.search(value)
-        if found:
-            raise RpcError(
-                INVALID_PARAMS, f"invalid params: {char_problem(found.group(), path)}", reason="invalid_params",
-                field=path,
-            )  # fmt: skip
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            name = key if isinstance(key, str) else str(key)
-            if BAD_ANYWHERE.search(name):
-                shown = quote(name)
+    """Refuse a lone surrogate or a control character (other than tab, LF, CR) in any string of ``value``, and
+    a value nested more than :data:`MAX_PARAM_DEPTH` levels deep.
+
+    Iterative, so a value nested as deep as the JSON reader allows is refused, never a ``RecursionError``. The
+    field an error names is quoted (:func:`quote`), so a long param name never makes a long error.
+    """
+    pending: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while pending:
+        item, where, depth = pending.pop()
+        if isinstance(item, str):
+            found = BAD_ANYWHERE.search(item)
+            if found:
+                field = quote(where)[1:-1]
                 raise RpcError(
-                    INVALID_PARAMS, f"invalid params: the param name {shown} is not plain text",
-                    reason="invalid_params", field=shown[1:-1],
+                    INVALID_PARAMS, f"invalid params: {char_problem(found.group(), field)}", reason="invalid_params",
+                    field=field,
                 )  # fmt: skip
-            scan(item, name if path == "params" else f"{path}.{name}")
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            scan(item, f"{path}[{index}]")
+            continue
+        if not isinstance(item, Mapping | list | tuple):
+            continue
+        if depth >= MAX_PARAM_DEPTH:
+            field = quote(where)[1:-1]
+            raise RpcError(
+                INVALID_PARAMS, f"invalid params: {field} is nested more than {MAX_PARAM_DEPTH} levels deep; "
+                "no param nests that deep", reason="invalid_params", field=field,
+            )  # fmt: skip
+        children: list[tuple[Any, str, int]] = []
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                name = key if isinstance(key, str) else str(key)
+                if BAD_ANYWHERE.search(name):
+                    shown = quote(name)
+                    raise RpcError(
+                        INVALID_PARAMS, f"invalid params: the param name {shown} is not plain text",
+                        reason="invalid_params", field=shown[1:-1],
+                    )  # fmt: skip
+                children.append((child, name if where == "params" else f"{where}.{name}", depth + 1))
+        else:
+            children = [(child, f"{where}[{index}]", depth + 1) for index, child in enumerate(item)]
+        pending.extend(reversed(children))  # in document order: the first bad string is the one named
 
 
 # ---------------------------------------------------------------------- errors

@@ -28,6 +28,7 @@ from ledger.protocol import (
     handle,
     handle_line,
 )
+from ledger.wire import MAX_PARAM_DEPTH
 from tests.conftest import T0, Clock
 
 RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
@@ -708,9 +709,33 @@ def test_errors_quote_at_most_80_characters_of_the_input(led: Ledger) -> None:
         ("memory/save_memory_record", {"body": "x", "expiresAt": "d" * 900_000}),
         ("memory/save_memory_record", {"body": "x", "e" * 900_000: 1}),
         ("f" * 900_000, {}),
+        ("memory/list_memory_records", {"g" * 900_000: "a control character: \x01"}),
+        ("memory/list_memory_records", {"kind": [{"h" * 900_000: "a lone surrogate: \ud800"}]}),
     ):
         response = handle(led, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         assert len(json.dumps(response)) < 2_000, (method, len(json.dumps(response)))
+
+
+def test_params_nested_as_deep_as_json_allows_are_refused_never_an_internal_error(led: Ledger) -> None:
+    # Given requests nesting a param 33 levels deep and more, up to past what the JSON reader itself takes,
+    # alone and in a batch (one level more)
+    for depth in range(MAX_PARAM_DEPTH + 1, 1_200):
+        request = '{"jsonrpc":"2.0","id":1,"method":"memory/list_memory_records","params":{"kind":%s}}' % (
+            "[" * depth + "]" * depth
+        )
+        for line in (request, f"[{request}]"):
+            # When each is answered, Then it is refused as too deep (or not JSON at all), never an internal error
+            answer = json.loads(handle_line(led, line) or "null")
+            error = (answer[0] if isinstance(answer, list) else answer)["error"]
+            assert error["code"] in (INVALID_PARAMS, PARSE_ERROR), (depth, error)
+            if error["code"] == INVALID_PARAMS:
+                assert f"nested more than {MAX_PARAM_DEPTH} levels deep" in error["message"], error
+    # and a param just within the limit is checked as usual
+    nested: Any = []
+    for _ in range(MAX_PARAM_DEPTH - 2):
+        nested = [nested]
+    error = err(led, "memory/list_memory_records", {"kind": nested})
+    assert error["data"]["errors"][0]["field"] == "kind" and "nested" not in error["message"], error
 
 
 @pytest.mark.parametrize(

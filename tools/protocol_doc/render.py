@@ -224,6 +224,8 @@ and `Instant` field types):
 * **Messages** quote at most 80 characters of any input (`quote()`: JSON-escaped, cut, with the
   full length), so a 900 KB id gives a short error. `data.errors` lists each problem as
   `{field, type, message}`; an unknown param's message lists the params the method takes.
+* **Nesting**: a param nested more than 32 levels deep (no param nests beyond 3) is `invalid_params`
+  naming it, and a request nested deeper than the JSON reader takes is a `-32700` parse error.
 * **Unknown methods** (`-32601`) list every method of the table, extra methods included.
 
 ## Lost connections
