@@ -516,6 +516,30 @@ def test_a_lone_surrogate_over_stdio_is_answered_and_the_server_goes_on(mcp: Sha
     assert answers[2]["result"]["structuredContent"]["count"] == 0
 
 
+def test_a_deeply_nested_line_with_an_escape_is_refused_and_the_server_goes_on(
+    mcp: SharedStdio, raw_stdio: RawStdio
+) -> None:
+    # Given tool calls whose arguments nest ever deeper, each holding a \u escape (so the line is walked for
+    # lone surrogates), up to past what Python's JSON reader takes
+    for depth in (50, 300, 450, 600, 900, 1_100):
+        nested = "[" * depth + '"\\u0041"' + "]" * depth
+        call = f'"method":"tools/call","params":{{"name":"list_pins","arguments":{{"a":{nested}}}}}'
+        raw_stdio.send(f'{{"jsonrpc":"2.0","id":{depth},{call}}}')
+    # When a plain call follows
+    raw_stdio.send(
+        json.dumps({"jsonrpc": "2.0", "id": "after", "method": "tools/call", "params": {"name": "list_pins"}})
+    )
+    # Then the server is still there to answer it (it died of a RecursionError), and each call it read is refused
+    answers: dict[Any, Any] = {}
+    while "after" not in answers:
+        line = raw_stdio.stdout.readline()
+        assert line, "memledger mcp stopped answering"
+        answer = json.loads(line)
+        answers[answer.get("id")] = answer
+    assert answers["after"]["result"]["structuredContent"]["count"] == 0
+    assert all(a["result"]["isError"] for key, a in answers.items() if key != "after"), answers
+
+
 def test_mcp_stdio_lines_hold_no_character_splitlines_breaks_on(
     raw_stdio: RawStdio, mcp: SharedStdio, mcp_led: Ledger
 ) -> None:

@@ -140,17 +140,16 @@ def mark_lone_surrogates(line: str) -> str:
     The SDK's JSON reader refuses such a line, and on stdio it then answers nothing at
     all, so the client would wait for ever. Python's reader accepts it; with the
     surrogate marked, the request reaches the tool, whose argument check answers
-    ``invalid_params`` naming the field. A line without ``\\u`` escapes, or that is not
-    JSON at all, is passed on unchanged (the SDK reports the parse error as usual).
+    ``invalid_params`` naming the field. A line without ``\\u`` escapes, that is not JSON at
+    all, or that nests too deep to walk, is passed on unchanged (the SDK refuses it as usual).
     """
     if "\\u" not in line:
         return line
     try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
+        marked, changed = _mark(json.loads(line))
+        return json.dumps(marked, ensure_ascii=False) + "\n" if changed else line
+    except (ValueError, RecursionError):  # nested deeper than walking it allows: the SDK refuses it too
         return line
-    marked, changed = _mark(message)
-    return json.dumps(marked, ensure_ascii=False) + "\n" if changed else line
 
 
 def _mark(value: Any) -> tuple[Any, bool]:
