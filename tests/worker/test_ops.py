@@ -208,6 +208,23 @@ def test_access_log_has_method_status_latency_account_and_never_a_body(loopback_
     assert "passport" not in stream.getvalue()
 
 
+def test_a_path_cannot_forge_a_console_log_line_or_reach_the_terminal(loopback_client: TestClient) -> None:
+    # Given the console log (for people, in a terminal)
+    stream = io.StringIO()
+    configure_logging(fmt="console", level="INFO", stream=stream)
+    try:
+        # When a client asks for a path whose escapes decode to an escape sequence, a line break and a bell
+        assert loopback_client.get("/%1b%5b31mRED%0aFAKE-LINE%07").status_code == 404
+    finally:
+        logging.getLogger().handlers.clear()
+    # Then its access line is one line, showing the path as it was sent, with no control character at all
+    lines = stream.getvalue().splitlines()
+    access = [line for line in lines if "memledger.access" in line]
+    assert len(access) == 1 and "GET /%1b%5b31mRED%0aFAKE-LINE%07 404" in access[0], lines
+    assert not any(line.startswith("FAKE-LINE") for line in lines)
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", stream.getvalue()), stream.getvalue()
+
+
 # --- /ops: who may see it ------------------------------------------------------------------------
 
 

@@ -135,6 +135,20 @@ def outcome_of(answer: bytes, *, complete: bool) -> str:
         return "error"
 
 
+_UNPRINTABLE = re.compile(rb"[^\x21-\x7e]")
+
+
+def shown_path(scope: Scope) -> str:
+    """The request's path for a log line's text: as the request line carried it, every byte that is not
+    visible ASCII percent-escaped. The decoded path (``scope["path"]``) turns ``%1b`` and ``%0a`` into an
+    escape sequence and a line break, which a console log would print raw (a forged line, a terminal's
+    title rewritten)."""
+    raw = scope.get("raw_path")
+    if not isinstance(raw, bytes):
+        raw = str(scope["path"]).encode("utf-8", "surrogateescape")
+    return _UNPRINTABLE.sub(lambda found: b"%%%02X" % found.group()[0], raw).decode("ascii")
+
+
 class Observe:
     """ASGI middleware: RPC metrics for ``POST /rpc`` and one access-log line for every HTTP request."""
 
@@ -185,7 +199,7 @@ class Observe:
         """One access-log line: never a body, a param, a query string or a header."""
         state = scope.get("state") or {}
         account = state.get(ACCOUNT_STATE_KEY) or self.account
-        what = extra.get("rpc_method") or scope["path"]
+        what = extra.get("rpc_method") or shown_path(scope)
         access_log.info(
             "%s %s %d",
             scope["method"],
