@@ -38,6 +38,8 @@ CONFIG_FILE_ENV = "MEMLEDGER_CONFIG_FILE"
 FAULT_POINTS = ("after_claim", "after_answer_stored", "mid_apply", "after_apply")
 _ACCOUNT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@/+-]{0,199}$")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_SECRET_SETTINGS = ("operator_token",)  # never shown, in a log or in an error
+_URL_SETTINGS = ("database_url", "redis_url")  # shown with their password masked
 
 
 class WorkerConfig(BaseSettings):
@@ -215,11 +217,9 @@ class WorkerConfig(BaseSettings):
     def redacted(self) -> dict[str, Any]:
         """The settings as a dict with secrets in URLs masked (safe to log)."""
         data = self.model_dump()
-        if data.get("operator_token"):
-            data["operator_token"] = "***"
-        for key in ("database_url", "redis_url"):
+        for key in (*_SECRET_SETTINGS, *_URL_SETTINGS):
             if data.get(key):
-                data[key] = re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", data[key])
+                data[key] = masked(key, data[key])
         return data
 
 
@@ -275,6 +275,13 @@ def _read_toml(path_text: str) -> dict[str, Any]:
     return data
 
 
+def masked(field: str, value: str) -> str:
+    """A setting's value as safe to show: a secret as ``***``, a password in a URL as ``***``."""
+    if field in _SECRET_SETTINGS:
+        return "***"
+    return re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", value) if field in _URL_SETTINGS else value
+
+
 def _describe(loc: tuple[int | str, ...], environ: Mapping[str, str], config_file: str | None) -> tuple[str, object]:
     """Name a bad value as the operator wrote it: the environment variable or the file key."""
     if not loc:  # a check across several settings: its message names them
@@ -302,7 +309,8 @@ def load_config() -> WorkerConfig:
         problems = []
         for err in exc.errors():
             where, value = _describe(tuple(err["loc"]), os.environ, config_file)
-            shown = f"={value!r}" if value is not None else ""
+            field = str(err["loc"][0]) if err["loc"] else ""
+            shown = f"={masked(field, str(value))!r}" if value is not None else ""
             message = err["msg"].removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
                 message = "unknown setting (check the spelling)"

@@ -158,3 +158,22 @@ def test_the_serve_port_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMLEDGER_PORT", "70000")
     with pytest.raises(ConfigError, match="MEMLEDGER_PORT='70000'"):
         load_config()
+
+
+def test_a_bad_secret_is_reported_without_its_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given settings that fail their checks while holding secrets: a short operator token, passwords in URLs
+    monkeypatch.setenv("MEMLEDGER_OPERATOR_TOKEN", "hunter2-op")
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", "mysql://ledger:hunter2-db@db.example/ledger")
+    monkeypatch.setenv("MEMLEDGER_REDIS_URL", "http://:hunter2-redis@redis.example:6379/0")
+    # When the configuration is read
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    # Then each is named, URLs without their password, and no secret is in the message (it goes to the logs)
+    message = str(info.value)
+    assert "hunter2" not in message, message
+    for expected in (
+        "MEMLEDGER_OPERATOR_TOKEN='***': String should have at least 16 characters",
+        "MEMLEDGER_DATABASE_URL='mysql://ledger:***@db.example/ledger'",
+        "MEMLEDGER_REDIS_URL='http://:***@redis.example:6379/0'",
+    ):
+        assert expected in message, message
