@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, case, or_, update
+from sqlalchemy import Connection, case, func, or_, update
 
 from ledger import record_rows as rows
 from ledger.audit import scrub_audits
@@ -22,13 +22,16 @@ _IDS = param("ids", expanding=True)
 # The source_session_id of a proposal imported from an entry file (ledger.files.exchange.import_key): the file's
 # name and a digest of its fact, so it goes with the body (a forgotten body leaves no hash to test guesses against).
 IMPORT_KEY_PREFIX = "file:"
+# Case-sensitive on both databases: SQLite's LIKE (what startswith() makes) ignores ASCII case, so a conversation's
+# session id such as "File:chat-42" would go too.
+_IMPORTED = func.substr(M.source_session_id, 1, len(IMPORT_KEY_PREFIX)) == IMPORT_KEY_PREFIX
 _ERASE = Prepared(
     update(RECORDS)
     .where(M.id.in_(_IDS))
     .values(
         body=None,
         rationale=None,
-        source_session_id=case((M.source_session_id.startswith(IMPORT_KEY_PREFIX), None), else_=M.source_session_id),
+        source_session_id=case((_IMPORTED, None), else_=M.source_session_id),
         erased_at=_N,
         updated_at=_N,
     )

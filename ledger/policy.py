@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from functools import cache
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from sqlalchemy import Connection
+
+log = logging.getLogger(__name__)
 
 # Hooks called inside the delete transaction with the scope, and the ids and bodies it erased.
 EraseHook = Callable[[Connection, str, Sequence[str], Sequence[str]], None]
@@ -50,5 +53,39 @@ class WritePolicy:
 
 @cache
 def package_erase_hooks() -> tuple[EraseHook, ...]:
-    """The erase hooks the ``memledger.erasure`` entry points name, loaded on the first delete, in name order."""
-    return tuple(entry.load() for entry in sorted(entry_points(group=ERASURE_GROUP), key=lambda e: e.name))
+    """The erase hooks the ``memledger.erasure`` entry points name, loaded on the first delete, in name order.
+
+    A hook that cannot be loaded (its import fails), or no entry point at all (memledger run from a source tree
+    without its package metadata), never fails a forget nor goes unsaid: in its place a stand-in logs, at each
+    forget, which text was left unscrubbed and what to do.
+    """
+    found = sorted(entry_points(group=ERASURE_GROUP), key=lambda e: e.name)
+    if not found:
+        return (_unscrubbed(f"no {ERASURE_GROUP} entry point is registered", "install memledger (make install)"),)
+    return tuple(_load(entry) for entry in found)
+
+
+def _load(entry: EntryPoint) -> EraseHook:
+    try:
+        hook: EraseHook = entry.load()
+    except Exception as exc:
+        log.exception("the erase hook %s (%s) cannot be loaded", entry.name, entry.value)
+        why = f"the erase hook {entry.name} ({entry.value}) cannot be loaded: {exc!r}"
+        return _unscrubbed(why, "reinstall memledger")
+    return hook
+
+
+def _unscrubbed(why: str, fix: str) -> EraseHook:
+    """A stand-in hook: the forget goes on (the records' bodies are erased) and says what it could not scrub."""
+
+    def hook(conn: Connection, scope_key: str, record_ids: Sequence[str], bodies: Sequence[str]) -> None:
+        log.error(
+            "forget of %s in %s: the text other packages keep of it (extraction digests) was not scrubbed: %s; %s "
+            "so that later forgets scrub it (docs/extraction.md)",
+            ", ".join(record_ids),
+            scope_key,
+            why,
+            fix,
+        )
+
+    return hook

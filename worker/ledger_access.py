@@ -41,8 +41,9 @@ class LedgerAccess:
     @classmethod
     def from_environment(cls) -> LedgerAccess:
         """The three as the environment has them now."""
-        names = {ENV_PREFIX + field.upper(): field for field in ("database_url", "account", "sqlite_synchronous")}
-        found = {names[key.upper()]: value for key, value in os.environ.items() if key.upper() in names and value}
+        # Lower case, as pydantic-settings compares: upper() also takes names it does not (U+017F, long s, is S)
+        names = {(ENV_PREFIX + field).lower(): field for field in ("database_url", "account", "sqlite_synchronous")}
+        found = {names[key.lower()]: value for key, value in os.environ.items() if key.lower() in names and value}
         return cls(**found)
 
     def synchronous(self) -> str:

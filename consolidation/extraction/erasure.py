@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, inspect, select, update
 
 from consolidation.extraction.digest import DigestMessage, chars, dumps, loads
 from consolidation.tables import DIGESTS
@@ -30,7 +30,7 @@ def scrub_digests(conn: Connection, scope: str, ids: Sequence[str], bodies: Sequ
     whole.
     """
     needles = sorted({" ".join(b.split()) for b in bodies if b and b.strip()}, key=len, reverse=True)
-    if not needles:
+    if not needles or not inspect(conn).has_table(DIGESTS.name):  # a database of the ledger's tables alone
         return
     pattern = re.compile("|".join(re.escape(n).replace("\\ ", "\\s+") for n in needles), re.IGNORECASE)
     folded = [n.casefold() for n in needles]
@@ -45,7 +45,8 @@ def scrub_digests(conn: Connection, scope: str, ids: Sequence[str], bodies: Sequ
 
 
 def _scrub(text: str, pattern: re.Pattern[str], folded: Sequence[str]) -> str:
-    """``text`` with each quote of a body ``[erased]``; the whole text if a case-folded quote is left."""
+    """``text`` with each quote of a body ``[erased]``; the whole text if a case-folded quote is left (outside
+    the ``[erased]`` marks: a body such as "Erased" is in every mark)."""
     text = pattern.sub(ERASED, text)
-    haystack = " ".join(text.casefold().split())
-    return ERASED if any(needle in haystack for needle in folded) else text
+    pieces = [" ".join(piece.casefold().split()) for piece in text.split(ERASED)]
+    return ERASED if any(needle in piece for piece in pieces for needle in folded) else text

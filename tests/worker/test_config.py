@@ -177,3 +177,30 @@ def test_a_bad_secret_is_reported_without_its_value(monkeypatch: pytest.MonkeyPa
         "MEMLEDGER_REDIS_URL='http://:***@redis.example:6379/0'",
     ):
         assert expected in message, message
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        {"memledger_database_url": "sqlite:///a.db", "Memledger_Account": "alice", "MEMLEDGER_SQLITE_SYNCHRONOUS": ""},
+        {"MEMLEDGER_ACCOUNT": "", "MEMLEDGER_SQLITE_synchronous": "full"},
+        # Names that only upper() makes the variables' (\u017f is S, \u0131 is I): the configuration reads neither
+        {"MEMLEDGER_DATABA\u017fE_URL": "sqlite:///b.db", "memledger_sql\u0131te_synchronous": "full"},
+    ],
+)
+def test_the_ledger_commands_read_their_variables_as_the_configuration_does(
+    spelling: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from worker.cli.ledger import DEFAULT_ACCOUNT, DEFAULT_DATABASE_URL
+    from worker.config import WorkerConfig
+    from worker.ledger_access import LedgerAccess
+
+    # Given the three variables spelled in some case, or empty
+    for name in ("MEMLEDGER_DATABASE_URL", "MEMLEDGER_ACCOUNT", "MEMLEDGER_SQLITE_SYNCHRONOUS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in spelling.items():
+        monkeypatch.setenv(name, value)
+    # Then the ledger commands read what the configuration reads
+    access, config = LedgerAccess.from_environment(), WorkerConfig()
+    read = (access.database_url or DEFAULT_DATABASE_URL, access.account or DEFAULT_ACCOUNT, access.synchronous())
+    assert read == (config.database_url, config.account, config.sqlite_synchronous)

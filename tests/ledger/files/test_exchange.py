@@ -174,6 +174,17 @@ def test_forgetting_an_imported_pin_erases_its_import_key(led: Ledger, tmp_path:
     assert [i.already for i in again.imported] == [False]
 
 
+def test_forgetting_a_pin_keeps_a_session_id_that_is_no_import_key(led: Ledger) -> None:
+    # Given pins saved from conversations whose session ids only look like an import key's start
+    sessions = ["File:chat-42", "FILE:notes", "files:1", "s-1"]
+    pins = [led.save(f"The quillwort vault opens on day {n}.", source_session_id=s) for n, s in enumerate(sessions)]
+    # When they are forgotten
+    for pin in pins:
+        led.delete(pin.id)
+    # Then each keeps its session id (only an entry file's import key, "file:...", goes with the body)
+    assert [led.get(p.id).source_session_id for p in pins] == sessions
+
+
 def test_import_skips_what_is_not_valid_in_scope_and_current(make_sqlite_ledger: object, tmp_path: Path) -> None:
     led: Ledger = make_sqlite_ledger()  # type: ignore[operator]
     files = {
