@@ -38,7 +38,7 @@ from tests.worker.mcp_helpers import (
     ok,
     refused,
 )
-from worker.mcp.server import DRAIN_TIMEOUT_S, build_server
+from worker.mcp.server import DRAIN_TIMEOUT_S, _Owed, build_server
 from worker.mcp.tools import ERROR_META_KEY, PIN_ALWAYS, TOOLS, call_tool
 
 BOTH_BACKENDS = pytest.mark.parametrize("mcp", ["sqlite", "postgres"], indirect=True)
@@ -482,6 +482,33 @@ def test_a_request_the_sdk_cannot_answer_does_not_hold_the_exit_when_stdin_close
         assert raw.proc.wait(DRAIN_TIMEOUT_S / 4) == 0
     finally:
         assert raw.close() == 0
+
+
+def test_the_answers_owed_at_the_end_of_stdin_are_those_the_sdk_writes() -> None:
+    def line(message: dict[str, Any]) -> str:
+        return json.dumps({"jsonrpc": "2.0", **message}) + "\n"
+
+    async def owed_after(lines: list[str], answered: list[int]) -> bool:
+        owed = _Owed()
+        for text in lines:
+            owed.read(text)
+        for request_id in answered:
+            owed.written(line({"id": request_id, "result": {}}))
+        with anyio.move_on_after(1) as waited:
+            await owed.all_answered(DRAIN_TIMEOUT_S)
+        return waited.cancel_called
+
+    call = {"method": "tools/call", "params": {"name": "list_pins", "arguments": {}}}
+    # Given a request the client cancels naming its id as a string ("1" for 1), as the SDK matches it (which then
+    # never answers it)
+    cancel = line({"method": "notifications/cancelled", "params": {"requestId": "1"}})
+    # When stdin ends, Then nothing is waited for (it waited 60 s and logged the request as unanswered)
+    assert not anyio.run(owed_after, [line({"id": 1, **call}), cancel], [])
+    # Given an id sent twice, which the SDK answers twice: one answer written, the other still owed
+    twice = line({"id": 5, **call})
+    # Then the second is still waited for (one answer settled both), and nothing once both are written
+    assert anyio.run(owed_after, [twice, twice, line({"id": 6, **call})], [5, 6])
+    assert not anyio.run(owed_after, [twice, twice], [5, 5])
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
@@ -35,6 +36,8 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.dispatcher import as_request_id, coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
@@ -42,6 +45,7 @@ from mcp_types import (
     JSONRPCRequest,
     ListToolsResult,
     PaginatedRequestParams,
+    RequestId,
     Tool,
     jsonrpc_message_adapter,
 )
@@ -189,7 +193,7 @@ class _Owed:
     """
 
     def __init__(self) -> None:
-        self._ids: set[str] = set()
+        self._ids: Counter[RequestId] = Counter()  # an id sent twice is answered twice
         self._answered = anyio.Event()
 
     def read(self, line: str) -> None:
@@ -203,23 +207,26 @@ class _Owed:
         except ValueError:  # pydantic's ValidationError: the SDK drops the line
             return
         if isinstance(message, JSONRPCRequest):
-            self._ids.add(json.dumps(message.id))
-        elif (
-            isinstance(message, JSONRPCNotification)
-            and message.method == "notifications/cancelled"
-            and isinstance(message.params, dict)
-        ):
-            self._settle(message.params.get("requestId"))
+            self._ids[coerce_request_id(message.id)] += 1
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            # The SDK never answers a request it cancels, and it finds the request as it does here: "7" cancels 7.
+            self._settle(cancelled_request_id_from_params(message.params))
 
     def written(self, text: str) -> None:
         if not self._ids:
             return
         for message in _messages(text):
             if "method" not in message and ("result" in message or "error" in message):
-                self._settle(message.get("id"))
+                self._settle(as_request_id(message.get("id")))
 
-    def _settle(self, request_id: Any) -> None:
-        self._ids.discard(json.dumps(request_id))
+    def _settle(self, request_id: RequestId | None) -> None:
+        if request_id is None:
+            return
+        key = coerce_request_id(request_id)
+        if self._ids[key] > 1:
+            self._ids[key] -= 1
+        else:
+            self._ids.pop(key, None)
         if not self._ids:
             self._answered.set()
 
@@ -231,7 +238,7 @@ class _Owed:
             await self._answered.wait()
         if self._ids:
             log.warning(
-                "memledger mcp: stdin closed; %d request(s) left unanswered after %gs", len(self._ids), timeout_s
+                "memledger mcp: stdin closed; %d request(s) left unanswered after %gs", self._ids.total(), timeout_s
             )
 
 
