@@ -201,6 +201,9 @@ class NewRecord:
     def with_status(self, status: Status) -> NewRecord:
         return replace(self, status=status)
 
+    def with_group(self, conflict_group: str | None) -> NewRecord:
+        return replace(self, conflict_group=conflict_group)
+
 
 def new_row(record_id: str, scope: str, new: NewRecord, now_us: int, supersedes: Sequence[str]) -> dict[str, Any]:
     """The new row's columns, in :data:`NAMES` order after ``seq`` (:func:`record_of_new_row` reads them so)."""

@@ -383,7 +383,6 @@ class Transaction(Reader):
             provenance=provenance,
             confidence_bps=confidence_bps,
             rationale=why,
-            group=conflict_group,
             run_id=run_id,
         )
         exp_us = None if expires_at is None else to_micros(expires_at, name="expires_at")
@@ -394,6 +393,7 @@ class Transaction(Reader):
             row = found.get(tid)
             if row is None or row["scope_key"] != self.scope_key or row["status"] != Status.ACTIVE:
                 raise InvalidTransition(f"record {tid} is no longer active in {self.scope_key}")
+        new = new.with_group(validate.carried_group(conflict_group, [found[t]["conflict_group"] for t in targets]))
         if propose:
             self.check_growth()
             return self._write_record(new, supersedes=targets)

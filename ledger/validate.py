@@ -40,6 +40,13 @@ def group(value: object) -> str | None:
     return value.strip()
 
 
+def carried_group(value: object, stored: Iterable[str | None]) -> str | None:
+    """A write's group: one of ``stored`` (its targets' groups) is carried as it is stored, as an edit carries
+    it; any other is checked by :func:`group`. A group stored before today's checks (a tab, say) would otherwise
+    make every merge, correction or expiry proposal of its records fail."""
+    return value if isinstance(value, str) and value in stored else group(value)
+
+
 def opt_text(value: object, name: str, limit: int = 200) -> str | None:
     if value is None:
         return None

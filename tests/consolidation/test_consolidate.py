@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from consolidation import ConsolidationRun, ConsolidationService, Outcome, RunState
 from consolidation.fake_anthropic import FakeModelServer, Reply
@@ -493,6 +494,27 @@ def test_the_gate_derives_every_field_the_answer_must_not_set(
         old = led.get(target.id)
         assert old.status == Status.SUPERSEDED and old.valid_to == at(1) and old.superseded_by == merged.id
     assert {r.id for r in led.history(merged.id)} >= {a.id, b.id}
+
+
+@pytest.mark.parametrize("mode", ["apply", "propose"])
+def test_a_group_stored_before_control_characters_were_refused_is_carried_as_stored(
+    asvc: ConsolidationService, fake: FakeModelServer, mode: str
+) -> None:
+    # Given a pin whose group holds a tab, as `memledger pin --group` stored it before such groups were refused
+    led = asvc.led
+    pin = led.save("my deploy region is eu-west-1", conflict_group="deploy region", now=T0)
+    with led.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE memory_records SET conflict_group = :g WHERE id = :i"), {"g": "deploy\tregion", "i": pin.id}
+        )
+    fake.set_operations(by_body({"op": "correct", "targets": [pin.body], "body": "my deploy region is eu-west-2"}))
+    enable(asvc, mode=mode)
+    # When a run corrects it
+    done = run_once(asvc)
+    # Then the correction is written in the pin's group as stored (it was refused, counted as not active)
+    assert done.ops_refused == 0, done
+    [fixed] = consolidated(led, at(2)) if mode == "apply" else led.proposals(SCOPE, now=at(2))
+    assert fixed.body == "my deploy region is eu-west-2" and fixed.conflict_group == "deploy\tregion"
 
 
 def test_a_proposal_over_the_budget_is_refused_and_counted(asvc: ConsolidationService, fake: FakeModelServer) -> None:
