@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from typer.testing import CliRunner, Result
 
 from ledger import format_rfc3339, open_ledger
@@ -97,6 +98,26 @@ def test_a_group_with_a_control_character_is_refused_and_never_reaches_the_termi
         result = run(runner, "pin", "deploy region is eu-west-1", "--group", group, code=1)
         assert "conflict_group must be" in result.stderr and "control characters" in result.stderr, result.stderr
     assert run_json(runner, "pins") == []
+
+
+def test_a_group_stored_with_a_control_character_before_they_were_refused_is_printed_escaped(
+    runner: CliRunner, db_file: Path
+) -> None:
+    # Given a pin whose group holds an escape sequence and a tab, stored before such groups were refused
+    pinned = run_json(runner, "pin", "deploy region is eu-west-1", "--group", "region")
+    led = open_ledger(f"sqlite:///{db_file}")
+    try:
+        with led.engine.begin() as conn:
+            conn.execute(
+                text("UPDATE memory_records SET conflict_group = :g WHERE id = :i"),
+                {"g": "\x1b]0;owned\x07re\tgion\x9b", "i": pinned["id"]},
+            )
+    finally:
+        led.close()
+    # When the pins are listed, Then the group's control characters are shown escaped, never sent to the terminal
+    table = run(runner, "pins").stdout
+    assert not any(char in table for char in "\x1b\x07\t\x9b"), repr(table)
+    assert "\\u001b]0;owned\\u0007re\\u0009gion\\u009b" in table, table
 
 
 def test_bodies_are_printed_literally_not_as_markup(runner: CliRunner, db_file: Path) -> None:
