@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from ledger.slash import SlashResult
     from ledger.store import Pending
     from ledger.tx import Transaction
+    from ledger.wire import check_line
 
 # Where each name of the surface is defined (``open_ledger`` is defined below). No name of the surface is a
 # submodule's: importing ``ledger.x`` sets the package's attribute ``x`` to the module.
@@ -108,6 +109,7 @@ _WHERE: dict[str, str] = {
     "SlashResult": "ledger.slash",
     "Pending": "ledger.store",
     "Transaction": "ledger.tx",
+    "check_line": "ledger.wire",
 }
 
 # The front door: consolidation/ and worker/ import from here, and from ledger.schema (the tables),
@@ -144,6 +146,7 @@ __all__ = [
     "Status",
     "SweepStatus",
     "Transaction",
+    "check_line",
     "check_scope",
     "check_search_index",
     "check_session_id",

@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from ledger.errors import LedgerError, RpcError
+from ledger.errors import InvalidArgument, LedgerError, RpcError
 from ledger.instants import format_rfc3339, require_aware
 from ledger.lines import escape_line_breaks
 from ledger.models import MemoryRecord, ScopeUsage
@@ -286,6 +286,19 @@ def line_text(value: object) -> str:
     found = BAD_IN_LINE.search(value)
     if found:
         raise ValueError(char_problem(found.group(), "the text") + " on one line (no newline or tab)")
+    return value
+
+
+def check_line(value: str, name: str) -> str:
+    """``value`` when it is one line of text as the protocol takes a one-line param (a search's query, say).
+
+    Raises:
+        InvalidArgument: a lone surrogate (``os.fsdecode``'s stand-in for a byte that is not UTF-8) or a control
+            character, tab and newline too; the message names ``name`` as the protocol's refusal does.
+    """
+    found = BAD_IN_LINE.search(value)
+    if found:
+        raise InvalidArgument(f"{char_problem(found.group(), name)} on one line (no newline or tab)")
     return value
 
 

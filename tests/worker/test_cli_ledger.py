@@ -237,6 +237,24 @@ def test_search(runner: CliRunner, db_file: Path) -> None:
     assert run_json(runner, "search", '"(*') == []
 
 
+def test_a_query_the_protocol_refuses_is_refused_not_searched(runner: CliRunner, db_file: Path) -> None:
+    run(runner, "pin", "deploy region is eu-west-1")
+    # Given queries /rpc refuses: a byte that is not UTF-8 (a lone surrogate, as os.fsdecode hands it over), a
+    # control character, a tab
+    not_utf8 = os.fsdecode(b"\xff")
+    for query, says in (
+        ("deploy " + not_utf8, "not valid Unicode"),
+        ("a\x1bb", "U+001B"),
+        ("deploy\tregion", "U+0009"),
+    ):
+        # When one is searched for, Then it is refused naming the query (it answered "No match."), as invalid_params
+        result = run(runner, "search", query, code=1)
+        assert f"query {'is' if says == 'not valid Unicode' else 'holds'}" in result.stderr and says in result.stderr
+        error = json.loads(run(runner, "search", query, "--json", code=1).stderr)["error"]
+        assert error["reason"] == "invalid_params", error
+    assert [r["body"] for r in run_json(runner, "search", "deploy region")] == ["deploy region is eu-west-1"]
+
+
 def test_sweep(runner: CliRunner, db_file: Path) -> None:
     # Given a pin that expired a day ago (saved in the past) and one that expires in 2099
     led = open_ledger(f"sqlite:///{db_file}")

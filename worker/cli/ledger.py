@@ -28,6 +28,7 @@ from ledger import (
     Ledger,
     LedgerError,
     MemoryRecord,
+    check_line,
     check_search_index,
     current_revision,
     format_rfc3339,
@@ -343,7 +344,7 @@ def as_of(
 
 
 def search(
-    query: Annotated[str, typer.Argument(help="Words to look for (any text is a valid query).", show_default=False)],
+    query: Annotated[str, typer.Argument(help="Words to look for, on one line.", show_default=False)],
     as_json: Json = False,
     limit: Annotated[int, typer.Option("--limit", min=1, max=200, help="At most this many results.")] = 20,
     scope: Scope = None,
@@ -352,7 +353,7 @@ def search(
     """Full-text search over the active pins, best match first."""
     with cli_ledger(database_url) as led:
         key = scope or led.scope_key
-        records = led.search(key, query, limit=limit)
+        records = led.search(key, check_line(query, "query"), limit=limit)
     print_records(records, as_json=as_json, title=f"Matches in {key}", empty="No match.")
 
 
