@@ -38,7 +38,7 @@ def save_plain(
             Provenance.USER_EXPLICIT,
             Status.ACTIVE,
             expires_at=None if expires_at is None else to_micros(expires_at, name="expires_at"),
-            source_session_id=validate.opt_text(options.get("source_session_id"), "source_session_id"),
+            source_session_id=validate.source_session(options.get("source_session_id")),
         )
         if target is not None:
             target = validate.record_id(target)

@@ -251,7 +251,7 @@ class Transaction(Reader):
         """
         clean = validate.stored_body(body, max_chars=self.policy.max_body_chars)
         group = validate.group(options.get("conflict_group"))
-        session = validate.opt_text(options.get("source_session_id"), "source_session_id")
+        session = validate.source_session(options.get("source_session_id"))
         supersedes = options.get("supersedes")
         if supersedes is not None and not isinstance(supersedes, str):
             raise InvalidArgument("supersedes must be one record id (a string)")
@@ -346,7 +346,7 @@ class Transaction(Reader):
             prov,
             Status.PROPOSED,
             conflict_group=validate.group(group),
-            source_session_id=validate.opt_text(session, "source_session_id"),
+            source_session_id=validate.source_session(session),
             confidence_bps=validate.confidence(confidence_bps),
             rationale=validate.opt_text(rationale, "rationale", limit=self.policy.max_body_chars),
             run_id=run_id,

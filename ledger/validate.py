@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ledger.audit import SESSION_MAX_CHARS, check_session_id
 from ledger.errors import BodyRejected, InvalidArgument, InvalidTransition
 from ledger.models import TRANSITIONS, Kind, Status
 from ledger.screening import screen_body
@@ -54,6 +55,20 @@ def opt_text(value: object, name: str, limit: int = 200) -> str | None:
         raise InvalidArgument(f"{name} must be a string of at most {limit} characters, without NUL")
     storable(value, name)
     return value
+
+
+def source_session(value: object) -> str | None:
+    """A record's ``source_session_id``: None, or a session id as every other session id is (1 to 200 characters,
+    not blank, no control characters; :func:`ledger.audit.check_session_id`)."""
+    if value is None:
+        return None
+    try:
+        return check_session_id(value)
+    except InvalidArgument:
+        raise InvalidArgument(
+            f"source_session_id must be 1 to {SESSION_MAX_CHARS} characters without control characters, "
+            "as every session id (leave it out when there is no session)"
+        ) from None
 
 
 def confidence(value: object) -> int | None:

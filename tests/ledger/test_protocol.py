@@ -699,6 +699,24 @@ def test_newlines_and_tabs_are_fine_in_bodies(led: Ledger) -> None:
     assert save(led, "line one\nline two\r\n\tindented")["body"] == "line one\nline two\r\n\tindented"
 
 
+def test_a_source_session_id_is_held_to_what_every_session_id_is(led: Ledger) -> None:
+    # Given source session ids no other session id may be: empty, blank, past 200 characters
+    for session in ("", "   ", "s" * 201):
+        # When a save carries one, over the protocol or the ledger's own API (a save, an edit, a proposal)
+        error = err(led, "memory/save_memory_record", {"body": "from a chat", "sourceSessionId": session})
+        # Then it is refused naming it (an empty one was stored), and nothing is written
+        assert error["code"] == INVALID_PARAMS and "sourceSessionId must be 1 to 200 characters" in error["message"]
+        for write in (led.save, led.propose):
+            with pytest.raises(LedgerError, match="source_session_id must be 1 to 200"):
+                write("from a chat", source_session_id=session)
+    assert led.list(led.scope_key) == [] and led.proposals(led.scope_key) == []
+    # and one of 1 to 200 characters is kept, as before
+    pin = ok(led, "memory/save_memory_record", {"body": "from a chat", "sourceSessionId": "s" * 200})
+    assert pin["sourceSessionId"] == "s" * 200
+    with pytest.raises(LedgerError, match="source_session_id must be"):
+        led.save("edited", supersedes=pin["id"], source_session_id="")
+
+
 def test_errors_quote_at_most_80_characters_of_the_input(led: Ledger) -> None:
     huge = "mem_" + "a" * 900_000
     for method, params in (

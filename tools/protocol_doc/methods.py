@@ -220,7 +220,8 @@ DOCS: dict[str, MethodDoc] = {
             "supersedes": "edit: the id of the active record this replaces (it closes at the same instant)",
             "expiresAt": "when it stops applying, RFC 3339 with an offset, in the future",
             "conflictGroup": "records making competing claims share a group; saving one closes the active member",
-            "sourceSessionId": "the chat session it came from",
+            "sourceSessionId": "the chat session it came from, 1 … 200 characters on one line like every session "
+            "id (leave it out when there is none: an empty one is refused)",
             "requestId": "your key for this save, 1 … 200 characters (e.g. a UUID): sent again with the same key and "
             "params, the record it wrote comes back and nothing is written twice (see *Lost connections*)",
         },
