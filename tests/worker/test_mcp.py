@@ -752,14 +752,20 @@ def test_a_failure_choosing_the_ledger_is_an_internal_error_tool_result(caplog: 
     def no_ledger(_ctx: Any) -> Ledger:
         raise RuntimeError("token store unreachable at 10.0.0.7")
 
-    async def main() -> Any:
+    async def main(name: str) -> Any:
         async with InMemoryTransport(build_server(no_ledger)) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
-            return await session.call_tool("list_pins", {})
+            return await session.call_tool(name, {})
 
-    result = anyio.run(main)
+    result = anyio.run(main, "list_pins")
     data = refused(result, "internal_error")
     assert "10.0.0.7" not in str(data) and "10.0.0.7" in caplog.text
+    # and a tool name that would forge a log line or drive the terminal is logged escaped and short
+    caplog.clear()
+    refused(anyio.run(main, "x\n2026-01-01 forged line \x1b]0;owned\x07" + "n" * 1_000), "internal_error")
+    [logged] = [r.getMessage() for r in caplog.records if "choosing the ledger" in r.getMessage()]
+    assert not any(char in logged for char in "\n\x1b\x07") and len(logged) < 200, logged
+    assert '"x\\n2026-01-01 forged line \\u001b]0;owned\\u0007' in logged, logged
 
 
 def test_while_serving_stdio_stray_output_misses_the_wire(capfd: pytest.CaptureFixture[str]) -> None:

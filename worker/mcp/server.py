@@ -113,12 +113,12 @@ def build_server(ledger_for: LedgerFor) -> Server[Any]:
 
     async def on_call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
         def run() -> CallToolResult:
-            from worker.mcp.tools import call_tool, error_result
+            from worker.mcp.tools import call_tool, error_result, logged_name
 
             try:
                 led = ledger_for(ctx)
             except Exception:
-                log.exception("internal error choosing the ledger for MCP tool %s", params.name[:80])
+                log.exception("internal error choosing the ledger for MCP tool %s", logged_name(params.name))
                 return error_result(ToolFailure("internal_error", "internal error: the server logged it; try again"))
             return call_tool(led, params.name, params.arguments)
 

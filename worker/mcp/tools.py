@@ -63,6 +63,12 @@ def echo(text: str) -> str:
     return text if len(text) <= MAX_ECHO_CHARS else text[:MAX_ECHO_CHARS] + "…"
 
 
+def logged_name(name: str) -> str:
+    """A client's tool name as a log line shows it: quoted as the record protocol quotes input (JSON-escaped, at
+    most :data:`MAX_ECHO_CHARS` characters and its length), so it can neither forge a line nor drive a terminal."""
+    return quote(name, limit=MAX_ECHO_CHARS)
+
+
 def _plain_text(value: str, *, prose: bool = False) -> str:
     """Refuse lone surrogates and control characters (prose keeps tab and newline).
 
