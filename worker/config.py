@@ -279,7 +279,22 @@ def masked(field: str, value: str) -> str:
     """A setting's value as safe to show: a secret as ``***``, a password in a URL as ``***``."""
     if field in _SECRET_SETTINGS:
         return "***"
-    return re.sub(r"//([^:/@]*):[^@]*@", r"//\1:***@", value) if field in _URL_SETTINGS else value
+    return _url_masked(value) if field in _URL_SETTINGS else value
+
+
+def _url_masked(url: str) -> str:
+    """``url`` with everything from its user's ``:`` to its last ``@`` as ``***``.
+
+    Up to the last ``@``, so a password holding one (``p@ss``) is masked whole; and a URL that fails its
+    check for a typo in ``://`` (``postgresql:/app:pw@db``) is masked from its scheme's ``:`` on, never shown
+    whole. Masking a little more than the password (a query's ``@``) is the safe side.
+    """
+    at = url.rfind("@")
+    if at < 0:
+        return url
+    slashes = url.find("//", 0, at)
+    colon = url.find(":", slashes + 2 if slashes >= 0 else 0, at)
+    return url if colon < 0 else f"{url[: colon + 1]}***{url[at:]}"
 
 
 def _describe(loc: tuple[int | str, ...], environ: Mapping[str, str], config_file: str | None) -> tuple[str, object]:

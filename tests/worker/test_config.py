@@ -204,3 +204,22 @@ def test_the_ledger_commands_read_their_variables_as_the_configuration_does(
     access, config = LedgerAccess.from_environment(), WorkerConfig()
     read = (access.database_url or DEFAULT_DATABASE_URL, access.account or DEFAULT_ACCOUNT, access.synchronous())
     assert read == (config.database_url, config.account, config.sqlite_synchronous)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgres://ledger:pw@hunter2@db.example/ledger", "postgres://ledger:***@db.example/ledger"),  # an @ in it
+        ("postgresql:/ledger:hunter2@db.example/ledger", "postgresql:***@db.example/ledger"),  # a typo in ://
+        ("ledger:hunter2@db.example/ledger", "ledger:***@db.example/ledger"),  # no scheme at all
+    ],
+)
+def test_a_malformed_url_is_reported_without_any_of_its_password(
+    monkeypatch: pytest.MonkeyPatch, url: str, shown: str
+) -> None:
+    # Given a database URL that fails its check for the way it is written, with a password in it
+    monkeypatch.setenv("MEMLEDGER_DATABASE_URL", url)
+    # When the configuration is read, Then the URL is named without any of the password (part or whole was shown)
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert "hunter2" not in str(info.value) and f"MEMLEDGER_DATABASE_URL={shown!r}" in str(info.value), info.value
