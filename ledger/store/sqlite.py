@@ -175,10 +175,16 @@ class SQLiteStore(Store):
     def dispose(self) -> None:
         if self._scrub_pending or self._vacuum_due:  # a VACUUM a lock kept out: one more try before the end
             self.scrub_files()
-        with self._writers_lock:
-            kept = list(self._kept)
-        for conn in kept:
-            self._drop_writer(conn, os.getpid())
+        # Under the write queue (a kept connection is in use only inside a write; closing one another thread writes
+        # on crashed the process). Writers busy past the wait keep theirs: each is closed when its thread ends.
+        if self._queue.enter(BUSY_TIMEOUT_MS / 1000):
+            try:
+                with self._writers_lock:
+                    kept = list(self._kept)
+                for conn in kept:
+                    self._drop_writer(conn, os.getpid())
+            finally:
+                self._queue.__exit__(None, None, None)
         super().dispose()
 
     def _begin_write(self) -> AbstractContextManager[Connection]:

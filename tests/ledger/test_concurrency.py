@@ -4,11 +4,14 @@ the one-active-member rule, lose nothing, and wait out a busy SQLite database.""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from ledger import BudgetExceeded, InvalidTransition, Ledger, LedgerError
 from ledger.models import Status
+from tests.hygiene import kill_group, popen
 
 SCOPE = "account:local"
 THREADS = 6
@@ -294,3 +298,21 @@ def test_a_mixed_workload_keeps_every_invariant(ledgers: list[Ledger]) -> None:
 def _active_seqs(led: Ledger) -> set[int]:
     with led.engine.connect() as conn:
         return set(conn.execute(text("SELECT seq FROM memory_records WHERE status = 'active'")).scalars())
+
+
+def test_closing_a_sqlite_ledger_while_other_threads_write_never_crashes(tmp_path: Path) -> None:
+    # Given a process whose threads save on a ledger its main thread closes again and again (a child: a crash
+    # must not take the test run with it)
+    child = popen(
+        [sys.executable, "-m", "tests.ledger.close_race_child", str(tmp_path / "ledger.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = child.communicate(timeout=120)
+    finally:
+        kill_group(child)
+    # Then it ends by itself, every save went through, and no write connection was closed under a writer
+    assert child.returncode == 0, (child.returncode, err[-2000:])
+    assert out.split(maxsplit=2)[:2] == ["60", "0"], out
