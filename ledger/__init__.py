@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         system_clock,
         to_micros,
     )
-    from ledger.lines import escape_line_breaks
+    from ledger.lines import escape_line_breaks, show_controls
     from ledger.models import EventKind, Kind, LedgerEvent, MemoryRecord, Provenance, ScopeUsage, Status, SweepStatus
     from ledger.packet import CITATION_CHARS, Packet
     from ledger.paging import Page
@@ -89,6 +89,7 @@ _WHERE: dict[str, str] = {
     "system_clock": "ledger.instants",
     "to_micros": "ledger.instants",
     "escape_line_breaks": "ledger.lines",
+    "show_controls": "ledger.lines",
     "EventKind": "ledger.models",
     "Kind": "ledger.models",
     "LedgerEvent": "ledger.models",
@@ -164,6 +165,7 @@ __all__ = [
     "rebuild_search_index",
     "require_aware",
     "screen_body",
+    "show_controls",
     "system_clock",
     "to_micros",
     "upgrade",

@@ -9,6 +9,7 @@ the other C1 controls) as ``\\u`` escapes; the JSON still decodes to the same va
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 LINE_BREAKS: Final = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
@@ -28,3 +29,13 @@ def escape_line_breaks(json_text: str) -> str:
     if json_text.isascii():
         return json_text
     return json_text.translate(_ESCAPES)
+
+
+CONTROL_CHARACTERS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""C0, DEL and C1: what a value shown on one line of a terminal or a log must not hold raw."""
+
+
+def show_controls(text: str) -> str:
+    """``text`` with each of :data:`CONTROL_CHARACTERS` as its ``\\uXXXX`` escape: a value stored before such
+    characters were refused (a conflict group with an ESC or a tab) never reaches a terminal raw."""
+    return CONTROL_CHARACTERS.sub(lambda found: f"\\u{ord(found.group()):04x}", text)

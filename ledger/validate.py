@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ledger.audit import SESSION_MAX_CHARS, check_session_id
 from ledger.errors import BodyRejected, InvalidArgument, InvalidTransition
+from ledger.lines import CONTROL_CHARACTERS
 from ledger.models import TRANSITIONS, Kind, Status
 from ledger.screening import screen_body
 
 GROUP_MAX_CHARS = 200
-# C0, DEL and C1: the record protocol refuses them in a group (docs/protocol.md, "Strict input"), and a command
-# that prints one (``memledger pins``) would hand an escape sequence to the operator's terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def new_record_id() -> str:
@@ -32,7 +29,14 @@ def kind(value: object) -> Kind:
 def group(value: object) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str) or not value.strip() or len(value) > GROUP_MAX_CHARS or _CONTROL.search(value):
+    # No control character: the record protocol refuses them (docs/protocol.md, "Strict input"), and a command
+    # that prints a group (``memledger pins``) would hand an escape sequence to the operator's terminal.
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > GROUP_MAX_CHARS
+        or CONTROL_CHARACTERS.search(value)
+    ):
         raise InvalidArgument(
             f"conflict_group must be a non-empty string of at most {GROUP_MAX_CHARS} characters, "
             "without control characters (such as NUL, tab or ESC)"

@@ -12,7 +12,6 @@ text: they are always rendered as plain :class:`rich.text.Text`, never as markup
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ledger import MemoryRecord, escape_line_breaks
+from ledger import MemoryRecord, escape_line_breaks, show_controls
 
 ERASED = "[erased]"
 PIPE_WIDTH = 200
@@ -163,15 +162,6 @@ def body_text(record: MemoryRecord) -> Text:
     return Text(record.body)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def shown_line(text: str) -> str:
-    """``text`` with every control character shown as its ``\\uXXXX`` escape: a conflict group stored before
-    they were refused (an ESC, a tab) never reaches the terminal raw."""
-    return _CONTROL.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
-
-
 def _interval_text(record: MemoryRecord) -> Text:
     end = record.effective_end()
     if record.valid_to is not None and record.valid_to == record.valid_from:
@@ -218,7 +208,7 @@ def records_table(
         if expiring:
             cells.append(Text(instant_text(r.expires_at)))
         if grouped:
-            cells.append(Text(shown_line(r.conflict_group or "")))
+            cells.append(Text(show_controls(r.conflict_group or "")))
         if replacing:
             cells.append(_replaced_text(r, replaces or {}))
         table.add_row(*cells)
